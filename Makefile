@@ -1,0 +1,27 @@
+# The two commands of the README: `make demo` and `make test`.
+# Both install what the machine lacks (Scripts/install-deps.sh), then build.
+SWIFT ?= swift
+
+.PHONY: deps build demo test bench lint format
+
+deps:
+	@./Scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+demo: build
+	$(SWIFT) run --skip-build PersistenceDemo
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps
+	$(SWIFT) run -c release --package-path Benchmarks PersistenceBenchmarks
+
+lint:
+	$(SWIFT) format lint -r --strict Sources Tests Package.swift
+
+format:
+	$(SWIFT) format format -i -r Sources Tests Package.swift
