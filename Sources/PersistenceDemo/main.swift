@@ -1,0 +1,3 @@
+import Persistence
+
+print("persistence demo: \(StoreValue.text("starting"))")

@@ -1,0 +1,3 @@
+import Persistence
+
+print(StoreValue.null)
