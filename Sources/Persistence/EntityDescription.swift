@@ -1,0 +1,229 @@
+import Foundation
+import Synchronization
+
+/// What happens to the objects on the other side of a relationship when the
+/// object that owns it is deleted.
+public enum DeleteRule: String, Sendable, Hashable {
+    /// Leave the destination objects; clear their link to the deleted object.
+    case nullify
+    /// Delete the destination objects too (their `prepareForDeletion` runs).
+    case cascade
+    /// Refuse to save the deletion while the relationship is not empty.
+    case deny
+}
+
+/// One persistent property of an entity: an attribute, a to-one relationship
+/// (a stored reference) or a to-many relationship (the inverse of a to-one).
+public struct PropertyDescription: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        case attribute(AttributeType)
+        case toOne(destination: String)
+        case toMany(destination: String)
+    }
+
+    /// The Swift property name; also the column name.
+    public let name: String
+    public let kind: Kind
+    public let isOptional: Bool
+    /// The value a newly inserted object starts with.
+    public let defaultValue: StoreValue
+    public let isIndexed: Bool
+    public let isUnique: Bool
+    public let deleteRule: DeleteRule
+    /// The position of the value in an object's storage; `nil` for to-many
+    /// relationships, which store nothing on this side.
+    public let slot: Int?
+
+    /// Whether this property is an attribute.
+    public var isAttribute: Bool {
+        if case .attribute = kind { return true }
+        return false
+    }
+}
+
+/// The description of an entity: a ``ManagedObject`` subclass and its
+/// persistent properties, built once per type from its property wrappers.
+///
+/// You never build one yourself; ``ManagedObject/entityDescription`` returns it.
+/// The entity's table is named ``name``; each attribute and to-one relationship
+/// is a column; every table also has `id` (the row ID) and `_version` (the
+/// optimistic-locking counter).
+public final class EntityDescription: Sendable, CustomStringConvertible {
+    /// The entity name, which is also the table name.
+    public let name: String
+    /// The `ManagedObject` subclass.
+    public let objectType: ManagedObject.Type
+    /// The properties in declaration order (superclass properties last).
+    public let properties: [PropertyDescription]
+    /// The properties that occupy a storage slot, indexed by slot.
+    let storedProperties: [PropertyDescription]
+    let propertyByName: [String: PropertyDescription]
+    let defaultValues: [StoreValue]
+    /// The inverses of to-many relationships, resolved on first use (the
+    /// destination's description may not exist yet when this one is built).
+    private let inverseResolvers: [String: @Sendable () -> PropertyDescription?]
+    private let inverses = Mutex<[String: PropertyDescription]>([:])
+
+    /// One prototype instance, probed to map key paths to properties.
+    private let probe: Locked<Probe>
+    private let storageSlots = Locked<[AnyKeyPath: Int]>([:])
+    private let wrappedProperties = Locked<[AnyKeyPath: PropertyDescription]>([:])
+
+    private struct Probe {
+        let prototype: ManagedObject
+        var nextMarker: Int32 = 1
+    }
+
+    public var description: String { "entity \(name)" }
+
+    /// The properties that occupy a slot (attributes and to-one relationships).
+    public var attributes: [PropertyDescription] { properties.filter(\.isAttribute) }
+
+    /// The property named `name`, if any.
+    public func property(named name: String) -> PropertyDescription? { propertyByName[name] }
+
+    init(type: ManagedObject.Type) throws {
+        name = type.entityName
+        objectType = type
+        let prototype = type.init(ObjectInitToken(prototypeOf: type))
+        var drafts: [(label: String, property: any PersistentPropertyWrapper)] = []
+        var mirror: Mirror? = Mirror(reflecting: prototype)
+        while let m = mirror, m.subjectType != ManagedObject.self {
+            for child in m.children {
+                guard let label = child.label, let wrapper = child.value as? any PersistentPropertyWrapper else {
+                    continue
+                }
+                guard label.hasPrefix("_") else { continue }
+                drafts.append((String(label.dropFirst()), wrapper))
+            }
+            mirror = m.superclassMirror
+        }
+        var properties: [PropertyDescription] = []
+        var stored: [PropertyDescription] = []
+        var resolvers: [String: @Sendable () -> PropertyDescription?] = [:]
+        for (label, wrapper) in drafts {
+            guard label != "id", !label.hasPrefix("_") else {
+                throw PersistenceError(
+                    .misuse, "\(type.entityName).\(label): the names 'id' and '_…' are reserved for the store")
+            }
+            let isToMany = wrapper.draft.isToMany
+            let property = wrapper.draft.description(name: label, slot: isToMany ? nil : stored.count)
+            if isToMany {
+                resolvers[label] = wrapper.draft.inverseResolver
+            } else {
+                stored.append(property)
+            }
+            properties.append(property)
+        }
+        self.properties = properties
+        storedProperties = stored
+        propertyByName = Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        defaultValues = stored.map(\.defaultValue)
+        inverseResolvers = resolvers
+        probe = Locked(Probe(prototype: prototype))
+    }
+
+    /// The storage slot of the wrapper at `storage` in objects of this entity.
+    ///
+    /// Resolved once per key path: the prototype's wrapper is tagged with a
+    /// marker and found again by reflection; afterwards a dictionary lookup.
+    func slot<Object: ManagedObject, Wrapper: PersistentPropertyWrapper>(
+        forStorage storage: ReferenceWritableKeyPath<Object, Wrapper>
+    ) -> Int {
+        if let slot = storageSlots.withLock({ $0[storage] }) { return slot }
+        let name: String? = probe.withLock { probe in
+            guard let prototype = probe.prototype as? Object else { return nil }
+            let marker = probe.nextMarker
+            probe.nextMarker += 1
+            prototype[keyPath: storage].marker = marker
+            return Self.label(ofWrapperMarked: marker, in: prototype)
+        }
+        guard let name, let slot = propertyByName[name]?.slot else {
+            preconditionFailure("\(storage) is not a stored persistent property of \(self.name)")
+        }
+        storageSlots.withLock { $0[storage] = slot }
+        return slot
+    }
+
+    /// The property a key path such as `\Note.title` names, or `nil` when the
+    /// key path does not name a persistent property of this entity.
+    public func property(for keyPath: AnyKeyPath) -> PropertyDescription? {
+        if let property = wrappedProperties.withLock({ $0[keyPath] }) { return property }
+        let name: String? = probe.withLock { probe in
+            let prototype = probe.prototype
+            let marker = probe.nextMarker
+            probe.nextMarker += 1
+            // In a prototype, a wrapper's getter tags itself with `probeMarker`.
+            prototype.probeMarker = marker
+            defer { prototype.probeMarker = 0 }
+            guard prototype[keyPath: keyPath] != nil else { return nil }
+            return Self.label(ofWrapperMarked: marker, in: prototype)
+        }
+        guard let name, let found = propertyByName[name] else { return nil }
+        wrappedProperties.withLock { $0[keyPath] = found }
+        return found
+    }
+
+    private static func label(ofWrapperMarked marker: Int32, in prototype: ManagedObject) -> String? {
+        var mirror: Mirror? = Mirror(reflecting: prototype)
+        while let m = mirror {
+            for child in m.children {
+                if let w = child.value as? any PersistentPropertyWrapper, w.marker == marker, let label = child.label {
+                    return String(label.dropFirst())
+                }
+            }
+            mirror = m.superclassMirror
+        }
+        return nil
+    }
+
+    /// The to-one property of the destination entity that is the inverse of
+    /// the to-many relationship `toMany` of this entity.
+    func inverse(of toMany: PropertyDescription) throws(PersistenceError) -> PropertyDescription {
+        if let found = inverses.withLock({ $0[toMany.name] }) { return found }
+        guard let resolver = inverseResolvers[toMany.name], let found = resolver(), found.slot != nil else {
+            throw PersistenceError(
+                .misuse, "\(name).\(toMany.name): its inverse is not a @ToOne relationship of the destination entity")
+        }
+        inverses.withLock { $0[toMany.name] = found }
+        return found
+    }
+
+    /// The property for `keyPath`, or a misuse error naming the key path.
+    func requireProperty(for keyPath: AnyKeyPath) throws(PersistenceError) -> PropertyDescription {
+        guard let property = property(for: keyPath) else {
+            throw PersistenceError(.misuse, "\(keyPath) is not a persistent property of \(name)")
+        }
+        return property
+    }
+
+    /// The property for `keyPath`; a key path that names no persistent
+    /// property is a programming error caught at the first use.
+    func propertyOrDie(for keyPath: AnyKeyPath) -> PropertyDescription {
+        guard let property = property(for: keyPath) else {
+            preconditionFailure("\(keyPath) is not a persistent property of \(name)")
+        }
+        return property
+    }
+}
+
+/// The registry of entity descriptions, one per `ManagedObject` subclass.
+enum EntityRegistry {
+    private static let descriptions = Mutex<[ObjectIdentifier: EntityDescription]>([:])
+
+    static func description(for type: ManagedObject.Type) -> EntityDescription {
+        let key = ObjectIdentifier(type)
+        if let d = descriptions.withLock({ $0[key] }) { return d }
+        let built: EntityDescription
+        do {
+            built = try EntityDescription(type: type)
+        } catch {
+            preconditionFailure("\(error)")
+        }
+        return descriptions.withLock { table in
+            if let existing = table[key] { return existing }
+            table[key] = built
+            return built
+        }
+    }
+}

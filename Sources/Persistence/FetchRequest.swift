@@ -1,0 +1,269 @@
+/// The store-independent form of a predicate: resolved to properties, ready
+/// to be compiled to SQL by a store or evaluated in memory by a context.
+///
+/// Comparisons are two-valued: a comparison with a `NULL` value is false
+/// (never unknown), so that `!` means the same in SQL and in memory.
+indirect enum PredicateNode: Sendable, Hashable {
+    case constant(Bool)
+    case compare(PropertyRef, ComparisonOperator, StoreValue)
+    case isIn(PropertyRef, [StoreValue])
+    case text(PropertyRef, TextOperator, String)
+    case rowIDIn([Int64])
+    case and([PredicateNode])
+    case or([PredicateNode])
+    case not(PredicateNode)
+
+    /// Evaluates the predicate against an object's current values.
+    func evaluate(_ values: [StoreValue], rowID: Int64) -> Bool {
+        switch self {
+        case .constant(let b): return b
+        case .compare(let p, let op, let rhs):
+            let lhs = values[p.slot]
+            switch op {
+            case .equal: return lhs == rhs
+            case .notEqual: return lhs != rhs
+            default:
+                guard !lhs.isNull, !rhs.isNull else { return false }
+                switch op {
+                case .less: return lhs < rhs
+                case .lessOrEqual: return !(rhs < lhs)
+                case .greater: return rhs < lhs
+                default: return !(lhs < rhs)
+                }
+            }
+        case .isIn(let p, let list): return list.contains(values[p.slot])
+        case .text(let p, let op, let s):
+            guard case .text(let v) = values[p.slot] else { return false }
+            switch op {
+            case .contains: return s.isEmpty || v.utf8.firstRange(of: s.utf8) != nil
+            case .hasPrefix: return v.utf8.starts(with: s.utf8)
+            case .hasSuffix: return v.utf8.reversed().starts(with: s.utf8.reversed())
+            }
+        case .rowIDIn(let ids): return ids.contains(rowID)
+        case .and(let nodes): return nodes.allSatisfy { $0.evaluate(values, rowID: rowID) }
+        case .or(let nodes): return nodes.contains { $0.evaluate(values, rowID: rowID) }
+        case .not(let node): return !node.evaluate(values, rowID: rowID)
+        }
+    }
+}
+
+/// A property as predicates and sorts name it: its column and its slot.
+struct PropertyRef: Sendable, Hashable {
+    let column: String
+    let slot: Int
+
+    init(_ property: PropertyDescription) {
+        column = property.name
+        slot = property.slot ?? -1
+    }
+}
+
+enum ComparisonOperator: String, Sendable, Hashable {
+    case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
+}
+
+enum TextOperator: Sendable, Hashable {
+    case contains, hasPrefix, hasSuffix
+}
+
+/// A typed condition on the objects of an entity, built from key paths.
+///
+/// ```swift
+/// let recent: Predicate<Note> = \.created > cutoff && \.folder == inbox
+/// let titled = Predicate<Note>.hasPrefix(\.title, "Re: ") || \.title == ""
+/// ```
+///
+/// Predicates compile to SQL for the store and are evaluated in memory for
+/// objects with unsaved changes, with the same result. A comparison with a
+/// missing value (`NULL`) is false; use `== nil` to match missing values.
+public struct Predicate<Root: ManagedObject>: Sendable {
+    let node: PredicateNode
+
+    init(_ node: PredicateNode) { self.node = node }
+
+    /// Matches every object.
+    public static var all: Predicate { Predicate(.constant(true)) }
+    /// Matches no object.
+    public static var none: Predicate { Predicate(.constant(false)) }
+
+    /// Matches the objects with one of these IDs.
+    public static func objectIDs(_ ids: some Sequence<ManagedObjectID>) -> Predicate {
+        Predicate(.rowIDIn(ids.filter { $0.entityName == Root.entityName }.map(\.rowID)))
+    }
+
+    /// Matches the objects whose attribute is one of `values`.
+    public static func `in`<Value: AttributeValue>(_ keyPath: KeyPath<Root, Value>, _ values: some Sequence<Value>)
+        -> Predicate
+    {
+        Predicate(.isIn(ref(keyPath), values.map(\.storeValue)))
+    }
+
+    /// Matches the objects whose text attribute contains `substring`
+    /// (case-sensitive, byte-exact).
+    public static func contains(_ keyPath: KeyPath<Root, some TextAttribute>, _ substring: String) -> Predicate {
+        Predicate(.text(ref(keyPath), .contains, substring))
+    }
+
+    /// Matches the objects whose text attribute starts with `prefix`.
+    public static func hasPrefix(_ keyPath: KeyPath<Root, some TextAttribute>, _ prefix: String) -> Predicate {
+        Predicate(.text(ref(keyPath), .hasPrefix, prefix))
+    }
+
+    /// Matches the objects whose text attribute ends with `suffix`.
+    public static func hasSuffix(_ keyPath: KeyPath<Root, some TextAttribute>, _ suffix: String) -> Predicate {
+        Predicate(.text(ref(keyPath), .hasSuffix, suffix))
+    }
+
+    static func ref(_ keyPath: AnyKeyPath) -> PropertyRef {
+        PropertyRef(Root.entityDescription.propertyOrDie(for: keyPath))
+    }
+
+    static func compare(_ keyPath: AnyKeyPath, _ op: ComparisonOperator, _ value: StoreValue) -> Predicate {
+        switch op {
+        case .equal, .notEqual: return Predicate(.compare(ref(keyPath), op, value))
+        default: return value.isNull ? .none : Predicate(.compare(ref(keyPath), op, value))
+        }
+    }
+}
+
+/// `String` and `String?`: the attribute types text predicates accept.
+public protocol TextAttribute: AttributeValue {}
+extension String: TextAttribute {}
+extension Optional: TextAttribute where Wrapped == String {}
+
+public func == <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+    .compare(lhs, .equal, rhs.storeValue)
+}
+public func != <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+    .compare(lhs, .notEqual, rhs.storeValue)
+}
+public func < <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+    .compare(lhs, .less, rhs.storeValue)
+}
+public func <= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+    .compare(lhs, .lessOrEqual, rhs.storeValue)
+}
+public func > <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+    .compare(lhs, .greater, rhs.storeValue)
+}
+public func >= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+    .compare(lhs, .greaterOrEqual, rhs.storeValue)
+}
+/// Matches the objects whose to-one relationship is `rhs` (or empty, for `nil`).
+public func == <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination?>, rhs: Destination?)
+    -> Predicate<Root>
+{
+    .compare(lhs, .equal, rhs.map { .integer($0.objectID.rowID) } ?? .null)
+}
+/// Matches the objects whose to-one relationship is not `rhs`.
+public func != <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination?>, rhs: Destination?)
+    -> Predicate<Root>
+{
+    .compare(lhs, .notEqual, rhs.map { .integer($0.objectID.rowID) } ?? .null)
+}
+public func && <Root>(lhs: Predicate<Root>, rhs: Predicate<Root>) -> Predicate<Root> {
+    Predicate(.and([lhs.node, rhs.node]))
+}
+public func || <Root>(lhs: Predicate<Root>, rhs: Predicate<Root>) -> Predicate<Root> {
+    Predicate(.or([lhs.node, rhs.node]))
+}
+public prefix func ! <Root>(predicate: Predicate<Root>) -> Predicate<Root> {
+    Predicate(.not(predicate.node))
+}
+
+/// An ordering of fetch results by one attribute. Ties are broken by row ID,
+/// so results are always in a stable order.
+public struct SortDescriptor<Root: ManagedObject>: Sendable {
+    let key: SortKey
+
+    /// Sorts by an attribute (missing values first when ascending).
+    public init<Value: AttributeValue>(_ keyPath: KeyPath<Root, Value>, ascending: Bool = true) {
+        key = SortKey(property: Predicate<Root>.ref(keyPath), ascending: ascending)
+    }
+
+    /// Sorts by row ID, that is, by order of insertion.
+    public static func objectID(ascending: Bool = true) -> SortDescriptor {
+        SortDescriptor(key: SortKey(property: nil, ascending: ascending))
+    }
+
+    private init(key: SortKey) { self.key = key }
+}
+
+struct SortKey: Sendable, Hashable {
+    /// `nil`: the row ID.
+    let property: PropertyRef?
+    let ascending: Bool
+}
+
+/// A description of objects to fetch: an entity, a predicate, an order and a window.
+///
+/// ```swift
+/// var request = FetchRequest<Note>(predicate: \.title == "Groceries", sortBy: [.init(\.created)])
+/// request.fetchLimit = 10
+/// let notes = try context.fetch(request)
+/// ```
+public struct FetchRequest<Result: ManagedObject>: Sendable {
+    /// Which objects; `nil` for all.
+    public var predicate: Predicate<Result>?
+    /// In what order; row ID order when empty.
+    public var sortDescriptors: [SortDescriptor<Result>]
+    /// At most this many objects; `nil` for no limit.
+    public var fetchLimit: Int?
+    /// Skip this many objects first.
+    public var fetchOffset: Int
+    /// When positive, objects beyond the first batch are returned as faults
+    /// and loaded this many at a time as they are touched.
+    public var fetchBatchSize: Int
+    /// Whether unsaved inserts, changes and deletions of the context count
+    /// (true by default, as in Core Data).
+    public var includesPendingChanges: Bool
+
+    public init(
+        predicate: Predicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = [],
+        limit: Int? = nil, offset: Int = 0
+    ) {
+        self.predicate = predicate
+        self.sortDescriptors = sortDescriptors
+        fetchLimit = limit
+        fetchOffset = offset
+        fetchBatchSize = 0
+        includesPendingChanges = true
+    }
+
+    var storeFetch: StoreFetch {
+        StoreFetch(
+            entity: Result.entityDescription, predicate: predicate?.node, sort: sortDescriptors.map(\.key),
+            limit: fetchLimit, offset: fetchOffset)
+    }
+}
+
+/// A fetch as a store executes it.
+struct StoreFetch: Sendable {
+    var entity: EntityDescription
+    var predicate: PredicateNode?
+    var sort: [SortKey]
+    var limit: Int?
+    var offset: Int
+
+    /// The same fetch without its window (limit and offset).
+    var unwindowed: StoreFetch {
+        var copy = self
+        copy.limit = nil
+        copy.offset = 0
+        return copy
+    }
+
+    /// Orders rows (row ID, values) as the store would.
+    func areInIncreasingOrder(_ a: (Int64, [StoreValue]), _ b: (Int64, [StoreValue])) -> Bool {
+        for key in sort {
+            guard let p = key.property else {
+                if a.0 != b.0 { return key.ascending ? a.0 < b.0 : a.0 > b.0 }
+                continue
+            }
+            let x = a.1[p.slot]
+            let y = b.1[p.slot]
+            if x != y { return key.ascending ? x < y : y < x }
+        }
+        return a.0 < b.0
+    }
+}

@@ -1,0 +1,16 @@
+import Foundation
+
+/// A value behind a lock, for state the compiler cannot prove `Sendable`
+/// (a prototype object, key paths) but that is only touched inside `withLock`.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

@@ -1,0 +1,57 @@
+/// An error of the persistence layer: a save that was refused, a store that
+/// could not be opened, a misuse of the API.
+///
+/// The ``message`` names the object (`"Note 42"`) or the store path and says
+/// what happened; ``code`` lets a program react without parsing the message.
+/// A save that fails for several reasons at once (validation) lists every
+/// reason in ``underlyingErrors``.
+public struct PersistenceError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. Extensible: match on the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        public var description: String { name }
+
+        /// One or more objects refused the save (`validateFor…`, a deny rule).
+        public static let validation = Code(name: "validation")
+        /// The store rejected the write (unique or not-null constraint).
+        public static let constraint = Code(name: "constraint")
+        /// The row changed in the store since the object was read; the merge
+        /// policy refused to resolve it.
+        public static let conflict = Code(name: "conflict")
+        /// `willSave` kept changing objects through observed setters.
+        public static let willSaveLoop = Code(name: "willSaveLoop")
+        /// The store could not be opened, read or written.
+        public static let io = Code(name: "io")
+        /// The store file is not a usable database; see ``PersistentContainer/storeWasResetOnLoad``.
+        public static let storeUnreadable = Code(name: "storeUnreadable")
+        /// The store could not be migrated to the current schema.
+        public static let migration = Code(name: "migration")
+        /// No object with that ID exists.
+        public static let notFound = Code(name: "notFound")
+        /// The API was used in a way it does not allow.
+        public static let misuse = Code(name: "misuse")
+    }
+
+    public var code: Code
+    /// One line naming the object or path, saying what happened.
+    public var message: String
+    /// The objects the error is about (empty when it is about the store).
+    public var objectIDs: [ManagedObjectID]
+    /// For a save refused for several reasons: each of them.
+    public var underlyingErrors: [PersistenceError]
+    /// The error that caused this one (a SQLite error, a thrown validation error).
+    public var cause: (any Error)?
+
+    public init(
+        _ code: Code, _ message: String, objectIDs: [ManagedObjectID] = [],
+        underlyingErrors: [PersistenceError] = [], cause: (any Error)? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.objectIDs = objectIDs
+        self.underlyingErrors = underlyingErrors
+        self.cause = cause
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,366 @@
+public import Foundation
+public import Logging
+import Synchronization
+
+/// What a committed save changed, by object ID.
+///
+/// Published by ``PersistentContainer/saveNotifications()`` after every save
+/// to the store and every batch operation; pass it to
+/// ``ManagedObjectContext/mergeChanges(from:)`` to bring another context up
+/// to date.
+public struct SaveNotification: Sendable, Hashable {
+    public var insertedObjectIDs: Set<ManagedObjectID>
+    public var updatedObjectIDs: Set<ManagedObjectID>
+    public var deletedObjectIDs: Set<ManagedObjectID>
+    /// The name of the context that saved, if it has one.
+    public var contextName: String?
+
+    public init(
+        inserted: some Sequence<ManagedObjectID>, updated: some Sequence<ManagedObjectID>,
+        deleted: some Sequence<ManagedObjectID>, contextName: String? = nil
+    ) {
+        insertedObjectIDs = Set(inserted)
+        updatedObjectIDs = Set(updated)
+        deletedObjectIDs = Set(deleted)
+        self.contextName = contextName
+    }
+}
+
+/// The store, its schema and its contexts: the front door of the
+/// persistence layer (Core Data's `NSPersistentContainer`).
+///
+/// ```swift
+/// let container = try PersistentContainer(
+///     storeURL: directory.appending(path: "store.sqlite"),
+///     schema: Schema([Folder.self, Note.self]))
+/// try await container.performBackgroundTask { context in
+///     let note = Note(context: context)
+///     note.title = "Groceries"
+///     try context.save()
+/// }
+/// ```
+///
+/// The store is SQLite in WAL mode with `synchronous=FULL`. Opening it checks
+/// it (`PRAGMA quick_check`) and migrates it. A file that is not a database,
+/// fails the check or cannot be migrated is never deleted: with
+/// ``UnreadableStorePolicy/recreate`` it is moved with its `-wal` and `-shm`
+/// into `quarantine/` beside it and an empty store takes its place
+/// (``storeWasResetOnLoad``, ``quarantinedStoreURL``); with
+/// ``UnreadableStorePolicy/fail`` it is moved there too and opening fails
+/// with instructions, and later opens keep failing until the caller chooses.
+public final class PersistentContainer: Sendable {
+    /// What to do when the store file is unreadable or cannot be migrated.
+    public enum UnreadableStorePolicy: Sendable {
+        /// Quarantine the file and fail, saying where it went (the default: a
+        /// store is a source of truth, not a cache).
+        case fail
+        /// Quarantine the file and start with an empty store.
+        case recreate
+    }
+
+    /// Options for opening a store.
+    public struct Options: Sendable {
+        public var onUnreadableStore: UnreadableStorePolicy = .fail
+        /// How long a write waits for another process's transaction, in seconds.
+        public var busyTimeout: TimeInterval = 30
+        /// Whether opening runs `PRAGMA quick_check` (linear in the store's size).
+        public var checksIntegrityOnOpen = true
+        /// Where the container logs; silent by default.
+        public var logger = Logger(label: "Persistence", factory: { _ in SwiftLogNoOpLogHandler() })
+        public init() {}
+    }
+
+    public let storeURL: URL
+    public let schema: Schema
+    /// Whether opening found an unreadable store and replaced it with an empty one.
+    public let storeWasResetOnLoad: Bool
+    /// Where an unreadable store was moved, if it was.
+    public let quarantinedStoreURL: URL?
+    /// The context for reading and small edits, shared by the program. Use it
+    /// through ``ManagedObjectContext/perform(_:)`` or
+    /// ``ManagedObjectContext/performAndWait(_:)`` from any thread.
+    public nonisolated(unsafe) let viewContext: ManagedObjectContext
+
+    let core: ContainerCore
+
+    /// Opens (or creates) the store at `storeURL` for `schema`.
+    ///
+    /// - Throws: ``PersistenceError`` with code `storeUnreadable` or
+    ///   `migration` (the file was quarantined; the message says where and
+    ///   what to do), or `io`.
+    public init(storeURL: URL, schema: Schema, options: Options = Options()) throws {
+        self.storeURL = storeURL
+        self.schema = schema
+        let directory = storeURL.deletingLastPathComponent()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let quarantine = directory.appending(path: "quarantine")
+        let fileName = storeURL.lastPathComponent
+        if options.onUnreadableStore == .fail, !FileManager.default.fileExists(atPath: storeURL.path),
+            let earlier = Self.quarantined(fileName, in: quarantine)
+        {
+            throw PersistenceError(
+                .storeUnreadable,
+                "The store \(storeURL.path) was quarantined to \(earlier.path) by an earlier open; restore it from a "
+                    + "backup, or open with onUnreadableStore: .recreate to start with an empty store")
+        }
+        let store: SQLiteStore
+        var reset = false
+        var moved: URL?
+        do {
+            store = try SQLiteStore(
+                url: storeURL, schema: schema, busyTimeout: options.busyTimeout,
+                checksIntegrity: options.checksIntegrityOnOpen)
+        } catch {
+            let (code, reason, cause): (PersistenceError.Code, String, any Error) =
+                switch error {
+                case .unreadable(let r, let c): (.storeUnreadable, r, c)
+                case .migration(let r, let c): (.migration, r, c)
+                }
+            let target = try Self.moveToQuarantine(storeURL, quarantine: quarantine)
+            options.logger.error("store \(storeURL.path) is unusable (\(reason)); moved to \(target.path)")
+            guard options.onUnreadableStore == .recreate else {
+                throw PersistenceError(
+                    code,
+                    "The store \(storeURL.path) is unusable (\(reason)); it was moved to \(target.path). Restore it "
+                        + "from a backup, or open with onUnreadableStore: .recreate to start with an empty store",
+                    cause: cause)
+            }
+            do {
+                store = try SQLiteStore(
+                    url: storeURL, schema: schema, busyTimeout: options.busyTimeout, checksIntegrity: false)
+            } catch {
+                throw PersistenceError(.io, "Could not create a new store at \(storeURL.path): \(error)", cause: error)
+            }
+            reset = true
+            moved = target
+        }
+        storeWasResetOnLoad = reset
+        quarantinedStoreURL = moved
+        core = ContainerCore(store: store, schema: schema, logger: options.logger)
+        viewContext = ManagedObjectContext(core: core, parent: nil, name: "view")
+    }
+
+    private static func quarantined(_ fileName: String, in quarantine: URL) -> URL? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: quarantine.path)) ?? []
+        return entries.filter { $0.hasSuffix("-" + fileName) }.sorted().last.map { quarantine.appending(path: $0) }
+    }
+
+    /// Moves the store and its `-wal`/`-shm` into a new folder of `quarantine`.
+    private static func moveToQuarantine(_ storeURL: URL, quarantine: URL) throws -> URL {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss"
+        var target = quarantine.appending(path: "\(formatter.string(from: Date()))-\(storeURL.lastPathComponent)")
+        var n = 1
+        while FileManager.default.fileExists(atPath: target.path) {
+            n += 1
+            target = quarantine.appending(
+                path: "\(formatter.string(from: Date()))_\(n)-\(storeURL.lastPathComponent)")
+        }
+        do {
+            try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            for suffix in ["", "-wal", "-shm"] {
+                let source = URL(fileURLWithPath: storeURL.path + suffix)
+                guard FileManager.default.fileExists(atPath: source.path) else { continue }
+                try FileManager.default.moveItem(at: source, to: target.appending(path: source.lastPathComponent))
+            }
+        } catch {
+            throw PersistenceError(
+                .io, "The store \(storeURL.path) is unusable and could not be moved to \(target.path): \(error)",
+                cause: error)
+        }
+        return target
+    }
+
+    /// A new context on the store with its own queue, for work off the view context.
+    public func newBackgroundContext(name: String? = nil) -> ManagedObjectContext {
+        ManagedObjectContext(core: core, parent: nil, name: name ?? "background")
+    }
+
+    /// Runs `body` on a new background context, on that context's queue.
+    /// The context is lent to `body` and must not escape it.
+    public func performBackgroundTask<T: Sendable>(_ body: @escaping (ManagedObjectContext) throws -> T) async throws
+        -> T
+    {
+        let context = newBackgroundContext()
+        let box = UncheckedBox(context)
+        return try await context.perform { try body(box.value) }
+    }
+
+    /// A stream of the notifications of every save to the store (and of
+    /// batch operations), from any context of this container. The stream
+    /// buffers without limit: iterate it, or drop it.
+    public func saveNotifications() -> AsyncStream<SaveNotification> {
+        core.subscribe()
+    }
+
+    /// Called with the error and the context whenever a save fails (the
+    /// seeds' `handleSaveError:`), before the error is thrown to the caller.
+    public var saveErrorHandler: (@Sendable (any Error, ManagedObjectContext) -> Void)? {
+        get { core.hooks.withLock { $0.saveError } }
+        set { core.hooks.withLock { $0.saveError = newValue } }
+    }
+
+    /// Called on a root context after each of its successful saves (the
+    /// seeds' `cleanUpOldObjects:`). If it leaves changes, the context saves
+    /// them at once (without calling it again).
+    public var postSaveCleanUp: (@Sendable (ManagedObjectContext) throws -> Void)? {
+        get { core.hooks.withLock { $0.cleanUp } }
+        set { core.hooks.withLock { $0.cleanUp = newValue } }
+    }
+
+    /// Makes the next store commit fail with `error` after all its statements
+    /// ran and before `COMMIT`, so nothing is written. For testing failure
+    /// paths (an I/O error at commit).
+    public func failNextCommit(with error: any Error & Sendable) {
+        (core.store as? SQLiteStore)?.failNextCommit(with: error)
+    }
+
+    /// Whether another process committed to the store since the last call
+    /// (cheap: `PRAGMA data_version`).
+    public func storeChangedExternally() throws -> Bool {
+        let token = try core.store.externalChangeToken()
+        return core.lastExternalToken.withLock { last in
+            defer { last = token }
+            return last != nil && last != token
+        }
+    }
+
+    /// Gives back unused reserved IDs and closes the store. The container
+    /// must not be used afterwards.
+    public func close() {
+        core.ids.releaseAll(to: core.store)
+        core.store.close()
+        core.finish()
+    }
+}
+
+/// What every context of a container shares.
+final class ContainerCore: Sendable {
+    let store: any PersistentStore
+    let schema: Schema
+    let logger: Logger
+    let ids: IDAllocator
+    let hooks = Mutex<Hooks>(Hooks())
+    let lastExternalToken = Mutex<Int64?>(nil)
+    private let subscribers = Mutex<[UUID: AsyncStream<SaveNotification>.Continuation]>([:])
+    private let contexts = Mutex<[WeakContextBox]>([])
+
+    struct Hooks {
+        var saveError: (@Sendable (any Error, ManagedObjectContext) -> Void)?
+        var cleanUp: (@Sendable (ManagedObjectContext) throws -> Void)?
+    }
+
+    init(store: any PersistentStore, schema: Schema, logger: Logger) {
+        self.store = store
+        self.schema = schema
+        self.logger = logger
+        ids = IDAllocator(store: store, schema: schema)
+    }
+
+    var saveErrorHandler: (@Sendable (any Error, ManagedObjectContext) -> Void)? { hooks.withLock { $0.saveError } }
+    var postSaveCleanUp: (@Sendable (ManagedObjectContext) throws -> Void)? { hooks.withLock { $0.cleanUp } }
+
+    func register(_ context: ManagedObjectContext) {
+        let box = WeakContextBox(context)
+        contexts.withLock { list in
+            list.removeAll { $0.isGone }
+            list.append(box)
+        }
+    }
+
+    func subscribe() -> AsyncStream<SaveNotification> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SaveNotification.self)
+        let key = UUID()
+        subscribers.withLock { $0[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: key) }
+        }
+        return stream
+    }
+
+    /// Publishes a committed save and merges it into auto-merging contexts.
+    func broadcast(_ note: SaveNotification, from source: ManagedObjectContext?) {
+        for continuation in subscribers.withLock({ Array($0.values) }) { continuation.yield(note) }
+        let targets = contexts.withLock { $0 }
+        for box in targets { box.mergeIfWanted(note, except: source) }
+    }
+
+    func finish() {
+        for continuation in subscribers.withLock({ Array($0.values) }) { continuation.finish() }
+    }
+}
+
+/// A weak reference to a root context, safe to keep in shared state: the
+/// context is only ever touched on its own queue.
+private final class WeakContextBox: @unchecked Sendable {
+    private weak var context: ManagedObjectContext?
+    init(_ context: ManagedObjectContext) { self.context = context }
+    var isGone: Bool { context == nil }
+
+    func mergeIfWanted(_ note: SaveNotification, except source: ManagedObjectContext?) {
+        guard let context, context !== source else { return }
+        let queue = context.queue
+        let box = UncheckedBox(context)
+        queue.async {
+            let context = box.value
+            if context.automaticallyMergesChangesFromParent { context.mergeChanges(from: note) }
+        }
+    }
+}
+
+/// Reserves row IDs from the store in growing blocks (1, 4, 16 … 16,384 per
+/// entity), so that a short-lived process leaves no gaps and a bulk insert
+/// does few reservations.
+final class IDAllocator: Sendable {
+    private struct Block {
+        var next: Int64
+        var last: Int64
+        var size: Int
+    }
+    private let store: any PersistentStore
+    private let schema: Schema
+    private let blocks = Mutex<[String: Block]>([:])
+    private let provisionalIDs = Atomic<Int64>(0)
+
+    init(store: any PersistentStore, schema: Schema) {
+        self.store = store
+        self.schema = schema
+    }
+
+    func next(for entity: EntityDescription) throws -> Int64 {
+        try blocks.withLock { blocks in
+            if var block = blocks[entity.name], block.next <= block.last {
+                defer {
+                    block.next += 1
+                    blocks[entity.name] = block
+                }
+                return block.next
+            }
+            let size = min((blocks[entity.name]?.size ?? 0) * 4, 16_384)
+            let count = max(size, 1)
+            let range = try store.reserveIDs(entity: entity, count: count)
+            blocks[entity.name] = Block(next: range.lowerBound + 1, last: range.upperBound, size: count)
+            return range.lowerBound
+        }
+    }
+
+    /// A negative, process-unique ID for an object whose ID could not be
+    /// reserved; such an object cannot be saved.
+    func provisional() -> Int64 {
+        -provisionalIDs.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    func releaseAll(to store: any PersistentStore) {
+        let all = blocks.withLock { blocks in
+            defer { blocks = [:] }
+            return blocks
+        }
+        for (name, block) in all where block.next <= block.last {
+            if let entity = schema.entity(named: name) {
+                store.releaseIDs(entity: entity, unused: block.next...block.last)
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+
+/// A row as a store returns it: ID, version and values by slot.
+struct StoreRow: Sendable {
+    var id: Int64
+    var version: Int64
+    var values: [StoreValue]
+}
+
+/// The writes of one save, applied by a store in one transaction.
+struct StoreChanges {
+    struct Insert {
+        var entity: EntityDescription
+        var id: Int64
+        var values: [StoreValue]
+    }
+    struct Update {
+        var entity: EntityDescription
+        var id: Int64
+        /// The version the change was made against; `nil` to overwrite.
+        var expectedVersion: Int64?
+        var slots: [Int]
+        var values: [StoreValue]
+    }
+    struct Delete {
+        var entity: EntityDescription
+        var id: Int64
+        var expectedVersion: Int64?
+    }
+
+    var inserts: [Insert] = []
+    var updates: [Update] = []
+    var deletes: [Delete] = []
+
+    var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty }
+}
+
+/// Thrown by a store when rows changed since they were read. The store wrote
+/// nothing.
+struct StoreConflict: Error {
+    var objectIDs: [ManagedObjectID]
+}
+
+/// What a batch delete did.
+struct BatchDeleteOutcome: Sendable {
+    var deleted: [ManagedObjectID]
+    /// Rows whose relationship to a deleted row was set to `NULL`.
+    var nullified: [ManagedObjectID]
+}
+
+/// The contract between contexts and a storage engine. Contexts and entities
+/// only ever talk to a store through it, so an engine other than SQLite (a
+/// server database) can be added without touching them.
+protocol PersistentStore: AnyObject, Sendable {
+    var url: URL { get }
+    /// Reserves `count` consecutive, never reused row IDs for `entity`.
+    func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64>
+    /// Gives back the unused tail of a reservation, if no one reserved after it.
+    func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>)
+    func fetch(_ fetch: StoreFetch) throws -> [StoreRow]
+    func fetchIDs(_ fetch: StoreFetch) throws -> [Int64]
+    func count(_ fetch: StoreFetch) throws -> Int
+    func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow]
+    /// Applies `changes` and the rows of `effects` in one transaction; returns
+    /// the new version of every updated row. Throws ``StoreConflict`` when a
+    /// row's version is not the expected one, and writes nothing then.
+    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64]
+    func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64]
+    func batchDelete(_ fetch: StoreFetch, schema: Schema, effects: SaveEffects) throws -> BatchDeleteOutcome
+    /// A number that changes whenever another connection commits.
+    func externalChangeToken() throws -> Int64
+    func close()
+}
+
+/// A rule of the store's schema applied once, in order, by ID.
+///
+/// The schema itself is created and extended (new tables, columns and
+/// indexes) from the entity declarations; migrations do what cannot be
+/// inferred: rename or drop columns, transform values.
+///
+/// ```swift
+/// let migrations = [
+///     Migration("2024-06-rename-body") { db in
+///         try db.execute("ALTER TABLE Note RENAME COLUMN text TO body")
+///     },
+/// ]
+/// ```
+///
+/// Migrations run before the schema is extended, in one transaction with
+/// it. A new store records them as applied without running them.
+public struct Migration: Sendable {
+    public let id: String
+    let body: @Sendable (any MigrationDatabase) throws -> Void
+
+    public init(_ id: String, _ body: @escaping @Sendable (any MigrationDatabase) throws -> Void) {
+        self.id = id
+        self.body = body
+    }
+}
+
+/// The database as a ``Migration`` sees it.
+public protocol MigrationDatabase {
+    /// Runs SQL statements.
+    func execute(_ sql: String) throws
+    /// Whether a table exists.
+    func tableExists(_ name: String) throws -> Bool
+    /// The column names of a table.
+    func columns(of table: String) throws -> [String]
+}
+
+/// A snapshot of one row, as batch-delete hooks receive it.
+public struct ObjectSnapshot: Sendable {
+    public let objectID: ManagedObjectID
+    public let entity: EntityDescription
+    let values: [StoreValue]
+
+    init(entity: EntityDescription, row: StoreRow) {
+        self.entity = entity
+        objectID = ManagedObjectID(entityName: entity.name, rowID: row.id)
+        values = row.values
+    }
+
+    /// The stored value of the property named `name`.
+    public subscript(name: String) -> StoreValue? {
+        entity.property(named: name)?.slot.map { values[$0] }
+    }
+
+    /// The value of an attribute, by key path.
+    public func value<Root: ManagedObject, Value: AttributeValue>(for keyPath: KeyPath<Root, Value>) -> Value? {
+        guard let slot = entity.property(for: keyPath)?.slot else { return nil }
+        return Value(storeValue: values[slot])
+    }
+
+    /// The ID of the destination of a to-one relationship, by key path.
+    public func objectID<Root: ManagedObject, Destination: ManagedObject>(
+        for keyPath: KeyPath<Root, Destination?>
+    ) -> ManagedObjectID? {
+        guard let slot = entity.property(for: keyPath)?.slot, case .integer(let row) = values[slot] else { return nil }
+        return ManagedObjectID(entityName: Destination.entityName, rowID: row)
+    }
+}
+
+/// The entities of a store and the migrations that bring old stores to them.
+public struct Schema: Sendable {
+    public let entities: [EntityDescription]
+    public let migrations: [Migration]
+    let entityByName: [String: EntityDescription]
+
+    /// Builds the schema of `types`, checking every relationship.
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` naming the property when a
+    ///   relationship points at an entity that is not in the schema or its
+    ///   inverse is not a to-one relationship.
+    public init(_ types: [ManagedObject.Type], migrations: [Migration] = []) throws {
+        entities = types.map { $0.entityDescription }
+        self.migrations = migrations
+        entityByName = Dictionary(entities.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for entity in entities {
+            for property in entity.properties {
+                switch property.kind {
+                case .attribute: break
+                case .toOne(let destination):
+                    guard entityByName[destination] != nil else {
+                        throw PersistenceError(
+                            .misuse,
+                            "\(entity.name).\(property.name) points at \(destination), which is not in the schema")
+                    }
+                case .toMany(let destination):
+                    guard entityByName[destination] != nil else {
+                        throw PersistenceError(
+                            .misuse,
+                            "\(entity.name).\(property.name) points at \(destination), which is not in the schema")
+                    }
+                    _ = try entity.inverse(of: property)
+                }
+            }
+        }
+    }
+
+    func entity(named name: String) -> EntityDescription? { entityByName[name] }
+
+    /// The to-many relationships, anywhere in the schema, whose members are
+    /// of `entity` — that is, the relationships for which deleting an object
+    /// of another entity may reach `entity`.
+    func toManyRelationships(into entity: EntityDescription) -> [(
+        owner: EntityDescription, property: PropertyDescription
+    )] {
+        var result: [(EntityDescription, PropertyDescription)] = []
+        for owner in entities {
+            for p in owner.properties {
+                if case .toMany(let destination) = p.kind, destination == entity.name { result.append((owner, p)) }
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,589 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// Why a store file could not be opened; the container quarantines the file
+/// for the first two.
+enum StoreOpenFailure: Error {
+    /// Not a database, or fails `PRAGMA quick_check`.
+    case unreadable(String, cause: any Error)
+    /// A migration or the schema reconciliation failed.
+    case migration(String, cause: any Error)
+}
+
+/// The SQLite store: GRDB's `DatabasePool` in WAL mode with
+/// `synchronous=FULL` (a committed deletion survives power loss) and a busy
+/// timeout, so that several processes can write one store in turn.
+final class SQLiteStore: PersistentStore {
+    let url: URL
+    private let pool: DatabasePool
+    private let sql: [String: EntitySQL]
+    private let beforeCommit = Mutex<(@Sendable () throws -> Void)?>(nil)
+
+    init(url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool) throws(StoreOpenFailure) {
+        self.url = url
+        var config = Configuration()
+        config.busyMode = .timeout(busyTimeout)
+        config.label = "Persistence"
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        do {
+            pool = try DatabasePool(path: url.path, configuration: config)
+        } catch {
+            throw .unreadable(Self.describe(error), cause: error)
+        }
+        if checksIntegrity {
+            do {
+                let result = try pool.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
+                if result != ["ok"] {
+                    let detail = result.prefix(3).joined(separator: "; ")
+                    throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
+                }
+            } catch {
+                try? pool.close()
+                throw .unreadable(Self.describe(error), cause: error)
+            }
+        }
+        sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
+        do {
+            try pool.write { db in try Self.migrate(db, schema: schema, sql: sql) }
+        } catch {
+            try? pool.close()
+            throw .migration(Self.describe(error), cause: error)
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let e = error as? DatabaseError { return e.message ?? "\(e.resultCode)" }
+        return "\(error)"
+    }
+
+    // MARK: - Schema
+
+    private static func migrate(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
+        let isNew = try !db.tableExists("_persistence_sequence")
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS _persistence_migrations (id TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS _persistence_sequence (entity TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL);
+                """)
+        let applied = Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations"))
+        for migration in schema.migrations where !applied.contains(migration.id) {
+            if !isNew {
+                do {
+                    try migration.body(GRDBMigrationDatabase(db: db))
+                } catch {
+                    throw PersistenceError(
+                        .migration, "Migration '\(migration.id)' failed: \(describe(error))", cause: error)
+                }
+            }
+            try db.execute(
+                sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
+                arguments: [migration.id, Date().timeIntervalSince1970])
+        }
+        for entity in schema.entities {
+            let table = sql[entity.name]!.table
+            if try db.tableExists(entity.name) {
+                let existing = Set(try db.columns(in: entity.name).map(\.name))
+                for property in entity.storedProperties where !existing.contains(property.name) {
+                    try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(columnDefinition(property))")
+                }
+            } else {
+                let columns =
+                    ["\"id\" INTEGER PRIMARY KEY NOT NULL", "\"_version\" INTEGER NOT NULL DEFAULT 1"]
+                    + entity.storedProperties.map(columnDefinition)
+                try db.execute(sql: "CREATE TABLE \(table) (\(columns.joined(separator: ", ")))")
+            }
+            for property in entity.storedProperties {
+                let isRelationship = !property.isAttribute
+                guard property.isIndexed || property.isUnique || isRelationship else { continue }
+                let unique = property.isUnique ? "UNIQUE " : ""
+                let index = quote("\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")")
+                try db.execute(
+                    sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))")
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO _persistence_sequence (entity, next) VALUES (?, 1) ON CONFLICT (entity) DO NOTHING;
+                    UPDATE _persistence_sequence SET next = max(next, (SELECT IFNULL(MAX(id), 0) + 1 FROM \(table)))
+                    WHERE entity = ?;
+                    """, arguments: [entity.name, entity.name])
+        }
+    }
+
+    private static func columnDefinition(_ property: PropertyDescription) -> String {
+        let type: String
+        switch property.kind {
+        case .attribute(let t): type = t.sqlType
+        default: type = "INTEGER"
+        }
+        let null = property.isOptional ? "" : " NOT NULL"
+        return "\(quote(property.name)) \(type)\(null) DEFAULT \(literal(property.defaultValue))"
+    }
+
+    private static func literal(_ value: StoreValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .integer(let v): String(v)
+        case .real(let v): v.isFinite ? "\(v)" : "NULL"
+        case .text(let v): "'\(v.replacingOccurrences(of: "'", with: "''"))'"
+        case .blob(let v): "X'\(v.map { String(format: "%02x", $0) }.joined())'"
+        }
+    }
+
+    // MARK: - IDs
+
+    func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64> {
+        try mapErrors(nil) {
+            try pool.write { db in try Self.reserve(db, entity: entity.name, count: count) }
+        }
+    }
+
+    private static func reserve(_ db: Database, entity: String, count: Int) throws -> ClosedRange<Int64> {
+        let next = try Int64.fetchOne(
+            db, sql: "UPDATE _persistence_sequence SET next = next + ? WHERE entity = ? RETURNING next",
+            arguments: [count, entity])
+        guard let next else { throw PersistenceError(.misuse, "\(entity) is not an entity of this store") }
+        return (next - Int64(count))...(next - 1)
+    }
+
+    func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>) {
+        _ = try? pool.write { db in
+            try db.execute(
+                sql: "UPDATE _persistence_sequence SET next = ? WHERE entity = ? AND next = ?",
+                arguments: [unused.lowerBound, entity.name, unused.upperBound + 1])
+        }
+    }
+
+    // MARK: - Reading
+
+    func fetch(_ fetch: StoreFetch) throws -> [StoreRow] {
+        let entitySQL = sql[fetch.entity.name]!
+        let (query, arguments) = select(entitySQL.selectList, fetch)
+        return try mapErrors(nil) {
+            try pool.read { db in
+                let statement = try db.cachedStatement(sql: query)
+                return try Row.fetchAll(statement, arguments: arguments).map { entitySQL.decode($0) }
+            }
+        }
+    }
+
+    func fetchIDs(_ fetch: StoreFetch) throws -> [Int64] {
+        let (query, arguments) = select("\"id\"", fetch)
+        return try mapErrors(nil) { try pool.read { try Int64.fetchAll($0, sql: query, arguments: arguments) } }
+    }
+
+    func count(_ fetch: StoreFetch) throws -> Int {
+        let (inner, arguments) = select("1", fetch)
+        return try mapErrors(nil) {
+            try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM (\(inner))", arguments: arguments) ?? 0 }
+        }
+    }
+
+    func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow] {
+        let entitySQL = sql[entity.name]!
+        return try mapErrors(nil) {
+            try pool.read { db in
+                try Self.rows(db, entitySQL, ids: ids)
+            }
+        }
+    }
+
+    private static func rows(_ db: Database, _ entitySQL: EntitySQL, ids: [Int64]) throws -> [StoreRow] {
+        var result: [StoreRow] = []
+        result.reserveCapacity(ids.count)
+        for chunk in ids.chunked(500) {
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let query = "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \"id\" IN (\(marks))"
+            result += try Row.fetchAll(db, sql: query, arguments: StatementArguments(chunk)).map(entitySQL.decode)
+        }
+        return result
+    }
+
+    private func select(_ columns: String, _ fetch: StoreFetch) -> (String, StatementArguments) {
+        var arguments: [DatabaseValue] = []
+        var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
+        if let predicate = fetch.predicate {
+            query += " WHERE " + Self.compile(predicate, into: &arguments)
+        }
+        var order = fetch.sort.map { key in
+            (key.property.map { quote($0.column) } ?? "\"id\"") + (key.ascending ? " ASC" : " DESC")
+        }
+        if !fetch.sort.contains(where: { $0.property == nil }) { order.append("\"id\" ASC") }
+        query += " ORDER BY " + order.joined(separator: ", ")
+        if fetch.limit != nil || fetch.offset > 0 {
+            query += " LIMIT ? OFFSET ?"
+            arguments.append((fetch.limit ?? -1).databaseValue)
+            arguments.append(fetch.offset.databaseValue)
+        }
+        return (query, StatementArguments(arguments))
+    }
+
+    /// Compiles a predicate to two-valued SQL (never NULL: a comparison with
+    /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``.
+    static func compile(_ node: PredicateNode, into arguments: inout [DatabaseValue]) -> String {
+        switch node {
+        case .constant(let b):
+            return b ? "1" : "0"
+        case .compare(let p, let op, let value):
+            let column = quote(p.column)
+            arguments.append(value.databaseValue)
+            switch op {
+            case .equal: return "\(column) IS ?"
+            case .notEqual: return "\(column) IS NOT ?"
+            case .less: return "(\(column) < ? AND \(column) IS NOT NULL)"
+            case .lessOrEqual: return "(\(column) <= ? AND \(column) IS NOT NULL)"
+            case .greater: return "(\(column) > ? AND \(column) IS NOT NULL)"
+            case .greaterOrEqual: return "(\(column) >= ? AND \(column) IS NOT NULL)"
+            }
+        case .isIn(let p, let list):
+            let column = quote(p.column)
+            let present = list.filter { !$0.isNull }
+            var parts: [String] = []
+            if list.contains(where: \.isNull) { parts.append("\(column) IS NULL") }
+            if !present.isEmpty {
+                arguments += present.map(\.databaseValue)
+                let marks = Array(repeating: "?", count: present.count).joined(separator: ",")
+                parts.append("(\(column) IN (\(marks)) AND \(column) IS NOT NULL)")
+            }
+            return parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
+        case .text(let p, let op, let s):
+            let column = quote(p.column)
+            guard !s.isEmpty else { return "(typeof(\(column)) = 'text')" }
+            arguments.append(s.databaseValue)
+            switch op {
+            case .contains:
+                return "(instr(\(column), ?) > 0 AND typeof(\(column)) = 'text')"
+            case .hasPrefix:
+                arguments.append(s.databaseValue)
+                return "(substr(\(column), 1, length(?)) = ? AND typeof(\(column)) = 'text')"
+            case .hasSuffix:
+                arguments.append(s.databaseValue)
+                return "(substr(\(column), -length(?)) = ? AND typeof(\(column)) = 'text')"
+            }
+        case .rowIDIn(let ids):
+            guard !ids.isEmpty else { return "0" }
+            arguments += ids.map(\.databaseValue)
+            return "\"id\" IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+        case .and(let nodes):
+            return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
+        case .or(let nodes):
+            return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " OR ") + ")"
+        case .not(let node):
+            return "(NOT " + compile(node, into: &arguments) + ")"
+        }
+    }
+
+    // MARK: - Writing
+
+    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64] {
+        try mapErrors(nil) {
+            try pool.write { db in
+                var versions: [ManagedObjectID: Int64] = [:]
+                var conflicts: [ManagedObjectID] = []
+                for row in changes.inserts + (effects?.rows ?? []) {
+                    try insert(db, row)
+                }
+                for update in changes.updates {
+                    let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
+                    let entitySQL = sql[update.entity.name]!
+                    var assignments = update.slots.map { "\(entitySQL.columns[$0]) = ?" }
+                    assignments.append("\"_version\" = \"_version\" + 1")
+                    var query = "UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = ?"
+                    var arguments = update.values.map(\.databaseValue)
+                    arguments.append(update.id.databaseValue)
+                    if let expected = update.expectedVersion {
+                        query += " AND \"_version\" = ?"
+                        arguments.append(expected.databaseValue)
+                    }
+                    query += " RETURNING \"_version\""
+                    let version = try mapErrors(id) {
+                        try Int64.fetchOne(db.cachedStatement(sql: query), arguments: StatementArguments(arguments))
+                    }
+                    if let version { versions[id] = version } else { conflicts.append(id) }
+                }
+                for delete in changes.deletes {
+                    let entitySQL = sql[delete.entity.name]!
+                    var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
+                    var arguments = [delete.id.databaseValue]
+                    if let expected = delete.expectedVersion {
+                        query += " AND \"_version\" = ?"
+                        arguments.append(expected.databaseValue)
+                    }
+                    try db.cachedStatement(sql: query).execute(arguments: StatementArguments(arguments))
+                    if db.changesCount == 0, delete.expectedVersion != nil {
+                        conflicts.append(ManagedObjectID(entityName: delete.entity.name, rowID: delete.id))
+                    }
+                }
+                if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
+                if let fault = beforeCommit.withLock({ f in
+                    defer { f = nil }; return f
+                }) {
+                    try fault()
+                }
+                return versions
+            }
+        }
+    }
+
+    private func insert(_ db: Database, _ insert: StoreChanges.Insert) throws {
+        let id = ManagedObjectID(entityName: insert.entity.name, rowID: insert.id)
+        guard insert.id > 0 else {
+            throw PersistenceError(
+                .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
+        }
+        var arguments = [insert.id.databaseValue]
+        arguments += insert.values.map(\.databaseValue)
+        try mapErrors(id) {
+            try db.cachedStatement(sql: sql[insert.entity.name]!.insert).execute(
+                arguments: StatementArguments(arguments))
+        }
+    }
+
+    /// Makes the next commit fail with `error` after every statement ran and
+    /// before `COMMIT`: nothing is written. For tests of failure paths.
+    func failNextCommit(with error: any Error & Sendable) {
+        beforeCommit.withLock { $0 = { throw error } }
+    }
+
+    func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64] {
+        guard !rows.isEmpty else { return [] }
+        return try mapErrors(nil) {
+            try pool.write { db in
+                let range = try Self.reserve(db, entity: entity.name, count: rows.count)
+                let statement = try db.cachedStatement(sql: sql[entity.name]!.insert)
+                var id = range.lowerBound
+                var arguments: [DatabaseValue] = []
+                for values in rows {
+                    arguments.removeAll(keepingCapacity: true)
+                    arguments.append(id.databaseValue)
+                    for v in values { arguments.append(v.databaseValue) }
+                    try mapErrors(ManagedObjectID(entityName: entity.name, rowID: id)) {
+                        try statement.execute(arguments: StatementArguments(arguments))
+                    }
+                    id += 1
+                }
+                return Array(range)
+            }
+        }
+    }
+
+    func batchDelete(_ fetch: StoreFetch, schema: Schema, effects: SaveEffects) throws -> BatchDeleteOutcome {
+        try mapErrors(nil) {
+            try pool.write { db in
+                var doomed: [String: [Int64: StoreRow]] = [:]
+                var order: [EntityDescription] = []
+                var queue: [(EntityDescription, [StoreRow])] = []
+                func enqueue(_ entity: EntityDescription, _ rows: [StoreRow]) {
+                    var fresh: [StoreRow] = []
+                    for row in rows where doomed[entity.name]?[row.id] == nil {
+                        if doomed[entity.name] == nil {
+                            doomed[entity.name] = [:]
+                            order.append(entity)
+                        }
+                        doomed[entity.name]![row.id] = row
+                        fresh.append(row)
+                    }
+                    if !fresh.isEmpty { queue.append((entity, fresh)) }
+                }
+                let entitySQL = sql[fetch.entity.name]!
+                let (query, arguments) = select(entitySQL.selectList, fetch)
+                enqueue(fetch.entity, try Row.fetchAll(db, sql: query, arguments: arguments).map(entitySQL.decode))
+                var nullify: [(EntityDescription, PropertyDescription, [Int64])] = []
+                var refusals: [PersistenceError] = []
+                while !queue.isEmpty {
+                    let (entity, rows) = queue.removeFirst()
+                    let ids = rows.map(\.id)
+                    for property in entity.properties {
+                        switch property.kind {
+                        case .attribute: continue
+                        case .toOne(let destinationName):
+                            guard property.deleteRule != .nullify,
+                                let destination = schema.entity(named: destinationName)
+                            else { continue }
+                            let targets = rows.compactMap { row -> Int64? in
+                                if case .integer(let t) = row.values[property.slot!] { return t }
+                                return nil
+                            }
+                            if property.deleteRule == .deny,
+                                let first = rows.first(where: { !$0.values[property.slot!].isNull })
+                            {
+                                refusals.append(Self.denial(entity, first.id, property))
+                            } else if property.deleteRule == .cascade {
+                                enqueue(destination, try Self.rows(db, sql[destination.name]!, ids: targets))
+                            }
+                        case .toMany(let destinationName):
+                            guard let destination = schema.entity(named: destinationName) else { continue }
+                            let inverse = try entity.inverse(of: property)
+                            let members = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: ids)
+                            guard !members.isEmpty else { continue }
+                            switch property.deleteRule {
+                            case .cascade: enqueue(destination, members)
+                            case .deny:
+                                let owner = members[0].values[inverse.slot!]
+                                if case .integer(let ownerID) = owner {
+                                    refusals.append(Self.denial(entity, ownerID, property))
+                                }
+                            case .nullify: nullify.append((destination, inverse, members.map(\.id)))
+                            }
+                        }
+                    }
+                }
+                if !refusals.isEmpty {
+                    throw PersistenceError(
+                        .validation, refusals.map(\.message).joined(separator: "\n"),
+                        objectIDs: refusals.flatMap(\.objectIDs), underlyingErrors: refusals)
+                }
+                for entity in order {
+                    let rows = doomed[entity.name]!.values.sorted { $0.id < $1.id }
+                    try entity.objectType.willBatchDelete(
+                        rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
+                }
+                if let error = effects.error { throw error }
+                for row in effects.rows { try insert(db, row) }
+                var nullified: [ManagedObjectID] = []
+                for (destination, inverse, ids) in nullify {
+                    let remaining = ids.filter { doomed[destination.name]?[$0] == nil }
+                    for chunk in remaining.chunked(500) {
+                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                        try db.execute(
+                            sql: """
+                                UPDATE \(sql[destination.name]!.table) SET \(quote(inverse.name)) = NULL, \
+                                "_version" = "_version" + 1 WHERE "id" IN (\(marks))
+                                """, arguments: StatementArguments(chunk))
+                    }
+                    nullified += remaining.map { ManagedObjectID(entityName: destination.name, rowID: $0) }
+                }
+                var deleted: [ManagedObjectID] = []
+                for entity in order {
+                    let ids = doomed[entity.name]!.keys.sorted()
+                    for chunk in ids.chunked(500) {
+                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                        try db.execute(
+                            sql: "DELETE FROM \(sql[entity.name]!.table) WHERE \"id\" IN (\(marks))",
+                            arguments: StatementArguments(chunk))
+                    }
+                    deleted += ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
+                }
+                if let fault = beforeCommit.withLock({ f in
+                    defer { f = nil }; return f
+                }) {
+                    try fault()
+                }
+                return BatchDeleteOutcome(deleted: deleted, nullified: nullified)
+            }
+        }
+    }
+
+    private static func members(_ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: [Int64])
+        throws -> [StoreRow]
+    {
+        var result: [StoreRow] = []
+        for chunk in owners.chunked(500) {
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let query =
+                "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks))"
+            result += try Row.fetchAll(db, sql: query, arguments: StatementArguments(chunk)).map(entitySQL.decode)
+        }
+        return result
+    }
+
+    static func denial(_ entity: EntityDescription, _ id: Int64, _ property: PropertyDescription) -> PersistenceError {
+        let objectID = ManagedObjectID(entityName: entity.name, rowID: id)
+        return PersistenceError(
+            .validation, "\(objectID) cannot be deleted: its relationship '\(property.name)' is not empty (deny rule)",
+            objectIDs: [objectID])
+    }
+
+    func externalChangeToken() throws -> Int64 {
+        try mapErrors(nil) {
+            try pool.writeWithoutTransaction { try Int64.fetchOne($0, sql: "PRAGMA data_version") ?? 0 }
+        }
+    }
+
+    func close() {
+        try? pool.close()
+    }
+
+    /// Turns driver errors into ``PersistenceError``s naming the object.
+    private func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DatabaseError {
+            let what = id.map { "Could not save \($0)" } ?? "The store at \(url.path) failed"
+            let message = error.message ?? "\(error.resultCode)"
+            if error.resultCode == .SQLITE_CONSTRAINT {
+                throw PersistenceError(
+                    .constraint, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
+            }
+            throw PersistenceError(.io, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
+        }
+    }
+}
+
+/// The SQL of one entity, built once when the store opens.
+struct EntitySQL {
+    let table: String
+    /// Quoted column names, by slot.
+    let columns: [String]
+    let selectList: String
+    let insert: String
+
+    init(_ entity: EntityDescription) {
+        table = quote(entity.name)
+        columns = entity.storedProperties.map { quote($0.name) }
+        selectList = (["\"id\"", "\"_version\""] + columns).joined(separator: ", ")
+        let names = (["\"id\""] + columns).joined(separator: ", ")
+        let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
+        insert = "INSERT INTO \(table) (\(names)) VALUES (\(marks))"
+    }
+
+    func decode(_ row: Row) -> StoreRow {
+        var values: [StoreValue] = []
+        values.reserveCapacity(columns.count)
+        for i in 0..<columns.count {
+            values.append(StoreValue(row[i + 2] as DatabaseValue))
+        }
+        return StoreRow(id: row[0], version: row[1], values: values)
+    }
+}
+
+private struct GRDBMigrationDatabase: MigrationDatabase {
+    let db: Database
+    func execute(_ sql: String) throws { try db.execute(sql: sql) }
+    func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
+    func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }
+}
+
+func quote(_ identifier: String) -> String {
+    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+extension StoreValue {
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .integer(let v): v.databaseValue
+        case .real(let v): v.databaseValue
+        case .text(let v): v.databaseValue
+        case .blob(let v): v.databaseValue
+        }
+    }
+
+    init(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: self = .null
+        case .int64(let v): self = .integer(v)
+        case .double(let v): self = .real(v)
+        case .string(let v): self = .text(v)
+        case .blob(let v): self = .blob(v)
+        }
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

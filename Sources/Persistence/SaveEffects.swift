@@ -1,0 +1,92 @@
+/// The side effects bound to one save: rows written in the save's own
+/// transaction, and work that runs only after that transaction commits.
+///
+/// This is how an object makes something happen *because its change was
+/// committed* — never before, never for a save that fails or is rolled back.
+/// In ``ManagedObject/willSave()`` (or a batch-delete hook), an object reaches
+/// its save's effects through ``ManagedObject/saveEffects``:
+///
+/// ```swift
+/// override func willSave() {
+///     guard isDeleted, let path = localPath else { return }
+///     // (a) a journal row, committed or rolled back with the deletion itself
+///     saveEffects?.insert(RemovalPlan.self) { $0.path = path }
+///     // (b) the removal, only once the deletion is durable
+///     saveEffects?.afterCommit { sweeper.sweep() }
+/// }
+/// ```
+///
+/// Guarantees:
+/// - Rows inserted with ``insert(_:_:)`` are written in the same transaction
+///   as the save's own changes: both are committed, or neither.
+/// - ``afterCommit(_:)`` work runs after the commit of a save to the store,
+///   on the saving context's queue, before `save()` returns. It never runs if
+///   the save throws.
+/// - A save of a child context reaches only its parent, not the store: its
+///   effects are accepted and discarded (``commitsToStore`` is `false`). The
+///   parent's own save calls `willSave` again and registers them for real.
+/// - ``onFailure(_:)`` work runs when the save throws after `willSave` ran
+///   (validation, constraint, conflict, I/O): use it to undo what a hook did
+///   in memory. The context still has its unsaved changes.
+public final class SaveEffects {
+    /// Whether this save will commit to the store. `false` for the save of a
+    /// child context, whose effects are discarded.
+    public let commitsToStore: Bool
+
+    var rows: [StoreChanges.Insert] = []
+    var afterCommitWork: [() -> Void] = []
+    var onFailureWork: [() -> Void] = []
+    /// A failure while registering (an ID could not be reserved): the save fails.
+    var error: PersistenceError?
+    private let newID: ((EntityDescription) throws -> Int64)?
+
+    init(commitsToStore: Bool, newID: ((EntityDescription) throws -> Int64)?) {
+        self.commitsToStore = commitsToStore
+        self.newID = newID
+    }
+
+    /// Adds a row of entity `T`, configured by `configure`, to the save's
+    /// transaction. The object passed to `configure` is not inserted in any
+    /// context: only its values are written. Its `awakeFromInsert` runs first.
+    public func insert<T: ManagedObject>(_ type: T.Type, _ configure: (T) -> Void) {
+        let entity = T.entityDescription
+        var id: Int64 = -1
+        if commitsToStore, let newID {
+            do {
+                id = try newID(entity)
+            } catch {
+                self.error = PersistenceError(
+                    .io, "Could not reserve an ID for a \(entity.name) row of this save: \(error)", cause: error)
+            }
+        }
+        let object = T(
+            ObjectInitToken(entity: entity, objectID: .init(entityName: entity.name, rowID: id), context: nil))
+        object.awakeFromInsert()
+        configure(object)
+        guard commitsToStore else { return }
+        rows.append(.init(entity: entity, id: id, values: object.values))
+    }
+
+    /// Runs `work` after the save commits to the store (never for a child
+    /// context's save, a failed save or a rolled-back one).
+    public func afterCommit(_ work: @escaping () -> Void) {
+        if commitsToStore { afterCommitWork.append(work) }
+    }
+
+    /// Runs `work` if this save fails after `willSave` ran.
+    public func onFailure(_ work: @escaping () -> Void) {
+        onFailureWork.append(work)
+    }
+
+    func runAfterCommit() {
+        let work = afterCommitWork
+        afterCommitWork = []
+        for w in work { w() }
+    }
+
+    func runOnFailure() {
+        let work = onFailureWork
+        onFailureWork = []
+        for w in work { w() }
+    }
+}

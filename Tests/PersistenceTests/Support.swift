@@ -1,0 +1,184 @@
+import Foundation
+import Persistence
+import Testing
+
+/// Records lifecycle events, in order, for one test.
+final class HookLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: [String] = []
+
+    func record(_ event: String) {
+        lock.lock()
+        storage.append(event)
+        lock.unlock()
+    }
+    var events: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return storage
+    }
+    func count(_ event: String) -> Int { events.filter { $0 == event }.count }
+    func clear() {
+        lock.lock()
+        storage = []
+        lock.unlock()
+    }
+}
+
+struct ValidationMessage: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// An entity that records every lifecycle hook into its context's `userInfo["log"]`.
+class LoggedObject: ManagedObject {
+    func log(_ event: String) {
+        (managedObjectContext?.userInfo["log"] as? HookLog)?.record("\(event) \(objectID)")
+    }
+    override func awakeFromInsert() { log("awakeFromInsert") }
+    override func awakeFromFetch() { log("awakeFromFetch") }
+    override func willSave() { log("willSave") }
+    override func didSave() { log("didSave") }
+    override func prepareForDeletion() { log("prepareForDeletion") }
+    override func willTurnIntoFault() { log("willTurnIntoFault") }
+    override func didTurnIntoFault() { log("didTurnIntoFault") }
+    override func awakeFromSnapshotEvents(_ events: SnapshotEvents) {
+        if events.contains(.undoDeletion) { log("undoDeletion") }
+    }
+}
+
+final class Folder: LoggedObject {
+    @Attribute(.unique) var name = ""
+    @ToMany(inverse: \Note.folder, deleteRule: .cascade) var notes: [Note]
+    @ToMany(inverse: \Sticker.folder) var stickers: [Sticker]
+}
+
+final class Note: LoggedObject {
+    @Attribute(.indexed) var title = ""
+    @Attribute var body: String?
+    @Attribute var created = Date(timeIntervalSince1970: 0)
+    @Attribute var modified = Date(timeIntervalSince1970: 0)
+    @Attribute var priority = 0
+    @ToOne var folder: Folder?
+
+    override func awakeFromInsert() {
+        super.awakeFromInsert()
+        setPrimitiveValue(Date(), for: \.created)
+    }
+    override func willSave() {
+        super.willSave()
+        if !isDeleted { setPrimitiveValue(Date(), for: \.modified) }
+    }
+    override func validateForInsert() throws { try check() }
+    override func validateForUpdate() throws { try check() }
+    private func check() throws {
+        if title == "invalid" { throw ValidationMessage("title must not be 'invalid'") }
+    }
+}
+
+final class Sticker: LoggedObject {
+    @Attribute var label = ""
+    @ToOne var folder: Folder?
+}
+
+final class Vault: LoggedObject {
+    @Attribute var name = ""
+    @ToMany(inverse: \Item.vault, deleteRule: .deny) var items: [Item]
+}
+
+final class Item: LoggedObject {
+    @Attribute var name = ""
+    @ToOne var vault: Vault?
+}
+
+/// Its willSave changes a value through the observed setter: a loop.
+final class Looper: ManagedObject {
+    @Attribute var count = 0
+    override func willSave() { count += 1 }
+}
+
+/// Its willSave changes a value through the primitive setter: one pass.
+final class Stamp: ManagedObject {
+    @Attribute var count = 0
+    @Attribute var saves = 0
+    override func willSave() {
+        setPrimitiveValue(primitiveValue(for: \.saves) + 1, for: \.saves)
+        (managedObjectContext?.userInfo["log"] as? HookLog)?.record("willSave \(objectID)")
+    }
+}
+
+/// A row written through save effects (a removal plan).
+final class Plan: ManagedObject {
+    @Attribute var path = ""
+}
+
+/// Plans its clean-up in willSave when deleted, as the catalog does for files.
+final class Doc: ManagedObject {
+    @Attribute var path = ""
+
+    override func willSave() {
+        guard isDeleted, let effects = saveEffects else { return }
+        let path = path
+        let log = managedObjectContext?.userInfo["log"] as? HookLog
+        log?.record("plan \(path) commitsToStore=\(effects.commitsToStore)")
+        effects.insert(Plan.self) { $0.path = path }
+        effects.afterCommit { log?.record("afterCommit \(path)") }
+        effects.onFailure { log?.record("onFailure \(path)") }
+    }
+
+    override class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
+        for row in rows {
+            let path = row.value(for: \Doc.path) ?? "?"
+            effects.insert(Plan.self) { $0.path = path }
+            effects.afterCommit { BatchLog.shared.record("afterCommit \(path)") }
+        }
+    }
+}
+
+enum BatchLog {
+    static let shared = HookLog()
+}
+
+let allEntities: [ManagedObject.Type] = [
+    Folder.self, Note.self, Sticker.self, Vault.self, Item.self, Looper.self, Stamp.self, Plan.self, Doc.self,
+]
+
+/// A store in a fresh temporary directory, with a hook log on its contexts.
+struct TestStore {
+    let directory: URL
+    let container: PersistentContainer
+    let log = HookLog()
+
+    var storeURL: URL { directory.appending(path: "store.sqlite") }
+
+    init(options: PersistentContainer.Options = .init()) throws {
+        directory = FileManager.default.temporaryDirectory.appending(path: "persistence-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        container = try PersistentContainer(
+            storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities), options: options)
+    }
+
+    /// A new root context that logs hooks.
+    func context(_ name: String = "test") -> ManagedObjectContext {
+        let context = container.newBackgroundContext(name: name)
+        context.userInfo["log"] = log
+        return context
+    }
+
+    /// A child of `parent` that logs hooks.
+    func child(of parent: ManagedObjectContext) -> ManagedObjectContext {
+        let child = parent.newChildContext(name: "child")
+        child.userInfo["log"] = log
+        return child
+    }
+
+    /// Reopens the same store in a new container.
+    func reopen(options: PersistentContainer.Options = .init()) throws -> PersistentContainer {
+        try PersistentContainer(storeURL: storeURL, schema: try Schema(allEntities), options: options)
+    }
+
+    /// What a fresh context reads from the store.
+    func stored<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
+        try container.newBackgroundContext().fetch(request)
+    }
+}
