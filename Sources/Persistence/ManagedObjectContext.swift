@@ -689,7 +689,9 @@ public final class ManagedObjectContext {
             }
             let expected = mergePolicy == .overwrite
             for o in saved.updated {
-                let slots = o.values.indices.filter { o.snapshot.isEmpty || o.values[$0] != o.snapshot[$0] }
+                let slots = o.values.indices.filter {
+                    mergePolicy == .overwrite || o.snapshot.isEmpty || o.values[$0] != o.snapshot[$0]
+                }
                 guard !slots.isEmpty else { continue }
                 changes.updates.append(
                     .init(

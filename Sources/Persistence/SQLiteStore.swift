@@ -278,6 +278,18 @@ final class SQLiteStore: PersistentStore {
     // MARK: - Writing
 
     func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64] {
+        do {
+            return try write(changes, effects: effects)
+        } catch let error as StoreConflict {
+            throw error
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
+            throw PersistenceError(.io, "Could not commit to \(url.path): \(error)", cause: error)
+        }
+    }
+
+    private func write(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64] {
         try mapErrors(nil) {
             try pool.write { db in
                 var versions: [ManagedObjectID: Int64] = [:]

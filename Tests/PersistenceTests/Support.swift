@@ -33,7 +33,8 @@ struct ValidationMessage: Error, CustomStringConvertible {
 /// An entity that records every lifecycle hook into its context's `userInfo["log"]`.
 class LoggedObject: ManagedObject {
     func log(_ event: String) {
-        (managedObjectContext?.userInfo["log"] as? HookLog)?.record("\(event) \(objectID)")
+        guard let context = managedObjectContext else { return }
+        (context.userInfo["log"] as? HookLog)?.record("\(event) \(objectID) @\(context.name ?? "")")
     }
     override func awakeFromInsert() { log("awakeFromInsert") }
     override func awakeFromFetch() { log("awakeFromFetch") }
@@ -123,6 +124,7 @@ final class Doc: ManagedObject {
         log?.record("plan \(path) commitsToStore=\(effects.commitsToStore)")
         effects.insert(Plan.self) { $0.path = path }
         effects.afterCommit { log?.record("afterCommit \(path)") }
+        if let check = managedObjectContext?.userInfo["afterCommitCheck"] as? () -> Void { effects.afterCommit(check) }
         effects.onFailure { log?.record("onFailure \(path)") }
     }
 

@@ -1,0 +1,113 @@
+import Foundation
+import Persistence
+import Testing
+
+/// A save that fails, in any way, writes nothing and leaves the context's
+/// unsaved changes in place.
+@Suite struct FailedSaveTests {
+    struct DiskFull: Error, CustomStringConvertible {
+        var description: String { "disk full" }
+    }
+
+    /// A store with one saved note and folder, and a context with pending
+    /// changes of every kind: an insert, an update and a delete.
+    func prepared() throws -> (TestStore, ManagedObjectContext, inserted: Note, updated: Note, deleted: Folder) {
+        let store = try TestStore()
+        let context = store.context()
+        let updated = Note(context: context)
+        updated.title = "original"
+        let deleted = Folder(context: context)
+        deleted.name = "doomed"
+        try context.save()
+        let inserted = Note(context: context)
+        inserted.title = "new"
+        updated.title = "changed"
+        context.delete(deleted)
+        return (store, context, inserted, updated, deleted)
+    }
+
+    func expectUnchanged(
+        _ store: TestStore, _ context: ManagedObjectContext, inserted: Note, updated: Note, deleted: Folder
+    )
+        throws
+    {
+        #expect(try store.stored(FetchRequest<Note>()).map(\.title) == ["original"])
+        #expect(try store.stored(FetchRequest<Folder>()).map(\.name) == ["doomed"])
+        #expect(inserted.isInserted)
+        #expect(updated.isUpdated && updated.title == "changed")
+        #expect(deleted.isDeleted)
+        #expect(context.hasChanges)
+    }
+
+    @Test func validationFailure() throws {
+        let (store, context, inserted, updated, deleted) = try prepared()
+        updated.title = "invalid"
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.message == "Note 1: title must not be 'invalid'")
+        updated.title = "changed"
+        try expectUnchanged(store, context, inserted: inserted, updated: updated, deleted: deleted)
+        try context.save()  // fixed: the same changes now save
+        #expect(try store.stored(FetchRequest<Note>(sortBy: [.init(\.title)])).map(\.title) == ["changed", "new"])
+    }
+
+    @Test func constraintFailure() throws {
+        let (store, context, inserted, updated, deleted) = try prepared()
+        let twin = Folder(context: context)
+        twin.name = "twin"
+        let other = Folder(context: context)
+        other.name = "twin"
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .constraint)
+        #expect(error?.message == "Could not save \(other.objectID): UNIQUE constraint failed: Folder.name")
+        #expect(error?.objectIDs == [other.objectID])
+        try expectUnchanged(store, context, inserted: inserted, updated: updated, deleted: deleted)
+        context.delete(other)
+        try context.save()
+        #expect(try store.stored(FetchRequest<Folder>()).map(\.name) == ["twin"])
+    }
+
+    @Test func denyRule() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let vault = Vault(context: context)
+        Item(context: context).vault = vault
+        try context.save()
+        context.delete(vault)
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .validation)
+        #expect(error?.message == "Vault 1 cannot be deleted: its relationship 'items' is not empty (deny rule)")
+        #expect(vault.isDeleted)
+        #expect(try store.stored(FetchRequest<Vault>()).count == 1)
+    }
+
+    @Test func ioErrorAtCommit() throws {
+        let (store, context, inserted, updated, deleted) = try prepared()
+        let handled = HookLog()
+        store.container.saveErrorHandler = { error, _ in handled.record("\(error)") }
+        store.container.failNextCommit(with: DiskFull())
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .io)
+        #expect(error?.message == "Could not commit to \(store.storeURL.path): disk full")
+        #expect(handled.events == ["Could not commit to \(store.storeURL.path): disk full"])
+        try expectUnchanged(store, context, inserted: inserted, updated: updated, deleted: deleted)
+        try context.save()
+        #expect(try store.stored(FetchRequest<Folder>()).isEmpty)
+    }
+
+    @Test func misuseIsAnErrorAtSaveNotACrash() throws {
+        let store = try TestStore()
+        let a = store.context("a")
+        let b = store.context("b")
+        let note = Note(context: a)
+        let folder = Folder(context: b)
+        note.folder = folder
+        let error = #expect(throws: PersistenceError.self) { try a.save() }
+        #expect(error?.code == .misuse)
+        #expect(
+            error?.message
+                == "Note 1.folder was set to Folder 1, which lives in another context; pass its objectID and fetch it "
+                + "in this context")
+        #expect(note.folder == nil)
+        try a.save()  // the misuse was reported once; the rest saves
+    }
+}

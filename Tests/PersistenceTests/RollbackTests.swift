@@ -1,0 +1,54 @@
+import Foundation
+import Persistence
+import Testing
+
+@Test func rollbackAfterDeleteRestoresTheObject() throws {
+    let store = try TestStore()
+    let context = store.context()
+    let folder = Folder(context: context)
+    folder.name = "Inbox"
+    let note = Note(context: context)
+    note.folder = folder
+    try context.save()
+    store.log.clear()
+
+    context.delete(folder)
+    #expect(note.isDeleted)  // cascade
+    context.rollback()
+    #expect(!folder.isDeleted && !note.isDeleted)
+    #expect(!context.hasChanges)
+    #expect(folder.name == "Inbox")
+    #expect(folder.notes == [note])
+    #expect(store.log.count("undoDeletion Folder 1 @test") == 1)
+    #expect(store.log.count("undoDeletion Note 1 @test") == 1)
+    try context.save()
+    #expect(try store.stored(FetchRequest<Note>()).count == 1)
+}
+
+@Test func rollbackForgetsInsertsAndRestoresChangedValues() throws {
+    let store = try TestStore()
+    let context = store.context()
+    let note = Note(context: context)
+    note.title = "saved"
+    try context.save()
+    let fresh = Note(context: context)
+    note.title = "changed"
+    note.setPrimitiveValue(3, for: \.priority)
+    context.rollback()
+    #expect(note.title == "saved")
+    #expect(note.priority == 0)
+    #expect(fresh.managedObjectContext == nil)
+    #expect(try context.fetch(FetchRequest<Note>()) == [note])
+}
+
+@Test func deletingAnUnsavedObjectForgetsIt() throws {
+    let store = try TestStore()
+    let context = store.context()
+    let note = Note(context: context)
+    context.delete(note)
+    #expect(context.insertedObjects.isEmpty && context.deletedObjects.isEmpty)
+    try context.save()
+    #expect(note.managedObjectContext == nil)
+    #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    #expect(store.log.count("willSave Note 1 @test") == 0)
+}

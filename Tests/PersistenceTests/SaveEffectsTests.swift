@@ -1,0 +1,123 @@
+import Foundation
+import Persistence
+import Testing
+
+/// Save-bound side effects: rows in the save's transaction, work after its
+/// commit; both discarded when the save fails, is rolled back or only
+/// reaches a parent.
+@Suite struct SaveEffectsTests {
+    func storeWithDoc(_ path: String = "a.bin") throws -> (TestStore, ManagedObjectContext, Doc) {
+        let store = try TestStore()
+        let context = store.context()
+        let doc = Doc(context: context)
+        doc.path = path
+        try context.save()
+        return (store, context, doc)
+    }
+
+    /// The events of Doc's save effects, without other entities' hooks.
+    func effects(_ store: TestStore) -> [String] {
+        store.log.events.filter { $0.hasPrefix("plan ") || $0.hasPrefix("afterCommit ") || $0.hasPrefix("onFailure ") }
+    }
+
+    func plans(_ store: TestStore) throws -> [String] {
+        try store.stored(FetchRequest<Plan>()).map(\.path)
+    }
+
+    @Test func committedDeletionWritesTheRowAndRunsAfterCommitWorkAfterTheCommit() throws {
+        let (store, context, doc) = try storeWithDoc()
+        var docsInStoreWhenWorkRan: [Int] = []
+        context.userInfo["afterCommitCheck"] = {
+            docsInStoreWhenWorkRan.append((try? store.stored(FetchRequest<Doc>()).count) ?? -1)
+        }
+        context.delete(doc)
+        try context.save()
+        #expect(docsInStoreWhenWorkRan == [0])  // the deletion was committed before the work ran
+        #expect(try plans(store) == ["a.bin"])
+        #expect(effects(store) == ["plan a.bin commitsToStore=true", "afterCommit a.bin"])
+    }
+
+    @Test func rollbackDiscardsEverything() throws {
+        let (store, context, doc) = try storeWithDoc()
+        context.delete(doc)
+        context.rollback()
+        try context.save()
+        #expect(try plans(store).isEmpty)
+        #expect(effects(store).isEmpty)
+        #expect(try store.stored(FetchRequest<Doc>()).count == 1)
+    }
+
+    @Test func failedCommitDiscardsRowsAndWorkAndRunsOnFailure() throws {
+        let (store, context, doc) = try storeWithDoc()
+        context.delete(doc)
+        struct Injected: Error {}
+        store.container.failNextCommit(with: Injected())
+        #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(try plans(store).isEmpty)
+        #expect(effects(store) == ["plan a.bin commitsToStore=true", "onFailure a.bin"])
+        #expect(doc.isDeleted)
+        #expect(try store.stored(FetchRequest<Doc>()).count == 1)
+        // Saving again plans again, and this time commits.
+        store.log.clear()
+        try context.save()
+        #expect(try plans(store) == ["a.bin"])
+        #expect(effects(store) == ["plan a.bin commitsToStore=true", "afterCommit a.bin"])
+    }
+
+    @Test func constraintFailureInTheSameSaveDiscardsTheEffects() throws {
+        let (store, context, doc) = try storeWithDoc()
+        Folder(context: context).name = "same"
+        try context.save()
+        context.delete(doc)
+        Folder(context: context).name = "same"
+        #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(try plans(store).isEmpty)
+        #expect(effects(store) == ["plan a.bin commitsToStore=true", "onFailure a.bin"])
+    }
+
+    @Test func validationFailureStopsBeforeWillSave() throws {
+        let (store, context, doc) = try storeWithDoc()
+        context.delete(doc)
+        Note(context: context).title = "invalid"
+        #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(effects(store).isEmpty)
+        #expect(try plans(store).isEmpty)
+    }
+
+    @Test func childSaveDiscardsEffectsAndTheParentsSaveRegistersThem() throws {
+        let (store, parent, doc) = try storeWithDoc()
+        let child = store.child(of: parent)
+        child.delete(try child.existingObject(with: doc.objectID))
+        try child.save()
+        #expect(effects(store) == ["plan a.bin commitsToStore=false"])
+        #expect(try plans(store).isEmpty)
+        #expect(doc.isDeleted)
+        store.log.clear()
+        try parent.save()
+        #expect(effects(store) == ["plan a.bin commitsToStore=true", "afterCommit a.bin"])
+        #expect(try plans(store) == ["a.bin"])
+    }
+
+    @Test func childSaveThenParentRollbackNeverCommitsTheEffects() throws {
+        let (store, parent, doc) = try storeWithDoc()
+        let child = store.child(of: parent)
+        child.delete(try child.existingObject(with: doc.objectID))
+        try child.save()
+        parent.rollback()
+        try parent.save()
+        #expect(effects(store) == ["plan a.bin commitsToStore=false"])
+        #expect(try plans(store).isEmpty)
+        #expect(try store.stored(FetchRequest<Doc>()).count == 1)
+    }
+
+    @Test func effectRowsAppearInTheSaveNotification() async throws {
+        let (store, context, doc) = try storeWithDoc()
+        let notifications = store.container.saveNotifications()
+        context.delete(doc)
+        try context.save()
+        var iterator = notifications.makeAsyncIterator()
+        let note = await iterator.next()
+        #expect(note?.deletedObjectIDs == [doc.objectID])
+        #expect(note?.insertedObjectIDs.map(\.entityName) == ["Plan"])
+    }
+}
