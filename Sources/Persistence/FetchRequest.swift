@@ -69,59 +69,59 @@ enum TextOperator: Sendable, Hashable {
 /// A typed condition on the objects of an entity, built from key paths.
 ///
 /// ```swift
-/// let recent: Predicate<Note> = \.created > cutoff && \.folder == inbox
-/// let titled = Predicate<Note>.hasPrefix(\.title, "Re: ") || \.title == ""
+/// let recent: FetchPredicate<Note> = \.created > cutoff && \.folder == inbox
+/// let titled = FetchPredicate<Note>.hasPrefix(\.title, "Re: ") || \.title == ""
 /// ```
 ///
 /// Predicates compile to SQL for the store and are evaluated in memory for
 /// objects with unsaved changes, with the same result. A comparison with a
 /// missing value (`NULL`) is false; use `== nil` to match missing values.
-public struct Predicate<Root: ManagedObject>: Sendable {
+public struct FetchPredicate<Root: ManagedObject>: Sendable {
     let node: PredicateNode
 
     init(_ node: PredicateNode) { self.node = node }
 
     /// Matches every object.
-    public static var all: Predicate { Predicate(.constant(true)) }
+    public static var all: FetchPredicate { FetchPredicate(.constant(true)) }
     /// Matches no object.
-    public static var none: Predicate { Predicate(.constant(false)) }
+    public static var none: FetchPredicate { FetchPredicate(.constant(false)) }
 
     /// Matches the objects with one of these IDs.
-    public static func objectIDs(_ ids: some Sequence<ManagedObjectID>) -> Predicate {
-        Predicate(.rowIDIn(ids.filter { $0.entityName == Root.entityName }.map(\.rowID)))
+    public static func objectIDs(_ ids: some Sequence<ManagedObjectID>) -> FetchPredicate {
+        FetchPredicate(.rowIDIn(ids.filter { $0.entityName == Root.entityName }.map(\.rowID)))
     }
 
     /// Matches the objects whose attribute is one of `values`.
     public static func `in`<Value: AttributeValue>(_ keyPath: KeyPath<Root, Value>, _ values: some Sequence<Value>)
-        -> Predicate
+        -> FetchPredicate
     {
-        Predicate(.isIn(ref(keyPath), values.map(\.storeValue)))
+        FetchPredicate(.isIn(ref(keyPath), values.map(\.storeValue)))
     }
 
     /// Matches the objects whose text attribute contains `substring`
     /// (case-sensitive, byte-exact).
-    public static func contains(_ keyPath: KeyPath<Root, some TextAttribute>, _ substring: String) -> Predicate {
-        Predicate(.text(ref(keyPath), .contains, substring))
+    public static func contains(_ keyPath: KeyPath<Root, some TextAttribute>, _ substring: String) -> FetchPredicate {
+        FetchPredicate(.text(ref(keyPath), .contains, substring))
     }
 
     /// Matches the objects whose text attribute starts with `prefix`.
-    public static func hasPrefix(_ keyPath: KeyPath<Root, some TextAttribute>, _ prefix: String) -> Predicate {
-        Predicate(.text(ref(keyPath), .hasPrefix, prefix))
+    public static func hasPrefix(_ keyPath: KeyPath<Root, some TextAttribute>, _ prefix: String) -> FetchPredicate {
+        FetchPredicate(.text(ref(keyPath), .hasPrefix, prefix))
     }
 
     /// Matches the objects whose text attribute ends with `suffix`.
-    public static func hasSuffix(_ keyPath: KeyPath<Root, some TextAttribute>, _ suffix: String) -> Predicate {
-        Predicate(.text(ref(keyPath), .hasSuffix, suffix))
+    public static func hasSuffix(_ keyPath: KeyPath<Root, some TextAttribute>, _ suffix: String) -> FetchPredicate {
+        FetchPredicate(.text(ref(keyPath), .hasSuffix, suffix))
     }
 
     static func ref(_ keyPath: AnyKeyPath) -> PropertyRef {
         PropertyRef(Root.entityDescription.propertyOrDie(for: keyPath))
     }
 
-    static func compare(_ keyPath: AnyKeyPath, _ op: ComparisonOperator, _ value: StoreValue) -> Predicate {
+    static func compare(_ keyPath: AnyKeyPath, _ op: ComparisonOperator, _ value: StoreValue) -> FetchPredicate {
         switch op {
-        case .equal, .notEqual: return Predicate(.compare(ref(keyPath), op, value))
-        default: return value.isNull ? .none : Predicate(.compare(ref(keyPath), op, value))
+        case .equal, .notEqual: return FetchPredicate(.compare(ref(keyPath), op, value))
+        default: return value.isNull ? .none : FetchPredicate(.compare(ref(keyPath), op, value))
         }
     }
 }
@@ -131,44 +131,50 @@ public protocol TextAttribute: AttributeValue {}
 extension String: TextAttribute {}
 extension Optional: TextAttribute where Wrapped == String {}
 
-public func == <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+public func == <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
+{
     .compare(lhs, .equal, rhs.storeValue)
 }
-public func != <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+public func != <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
+{
     .compare(lhs, .notEqual, rhs.storeValue)
 }
-public func < <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+public func < <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
+{
     .compare(lhs, .less, rhs.storeValue)
 }
-public func <= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+public func <= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
+{
     .compare(lhs, .lessOrEqual, rhs.storeValue)
 }
-public func > <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+public func > <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
+{
     .compare(lhs, .greater, rhs.storeValue)
 }
-public func >= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> Predicate<Root> {
+public func >= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
+{
     .compare(lhs, .greaterOrEqual, rhs.storeValue)
 }
 /// Matches the objects whose to-one relationship is `rhs` (or empty, for `nil`).
 public func == <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination?>, rhs: Destination?)
-    -> Predicate<Root>
+    -> FetchPredicate<Root>
 {
     .compare(lhs, .equal, rhs.map { .integer($0.objectID.rowID) } ?? .null)
 }
 /// Matches the objects whose to-one relationship is not `rhs`.
 public func != <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination?>, rhs: Destination?)
-    -> Predicate<Root>
+    -> FetchPredicate<Root>
 {
     .compare(lhs, .notEqual, rhs.map { .integer($0.objectID.rowID) } ?? .null)
 }
-public func && <Root>(lhs: Predicate<Root>, rhs: Predicate<Root>) -> Predicate<Root> {
-    Predicate(.and([lhs.node, rhs.node]))
+public func && <Root>(lhs: FetchPredicate<Root>, rhs: FetchPredicate<Root>) -> FetchPredicate<Root> {
+    FetchPredicate(.and([lhs.node, rhs.node]))
 }
-public func || <Root>(lhs: Predicate<Root>, rhs: Predicate<Root>) -> Predicate<Root> {
-    Predicate(.or([lhs.node, rhs.node]))
+public func || <Root>(lhs: FetchPredicate<Root>, rhs: FetchPredicate<Root>) -> FetchPredicate<Root> {
+    FetchPredicate(.or([lhs.node, rhs.node]))
 }
-public prefix func ! <Root>(predicate: Predicate<Root>) -> Predicate<Root> {
-    Predicate(.not(predicate.node))
+public prefix func ! <Root>(predicate: FetchPredicate<Root>) -> FetchPredicate<Root> {
+    FetchPredicate(.not(predicate.node))
 }
 
 /// An ordering of fetch results by one attribute. Ties are broken by row ID,
@@ -178,7 +184,7 @@ public struct SortDescriptor<Root: ManagedObject>: Sendable {
 
     /// Sorts by an attribute (missing values first when ascending).
     public init<Value: AttributeValue>(_ keyPath: KeyPath<Root, Value>, ascending: Bool = true) {
-        key = SortKey(property: Predicate<Root>.ref(keyPath), ascending: ascending)
+        key = SortKey(property: FetchPredicate<Root>.ref(keyPath), ascending: ascending)
     }
 
     /// Sorts by row ID, that is, by order of insertion.
@@ -204,7 +210,7 @@ struct SortKey: Sendable, Hashable {
 /// ```
 public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// Which objects; `nil` for all.
-    public var predicate: Predicate<Result>?
+    public var predicate: FetchPredicate<Result>?
     /// In what order; row ID order when empty.
     public var sortDescriptors: [SortDescriptor<Result>]
     /// At most this many objects; `nil` for no limit.
@@ -219,7 +225,7 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     public var includesPendingChanges: Bool
 
     public init(
-        predicate: Predicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = [],
+        predicate: FetchPredicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = [],
         limit: Int? = nil, offset: Int = 0
     ) {
         self.predicate = predicate
