@@ -29,11 +29,7 @@ let package = Package(
         .executableTarget(name: "PersistenceDemo", dependencies: ["Persistence"]),
         // A separate process for the tests that need two writers or a crash.
         .executableTarget(name: "persistence-fixture", dependencies: ["Persistence"], path: "Tests/PersistenceFixture"),
-        .testTarget(
-            name: "PersistenceTests",
-            dependencies: ["Persistence", "persistence-fixture"],
-            resources: [.copy("Resources")]
-        ),
+        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "persistence-fixture"]),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO"]),
     ],
     swiftLanguageModes: [.v6]

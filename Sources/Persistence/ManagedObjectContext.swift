@@ -532,7 +532,7 @@ public final class ManagedObjectContext {
         }
         guard hasChanges else { return }
         isSaving = true
-        let effects = SaveEffects(commitsToStore: parent == nil, newID: { [core] in try core.ids.next(for: $0) })
+        let effects = SaveEffects(commitsToStore: parent == nil)
         let saved: SavedObjects
         do {
             defer { isSaving = false }
@@ -603,7 +603,6 @@ public final class ManagedObjectContext {
             due = (redirtied + fresh).filter { seen.insert(ObjectIdentifier($0)).inserted }
             pass += 1
         }
-        if let error = effects.error { throw error }
         if !misuses.isEmpty {
             let message = misuses.joined(separator: "; ")
             misuses = []
@@ -935,7 +934,7 @@ public final class ManagedObjectContext {
             throw PersistenceError(
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
-        let effects = SaveEffects(commitsToStore: true, newID: { [core] in try core.ids.next(for: $0) })
+        let effects = SaveEffects(commitsToStore: true)
         let outcome: BatchDeleteOutcome
         do {
             outcome = try core.store.batchDelete(request.storeFetch, schema: core.schema, effects: effects)

@@ -28,22 +28,26 @@ final class SQLiteStore: PersistentStore {
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
+        if checksIntegrity && FileManager.default.fileExists(atPath: url.path) {
+            // Check before the pool switches the file to WAL, which rewrites
+            // its header: a store that ends in quarantine is left untouched.
+            do {
+                let queue = try DatabaseQueue(path: url.path)
+                defer { try? queue.close() }
+                let result = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
+                if result != ["ok"] {
+                    let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
+                    let detail = findings.first.map(String.init) ?? "unknown damage"
+                    throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
+                }
+            } catch {
+                throw .unreadable(Self.describe(error), cause: error)
+            }
+        }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
         } catch {
             throw .unreadable(Self.describe(error), cause: error)
-        }
-        if checksIntegrity {
-            do {
-                let result = try pool.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
-                if result != ["ok"] {
-                    let detail = result.prefix(3).joined(separator: "; ")
-                    throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
-                }
-            } catch {
-                try? pool.close()
-                throw .unreadable(Self.describe(error), cause: error)
-            }
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
         do {
@@ -294,9 +298,8 @@ final class SQLiteStore: PersistentStore {
             try pool.write { db in
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
-                for row in changes.inserts + (effects?.rows ?? []) {
-                    try insert(db, row)
-                }
+                for row in changes.inserts { try insert(db, row) }
+                if let effects { try insertEffectRows(db, effects) }
                 for update in changes.updates {
                     let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
                     let entitySQL = sql[update.entity.name]!
@@ -350,6 +353,14 @@ final class SQLiteStore: PersistentStore {
         try mapErrors(id) {
             try db.cachedStatement(sql: sql[insert.entity.name]!.insert).execute(
                 arguments: StatementArguments(arguments))
+        }
+    }
+
+    /// Inserts the rows of save effects, reserving their IDs in this transaction.
+    private func insertEffectRows(_ db: Database, _ effects: SaveEffects) throws {
+        for i in effects.rows.indices {
+            effects.rows[i].id = try Self.reserve(db, entity: effects.rows[i].entity.name, count: 1).lowerBound
+            try insert(db, effects.rows[i])
         }
     }
 
@@ -452,8 +463,7 @@ final class SQLiteStore: PersistentStore {
                     try entity.objectType.willBatchDelete(
                         rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
                 }
-                if let error = effects.error { throw error }
-                for row in effects.rows { try insert(db, row) }
+                try insertEffectRows(db, effects)
                 var nullified: [ManagedObjectID] = []
                 for (destination, inverse, ids) in nullify {
                     let remaining = ids.filter { doomed[destination.name]?[$0] == nil }

@@ -33,16 +33,14 @@ public final class SaveEffects {
     /// child context, whose effects are discarded.
     public let commitsToStore: Bool
 
+    /// Rows to insert; their IDs are reserved by the store inside the
+    /// save's transaction (so a failed save leaves no gap), then filled in.
     var rows: [StoreChanges.Insert] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []
-    /// A failure while registering (an ID could not be reserved): the save fails.
-    var error: PersistenceError?
-    private let newID: ((EntityDescription) throws -> Int64)?
 
-    init(commitsToStore: Bool, newID: ((EntityDescription) throws -> Int64)?) {
+    init(commitsToStore: Bool) {
         self.commitsToStore = commitsToStore
-        self.newID = newID
     }
 
     /// Adds a row of entity `T`, configured by `configure`, to the save's
@@ -50,21 +48,12 @@ public final class SaveEffects {
     /// context: only its values are written. Its `awakeFromInsert` runs first.
     public func insert<T: ManagedObject>(_ type: T.Type, _ configure: (T) -> Void) {
         let entity = T.entityDescription
-        var id: Int64 = -1
-        if commitsToStore, let newID {
-            do {
-                id = try newID(entity)
-            } catch {
-                self.error = PersistenceError(
-                    .io, "Could not reserve an ID for a \(entity.name) row of this save: \(error)", cause: error)
-            }
-        }
         let object = T(
-            ObjectInitToken(entity: entity, objectID: .init(entityName: entity.name, rowID: id), context: nil))
+            ObjectInitToken(entity: entity, objectID: .init(entityName: entity.name, rowID: 0), context: nil))
         object.awakeFromInsert()
         configure(object)
         guard commitsToStore else { return }
-        rows.append(.init(entity: entity, id: id, values: object.values))
+        rows.append(.init(entity: entity, id: 0, values: object.values))
     }
 
     /// Runs `work` after the save commits to the store (never for a child

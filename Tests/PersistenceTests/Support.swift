@@ -143,6 +143,7 @@ enum BatchLog {
 
 let allEntities: [ManagedObject.Type] = [
     Folder.self, Note.self, Sticker.self, Vault.self, Item.self, Looper.self, Stamp.self, Plan.self, Doc.self,
+    Tally.self,
 ]
 
 /// A store in a fresh temporary directory, with a hook log on its contexts.
@@ -183,4 +184,27 @@ struct TestStore {
     func stored<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
         try container.newBackgroundContext().fetch(request)
     }
+}
+
+/// The same entity as the fixture process's (Tests/PersistenceFixture).
+final class Tally: ManagedObject {
+    @Attribute var writer = ""
+    @Attribute var n = 0
+}
+
+/// A committed fixture from the top-level TestAssets folder.
+func testAsset(_ path: String) -> URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appending(path: "TestAssets").appending(path: path)
+}
+
+/// The built `persistence-fixture` executable, beside the test bundle.
+func fixtureExecutable() -> URL {
+    var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: directory.appending(path: "persistence-fixture").path),
+        directory.path != "/"
+    {
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory.appending(path: "persistence-fixture")
 }

@@ -1,0 +1,38 @@
+import Foundation
+import Persistence
+import Testing
+
+@Test func twoProcessesWritingTheSameStoreLoseNothing() async throws {
+    let store = try TestStore()
+    let executable = fixtureExecutable()
+    try #require(FileManager.default.isExecutableFile(atPath: executable.path), "missing \(executable.path)")
+    let count = 150
+    var processes: [Process] = []
+    for writer in ["left", "right"] {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["insert", store.storeURL.path, writer, String(count)]
+        try process.run()
+        processes.append(process)
+    }
+    // This process writes too, while the two others do.
+    let context = store.context()
+    for n in 0..<count {
+        let tally = Tally(context: context)
+        tally.writer = "test"
+        tally.n = n
+        try context.save()
+    }
+    for process in processes {
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+    let reader = store.context("reader")
+    for writer in ["left", "right", "test"] {
+        let rows = try reader.fetch(FetchRequest<Tally>(predicate: \.writer == writer, sortBy: [.init(\.n)]))
+        #expect(rows.map(\.n) == Array(0..<count), "rows of \(writer)")
+    }
+    let ids = try reader.fetchObjectIDs(FetchRequest<Tally>())
+    #expect(Set(ids).count == 3 * count)  // no ID was handed out twice
+    #expect(try store.container.storeChangedExternally() == false)  // first call sets the baseline
+}
