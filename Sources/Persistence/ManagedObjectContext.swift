@@ -547,7 +547,10 @@ public final class ManagedObjectContext {
             throw error
         }
         for o in saved.all { o.didSave() }
-        for o in saved.deleted { turnIntoFault(o, detach: true) }
+        for o in saved.deleted {
+            turnIntoFault(o, detach: true)
+            o.pendingDelete = false
+        }
         effects.runAfterCommit()
         if parent == nil {
             let note = SaveNotification(
@@ -599,7 +602,9 @@ public final class ManagedObjectContext {
                 o.willSave()
             }
             var seen = Set<ObjectIdentifier>()
-            let fresh = (insertedList + updatedList + deletedList).filter { $0.willSavePass == 0 && isDirty($0) }
+            let fresh = (insertedList + updatedList + deletedList).filter {
+                $0.willSavePass == 0 && isDirty($0) && !($0.pendingInsert && $0.pendingDelete)
+            }
             due = (redirtied + fresh).filter { seen.insert(ObjectIdentifier($0)).inserted }
             pass += 1
         }
