@@ -22,6 +22,7 @@ let package = Package(
             name: "Persistence",
             dependencies: [
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -66,8 +66,13 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
 
     /// One prototype instance, probed to map key paths to properties.
     private let probe: Locked<Probe>
-    private let storageSlots = Locked<[AnyKeyPath: Int]>([:])
-    private let wrappedProperties = Locked<[AnyKeyPath: PropertyDescription]>([:])
+    /// Key paths resolved so far, by object identity: the compiler passes the
+    /// same key path object at each use, so no key path is hashed on the hot
+    /// path. Each entry retains its key path, so an identity is never reused.
+    private let storageSlots = Locked<[ObjectIdentifier: (AnyKeyPath, Int)]>([:])
+    private let wrappedProperties = Locked<[ObjectIdentifier: (AnyKeyPath, PropertyDescription)]>([:])
+    /// Key paths made at run time are new objects each time; stop caching past this.
+    private static let cacheLimit = 4096
 
     private struct Probe {
         let prototype: ManagedObject
@@ -130,7 +135,8 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     func slot<Object: ManagedObject, Wrapper: PersistentPropertyWrapper>(
         forStorage storage: ReferenceWritableKeyPath<Object, Wrapper>
     ) -> Int {
-        if let slot = storageSlots.withLock({ $0[storage] }) { return slot }
+        let key = ObjectIdentifier(storage)
+        if let slot = storageSlots.withLock({ $0[key]?.1 }) { return slot }
         let name: String? = probe.withLock { probe in
             guard let prototype = probe.prototype as? Object else { return nil }
             let marker = probe.nextMarker
@@ -141,14 +147,15 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         guard let name, let slot = propertyByName[name]?.slot else {
             preconditionFailure("\(storage) is not a stored persistent property of \(self.name)")
         }
-        storageSlots.withLock { $0[storage] = slot }
+        storageSlots.withLock { if $0.count < Self.cacheLimit { $0[key] = (storage, slot) } }
         return slot
     }
 
     /// The property a key path such as `\Note.title` names, or `nil` when the
     /// key path does not name a persistent property of this entity.
     public func property(for keyPath: AnyKeyPath) -> PropertyDescription? {
-        if let property = wrappedProperties.withLock({ $0[keyPath] }) { return property }
+        let key = ObjectIdentifier(keyPath)
+        if let property = wrappedProperties.withLock({ $0[key]?.1 }) { return property }
         let name: String? = probe.withLock { probe in
             let prototype = probe.prototype
             let marker = probe.nextMarker
@@ -160,7 +167,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
             return Self.label(ofWrapperMarked: marker, in: prototype)
         }
         guard let name, let found = propertyByName[name] else { return nil }
-        wrappedProperties.withLock { $0[keyPath] = found }
+        wrappedProperties.withLock { if $0.count < Self.cacheLimit { $0[key] = (keyPath, found) } }
         return found
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// Why a store file could not be opened; the container quarantines the file
@@ -166,10 +167,7 @@ final class SQLiteStore: PersistentStore {
         let entitySQL = sql[fetch.entity.name]!
         let (query, arguments) = select(entitySQL.selectList, fetch)
         return try mapErrors(nil) {
-            try pool.read { db in
-                let statement = try db.cachedStatement(sql: query)
-                return try Row.fetchAll(statement, arguments: arguments).map { entitySQL.decode($0) }
-            }
+            try pool.read { db in try Self.readRows(db, query, arguments, entitySQL) }
         }
     }
 
@@ -200,9 +198,32 @@ final class SQLiteStore: PersistentStore {
         for chunk in ids.chunked(500) {
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             let query = "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \"id\" IN (\(marks))"
-            result += try Row.fetchAll(db, sql: query, arguments: StatementArguments(chunk)).map(entitySQL.decode)
+            result += try readRows(db, query, StatementArguments(chunk), entitySQL)
         }
         return result
+    }
+
+    /// Runs a query and decodes its rows straight from SQLite (text by its
+    /// byte length: a string with a NUL inside comes back whole).
+    private static func readRows(
+        _ db: Database, _ query: String, _ arguments: StatementArguments, _ entitySQL: EntitySQL
+    )
+        throws -> [StoreRow]
+    {
+        let statement = try db.cachedStatement(sql: query)
+        try statement.setArguments(arguments)
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        var rows: [StoreRow] = []
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { return rows }
+            guard code == SQLITE_ROW else {
+                let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: query)
+            }
+            rows.append(entitySQL.decode(handle))
+        }
     }
 
     private func select(_ columns: String, _ fetch: StoreFetch) -> (String, StatementArguments) {
@@ -298,7 +319,7 @@ final class SQLiteStore: PersistentStore {
             try pool.write { db in
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
-                for row in changes.inserts { try insert(db, row) }
+                try Self.insertRows(db, changes.inserts, sql: sql)
                 if let effects { try insertEffectRows(db, effects) }
                 for update in changes.updates {
                     let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
@@ -353,6 +374,67 @@ final class SQLiteStore: PersistentStore {
         try mapErrors(id) {
             try db.cachedStatement(sql: sql[insert.entity.name]!.insert).execute(
                 arguments: StatementArguments(arguments))
+        }
+    }
+
+    /// Inserts rows with one prepared statement per entity, binding values
+    /// directly (the hot path of a large save).
+    private static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: [String: EntitySQL]) throws {
+        var statements: [ObjectIdentifier: Statement] = [:]
+        for row in rows {
+            let key = ObjectIdentifier(row.entity)
+            let statement: Statement
+            if let cached = statements[key] {
+                statement = cached
+            } else {
+                statement = try db.cachedStatement(sql: sql[row.entity.name]!.insert)
+                statements[key] = statement
+            }
+            let handle = statement.sqliteStatement
+            sqlite3_reset(handle)
+            sqlite3_bind_int64(handle, 1, row.id)
+            for (i, value) in row.values.enumerated() { bind(value, to: handle, at: Int32(i + 2)) }
+            let code = sqlite3_step(handle)
+            sqlite3_reset(handle)
+            guard code == SQLITE_DONE else {
+                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+                let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+                let what = "Could not save \(id): \(message)"
+                let error = DatabaseError(resultCode: ResultCode(rawValue: code), message: message)
+                if code & 0xff == SQLITE_CONSTRAINT {
+                    throw PersistenceError(.constraint, what, objectIDs: [id], cause: error)
+                }
+                throw PersistenceError(.io, what, objectIDs: [id], cause: error)
+            }
+        }
+        for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    private static func bind(_ value: StoreValue, to handle: OpaquePointer, at index: Int32) {
+        switch value {
+        case .null: sqlite3_bind_null(handle, index)
+        case .integer(let v): sqlite3_bind_int64(handle, index, v)
+        case .real(let v): sqlite3_bind_double(handle, index, v)
+        case .text(var v):
+            v.withUTF8 { bytes in
+                if let base = bytes.baseAddress {
+                    base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                        _ = sqlite3_bind_text(handle, index, $0, Int32(bytes.count), transient)
+                    }
+                } else {
+                    sqlite3_bind_text(handle, index, "", 0, transient)
+                }
+            }
+        case .blob(let v):
+            _ = v.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress {
+                    sqlite3_bind_blob(handle, index, base, Int32(bytes.count), transient)
+                } else {
+                    sqlite3_bind_zeroblob(handle, index, 0)
+                }
+            }
         }
     }
 
@@ -412,7 +494,7 @@ final class SQLiteStore: PersistentStore {
                 }
                 let entitySQL = sql[fetch.entity.name]!
                 let (query, arguments) = select(entitySQL.selectList, fetch)
-                enqueue(fetch.entity, try Row.fetchAll(db, sql: query, arguments: arguments).map(entitySQL.decode))
+                enqueue(fetch.entity, try Self.readRows(db, query, arguments, entitySQL))
                 var nullify: [(EntityDescription, PropertyDescription, [Int64])] = []
                 var refusals: [PersistenceError] = []
                 while !queue.isEmpty {
@@ -506,7 +588,7 @@ final class SQLiteStore: PersistentStore {
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             let query =
                 "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks))"
-            result += try Row.fetchAll(db, sql: query, arguments: StatementArguments(chunk)).map(entitySQL.decode)
+            result += try readRows(db, query, StatementArguments(chunk), entitySQL)
         }
         return result
     }
@@ -561,13 +643,29 @@ struct EntitySQL {
         insert = "INSERT INTO \(table) (\(names)) VALUES (\(marks))"
     }
 
-    func decode(_ row: Row) -> StoreRow {
+    func decode(_ handle: OpaquePointer) -> StoreRow {
         var values: [StoreValue] = []
         values.reserveCapacity(columns.count)
-        for i in 0..<columns.count {
-            values.append(StoreValue(row[i + 2] as DatabaseValue))
+        for i in 0..<Int32(columns.count) {
+            values.append(Self.value(handle, i + 2))
         }
-        return StoreRow(id: row[0], version: row[1], values: values)
+        return StoreRow(id: sqlite3_column_int64(handle, 0), version: sqlite3_column_int64(handle, 1), values: values)
+    }
+
+    static func value(_ handle: OpaquePointer, _ column: Int32) -> StoreValue {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, column))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, column))
+        case SQLITE_TEXT:
+            let count = Int(sqlite3_column_bytes(handle, column))
+            guard let text = sqlite3_column_text(handle, column) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(handle, column))
+            guard count > 0, let blob = sqlite3_column_blob(handle, column) else { return .blob(Data()) }
+            return .blob(Data(bytes: blob, count: count))
+        default: return .null
+        }
     }
 }
 
