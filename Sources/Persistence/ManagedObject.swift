@@ -349,3 +349,7 @@ extension ManagedObjectAccessors {
         return snapshot.isEmpty || snapshot[slot] != values[slot]
     }
 }
+
+/// Objects belong to one context and its queue: pass ``ManagedObject/objectID`` instead.
+@available(*, unavailable)
+extension ManagedObject: Sendable {}

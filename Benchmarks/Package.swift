@@ -1,0 +1,23 @@
+// swift-tools-version: 6.1
+// The benchmark suite: a separate package, so the library's own build and
+// tests never pay for it. Run from the repository root with `make bench`.
+import PackageDescription
+
+let package = Package(
+    name: "Benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "AssetCatalog", path: ".."),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "PersistenceBenchmarks",
+            dependencies: [
+                .product(name: "Persistence", package: "AssetCatalog"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        )
+    ],
+    swiftLanguageModes: [.v6]
+)
