@@ -7,6 +7,7 @@ import Testing
     let executable = fixtureExecutable()
     try #require(FileManager.default.isExecutableFile(atPath: executable.path), "missing \(executable.path)")
     let count = 150
+    #expect(try store.container.storeChangedExternally() == false)  // sets the baseline
     var processes: [Process] = []
     for writer in ["left", "right"] {
         let process = Process()
@@ -34,5 +35,7 @@ import Testing
     }
     let ids = try reader.fetchObjectIDs(FetchRequest<Tally>())
     #expect(Set(ids).count == 3 * count)  // no ID was handed out twice
-    #expect(try store.container.storeChangedExternally() == false)  // first call sets the baseline
+    // The other processes' commits are seen; this process's own are not.
+    #expect(try store.container.storeChangedExternally() == true)
+    #expect(try store.container.storeChangedExternally() == false)
 }
