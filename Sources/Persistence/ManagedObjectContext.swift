@@ -72,7 +72,9 @@ public final class ManagedObjectContext {
     private var insertedList: [ManagedObject] = []
     private var updatedList: [ManagedObject] = []
     private var deletedList: [ManagedObject] = []
-    private var misuses: [String] = []
+    /// Errors found outside a save (a misuse, an ID that could not be
+    /// reserved), thrown by the next save.
+    private var deferredErrors: [PersistenceError] = []
     private var isSaving = false
     private var redirtied: [ManagedObject] = []
     private var entityCache: [ObjectIdentifier: EntityDescription] = [:]
@@ -145,7 +147,8 @@ public final class ManagedObjectContext {
         do {
             return ManagedObjectID(entityName: entity.name, rowID: try core.ids.next(for: entity))
         } catch {
-            misuses.append("Could not reserve an ID for a new \(entity.name): \(error)")
+            deferredErrors.append(
+                PersistenceError(.io, "Could not reserve an ID for a new \(entity.name): \(error)", cause: error))
             return ManagedObjectID(entityName: entity.name, rowID: core.ids.provisional())
         }
     }
@@ -158,7 +161,7 @@ public final class ManagedObjectContext {
 
     func recordMisuse(_ message: String) {
         core.logger.error("\(message)")
-        misuses.append(message)
+        deferredErrors.append(PersistenceError(.misuse, message))
     }
 
     func objectDidChange(_ object: ManagedObject) {
@@ -525,11 +528,7 @@ public final class ManagedObjectContext {
         guard !isSaving else {
             throw PersistenceError(.misuse, "save() was called on a context that is already saving (from a save hook)")
         }
-        if !misuses.isEmpty {
-            let message = misuses.joined(separator: "; ")
-            misuses = []
-            throw PersistenceError(.misuse, message)
-        }
+        try throwDeferredErrors()
         guard hasChanges else { return }
         isSaving = true
         let effects = SaveEffects(commitsToStore: parent == nil)
@@ -570,6 +569,15 @@ public final class ManagedObjectContext {
         }
     }
 
+    private func throwDeferredErrors() throws {
+        guard let first = deferredErrors.first else { return }
+        let all = deferredErrors
+        deferredErrors = []
+        if all.count == 1 { throw first }
+        throw PersistenceError(
+            first.code, all.map(\.message).joined(separator: "; "), underlyingErrors: all, cause: first.cause)
+    }
+
     private struct SavedObjects {
         var inserted: [ManagedObject] = []
         var updated: [ManagedObject] = []
@@ -608,11 +616,7 @@ public final class ManagedObjectContext {
             due = (redirtied + fresh).filter { seen.insert(ObjectIdentifier($0)).inserted }
             pass += 1
         }
-        if !misuses.isEmpty {
-            let message = misuses.joined(separator: "; ")
-            misuses = []
-            throw PersistenceError(.misuse, message)
-        }
+        try throwDeferredErrors()
         var saved = SavedObjects()
         saved.inserted = insertedList.filter { !$0.pendingDelete }
         saved.updated = updatedList.filter(\.isUpdated)
@@ -792,7 +796,7 @@ public final class ManagedObjectContext {
     /// inserted ones leave the context, changed values return to their
     /// committed state.
     public func rollback() {
-        misuses = []
+        deferredErrors = []
         for o in insertedList {
             registered[o.objectID] = nil
             o.pendingInsert = false
@@ -822,7 +826,7 @@ public final class ManagedObjectContext {
         insertedList = []
         updatedList = []
         deletedList = []
-        misuses = []
+        deferredErrors = []
         for o in objects {
             o.pendingInsert = false
             o.pendingDelete = false

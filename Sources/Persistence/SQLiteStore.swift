@@ -19,7 +19,7 @@ final class SQLiteStore: PersistentStore {
     let url: URL
     private let pool: DatabasePool
     private let sql: [String: EntitySQL]
-    private let beforeCommit = Mutex<(@Sendable () throws -> Void)?>(nil)
+    private let injectedFault = Mutex<(@Sendable () throws -> Void)?>(nil)
 
     init(url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool) throws(StoreOpenFailure) {
         self.url = url
@@ -353,11 +353,8 @@ final class SQLiteStore: PersistentStore {
                     }
                 }
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-                if let fault = beforeCommit.withLock({ f in
-                    defer { f = nil }; return f
-                }) {
-                    try fault()
-                }
+                if let effects { try runBeforeCommit(db, effects) }
+                try runInjectedFault()
                 return versions
             }
         }
@@ -438,6 +435,15 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
+    private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {
+        guard !effects.beforeCommitWork.isEmpty else { return }
+        let reader = TransactionReader { fetch in
+            let (inner, arguments) = self.select("1", fetch)
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM (\(inner))", arguments: arguments) ?? 0
+        }
+        for work in effects.beforeCommitWork { try work(reader) }
+    }
+
     /// Inserts the rows of save effects, reserving their IDs in this transaction.
     private func insertEffectRows(_ db: Database, _ effects: SaveEffects) throws {
         for i in effects.rows.indices {
@@ -449,7 +455,15 @@ final class SQLiteStore: PersistentStore {
     /// Makes the next commit fail with `error` after every statement ran and
     /// before `COMMIT`: nothing is written. For tests of failure paths.
     func failNextCommit(with error: any Error & Sendable) {
-        beforeCommit.withLock { $0 = { throw error } }
+        injectedFault.withLock { $0 = { throw error } }
+    }
+
+    private func runInjectedFault() throws {
+        if let fault = injectedFault.withLock({ f in
+            defer { f = nil }; return f
+        }) {
+            try fault()
+        }
     }
 
     func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64] {
@@ -570,11 +584,8 @@ final class SQLiteStore: PersistentStore {
                     }
                     deleted += ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
                 }
-                if let fault = beforeCommit.withLock({ f in
-                    defer { f = nil }; return f
-                }) {
-                    try fault()
-                }
+                try runBeforeCommit(db, effects)
+                try runInjectedFault()
                 return BatchDeleteOutcome(deleted: deleted, nullified: nullified)
             }
         }

@@ -25,6 +25,9 @@
 /// - A save of a child context reaches only its parent, not the store: its
 ///   effects are accepted and discarded (``commitsToStore`` is `false`). The
 ///   parent's own save calls `willSave` again and registers them for real.
+/// - ``beforeCommit(_:)`` work runs inside the transaction, after its
+///   writes and before `COMMIT`, holding the store's write lock: a check
+///   there cannot race with another writer. Throwing aborts the save.
 /// - ``onFailure(_:)`` work runs when the save throws after `willSave` ran
 ///   (validation, constraint, conflict, I/O): use it to undo what a hook did
 ///   in memory. The context still has its unsaved changes.
@@ -36,6 +39,7 @@ public final class SaveEffects {
     /// Rows to insert; their IDs are reserved by the store inside the
     /// save's transaction (so a failed save leaves no gap), then filled in.
     var rows: [StoreChanges.Insert] = []
+    var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []
 
@@ -54,6 +58,15 @@ public final class SaveEffects {
         configure(object)
         guard commitsToStore else { return }
         rows.append(.init(entity: entity, id: 0, values: object.values))
+    }
+
+    /// Runs `check` inside the save's transaction, after all its writes and
+    /// before `COMMIT`, while the store's write lock is held (no other
+    /// process or context can commit in between). `check` can read the
+    /// transaction's state through the reader. Throwing aborts the save:
+    /// nothing is written. Not run for a child context's save.
+    public func beforeCommit(_ check: @escaping (TransactionReader) throws -> Void) {
+        if commitsToStore { beforeCommitWork.append(check) }
     }
 
     /// Runs `work` after the save commits to the store (never for a child
@@ -77,5 +90,17 @@ public final class SaveEffects {
         let work = onFailureWork
         onFailureWork = []
         for w in work { w() }
+    }
+}
+
+/// Read access to a save's own transaction, for ``SaveEffects/beforeCommit(_:)``.
+/// It sees the save's writes and the latest committed state of the store.
+public struct TransactionReader {
+    let countRows: (StoreFetch) throws -> Int
+
+    /// How many rows match `request` in the transaction (pending changes of
+    /// contexts do not count: only what the transaction has written).
+    public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
+        try countRows(request.storeFetch)
     }
 }

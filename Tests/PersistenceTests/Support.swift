@@ -144,6 +144,7 @@ enum BatchLog {
 let allEntities: [ManagedObject.Type] = [
     Folder.self, Note.self, Sticker.self, Vault.self, Item.self, Looper.self, Stamp.self, Plan.self, Doc.self,
     Tally.self,
+    Checked.self,
 ]
 
 /// A store in a fresh temporary directory, with a hook log on its contexts.
@@ -207,4 +208,14 @@ func fixtureExecutable() -> URL {
         directory = directory.deletingLastPathComponent()
     }
     return directory.appending(path: "persistence-fixture")
+}
+
+/// Registers `userInfo["beforeCommit"]` as a before-commit check of its saves.
+final class Checked: ManagedObject {
+    @Attribute var label = ""
+    override func willSave() {
+        if let check = managedObjectContext?.userInfo["beforeCommit"] as? (TransactionReader) throws -> Void {
+            saveEffects?.beforeCommit(check)
+        }
+    }
 }

@@ -1,0 +1,69 @@
+import Foundation
+import Persistence
+import Testing
+
+@Suite struct BeforeCommitTests {
+    struct Refused: Error, CustomStringConvertible {
+        var description: String { "refused by the check" }
+    }
+
+    @Test func seesTheTransactionsOwnWrites() throws {
+        let store = try TestStore()
+        let context = store.context()
+        var seen: [Int] = []
+        context.userInfo["beforeCommit"] = { (reader: TransactionReader) in
+            seen.append(try reader.count(for: FetchRequest<Note>()))
+            seen.append(try store.stored(FetchRequest<Note>()).count)  // outside the transaction: not yet
+        }
+        Note(context: context).title = "a"
+        Note(context: context).title = "b"
+        Checked(context: context).label = "check"
+        try context.save()
+        #expect(seen == [2, 0])
+    }
+
+    @Test func throwingAbortsTheSave() throws {
+        let store = try TestStore()
+        let context = store.context()
+        context.userInfo["beforeCommit"] = { (_: TransactionReader) in throw Refused() }
+        let note = Note(context: context)
+        Checked(context: context).label = "check"
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.message == "Could not commit to \(store.storeURL.path): refused by the check")
+        #expect(note.isInserted)
+        #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    }
+
+    @Test func notRunForAChildSave() throws {
+        let store = try TestStore()
+        let parent = store.context("parent")
+        let child = store.child(of: parent)
+        var runs = 0
+        let check = { (_: TransactionReader) in runs += 1 }
+        child.userInfo["beforeCommit"] = check
+        parent.userInfo["beforeCommit"] = check
+        Checked(context: child).label = "check"
+        try child.save()
+        #expect(runs == 0)
+        try parent.save()
+        #expect(runs == 1)
+    }
+
+    @Test func holdsTheWriteLockSoNoOtherWriterCommitsMeanwhile() throws {
+        let store = try TestStore()
+        var options = PersistentContainer.Options()
+        options.busyTimeout = 0.2
+        let other = try store.reopen(options: options)
+        let context = store.context()
+        var otherWriterError: PersistenceError?
+        context.userInfo["beforeCommit"] = { (_: TransactionReader) in
+            let intruder = other.newBackgroundContext()
+            Note(context: intruder).title = "intruder"
+            do { try intruder.save() } catch let error as PersistenceError { otherWriterError = error }
+        }
+        Checked(context: context).label = "check"
+        try context.save()
+        #expect(otherWriterError?.code == .io)
+        #expect(otherWriterError?.message.hasSuffix("database is locked") == true)
+    }
+}
