@@ -59,6 +59,8 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     let storedProperties: [PropertyDescription]
     let propertyByName: [String: PropertyDescription]
     let defaultValues: [StoreValue]
+    /// The Swift type of each property, by name.
+    private let valueTypes: [String: ObjectIdentifier]
     /// The inverses of to-many relationships, resolved on first use (the
     /// destination's description may not exist yet when this one is built).
     private let inverseResolvers: [String: @Sendable () -> PropertyDescription?]
@@ -106,12 +108,14 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         var properties: [PropertyDescription] = []
         var stored: [PropertyDescription] = []
         var resolvers: [String: @Sendable () -> PropertyDescription?] = [:]
+        var types: [String: ObjectIdentifier] = [:]
         for (label, wrapper) in drafts {
             guard label != "id", !label.hasPrefix("_") else {
                 throw PersistenceError(
                     .misuse, "\(type.entityName).\(label): the names 'id' and '_…' are reserved for the store")
             }
             let isToMany = wrapper.draft.isToMany
+            types[label] = wrapper.draft.valueType
             let property = wrapper.draft.description(name: label, slot: isToMany ? nil : stored.count)
             if isToMany {
                 resolvers[label] = wrapper.draft.inverseResolver
@@ -125,6 +129,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         propertyByName = Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         defaultValues = stored.map(\.defaultValue)
         inverseResolvers = resolvers
+        valueTypes = types
         probe = Locked(Probe(prototype: prototype))
     }
 
@@ -166,7 +171,10 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
             guard prototype[keyPath: keyPath] != nil else { return nil }
             return Self.label(ofWrapperMarked: marker, in: prototype)
         }
-        guard let name, let found = propertyByName[name] else { return nil }
+        // `\Note.folder?.name` reaches the folder's wrapper too: the types tell them apart.
+        guard let name, let found = propertyByName[name],
+            valueTypes[name] == ObjectIdentifier(type(of: keyPath).valueType)
+        else { return nil }
         wrappedProperties.withLock { if $0.count < Self.cacheLimit { $0[key] = (keyPath, found) } }
         return found
     }

@@ -78,7 +78,7 @@ public final class ManagedObjectContext {
     private var isSaving = false
     private var redirtied: [ManagedObject] = []
     private var entityCache: [ObjectIdentifier: EntityDescription] = [:]
-    private var children: [WeakContext] = []
+    private let children = Locked<[WeakContext]>([])
 
     private final class QueueTag: Sendable {}
 
@@ -95,25 +95,40 @@ public final class ManagedObjectContext {
     /// away). It sees this context's unsaved changes.
     public func newChildContext(name: String? = nil) -> ManagedObjectContext {
         let child = ManagedObjectContext(core: core, parent: self, name: name)
-        children.removeAll { $0.context == nil }
-        children.append(WeakContext(child))
+        children.withLock { list in
+            list.removeAll { $0.context == nil }
+            list.append(WeakContext(child))
+        }
         return child
     }
 
     // MARK: - Running work on the context's queue
 
     /// Runs `body` on the context's queue and returns its result; runs it in
-    /// place when already on that queue.
+    /// place when this thread already runs that queue's work (also when a
+    /// parent's work drives a child that reads through the parent).
     public func performAndWait<T>(_ body: () throws -> T) rethrows -> T {
-        if DispatchQueue.getSpecific(key: Self.queueKey) === queueTag { return try body() }
-        return try queue.sync(execute: body)
+        let tag = ObjectIdentifier(queueTag)
+        if DispatchQueue.getSpecific(key: Self.queueKey) === queueTag || HeldQueues.current.tags.contains(tag) {
+            return try body()
+        }
+        return try queue.sync {
+            let held = HeldQueues.current
+            held.tags.append(tag)
+            defer { held.tags.removeLast() }
+            return try body()
+        }
     }
 
     /// Runs `body` on the context's queue and returns its result.
     public nonisolated(nonsending) func perform<T>(_ body: @escaping () throws -> T) async throws -> T {
         let work = UncheckedBox(body)
+        let tag = ObjectIdentifier(queueTag)
         let result: UncheckedBox<Result<T, any Error>> = await withCheckedContinuation { continuation in
             queue.async {
+                let held = HeldQueues.current
+                held.tags.append(tag)
+                defer { held.tags.removeLast() }
                 continuation.resume(returning: UncheckedBox(Result { try work.value() }))
             }
         }
@@ -472,7 +487,7 @@ public final class ManagedObjectContext {
         object.fireFaultIfNeeded()
         object.pendingDelete = true
         deletedList.append(object)
-        if isSaving && object.willSavePass == 0 { redirtied.append(object) }
+        if isSaving && object.willSavePass > 0 { redirtied.append(object) }
         object.prepareForDeletion()
         for property in object.entity.properties {
             switch property.kind {
@@ -529,22 +544,32 @@ public final class ManagedObjectContext {
             throw PersistenceError(.misuse, "save() was called on a context that is already saving (from a save hook)")
         }
         try throwDeferredErrors()
-        guard hasChanges else { return }
+        guard hasChanges || !insertedList.isEmpty || !deletedList.isEmpty else { return }
         isSaving = true
-        let effects = SaveEffects(commitsToStore: parent == nil)
-        let saved: SavedObjects
-        do {
-            defer { isSaving = false }
-            saved = try runSave(effects)
-        } catch {
-            for o in insertedList + updatedList + deletedList {
-                o.currentSaveEffects = nil
-                o.willSavePass = 0
+        var saved = SavedObjects()
+        var effects = SaveEffects(commitsToStore: parent == nil)
+        var gone = Set<ManagedObjectID>()
+        var attempt = 1
+        while true {
+            do {
+                saved = try runSave(effects, gone: &gone, lastAttempt: attempt == 3)
+                break
+            } catch is RestartSave {
+                // A conflict was resolved by the merge policy: the objects'
+                // values changed, so hooks run again and plan afresh.
+                clearSaveMarks()
+                effects.runOnFailure()
+                effects = SaveEffects(commitsToStore: parent == nil)
+                attempt += 1
+            } catch {
+                isSaving = false
+                clearSaveMarks()
+                effects.runOnFailure()
+                core.saveErrorHandler?(error, self)
+                throw error
             }
-            effects.runOnFailure()
-            core.saveErrorHandler?(error, self)
-            throw error
         }
+        isSaving = false
         for o in saved.all { o.didSave() }
         for o in saved.deleted {
             turnIntoFault(o, detach: true)
@@ -558,8 +583,14 @@ public final class ManagedObjectContext {
                 updated: saved.updated.map(\.objectID), deleted: saved.deleted.map(\.objectID), contextName: name)
             core.broadcast(note, from: self)
             if runCleanUp, let cleanUp = core.postSaveCleanUp {
-                try cleanUp(self)
-                if hasChanges { try save(runCleanUp: false) }
+                // The save has committed: a failing clean-up must not look like a failed save.
+                do {
+                    try cleanUp(self)
+                    if hasChanges { try save(runCleanUp: false) }
+                } catch {
+                    core.logger.error("post-save clean-up failed after a committed save: \(error)")
+                    core.saveErrorHandler?(error, self)
+                }
             }
         } else if let parent {
             let note = SaveNotification(
@@ -569,13 +600,24 @@ public final class ManagedObjectContext {
         }
     }
 
+    /// Thrown inside a save when a conflict was resolved and the save must run again.
+    private struct RestartSave: Error {}
+
+    private func clearSaveMarks() {
+        for o in insertedList + updatedList + deletedList {
+            o.currentSaveEffects = nil
+            o.willSavePass = 0
+        }
+    }
+
+    /// Errors found outside a save stay until `rollback()` or `reset()`: a
+    /// save after one would write a graph that is not what was asked for.
     private func throwDeferredErrors() throws {
         guard let first = deferredErrors.first else { return }
-        let all = deferredErrors
-        deferredErrors = []
-        if all.count == 1 { throw first }
+        if deferredErrors.count == 1 { throw first }
         throw PersistenceError(
-            first.code, all.map(\.message).joined(separator: "; "), underlyingErrors: all, cause: first.cause)
+            first.code, deferredErrors.map(\.message).joined(separator: "; "), underlyingErrors: deferredErrors,
+            cause: first.cause)
     }
 
     private struct SavedObjects {
@@ -585,13 +627,20 @@ public final class ManagedObjectContext {
         var all: [ManagedObject] { inserted + updated + deleted }
     }
 
-    private func runSave(_ effects: SaveEffects) throws -> SavedObjects {
-        // Inserted-then-deleted objects are simply forgotten.
+    /// Whether `o` will be written by this save (inserted-then-deleted objects are simply forgotten).
+    private func willBeWritten(_ o: ManagedObject) -> Bool {
+        o.pendingInsert != o.pendingDelete || o.isUpdated
+    }
+
+    private func runSave(_ effects: SaveEffects, gone: inout Set<ManagedObjectID>, lastAttempt: Bool) throws
+        -> SavedObjects
+    {
         let changed =
             insertedList.filter { !$0.pendingDelete } + updatedList.filter(\.isUpdated)
             + deletedList.filter { !$0.pendingInsert }
-        try validate(changed)
-        for o in changed { o.currentSaveEffects = effects }
+        // Objects validated in this save, by the state they were validated in.
+        var validated: [ObjectIdentifier: Bool] = [:]
+        try validate(changed, &validated)
         var pass = 1
         var due = changed
         while !due.isEmpty {
@@ -603,6 +652,8 @@ public final class ManagedObjectContext {
                         + "change values in willSave with setPrimitiveValue(_:for:)",
                     objectIDs: due.map(\.objectID))
             }
+            // Objects that became dirty, or deleted, during the last pass are validated too.
+            try validate(due.filter { validated[ObjectIdentifier($0)] != $0.pendingDelete }, &validated)
             redirtied = []
             for o in due {
                 o.willSavePass = pass
@@ -611,9 +662,9 @@ public final class ManagedObjectContext {
             }
             var seen = Set<ObjectIdentifier>()
             let fresh = (insertedList + updatedList + deletedList).filter {
-                $0.willSavePass == 0 && isDirty($0) && !($0.pendingInsert && $0.pendingDelete)
+                $0.willSavePass == 0 && willBeWritten($0)
             }
-            due = (redirtied + fresh).filter { seen.insert(ObjectIdentifier($0)).inserted }
+            due = (redirtied + fresh).filter { seen.insert(ObjectIdentifier($0)).inserted && willBeWritten($0) }
             pass += 1
         }
         try throwDeferredErrors()
@@ -624,7 +675,7 @@ public final class ManagedObjectContext {
         if let parent {
             parent.performAndWait { parent.absorb(saved, from: self) }
         } else {
-            try commit(saved, effects)
+            try commit(saved, effects, gone: &gone, lastAttempt: lastAttempt)
         }
         for o in saved.inserted + saved.updated {
             o.snapshot = o.values
@@ -645,17 +696,17 @@ public final class ManagedObjectContext {
         return saved
     }
 
-    private func validate(_ objects: [ManagedObject]) throws {
+    private func validate(_ objects: [ManagedObject], _ validated: inout [ObjectIdentifier: Bool]) throws {
         var refusals: [PersistenceError] = []
         for o in objects {
+            validated[ObjectIdentifier(o)] = o.pendingDelete
             do {
                 if o.pendingDelete {
                     try checkDenyRules(o)
                     try o.validateForDelete()
-                } else if o.pendingInsert {
-                    try o.validateForInsert()
                 } else {
-                    try o.validateForUpdate()
+                    try checkReferences(o)
+                    if o.pendingInsert { try o.validateForInsert() } else { try o.validateForUpdate() }
                 }
             } catch let error as PersistenceError {
                 refusals.append(error)
@@ -670,6 +721,18 @@ public final class ManagedObjectContext {
             .validation,
             "\(refusals.count) objects refused to save: " + refusals.map(\.message).joined(separator: "; "),
             objectIDs: refusals.flatMap(\.objectIDs), underlyingErrors: refusals)
+    }
+
+    /// A to-one relationship must not point at an object this save deletes.
+    private func checkReferences(_ object: ManagedObject) throws {
+        for property in object.entity.storedProperties {
+            guard case .toOne(let destination) = property.kind, case .integer(let row) = object.values[property.slot!],
+                let target = registered[ManagedObjectID(entityName: destination, rowID: row)], target.pendingDelete
+            else { continue }
+            throw PersistenceError(
+                .validation, "\(object.objectID).\(property.name) points at \(target.objectID), which is being deleted",
+                objectIDs: [object.objectID])
+        }
     }
 
     private func checkDenyRules(_ object: ManagedObject) throws {
@@ -688,56 +751,87 @@ public final class ManagedObjectContext {
         }
     }
 
-    /// Writes to the store, resolving conflicts by the merge policy.
-    private func commit(_ saved: SavedObjects, _ effects: SaveEffects) throws {
-        for attempt in 1...3 {
-            var changes = StoreChanges()
-            for o in saved.inserted {
-                changes.inserts.append(.init(entity: o.entity, id: o.objectID.rowID, values: o.values))
+    /// Writes to the store. On a conflict, the merge policy resolves it and
+    /// the save restarts (``RestartSave``); `gone` collects rows that another
+    /// context already deleted, whose deletion here is therefore moot.
+    private func commit(
+        _ saved: SavedObjects, _ effects: SaveEffects, gone: inout Set<ManagedObjectID>, lastAttempt: Bool
+    )
+        throws
+    {
+        var changes = StoreChanges()
+        for o in saved.inserted {
+            changes.inserts.append(.init(entity: o.entity, id: o.objectID.rowID, values: o.values))
+        }
+        let checksVersions = mergePolicy != .overwrite
+        for o in saved.updated where !gone.contains(o.objectID) {
+            let slots = o.values.indices.filter {
+                !checksVersions || o.snapshot.isEmpty || o.values[$0] != o.snapshot[$0]
             }
-            let expected = mergePolicy == .overwrite
-            for o in saved.updated {
-                let slots = o.values.indices.filter {
-                    mergePolicy == .overwrite || o.snapshot.isEmpty || o.values[$0] != o.snapshot[$0]
-                }
-                guard !slots.isEmpty else { continue }
-                changes.updates.append(
-                    .init(
-                        entity: o.entity, id: o.objectID.rowID, expectedVersion: expected ? nil : o.version,
-                        slots: slots, values: slots.map { o.values[$0] }))
+            guard !slots.isEmpty else { continue }
+            changes.updates.append(
+                .init(
+                    entity: o.entity, id: o.objectID.rowID, expectedVersion: checksVersions ? o.version : nil,
+                    slots: slots, values: slots.map { o.values[$0] }))
+        }
+        for o in saved.deleted where !gone.contains(o.objectID) {
+            changes.deletes.append(
+                .init(entity: o.entity, id: o.objectID.rowID, expectedVersion: checksVersions ? o.version : nil))
+        }
+        guard !changes.isEmpty || !effects.rows.isEmpty || !effects.beforeCommitWork.isEmpty else { return }
+        do {
+            let versions = try core.store.save(changes, effects: effects)
+            for o in saved.inserted { o.version = 1 }
+            for o in saved.updated { o.version = versions[o.objectID] ?? o.version }
+        } catch let conflict as StoreConflict {
+            guard mergePolicy != .error, !lastAttempt else {
+                let names = conflict.objectIDs.map(\.description).joined(separator: ", ")
+                throw PersistenceError(
+                    .conflict,
+                    "Could not save: \(names) changed in the store since this context read "
+                        + (conflict.objectIDs.count == 1 ? "it" : "them")
+                        + "; merge the changes (refresh(_:mergeChanges:)) or choose a merge policy",
+                    objectIDs: conflict.objectIDs)
             }
-            for o in saved.deleted {
-                changes.deletes.append(
-                    .init(entity: o.entity, id: o.objectID.rowID, expectedVersion: expected ? nil : o.version))
-            }
-            do {
-                let versions = try core.store.save(changes, effects: effects)
-                for o in saved.inserted { o.version = 1 }
-                for o in saved.updated { o.version = versions[o.objectID] ?? o.version }
-                return
-            } catch let conflict as StoreConflict {
-                guard mergePolicy != .error, attempt < 3 else {
-                    let names = conflict.objectIDs.map(\.description).joined(separator: ", ")
-                    throw PersistenceError(
-                        .conflict,
-                        "Could not save: \(names) changed in the store since this context read "
-                            + (conflict.objectIDs.count == 1 ? "it" : "them")
-                            + "; merge the changes (refresh(_:mergeChanges:)) or choose a merge policy",
-                        objectIDs: conflict.objectIDs)
-                }
-                try resolve(conflict.objectIDs)
-            }
+            try resolve(conflict.objectIDs, gone: &gone)
+            throw RestartSave()
         }
     }
 
-    private func resolve(_ ids: [ManagedObjectID]) throws {
+    /// Applies the merge policy to conflicting objects, from the store's current rows.
+    private func resolve(_ ids: [ManagedObjectID], gone: inout Set<ManagedObjectID>) throws {
         for id in ids {
             guard let o = registered[id] else { continue }
             guard let row = try core.store.rows(entity: o.entity, ids: [id.rowID]).first else {
-                if mergePolicy == .rollback || o.pendingDelete {
-                    continue
+                if o.pendingDelete {
+                    gone.insert(id)  // deleted elsewhere too: nothing to write
+                } else if mergePolicy == .rollback {
+                    gone.insert(id)  // take the store's state: the object no longer exists
+                    o.pendingUpdate = false
+                    updatedList.removeAll { $0 === o }
+                    o.faultState = .unfulfillable
+                } else {
+                    throw PersistenceError(
+                        .conflict, "Could not save: \(id) was deleted from the store", objectIDs: [id])
                 }
-                throw PersistenceError(.conflict, "Could not save: \(id) was deleted from the store", objectIDs: [id])
+                continue
+            }
+            if o.pendingDelete {
+                if mergePolicy == .rollback {
+                    // Take the store's state: the deletion is dropped.
+                    o.pendingDelete = false
+                    deletedList.removeAll { $0 === o }
+                    o.values = row.values
+                    o.snapshot = row.values
+                    o.version = row.version
+                    o.awakeFromSnapshotEvents(.undoDeletion)
+                } else {
+                    // Delete the row as it is now (hooks see its current values).
+                    o.values = row.values
+                    o.snapshot = row.values
+                    o.version = row.version
+                }
+                continue
             }
             var values = row.values
             for slot in values.indices where o.snapshot.isEmpty || o.values[slot] != o.snapshot[slot] {
@@ -748,10 +842,13 @@ public final class ManagedObjectContext {
                 case .rollback, .error: break
                 }
             }
-            if mergePolicy == .rollback { o.pendingDelete = false }
             o.values = values
             o.snapshot = row.values
             o.version = row.version
+            if mergePolicy == .rollback {
+                o.pendingUpdate = false
+                updatedList.removeAll { $0 === o }
+            }
         }
     }
 
@@ -760,6 +857,14 @@ public final class ManagedObjectContext {
         for c in saved.inserted {
             if let existing = registered[c.objectID] {
                 existing.values = c.values
+                if !existing.pendingInsert {
+                    // A fault for the ID (handed out early): it becomes the inserted object.
+                    existing.snapshot = []
+                    existing.faultState = .loaded
+                    existing.faultBatch = nil
+                    existing.pendingInsert = true
+                    insertedList.append(existing)
+                }
                 continue
             }
             let o = c.entity.objectType.init(ObjectInitToken(entity: c.entity, objectID: c.objectID, context: self))
@@ -780,7 +885,7 @@ public final class ManagedObjectContext {
     }
 
     private func childDidSave(_ note: SaveNotification, from child: ManagedObjectContext) {
-        for weak in children {
+        for weak in children.withLock({ $0 }) {
             guard let other = weak.context, other !== child, other.automaticallyMergesChangesFromParent else {
                 continue
             }
@@ -805,12 +910,17 @@ public final class ManagedObjectContext {
             o.managedObjectContext = nil
         }
         let undeleted = deletedList.filter { !$0.pendingInsert && $0.pendingDelete }
-        for o in registered.values where o.faultState == .loaded && !o.snapshot.isEmpty {
-            let changed = o.pendingUpdate || o.values != o.snapshot
-            o.values = o.snapshot
+        for o in updatedList + deletedList where !o.pendingInsert {
+            let changed = o.pendingUpdate
             o.pendingDelete = false
             o.pendingUpdate = false
+            if !o.snapshot.isEmpty { o.values = o.snapshot }
             if changed && !undeleted.contains(where: { $0 === o }) { o.awakeFromSnapshotEvents(.rollback) }
+        }
+        // Changes made with primitive setters only.
+        for o in registered.values where o.faultState == .loaded && !o.snapshot.isEmpty && o.values != o.snapshot {
+            o.values = o.snapshot
+            o.awakeFromSnapshotEvents(.rollback)
         }
         insertedList = []
         updatedList = []
@@ -984,6 +1094,19 @@ public struct BatchInsertRow<Root: ManagedObject> {
 final class FaultBatch {
     let ids: [Int64]
     init(ids: [Int64]) { self.ids = ids }
+}
+
+/// The contexts whose queue the current thread is running work for.
+final class HeldQueues {
+    var tags: [ObjectIdentifier] = []
+
+    static var current: HeldQueues {
+        let dictionary = Thread.current.threadDictionary
+        if let held = dictionary["Persistence.HeldQueues"] as? HeldQueues { return held }
+        let held = HeldQueues()
+        dictionary["Persistence.HeldQueues"] = held
+        return held
+    }
 }
 
 struct WeakContext {

@@ -7,6 +7,8 @@ struct PropertyDraft: Sendable {
     var isUnique = false
     var deleteRule: DeleteRule = .nullify
     var inverseResolver: (@Sendable () -> PropertyDescription?)?
+    /// The Swift type of the wrapped property, to refuse key paths that only pass through it.
+    var valueType: ObjectIdentifier = ObjectIdentifier(Void.self)
 
     var isToMany: Bool {
         if case .toMany = kind { return true }
@@ -73,7 +75,8 @@ public struct Attribute<Value: AttributeValue>: PersistentPropertyWrapper {
     var draft: PropertyDraft {
         PropertyDraft(
             kind: .attribute(Value.attributeType), isOptional: Value.isOptional, defaultValue: initialValue.storeValue,
-            isIndexed: options.contains(.indexed), isUnique: options.contains(.unique))
+            isIndexed: options.contains(.indexed), isUnique: options.contains(.unique),
+            valueType: ObjectIdentifier(Value.self))
     }
 
     @available(*, unavailable, message: "@Attribute can only be used in a ManagedObject subclass")
@@ -128,7 +131,7 @@ public struct ToOne<Destination: ManagedObject>: PersistentPropertyWrapper {
     var draft: PropertyDraft {
         PropertyDraft(
             kind: .toOne(destination: Destination.entityName), isOptional: true, defaultValue: .null,
-            deleteRule: deleteRule)
+            deleteRule: deleteRule, valueType: ObjectIdentifier(Destination?.self))
     }
 
     @available(*, unavailable, message: "@ToOne can only be used in a ManagedObject subclass")
@@ -198,7 +201,8 @@ public struct ToMany<Destination: ManagedObject>: PersistentPropertyWrapper {
         let inverse = UncheckedBox(inverse)
         return PropertyDraft(
             kind: .toMany(destination: Destination.entityName), isOptional: true, defaultValue: .null,
-            deleteRule: deleteRule, inverseResolver: { Destination.entityDescription.property(for: inverse.value) })
+            deleteRule: deleteRule, inverseResolver: { Destination.entityDescription.property(for: inverse.value) },
+            valueType: ObjectIdentifier([Destination].self))
     }
 
     @available(*, unavailable, message: "@ToMany can only be used in a ManagedObject subclass")

@@ -173,14 +173,19 @@ final class SQLiteStore: PersistentStore {
 
     func fetchIDs(_ fetch: StoreFetch) throws -> [Int64] {
         let (query, arguments) = select("\"id\"", fetch)
-        return try mapErrors(nil) { try pool.read { try Int64.fetchAll($0, sql: query, arguments: arguments) } }
+        return try mapErrors(nil) {
+            try pool.read { db in try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) } }
+        }
     }
 
     func count(_ fetch: StoreFetch) throws -> Int {
+        try mapErrors(nil) { try pool.read { db in try count(db, fetch) } }
+    }
+
+    private func count(_ db: Database, _ fetch: StoreFetch) throws -> Int {
         let (inner, arguments) = select("1", fetch)
-        return try mapErrors(nil) {
-            try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM (\(inner))", arguments: arguments) ?? 0 }
-        }
+        return try Self.query(db, "SELECT COUNT(*) FROM (\(inner))", arguments) { Int(sqlite3_column_int64($0, 0)) }
+            .first ?? 0
     }
 
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow] {
@@ -198,23 +203,32 @@ final class SQLiteStore: PersistentStore {
         for chunk in ids.chunked(500) {
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             let query = "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \"id\" IN (\(marks))"
-            result += try readRows(db, query, StatementArguments(chunk), entitySQL)
+            result += try readRows(db, query, chunk.map { .integer($0) }, entitySQL)
         }
         return result
     }
 
     /// Runs a query and decodes its rows straight from SQLite (text by its
     /// byte length: a string with a NUL inside comes back whole).
-    private static func readRows(
-        _ db: Database, _ query: String, _ arguments: StatementArguments, _ entitySQL: EntitySQL
-    )
+    private static func readRows(_ db: Database, _ query: String, _ arguments: [StoreValue], _ entitySQL: EntitySQL)
         throws -> [StoreRow]
     {
+        try Self.query(db, query, arguments) { entitySQL.decode($0) }
+    }
+
+    /// Runs one statement with its arguments bound by byte length (GRDB
+    /// binds text as C strings, which would cut it at a NUL) and decodes each
+    /// result row with `row`.
+    static func query<T>(
+        _ db: Database, _ query: String, _ arguments: [StoreValue], row: (OpaquePointer) -> T
+    ) throws -> [T] {
         let statement = try db.cachedStatement(sql: query)
-        try statement.setArguments(arguments)
         let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
         defer { sqlite3_reset(handle) }
-        var rows: [StoreRow] = []
+        for (i, value) in arguments.enumerated() { Self.bind(value, to: handle, at: Int32(i + 1)) }
+        var rows: [T] = []
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { return rows }
@@ -222,12 +236,12 @@ final class SQLiteStore: PersistentStore {
                 let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
                 throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: query)
             }
-            rows.append(entitySQL.decode(handle))
+            rows.append(row(handle))
         }
     }
 
-    private func select(_ columns: String, _ fetch: StoreFetch) -> (String, StatementArguments) {
-        var arguments: [DatabaseValue] = []
+    private func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+        var arguments: [StoreValue] = []
         var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
         if let predicate = fetch.predicate {
             query += " WHERE " + Self.compile(predicate, into: &arguments)
@@ -239,21 +253,21 @@ final class SQLiteStore: PersistentStore {
         query += " ORDER BY " + order.joined(separator: ", ")
         if fetch.limit != nil || fetch.offset > 0 {
             query += " LIMIT ? OFFSET ?"
-            arguments.append((fetch.limit ?? -1).databaseValue)
-            arguments.append(fetch.offset.databaseValue)
+            arguments.append(.integer(Int64(fetch.limit ?? -1)))
+            arguments.append(.integer(Int64(fetch.offset)))
         }
-        return (query, StatementArguments(arguments))
+        return (query, arguments)
     }
 
     /// Compiles a predicate to two-valued SQL (never NULL: a comparison with
     /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``.
-    static func compile(_ node: PredicateNode, into arguments: inout [DatabaseValue]) -> String {
+    static func compile(_ node: PredicateNode, into arguments: inout [StoreValue]) -> String {
         switch node {
         case .constant(let b):
             return b ? "1" : "0"
         case .compare(let p, let op, let value):
             let column = quote(p.column)
-            arguments.append(value.databaseValue)
+            arguments.append(value)
             switch op {
             case .equal: return "\(column) IS ?"
             case .notEqual: return "\(column) IS NOT ?"
@@ -268,28 +282,30 @@ final class SQLiteStore: PersistentStore {
             var parts: [String] = []
             if list.contains(where: \.isNull) { parts.append("\(column) IS NULL") }
             if !present.isEmpty {
-                arguments += present.map(\.databaseValue)
+                arguments += present
                 let marks = Array(repeating: "?", count: present.count).joined(separator: ",")
                 parts.append("(\(column) IN (\(marks)) AND \(column) IS NOT NULL)")
             }
             return parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
         case .text(let p, let op, let s):
+            // On bytes, not characters: SQLite's text functions stop at a NUL.
             let column = quote(p.column)
+            let bytes = "CAST(\(column) AS BLOB)"
             guard !s.isEmpty else { return "(typeof(\(column)) = 'text')" }
-            arguments.append(s.databaseValue)
+            arguments.append(.text(s))
             switch op {
             case .contains:
-                return "(instr(\(column), ?) > 0 AND typeof(\(column)) = 'text')"
+                return "(instr(\(bytes), CAST(? AS BLOB)) > 0 AND typeof(\(column)) = 'text')"
             case .hasPrefix:
-                arguments.append(s.databaseValue)
-                return "(substr(\(column), 1, length(?)) = ? AND typeof(\(column)) = 'text')"
+                arguments.append(.text(s))
+                return "(substr(\(bytes), 1, length(CAST(? AS BLOB))) = CAST(? AS BLOB) AND typeof(\(column)) = 'text')"
             case .hasSuffix:
-                arguments.append(s.databaseValue)
-                return "(substr(\(column), -length(?)) = ? AND typeof(\(column)) = 'text')"
+                arguments.append(.text(s))
+                return "(substr(\(bytes), -length(CAST(? AS BLOB))) = CAST(? AS BLOB) AND typeof(\(column)) = 'text')"
             }
         case .rowIDIn(let ids):
             guard !ids.isEmpty else { return "0" }
-            arguments += ids.map(\.databaseValue)
+            arguments += ids.map { .integer($0) }
             return "\"id\" IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
@@ -319,39 +335,39 @@ final class SQLiteStore: PersistentStore {
             try pool.write { db in
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
-                try Self.insertRows(db, changes.inserts, sql: sql)
-                if let effects { try insertEffectRows(db, effects) }
+                // Deletes first: a save may delete a row and insert another with its unique value.
+                for delete in changes.deletes {
+                    let entitySQL = sql[delete.entity.name]!
+                    var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
+                    var arguments: [StoreValue] = [.integer(delete.id)]
+                    if let expected = delete.expectedVersion {
+                        query += " AND \"_version\" = ?"
+                        arguments.append(.integer(expected))
+                    }
+                    let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
+                    _ = try mapErrors(id) { try Self.query(db, query, arguments) { _ in () } }
+                    if db.changesCount == 0, delete.expectedVersion != nil { conflicts.append(id) }
+                }
                 for update in changes.updates {
                     let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
                     let entitySQL = sql[update.entity.name]!
                     var assignments = update.slots.map { "\(entitySQL.columns[$0]) = ?" }
                     assignments.append("\"_version\" = \"_version\" + 1")
                     var query = "UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = ?"
-                    var arguments = update.values.map(\.databaseValue)
-                    arguments.append(update.id.databaseValue)
+                    var arguments = update.values
+                    arguments.append(.integer(update.id))
                     if let expected = update.expectedVersion {
                         query += " AND \"_version\" = ?"
-                        arguments.append(expected.databaseValue)
+                        arguments.append(.integer(expected))
                     }
                     query += " RETURNING \"_version\""
                     let version = try mapErrors(id) {
-                        try Int64.fetchOne(db.cachedStatement(sql: query), arguments: StatementArguments(arguments))
+                        try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
                     }
-                    if let version { versions[id] = version } else { conflicts.append(id) }
+                    if let version = version.first { versions[id] = version } else { conflicts.append(id) }
                 }
-                for delete in changes.deletes {
-                    let entitySQL = sql[delete.entity.name]!
-                    var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
-                    var arguments = [delete.id.databaseValue]
-                    if let expected = delete.expectedVersion {
-                        query += " AND \"_version\" = ?"
-                        arguments.append(expected.databaseValue)
-                    }
-                    try db.cachedStatement(sql: query).execute(arguments: StatementArguments(arguments))
-                    if db.changesCount == 0, delete.expectedVersion != nil {
-                        conflicts.append(ManagedObjectID(entityName: delete.entity.name, rowID: delete.id))
-                    }
-                }
+                try Self.insertRows(db, changes.inserts, sql: sql)
+                if let effects { try insertEffectRows(db, effects) }
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
                 if let effects { try runBeforeCommit(db, effects) }
                 try runInjectedFault()
@@ -360,18 +376,10 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func insert(_ db: Database, _ insert: StoreChanges.Insert) throws {
-        let id = ManagedObjectID(entityName: insert.entity.name, rowID: insert.id)
-        guard insert.id > 0 else {
-            throw PersistenceError(
-                .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
-        }
-        var arguments = [insert.id.databaseValue]
-        arguments += insert.values.map(\.databaseValue)
-        try mapErrors(id) {
-            try db.cachedStatement(sql: sql[insert.entity.name]!.insert).execute(
-                arguments: StatementArguments(arguments))
-        }
+    private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {
+        guard !effects.beforeCommitWork.isEmpty else { return }
+        let reader = TransactionReader { fetch in try self.count(db, fetch) }
+        for work in effects.beforeCommitWork { try work(reader) }
     }
 
     /// Inserts rows with one prepared statement per entity, binding values
@@ -379,6 +387,11 @@ final class SQLiteStore: PersistentStore {
     private static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: [String: EntitySQL]) throws {
         var statements: [ObjectIdentifier: Statement] = [:]
         for row in rows {
+            guard row.id > 0 else {
+                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+                throw PersistenceError(
+                    .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
+            }
             let key = ObjectIdentifier(row.entity)
             let statement: Statement
             if let cached = statements[key] {
@@ -435,21 +448,12 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {
-        guard !effects.beforeCommitWork.isEmpty else { return }
-        let reader = TransactionReader { fetch in
-            let (inner, arguments) = self.select("1", fetch)
-            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM (\(inner))", arguments: arguments) ?? 0
-        }
-        for work in effects.beforeCommitWork { try work(reader) }
-    }
-
     /// Inserts the rows of save effects, reserving their IDs in this transaction.
     private func insertEffectRows(_ db: Database, _ effects: SaveEffects) throws {
         for i in effects.rows.indices {
             effects.rows[i].id = try Self.reserve(db, entity: effects.rows[i].entity.name, count: 1).lowerBound
-            try insert(db, effects.rows[i])
         }
+        try Self.insertRows(db, effects.rows, sql: sql)
     }
 
     /// Makes the next commit fail with `error` after every statement ran and
@@ -471,18 +475,8 @@ final class SQLiteStore: PersistentStore {
         return try mapErrors(nil) {
             try pool.write { db in
                 let range = try Self.reserve(db, entity: entity.name, count: rows.count)
-                let statement = try db.cachedStatement(sql: sql[entity.name]!.insert)
-                var id = range.lowerBound
-                var arguments: [DatabaseValue] = []
-                for values in rows {
-                    arguments.removeAll(keepingCapacity: true)
-                    arguments.append(id.databaseValue)
-                    for v in values { arguments.append(v.databaseValue) }
-                    try mapErrors(ManagedObjectID(entityName: entity.name, rowID: id)) {
-                        try statement.execute(arguments: StatementArguments(arguments))
-                    }
-                    id += 1
-                }
+                let inserts = zip(range, rows).map { StoreChanges.Insert(entity: entity, id: $0, values: $1) }
+                try Self.insertRows(db, inserts, sql: sql)
                 return Array(range)
             }
         }
@@ -599,7 +593,7 @@ final class SQLiteStore: PersistentStore {
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             let query =
                 "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks))"
-            result += try readRows(db, query, StatementArguments(chunk), entitySQL)
+            result += try readRows(db, query, chunk.map { .integer($0) }, entitySQL)
         }
         return result
     }
