@@ -107,8 +107,10 @@ public final class ArchiveReader {
         self.handle = handle
         self.archivePath = archivePath
         self.source = source
-        try check(archive_read_support_format_all(handle), "archive_read_support_format_all")
-        try check(archive_read_support_filter_all(handle), "archive_read_support_filter_all")
+        try locale.run { () throws(ArchiveError) in
+            try check(archive_read_support_format_all(handle), "archive_read_support_format_all")
+            try check(archive_read_support_filter_all(handle), "archive_read_support_filter_all")
+        }
     }
 
     deinit {

@@ -150,7 +150,9 @@ public final class ArchiveWriter {
         self.options = options
         self.sink = sink
         self.temporaryPath = temporaryPath
-        try configure()
+        // libarchive caches the locale's charset the first time it converts a name, so even
+        // setting options must happen under the UTF-8 locale.
+        try locale.run { () throws(ArchiveError) in try configure() }
     }
 
     private func configure() throws(ArchiveError) {

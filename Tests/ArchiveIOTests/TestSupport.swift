@@ -144,14 +144,27 @@ struct SHA256Digest {
     ]
 
     mutating func update(_ data: some Sequence<UInt8>) {
-        for byte in data {
-            pending.append(byte)
-            length += 1
+        let array = Array(data)
+        array.withUnsafeBytes { update($0) }
+    }
+
+    mutating func update(_ data: UnsafeRawBufferPointer) {
+        var rest = data[...]
+        length += UInt64(data.count)
+        if !pending.isEmpty {
+            let take = min(64 - pending.count, rest.count)
+            pending += rest.prefix(take)
+            rest = rest.dropFirst(take)
             if pending.count == 64 {
                 compress(pending)
                 pending.removeAll(keepingCapacity: true)
             }
         }
+        while rest.count >= 64 {
+            compress(Array(rest.prefix(64)))
+            rest = rest.dropFirst(64)
+        }
+        pending += rest
     }
 
     mutating func finalize() -> String {
@@ -205,4 +218,65 @@ func pseudoRandomBytes(count: Int, seed: UInt64) -> [UInt8] {
         out[i] = UInt8(truncatingIfNeeded: x)
     }
     return out
+}
+
+/// One item of a directory tree, as created on disk or expected in an archive.
+enum TreeItem: Equatable {
+    case directory
+    case file([UInt8])
+    case symlink(String)
+}
+
+/// Creates `items` (paths relative to `root`, parents first) with POSIX calls, so that the
+/// exact bytes of each name reach the file system.
+func makeTree(_ items: [(String, TreeItem)], at root: String, mtime: Int = 1_700_000_000) throws {
+    for (path, item) in items {
+        let full = root + "/" + path
+        switch item {
+        case .directory:
+            guard mkdir(full, 0o755) == 0 else { throw POSIXError(.EIO) }
+        case .file(let data):
+            let fd = open(full, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+            guard fd >= 0 else { throw POSIXError(.EIO) }
+            _ = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        case .symlink(let target):
+            guard symlink(target, full) == 0 else { throw POSIXError(.EIO) }
+        }
+    }
+    for (path, _) in items.reversed() {
+        var times = [timespec(tv_sec: mtime, tv_nsec: 0), timespec(tv_sec: mtime, tv_nsec: 0)]
+        utimensat(AT_FDCWD, root + "/" + path, &times, AT_SYMLINK_NOFOLLOW)
+    }
+}
+
+/// Everything below `root` (raw name bytes, relative) with POSIX calls: no normalisation.
+func snapshotTree(_ root: String) -> [[UInt8]: TreeItem] {
+    var result: [[UInt8]: TreeItem] = [:]
+    func walk(_ relative: [UInt8]) {
+        let full = root + (relative.isEmpty ? "" : "/" + String(decoding: relative, as: UTF8.self))
+        guard let directory = opendir(full) else { return }
+        defer { closedir(directory) }
+        while let item = readdir(directory) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            let child = relative.isEmpty ? name : relative + [0x2F] + name
+            let childPath = root + "/" + String(decoding: child, as: UTF8.self)
+            var info = stat()
+            guard lstat(childPath, &info) == 0 else { continue }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR:
+                result[child] = .directory
+                walk(child)
+            case S_IFLNK:
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let count = buffer.withUnsafeMutableBytes { readlink(childPath, $0.baseAddress!, 4096) }
+                result[child] = .symlink(String(decoding: buffer[0..<max(count, 0)], as: UTF8.self))
+            default:
+                result[child] = .file(Array((try? Data(contentsOf: URL(fileURLWithPath: childPath))) ?? Data()))
+            }
+        }
+    }
+    walk([])
+    return result
 }
