@@ -79,8 +79,10 @@ public final class ArchiveReader {
     /// let reader = try ArchiveReader(name: "download.tar.gz") { chunks.next() }
     /// ```
     ///
-    /// Formats that need to seek (7z, zip read from its central directory) are read in their
-    /// streaming form or not at all; read those from a file.
+    /// Formats that need to seek are read in their streaming form or not at all: a streamed
+    /// zip is read from its local headers (symbolic links then look like small files, sizes
+    /// may be unknown until the data is read, names may be NFC-normalised), and 7z cannot be
+    /// streamed. Read those from a file.
     ///
     /// - Parameters:
     ///   - name: A name for the archive, used in messages.
