@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The header of one archive member: its path, type, size, date, permissions and link target.
 ///

@@ -1,5 +1,5 @@
 import CArchive
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Reads an archive member by member, streaming: any format and compression libarchive

@@ -1,5 +1,5 @@
 import CArchive
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Options for an ``ArchiveWriter``.

@@ -1,5 +1,5 @@
 import CArchive
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// What ``ArchiveReader/extract(to:policy:)`` extracted.
@@ -223,8 +223,8 @@ final class DiskExtractor {
             throw ioError("fchmod", path.components, member: entry.path)
         }
         if policy.restoresModificationDates, let date = entry.modificationDate {
-            var times = Self.times(date)
-            if futimens(fd, &times.0) != 0 { throw ioError("futimens", path.components, member: entry.path) }
+            let times = Self.times(date)
+            if futimens(fd, times) != 0 { throw ioError("futimens", path.components, member: entry.path) }
         }
         if close(fd) != 0 { throw ioError("close", path.components, member: entry.path) }
     }
@@ -245,8 +245,8 @@ final class DiskExtractor {
             throw ioError("fchmod", path.components, member: entry.path)
         }
         if policy.restoresModificationDates, let date = entry.modificationDate {
-            var times = Self.times(date)
-            if futimens(fd, &times.0) != 0 { throw ioError("futimens", path.components, member: entry.path) }
+            let times = Self.times(date)
+            if futimens(fd, times) != 0 { throw ioError("futimens", path.components, member: entry.path) }
         }
     }
 
@@ -258,8 +258,8 @@ final class DiskExtractor {
             throw blockedError(parent, name, path.components, member: entry.path)
         }
         if policy.restoresModificationDates, let date = entry.modificationDate {
-            var times = Self.times(date)
-            _ = utimensat(parent, name, &times.0, AT_SYMLINK_NOFOLLOW)
+            let times = Self.times(date)
+            _ = utimensat(parent, name, times, AT_SYMLINK_NOFOLLOW)
         }
     }
 
@@ -274,11 +274,13 @@ final class DiskExtractor {
         }
     }
 
-    private static func times(_ date: Date) -> (timespec, timespec) {
+    /// `[atime (unchanged), mtime]` for `futimens`/`utimensat` (an array: a pointer to a
+    /// tuple's first element need not reach the second).
+    private static func times(_ date: Date) -> [timespec] {
         let seconds = date.timeIntervalSince1970.rounded(.down)
         let nanoseconds = Int((date.timeIntervalSince1970 - seconds) * 1e9)
         let mtime = timespec(tv_sec: Int(seconds), tv_nsec: min(max(nanoseconds, 0), 999_999_999))
-        return (timespec(tv_sec: 0, tv_nsec: Int(CARCHIVE_UTIME_OMIT)), mtime)
+        return [timespec(tv_sec: 0, tv_nsec: Int(CARCHIVE_UTIME_OMIT)), mtime]
     }
 
     /// The error for a failed create or open at `name` in `parent`: something in the way, a

@@ -1,3 +1,4 @@
+import CArchive
 import Glibc
 
 /// The exact bytes of a zip file's non-ASCII member names, read from its central directory.
