@@ -1,6 +1,7 @@
 // swift-tools-version: 6.1
 // The benchmark suite: a separate package, so the library's own build and
-// tests never pay for it. Run from the repository root with `make bench`.
+// tests never pay for it. Run from the repository root with `make bench`
+// (release mode; each figure is printed beside its baseline from the same run).
 import PackageDescription
 
 let package = Package(
@@ -11,13 +12,19 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
+        // Persistence against raw GRDB (inserts, fetches, indexed lookups).
         .executableTarget(
             name: "PersistenceBenchmarks",
             dependencies: [
                 .product(name: "Persistence", package: "AssetCatalog"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
-        )
+        ),
+        // ArchiveIO against bsdtar on generated corpora (.tar.zst level 3, .zip store).
+        .executableTarget(
+            name: "ArchiveBenchmarks",
+            dependencies: [.product(name: "ArchiveIO", package: "AssetCatalog")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

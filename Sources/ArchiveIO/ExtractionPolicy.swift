@@ -1,0 +1,323 @@
+/// The limits and rules that decide which archive members may be extracted.
+///
+/// An archive from elsewhere is hostile until proven otherwise. The policy refuses, each
+/// with its own error code naming the member:
+///
+/// - absolute paths (`absolutePath`) and paths with a `..` component (`parentTraversal`);
+/// - empty names and names with a NUL byte (`invalidName`), names or components longer than
+///   ``maxPathLength`` / ``maxComponentLength`` (`nameTooLong`);
+/// - symbolic links whose target is absolute or leaves the extraction root, and hard links
+///   to anything but a regular file extracted before them (`linkOutsideRoot`,
+///   `hardlinkTargetMissing`);
+/// - devices, FIFOs and sockets, always, and any kind left out of ``allowedKinds``
+///   (`entryTypeNotAllowed`);
+/// - a second member with the same path (`duplicateEntry`);
+/// - more than ``maxEntryCount`` members (`tooManyEntries`), more than ``maxTotalBytes``
+///   uncompressed bytes (`sizeLimitExceeded`) and an archive that expands more than
+///   ``maxCompressionRatio`` times (`compressionRatioExceeded`) — checked while the data
+///   streams, before the bytes reach the disk.
+///
+/// ```swift
+/// var policy = ExtractionPolicy.default
+/// policy.maxTotalBytes = 10 << 30
+/// policy.allowedKinds = [.files, .directories]
+/// try withArchiveReader(at: "upload.zip") { try $0.extract(to: staging, policy: policy) }
+/// ```
+///
+/// Code that extracts by other means (for example straight into a content store) applies
+/// the same rules through an ``ExtractionGuard``.
+public struct ExtractionPolicy: Sendable, Hashable {
+    /// The kinds of member a policy may allow. Devices, FIFOs and sockets are never allowed.
+    public struct Kinds: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// Regular files.
+        public static let files = Kinds(rawValue: 1 << 0)
+        /// Directories.
+        public static let directories = Kinds(rawValue: 1 << 1)
+        /// Symbolic links whose target stays inside the extraction root.
+        public static let symlinks = Kinds(rawValue: 1 << 2)
+        /// Hard links to regular files extracted earlier from the same archive.
+        public static let hardlinks = Kinds(rawValue: 1 << 3)
+        /// All of the above.
+        public static let all: Kinds = [.files, .directories, .symlinks, .hardlinks]
+    }
+
+    /// The most members an archive may have.
+    public var maxEntryCount: Int
+    /// The most uncompressed bytes all members together may hold.
+    public var maxTotalBytes: Int64
+    /// The most an archive may expand: uncompressed bytes produced divided by archive bytes
+    /// read. Checked once more than ``ratioGraceBytes`` have been produced.
+    public var maxCompressionRatio: Double
+    /// How many uncompressed bytes may be produced before the ratio is checked, so that tiny,
+    /// highly compressible archives pass.
+    public var ratioGraceBytes: Int64
+    /// The longest member path, in UTF-8 bytes.
+    public var maxPathLength: Int
+    /// The longest component of a member path, in UTF-8 bytes.
+    public var maxComponentLength: Int
+    /// The kinds of member that may be extracted.
+    public var allowedKinds: Kinds
+    /// Whether extracted files and directories get the member's permission bits (without
+    /// setuid, setgid and sticky bits; directories always keep owner `rwx`).
+    public var restoresPermissions: Bool
+    /// Whether extracted files and directories get the member's modification date.
+    public var restoresModificationDates: Bool
+
+    /// Creates a policy; every parameter defaults to the value of ``default``.
+    public init(
+        maxEntryCount: Int = 1_000_000,
+        maxTotalBytes: Int64 = 64 << 30,
+        maxCompressionRatio: Double = 250,
+        ratioGraceBytes: Int64 = 1 << 20,
+        maxPathLength: Int = 1024,
+        maxComponentLength: Int = 255,
+        allowedKinds: Kinds = .all,
+        restoresPermissions: Bool = true,
+        restoresModificationDates: Bool = true
+    ) {
+        self.maxEntryCount = maxEntryCount
+        self.maxTotalBytes = maxTotalBytes
+        self.maxCompressionRatio = maxCompressionRatio
+        self.ratioGraceBytes = ratioGraceBytes
+        self.maxPathLength = maxPathLength
+        self.maxComponentLength = maxComponentLength
+        self.allowedKinds = allowedKinds
+        self.restoresPermissions = restoresPermissions
+        self.restoresModificationDates = restoresModificationDates
+    }
+
+    /// One million members, 64 GiB, a ratio of 250, paths up to 1024 bytes, files,
+    /// directories and links that stay inside the root.
+    public static let `default` = ExtractionPolicy()
+
+    /// Like ``default`` but only regular files and directories: no links at all.
+    public static let filesAndDirectoriesOnly = ExtractionPolicy(allowedKinds: [.files, .directories])
+}
+
+/// A member the policy accepted: its path split into safe components.
+public struct ExtractionPath: Sendable, Hashable, CustomStringConvertible {
+    /// The normalised components (no empty, `.` or `..` components); empty for the root.
+    public let components: [String]
+
+    /// The components joined with `/`.
+    public var description: String { components.joined(separator: "/") }
+}
+
+/// Applies an ``ExtractionPolicy`` to the members of one archive, in order.
+///
+/// ``ArchiveReader/extract(to:policy:)`` uses a guard internally; use one directly when
+/// members are consumed another way (for example hashed into a content store) so that the
+/// same rules hold. Call ``admit(_:)`` for each member, then ``account(bytes:compressedBytesRead:)``
+/// before using each chunk of its data.
+///
+/// ```swift
+/// var checker = ExtractionGuard(policy: .default, archivePath: reader.archivePath)
+/// while let entry = try reader.nextEntry() {
+///     guard let path = try checker.admit(entry) else { continue }   // nil: the root itself
+///     try reader.readData { chunk in
+///         try checker.account(bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+///         store(chunk, at: path)
+///     }
+/// }
+/// ```
+public struct ExtractionGuard: Sendable {
+    /// The policy applied.
+    public let policy: ExtractionPolicy
+    /// The archive's path, used in messages.
+    public let archivePath: String
+    /// Members admitted or refused so far.
+    public private(set) var entryCount = 0
+    /// Uncompressed bytes accounted so far.
+    public private(set) var totalBytes: Int64 = 0
+
+    private var current: String?
+    private var seen: Set<[UInt8]> = []
+    private var regularFiles: Set<[UInt8]> = []
+
+    /// Creates a guard for one pass over one archive.
+    public init(policy: ExtractionPolicy, archivePath: String) {
+        self.policy = policy
+        self.archivePath = archivePath
+    }
+
+    /// Checks a member against the policy and returns its safe path, or `nil` for a
+    /// directory member that names the root itself (`./`), which needs no extraction.
+    ///
+    /// - Parameter entry: The member's header.
+    /// - Returns: The member's normalised path.
+    /// - Throws: ``ArchiveError`` with one of the policy's codes (see ``ExtractionPolicy``).
+    public mutating func admit(_ entry: ArchiveEntry) throws(ArchiveError) -> ExtractionPath? {
+        current = entry.path
+        entryCount += 1
+        if entryCount > policy.maxEntryCount {
+            throw refusal(
+                .tooManyEntries, entry, "the archive has more than \(policy.maxEntryCount) members, the policy's limit")
+        }
+        let components = try validatePath(entry.path, of: entry)
+        switch entry.kind {
+        case .file: try require(.files, entry)
+        case .directory: try require(.directories, entry)
+        case .symlink: try require(.symlinks, entry)
+        case .hardlink: try require(.hardlinks, entry)
+        case .characterDevice, .blockDevice, .fifo, .socket, .other:
+            throw refusal(
+                .entryTypeNotAllowed, entry,
+                "it is a \(entry.kind); device, FIFO and socket entries are never extracted")
+        }
+        if components.isEmpty {
+            guard entry.kind == .directory else { throw refusal(.invalidName, entry, "its path names no file") }
+            return nil
+        }
+        let key = Array(components.joined(separator: "/").utf8)
+        guard seen.insert(key).inserted else {
+            throw refusal(.duplicateEntry, entry, "an earlier member has the same path")
+        }
+        if entry.kind == .symlink { try validateSymlink(entry, depth: components.count - 1) }
+        if entry.kind == .hardlink { try validateHardlink(entry) }
+        if entry.kind == .file {
+            regularFiles.insert(key)
+            if let size = entry.size, size > policy.maxTotalBytes - totalBytes {
+                throw sizeRefusal(entry)
+            }
+        }
+        return ExtractionPath(components: components)
+    }
+
+    /// Counts `bytes` more uncompressed bytes of the current member's data, before they are
+    /// used, and checks the size and compression-ratio limits.
+    ///
+    /// - Parameters:
+    ///   - bytes: The size of the next chunk.
+    ///   - compressedBytesRead: The archive bytes read so far
+    ///     (``ArchiveReader/compressedBytesRead``).
+    /// - Throws: ``ArchiveError`` with code `sizeLimitExceeded` or `compressionRatioExceeded`.
+    public mutating func account(bytes: Int, compressedBytesRead: Int64) throws(ArchiveError) {
+        let entry = ArchiveEntry(path: current ?? "", kind: .file)
+        guard Int64(bytes) <= policy.maxTotalBytes - totalBytes else { throw sizeRefusal(entry) }
+        totalBytes += Int64(bytes)
+        if totalBytes > policy.ratioGraceBytes {
+            let consumed = max(compressedBytesRead, 1)
+            if Double(totalBytes) > policy.maxCompressionRatio * Double(consumed) {
+                throw refusal(
+                    .compressionRatioExceeded, entry,
+                    "the archive expands more than \(Self.format(policy.maxCompressionRatio)) times "
+                        + "(\(totalBytes) bytes from \(consumed)), the policy's limit")
+            }
+        }
+    }
+
+    /// Checks that a path is relative, free of `..`, NUL and over-long names, and returns its
+    /// normalised components (empty, `.` components and a leading `./` are dropped).
+    ///
+    /// - Throws: ``ArchiveError`` with code `invalidName`, `nameTooLong`, `absolutePath` or
+    ///   `parentTraversal`.
+    public func validatePath(_ path: String, of entry: ArchiveEntry) throws(ArchiveError) -> [String] {
+        if path.isEmpty { throw refusal(.invalidName, entry, "its path is empty") }
+        if path.utf8.contains(0) { throw refusal(.invalidName, entry, "its path contains a NUL byte") }
+        let length = path.utf8.count
+        if length > policy.maxPathLength {
+            throw refusal(
+                .nameTooLong, entry,
+                "its path is \(length) bytes long, more than the policy's limit of \(policy.maxPathLength)")
+        }
+        if path.hasPrefix("/") { throw refusal(.absolutePath, entry, "its path is absolute") }
+        var components: [String] = []
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if component == "." { continue }
+            if component == ".." { throw refusal(.parentTraversal, entry, "its path contains a '..' component") }
+            if component.utf8.count > policy.maxComponentLength {
+                throw refusal(
+                    .nameTooLong, entry,
+                    "its path has a component of \(component.utf8.count) bytes, more than the policy's limit "
+                        + "of \(policy.maxComponentLength)")
+            }
+            components.append(String(component))
+        }
+        return components
+    }
+
+    private func validateSymlink(_ entry: ArchiveEntry, depth: Int) throws(ArchiveError) {
+        let target = entry.linkTarget ?? ""
+        let shown = displayName(target)
+        if target.isEmpty { throw refusal(.invalidName, entry, "it is a symbolic link with an empty target") }
+        if target.utf8.contains(0) {
+            throw refusal(.invalidName, entry, "it is a symbolic link whose target contains a NUL byte")
+        }
+        if target.utf8.count > policy.maxPathLength {
+            throw refusal(
+                .nameTooLong, entry,
+                "it is a symbolic link whose target is \(target.utf8.count) bytes long, more than the policy's "
+                    + "limit of \(policy.maxPathLength)")
+        }
+        if target.hasPrefix("/") {
+            throw refusal(.linkOutsideRoot, entry, "it is a symbolic link to the absolute path '\(shown)'")
+        }
+        // Leading '..' components climb real directories created by the extraction (never
+        // links), so counting them is exact. A '..' after a name could climb out of a
+        // symbolic link instead, which cannot be checked safely: refuse it.
+        var ups = 0
+        var sawName = false
+        for component in target.split(separator: "/", omittingEmptySubsequences: true) where component != "." {
+            if component == ".." {
+                if sawName {
+                    throw refusal(
+                        .linkOutsideRoot, entry,
+                        "it is a symbolic link to '\(shown)', which climbs with '..' after a name; only leading "
+                            + "'..' components can be checked to stay inside the extraction root")
+                }
+                ups += 1
+            } else {
+                sawName = true
+            }
+        }
+        if ups > depth {
+            throw refusal(
+                .linkOutsideRoot, entry, "it is a symbolic link to '\(shown)', which leaves the extraction root")
+        }
+    }
+
+    private func validateHardlink(_ entry: ArchiveEntry) throws(ArchiveError) {
+        let target = entry.linkTarget ?? ""
+        let shown = displayName(target)
+        if target.hasPrefix("/") {
+            throw refusal(.linkOutsideRoot, entry, "it is a hard link to the absolute path '\(shown)'")
+        }
+        let components = target.split(separator: "/").filter { $0 != "." }
+        if target.utf8.contains(0) || components.isEmpty {
+            throw refusal(.invalidName, entry, "it is a hard link with an empty or invalid target")
+        }
+        if components.contains("..") {
+            throw refusal(.linkOutsideRoot, entry, "it is a hard link to '\(shown)', which leaves the extraction root")
+        }
+        guard regularFiles.contains(Array(components.joined(separator: "/").utf8)) else {
+            throw refusal(
+                .hardlinkTargetMissing, entry,
+                "it is a hard link to '\(shown)', which is not a regular file extracted before it")
+        }
+    }
+
+    private func require(_ kind: ExtractionPolicy.Kinds, _ entry: ArchiveEntry) throws(ArchiveError) {
+        guard policy.allowedKinds.contains(kind) else {
+            throw refusal(
+                .entryTypeNotAllowed, entry, "it is a \(entry.kind), which the extraction policy does not allow")
+        }
+    }
+
+    private func sizeRefusal(_ entry: ArchiveEntry) -> ArchiveError {
+        refusal(
+            .sizeLimitExceeded, entry,
+            "extracting it would exceed the policy's limit of \(policy.maxTotalBytes) uncompressed bytes")
+    }
+
+    private func refusal(_ code: ArchiveError.Code, _ entry: ArchiveEntry, _ reason: String) -> ArchiveError {
+        ArchiveError(
+            code: code, message: "Refusing member '\(displayName(entry.path))' of '\(archivePath)': \(reason)",
+            archivePath: archivePath, member: entry.path)
+    }
+
+    private static func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}

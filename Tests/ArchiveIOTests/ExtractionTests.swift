@@ -1,0 +1,367 @@
+import ArchiveIO
+import Foundation
+import Testing
+
+/// Each hostile fixture gets its own error, naming the member, and nothing lands outside the
+/// extraction root.
+@Suite struct ExtractionTests {
+    struct Hostile: CustomTestStringConvertible, Sendable {
+        var fixture: String
+        var code: ArchiveError.Code
+        var member: String
+        var reason: String
+        /// What the root holds afterwards (members before the refused one stay).
+        var rootAfter: Set<String>
+        var testDescription: String { fixture }
+    }
+
+    static let hostile: [Hostile] = [
+        Hostile(
+            fixture: "hostile-absolute-path.tar", code: .absolutePath, member: "/archiveio-hostile-absolute/evil.txt",
+            reason: "its path is absolute", rootAfter: ["ok.txt"]),
+        Hostile(
+            fixture: "hostile-dotdot.tar", code: .parentTraversal, member: "sub/../../escaped.txt",
+            reason: "its path contains a '..' component", rootAfter: ["ok.txt"]),
+        Hostile(
+            fixture: "hostile-dotdot.zip", code: .parentTraversal, member: "../escaped.txt",
+            reason: "its path contains a '..' component", rootAfter: ["ok.txt"]),
+        Hostile(
+            fixture: "hostile-symlink-escape.tar", code: .linkOutsideRoot, member: "docs/link",
+            reason: "it is a symbolic link to '../../outside', which leaves the extraction root",
+            rootAfter: ["ok.txt"]),
+        Hostile(
+            fixture: "hostile-symlink-absolute.tar", code: .linkOutsideRoot, member: "etc-link",
+            reason: "it is a symbolic link to the absolute path '/etc'", rootAfter: []),
+        Hostile(
+            fixture: "hostile-symlink-climb.tar", code: .linkOutsideRoot, member: "d/sneaky",
+            reason: "it is a symbolic link to 'up/../..', which climbs with '..' after a name; only leading '..' "
+                + "components can be checked to stay inside the extraction root",
+            rootAfter: ["d", "d/up"]),
+        Hostile(
+            fixture: "hostile-write-through-symlink.tar", code: .pathThroughSymlink, member: "inner-link/evil.txt",
+            reason: "'inner-link' is a symbolic link, and extraction never writes through one",
+            rootAfter: ["real", "inner-link"]),
+        Hostile(
+            fixture: "hostile-hardlink-escape.tar", code: .linkOutsideRoot, member: "hl",
+            reason: "it is a hard link to '../../etc/passwd', which leaves the extraction root", rootAfter: ["ok.txt"]),
+        Hostile(
+            fixture: "hostile-hardlink-missing.tar", code: .hardlinkTargetMissing, member: "hl",
+            reason: "it is a hard link to 'not-extracted.txt', which is not a regular file extracted before it",
+            rootAfter: []),
+        Hostile(
+            fixture: "hostile-device.tar", code: .entryTypeNotAllowed, member: "dev/null-copy",
+            reason: "it is a character device; device, FIFO and socket entries are never extracted",
+            rootAfter: ["ok.txt"]),
+        Hostile(
+            fixture: "hostile-fifo.tar", code: .entryTypeNotAllowed, member: "pipe",
+            reason: "it is a FIFO; device, FIFO and socket entries are never extracted", rootAfter: []),
+        Hostile(
+            fixture: "hostile-duplicate.tar", code: .duplicateEntry, member: "a.txt",
+            reason: "an earlier member has the same path", rootAfter: ["a.txt"]),
+        Hostile(
+            fixture: "hostile-long-name.tar", code: .nameTooLong, member: String(repeating: "x", count: 2000),
+            reason: "its path is 2000 bytes long, more than the policy's limit of 1024", rootAfter: []),
+        Hostile(
+            fixture: "hostile-long-component.tar", code: .nameTooLong,
+            member: "dir/" + String(repeating: "y", count: 300),
+            reason: "its path has a component of 300 bytes, more than the policy's limit of 255", rootAfter: []),
+    ]
+
+    @Test(arguments: hostile)
+    func refusesHostileArchive(_ hostile: Hostile) throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let path = Fixtures.path(hostile.fixture)
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: root)
+        }
+        let shown = hostile.member.count > 120 ? String(hostile.member.prefix(120)) + "…" : hostile.member
+        #expect(error?.code == hostile.code)
+        #expect(error?.member == hostile.member)
+        #expect(error?.archivePath == path)
+        #expect(error?.message == "Refusing member '\(shown)' of '\(path)': \(hostile.reason)")
+        // Nothing outside the root: the temporary directory holds the root alone, and no
+        // absolute path of the fixtures exists.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["root"])
+        #expect(!FileManager.default.fileExists(atPath: "/archiveio-hostile-absolute"))
+        let inside = Set(snapshotTree(root).keys.map { String(decoding: $0, as: UTF8.self) })
+        #expect(inside == hostile.rootAfter)
+    }
+
+    @Test func duplicateDoesNotReplaceTheFirstFile() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: Fixtures.path("hostile-duplicate.tar"), to: root)
+        }
+        #expect(snapshotTree(root)[bytes("a.txt")] == .file(Array("first\n".utf8)))
+    }
+
+    @Test func truncatedArchiveLeavesNoPartialFile() throws {
+        for (fixture, member) in [("truncated.tar", "big.bin"), ("truncated.zip", "big.bin")] {
+            let directory = try TemporaryDirectory()
+            let root = directory.sub("root")
+            let error = #expect(throws: ArchiveError.self) {
+                try ArchiveReader.extract(archiveAt: Fixtures.path(fixture), to: root)
+            }
+            #expect(error?.code == .truncatedArchive)
+            #expect(error?.member == member)
+            #expect(snapshotTree(root) == [bytes("ok.txt"): .file(Array("fine\n".utf8))], "\(fixture)")
+        }
+    }
+
+    @Test func corruptArchivesAreErrors() throws {
+        for (fixture, code, kept) in [
+            ("corrupt-header.tar", ArchiveError.Code.corruptArchive, ["first.txt"]),
+            ("corrupt-data.zip", .corruptArchive, []),
+        ] {
+            let directory = try TemporaryDirectory()
+            let root = directory.sub("root")
+            let error = #expect(throws: ArchiveError.self) {
+                try ArchiveReader.extract(archiveAt: Fixtures.path(fixture), to: root)
+            }
+            #expect(error?.code == code, "\(fixture)")
+            #expect(Set(snapshotTree(root).keys.map { String(decoding: $0, as: UTF8.self) }) == Set(kept))
+        }
+    }
+
+    @Test func nulBytesAndEmptyNamesAreRefusedByTheGuard() throws {
+        // libarchive cuts names at a NUL (see ReaderTests), so the guard's own check is tested
+        // with entries built in Swift, as the bundle importer may hand it.
+        var checker = ExtractionGuard(policy: .default, archivePath: "x.tar")
+        let cases: [(ArchiveEntry, String)] = [
+            (ArchiveEntry(path: "evil\0.txt", kind: .file, size: 1), "its path contains a NUL byte"),
+            (ArchiveEntry(path: "", kind: .file, size: 1), "its path is empty"),
+            (ArchiveEntry(path: "./", kind: .file, size: 1), "its path names no file"),
+            (
+                ArchiveEntry(path: "l", kind: .symlink, linkTarget: "a\0b"),
+                "it is a symbolic link whose target contains a NUL byte"
+            ),
+            (ArchiveEntry(path: "l2", kind: .symlink, linkTarget: ""), "it is a symbolic link with an empty target"),
+        ]
+        for (entry, reason) in cases {
+            let error = #expect(throws: ArchiveError.self) { try checker.admit(entry) }
+            #expect(error?.code == .invalidName)
+            #expect(
+                error?.message == "Refusing member '\(entry.path.replacingOccurrences(of: "\0", with: "\\0"))' "
+                    + "of 'x.tar': \(reason)")
+        }
+        // The root itself ("./") is accepted as a directory and needs no extraction.
+        #expect(try checker.admit(ArchiveEntry(path: "./", kind: .directory)) == nil)
+        #expect(
+            try checker.admit(ArchiveEntry(path: "./a//b/./c", kind: .file, size: 0))?.components == ["a", "b", "c"])
+    }
+
+    @Test func symlinksThatStayInsideAreExtracted() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("links.tar")
+        try withArchiveWriter(at: archive) { writer in
+            try writer.writeEntry(ArchiveEntry(path: "a/b/file.txt", kind: .file), contents: Array("x".utf8))
+            try writer.writeEntry(ArchiveEntry(path: "a/b/up", kind: .symlink, linkTarget: "../../a/b/file.txt"))
+            try writer.writeEntry(ArchiveEntry(path: "a/hard", kind: .hardlink, linkTarget: "a/b/file.txt"))
+        }
+        let summary = try ArchiveReader.extract(archiveAt: archive, to: root)
+        #expect(summary.symlinkCount == 1 && summary.hardlinkCount == 1 && summary.fileCount == 1)
+        #expect(snapshotTree(root)[bytes("a/b/up")] == .symlink("../../a/b/file.txt"))
+        var first = stat()
+        var second = stat()
+        #expect(stat(root + "/a/hard", &first) == 0 && stat(root + "/a/b/file.txt", &second) == 0)
+        #expect(first.st_ino == second.st_ino)
+    }
+
+    @Test func policyCanRefuseLinks() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let path = Fixtures.path("sample.zip")
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: root, policy: .filesAndDirectoriesOnly)
+        }
+        #expect(error?.code == .entryTypeNotAllowed)
+        #expect(
+            error?.message == "Refusing member 'sample/link-to-hello' of '\(path)': it is a symbolic link, which the "
+                + "extraction policy does not allow")
+    }
+
+    @Test func namesThatLibarchiveNormalisedIntoTheSameNameAreDuplicates() throws {
+        // sample.tar (Python's UTF-8 pax) holds an NFC and an NFD name; libarchive reads both
+        // as NFC, so extraction refuses the second rather than overwrite the first.
+        let directory = try TemporaryDirectory()
+        let path = Fixtures.path("sample.tar")
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: directory.sub("root"))
+        }
+        #expect(error?.code == .duplicateEntry)
+        #expect(
+            error?.message
+                == "Refusing member 'sample/r\u{e9}sum\u{e9}.txt' of '\(path)': an earlier member has the same path")
+    }
+
+    @Test func existingFilesAreNeverOverwritten() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let path = Fixtures.path("sample.cpio")
+        try ArchiveReader.extract(archiveAt: path, to: root)
+        let error = #expect(throws: ArchiveError.self) { try ArchiveReader.extract(archiveAt: path, to: root) }
+        #expect(error?.code == .destinationExists)
+        let member = try #require(error?.member)
+        #expect(
+            error?.message
+                == "Cannot extract member '\(member)' of '\(path)': '\(root)/\(member)' already exists as a file")
+    }
+
+    @Test func aSymlinkPlantedInTheRootIsNotFollowed() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let outside = directory.sub("outside")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: false)
+        #expect(symlink(outside, root + "/planted") == 0)
+        let archive = directory.sub("a.tar")
+        try withArchiveWriter(at: archive) { writer in
+            try writer.writeEntry(ArchiveEntry(path: "planted/x.txt", kind: .file), contents: Array("x".utf8))
+        }
+        let error = #expect(throws: ArchiveError.self) { try ArchiveReader.extract(archiveAt: archive, to: root) }
+        #expect(error?.code == .pathThroughSymlink)
+        #expect(
+            error?.message == "Refusing member 'planted/x.txt' of '\(archive)': 'planted' is a symbolic link, and "
+                + "extraction never writes through one")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+    }
+
+    @Test func restoresPermissionsAndDates() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("modes.tar.gz")
+        let date = Date(timeIntervalSince1970: 1_600_000_000)
+        try withArchiveWriter(at: archive) { writer in
+            try writer.writeEntry(
+                ArchiveEntry(path: "ro", kind: .directory, modificationDate: date, permissions: 0o555))
+            try writer.writeEntry(
+                ArchiveEntry(path: "ro/tool", kind: .file, modificationDate: date, permissions: 0o4755),
+                contents: Array("#!/bin/sh\n".utf8))
+        }
+        try ArchiveReader.extract(archiveAt: archive, to: root)
+        var info = stat()
+        #expect(stat(root + "/ro/tool", &info) == 0)
+        #expect(info.st_mode & 0o7777 == 0o755)  // setuid dropped
+        #expect(info.st_mtim.tv_sec == 1_600_000_000)
+        #expect(stat(root + "/ro", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o755)  // owner keeps rwx
+        #expect(info.st_mtim.tv_sec == 1_600_000_000)
+    }
+
+    // MARK: Limits (archives generated here, never committed)
+
+    @Test func tooManyEntries() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("many.zip")
+        try withArchiveWriter(at: archive) { writer in
+            for index in 0..<11 {
+                try writer.writeEntry(ArchiveEntry(path: "f\(index).txt", kind: .file), contents: [1])
+            }
+        }
+        var policy = ExtractionPolicy.default
+        policy.maxEntryCount = 10
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: archive, to: root, policy: policy)
+        }
+        #expect(error?.code == .tooManyEntries)
+        #expect(
+            error?.message == "Refusing member 'f10.txt' of '\(archive)': the archive has more than 10 members, the "
+                + "policy's limit")
+        #expect(snapshotTree(root).count == 10)
+    }
+
+    /// A member whose header announces more than the limit is refused before a byte is written.
+    @Test func sizeBombIsRefusedFromItsHeader() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("bomb.tar.gz")
+        try writeZeros(to: archive, member: "zeros.bin", size: 64 << 20)
+        var policy = ExtractionPolicy.default
+        policy.maxTotalBytes = 8 << 20
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: archive, to: root, policy: policy)
+        }
+        #expect(error?.code == .sizeLimitExceeded)
+        #expect(
+            error?.message == "Refusing member 'zeros.bin' of '\(archive)': extracting it would exceed the policy's "
+                + "limit of 8388608 uncompressed bytes")
+        #expect(snapshotTree(root).isEmpty)
+    }
+
+    /// A streamed zip member has no size in its header: the limit is enforced chunk by chunk,
+    /// long before the whole archive has even been read.
+    @Test func sizeBombWithoutSizeIsStoppedWhileStreaming() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("streamed.zip")
+        // Python writes to a pipe, so its zip has data descriptors and no sizes up front.
+        let script = """
+            import random, sys, zipfile
+            data = random.Random(1).randbytes(16 << 20)
+            with open(sys.argv[1], "wb") as f:
+                class Pipe:
+                    def write(self, b): return f.write(b)
+                    def flush(self): f.flush()
+                with zipfile.ZipFile(Pipe(), "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+                    with z.open("random.bin", "w") as m:
+                        m.write(data)
+            """
+        _ = try python(script, [archive])
+        let file = try #require(FileHandle(forReadingAtPath: archive))
+        defer { try? file.close() }
+        let archiveSize = try file.seekToEnd()
+        try file.seek(toOffset: 0)
+        var handedOut = 0
+        let reader = try ArchiveReader(name: "streamed.zip") { () -> [UInt8]? in
+            let chunk = try file.read(upToCount: 65_536).map(Array.init) ?? []
+            handedOut += chunk.count
+            return chunk.isEmpty ? nil : chunk
+        }
+        var policy = ExtractionPolicy.default
+        policy.maxTotalBytes = 4 << 20
+        let error = #expect(throws: ArchiveError.self) { try reader.extract(to: root, policy: policy) }
+        #expect(error?.code == .sizeLimitExceeded)
+        #expect(
+            error?.message == "Refusing member 'random.bin' of 'streamed.zip': extracting it would exceed the "
+                + "policy's limit of 4194304 uncompressed bytes")
+        #expect(reader.currentEntry?.size == nil)
+        #expect(handedOut < 6 << 20, "read \(handedOut) of \(archiveSize) bytes before stopping")
+        #expect(snapshotTree(root).isEmpty)  // the partial file is removed
+    }
+
+    @Test func compressionRatioBombIsStoppedWhileStreaming() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("ratio.tar.gz")
+        try writeZeros(to: archive, member: "zeros.bin", size: 32 << 20)
+        var policy = ExtractionPolicy.default
+        policy.maxCompressionRatio = 50
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: archive, to: root, policy: policy)
+        }
+        #expect(error?.code == .compressionRatioExceeded)
+        let message = try #require(error?.message)
+        let prefix = "Refusing member 'zeros.bin' of '\(archive)': the archive expands more than 50 times ("
+        #expect(message.hasPrefix(prefix) && message.hasSuffix("), the policy's limit"))
+        // "(N bytes from M)": stopped soon after the 1 MiB grace, far from 32 MiB.
+        let numbers = message.dropFirst(prefix.count).split(separator: " ").compactMap { Int($0.filter(\.isNumber)) }
+        #expect(numbers.count == 2 && numbers[0] > 50 * numbers[1] && numbers[0] < 4 << 20)
+        #expect(snapshotTree(root).isEmpty)
+    }
+
+    private func writeZeros(to path: String, member: String, size: Int) throws {
+        let chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var remaining = size
+        try withArchiveWriter(at: path) { writer in
+            try writer.writeEntry(ArchiveEntry(path: member, kind: .file, size: Int64(size))) { () -> [UInt8]? in
+                guard remaining > 0 else { return nil }
+                remaining -= chunk.count
+                return chunk
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import ArchiveIO
+import Foundation
+import Testing
+
+/// Reading a 1 GiB member in chunks keeps memory bounded.
+@Suite struct MemoryTests {
+    /// Peak resident memory of this process since the last `resetPeak()`, in bytes.
+    static func peakResident() -> Int? { statusField("VmHWM") }
+    static func currentResident() -> Int? { statusField("VmRSS") }
+
+    static func statusField(_ name: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
+            return line.split(separator: " ").compactMap { Int($0) }.first.map { $0 * 1024 }
+        }
+        return nil
+    }
+
+    /// Resets VmHWM to the current RSS (Linux ≥ 4.0: "5" to /proc/self/clear_refs).
+    static func resetPeak() -> Bool {
+        (try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)) != nil
+    }
+
+    @Test func chunkedReadOfOneGiBStaysBounded() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.sub("big.tar.zst")
+        let size = 1 << 30
+        let block = pseudoRandomBytes(count: 1 << 20, seed: 99)
+        // Generated as a stream of 1 MiB chunks; zstd keeps the file small.
+        var produced = 0
+        try withArchiveWriter(at: path, options: ArchiveWriteOptions(compressionLevel: 1)) { writer in
+            try writer.writeEntry(ArchiveEntry(path: "big.bin", kind: .file, size: Int64(size))) { () -> [UInt8]? in
+                guard produced < size else { return nil }
+                produced += block.count
+                return block
+            }
+        }
+        let baseline = try #require(Self.resetPeak() ? Self.currentResident() : nil)
+        var total = 0
+        var largestChunk = 0
+        var mismatches = 0
+        try withArchiveReader(at: path) { reader in
+            let entry = try #require(try reader.nextEntry())
+            #expect(entry.size == Int64(size))
+            try block.withUnsafeBytes { expected in
+                try reader.readData { chunk in
+                    largestChunk = max(largestChunk, chunk.count)
+                    // Compare with the block at this offset (chunks may straddle blocks).
+                    var offset = 0
+                    while offset < chunk.count {
+                        let at = (total + offset) % expected.count
+                        let count = min(chunk.count - offset, expected.count - at)
+                        if memcmp(chunk.baseAddress! + offset, expected.baseAddress! + at, count) != 0 {
+                            mismatches += 1
+                        }
+                        offset += count
+                    }
+                    total += chunk.count
+                }
+            }
+        }
+        let peak = try #require(Self.peakResident())
+        #expect(total == size)
+        #expect(mismatches == 0)
+        #expect(largestChunk <= 1 << 20, "largest chunk \(largestChunk)")
+        // Whatever the member's size, the reader holds a few buffers at most.
+        #expect(peak - baseline < 48 << 20, "peak grew by \((peak - baseline) >> 20) MiB")
+    }
+}
