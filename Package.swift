@@ -7,10 +7,14 @@ let package = Package(
     products: [
         .library(name: "Persistence", targets: ["Persistence"]),
         .library(name: "ArchiveIO", targets: ["ArchiveIO"]),
+        .library(name: "AssetCatalog", targets: ["AssetCatalog"]),
+        .executable(name: "assetcat", targets: ["assetcat"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // libarchive, as a system library (see Sources/CArchive/shim.h).
@@ -26,12 +30,36 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Assets, file resources, lifecycle-safe removal: the library's front door.
+        .target(
+            name: "AssetCatalog",
+            dependencies: [
+                "Persistence", "ArchiveIO",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The CLI: parses, calls AssetCatalog, prints. No logic of its own.
+        .executableTarget(
+            name: "assetcat",
+            dependencies: [
+                "AssetCatalog",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Temporary catalogs, fixtures and crash helpers for the tests.
+        .target(name: "AssetCatalogTestSupport", dependencies: ["AssetCatalog", "Persistence"]),
         // `make demo` until the catalog exists: prints each lifecycle event as it fires.
         .executableTarget(name: "PersistenceDemo", dependencies: ["Persistence"]),
         // A separate process for the tests that need two writers or a crash.
         .executableTarget(name: "persistence-fixture", dependencies: ["Persistence"], path: "Tests/PersistenceFixture"),
         .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "persistence-fixture"]),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO"]),
+        .testTarget(
+            name: "AssetCatalogTests",
+            dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "assetcat"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

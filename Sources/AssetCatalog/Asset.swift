@@ -1,0 +1,157 @@
+public import Foundation
+public import Persistence
+
+/// Where an asset's bytes live.
+public enum Storage: String, AttributeValue, Sendable, Codable, CaseIterable {
+    /// Copied into the catalog's content-addressed `objects/`; the catalog owns it.
+    case managed
+    /// A file outside the catalog, never written or deleted by it.
+    case referenced
+    /// A member of an archive that is itself an asset.
+    case member
+}
+
+/// A record of the catalog: one file resource (a managed or referenced file,
+/// or a member of an archive asset), with its name, content digest, tags and
+/// free-form metadata.
+///
+/// Deleting an asset never removes its file at once: ``willSave()`` plans the
+/// removal in the deletion's own transaction (a row of the removal journal),
+/// and the file is removed only after that transaction commits, when no other
+/// asset uses the same content. A rollback, a failed save or a save into a
+/// parent context removes nothing; a crash after the commit is repaired when
+/// the catalog is next opened.
+public final class Asset: ManagedObject {
+    /// The display name (a file name, or a member's path inside its archive).
+    @Attribute(.indexed) public var name = ""
+    /// A broad content kind from the name: `image`, `audio`, `video`, `text`,
+    /// `document`, `archive`, `data`.
+    @Attribute(.indexed) public var kind = "data"
+    /// Where the bytes live.
+    @Attribute public var storage = Storage.managed
+    /// The size in bytes.
+    @Attribute public var size: Int64 = 0
+    /// The SHA-256 of the content, lowercase hex.
+    @Attribute(.indexed) public var sha256 = ""
+    /// For a referenced file: its absolute path. For a managed file: where it
+    /// was added from (informational).
+    @Attribute public var path: String?
+    /// For an archive member: its path inside the archive.
+    @Attribute public var member: String?
+    /// Tags, stored as `\n`-delimited text (use ``tags``).
+    @Attribute(.indexed) public var tagText = "\n"
+    /// Free-form metadata, stored as a JSON object (use ``metadata``).
+    @Attribute public var metadataJSON = "{}"
+    @Attribute public var created = Date(timeIntervalSince1970: 0)
+    @Attribute public var modified = Date(timeIntervalSince1970: 0)
+    /// For an archive member: the archive asset it belongs to.
+    @ToOne public var archive: Asset?
+    /// For an archive: its members. Deleting an archive deletes them.
+    @ToMany(inverse: \Asset.archive, deleteRule: .cascade) public var members: [Asset]
+
+    /// The asset's tags, sorted.
+    public var tags: [String] {
+        get { tagText.split(separator: "\n").map(String.init).sorted() }
+        set { tagText = "\n" + Set(newValue).sorted().joined(separator: "\n") + (newValue.isEmpty ? "" : "\n") }
+    }
+
+    /// The asset's free-form metadata.
+    public var metadata: [String: String] {
+        get { (try? JSONDecoder().decode([String: String].self, from: Data(metadataJSON.utf8))) ?? [:] }
+        set {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            metadataJSON = (try? encoder.encode(newValue)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        }
+    }
+
+    override public func awakeFromInsert() {
+        let now = Date()
+        setPrimitiveValue(now, for: \.created)
+        setPrimitiveValue(now, for: \.modified)
+    }
+
+    override public func prepareForDeletion() {
+        // Jobs for this asset are cancelled here (the jobs issue); files are not touched.
+    }
+
+    override public func willSave() {
+        let runtime = managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime
+        guard let effects = saveEffects else { return }
+        if isDeleted {
+            guard storage == .managed else { return }  // referenced files and members are never removed
+            let digest = sha256
+            effects.insert(RemovalPlan.self) { $0.sha256 = digest }
+            effects.afterCommit { runtime?.didCommitRemovals() }
+            return
+        }
+        setPrimitiveValue(Date(), for: \.modified)
+        if isInserted, storage == .managed, let runtime {
+            // A committed record never points at a missing file: checked under
+            // the write lock, where no sweep can remove the file meanwhile.
+            let digest = sha256
+            let name = name
+            effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name) }
+        }
+    }
+
+    override public func validateForInsert() throws {
+        try validateShape()
+    }
+
+    override public func validateForUpdate() throws {
+        try validateShape()
+    }
+
+    private func validateShape() throws {
+        switch storage {
+        case .managed:
+            guard ContentStore.isDigest(sha256) else {
+                throw CatalogError(.invalidArgument, "\(name): a managed asset needs a SHA-256 digest")
+            }
+        case .referenced:
+            guard let path, path.hasPrefix("/") else {
+                throw CatalogError(.invalidArgument, "\(name): a referenced asset needs an absolute path")
+            }
+        case .member:
+            guard archive != nil, member != nil else {
+                throw CatalogError(.invalidArgument, "\(name): an archive member needs its archive and member path")
+            }
+        }
+    }
+}
+
+/// A row of the removal journal: the plan to remove one managed file, written
+/// in the same transaction as the deletion that makes it unused.
+///
+/// The sweeper deletes these rows; deleting one checks, inside the
+/// transaction and under the store's write lock, that no asset uses the
+/// content any more, and only then unlinks the file and syncs its directory.
+final class RemovalPlan: ManagedObject {
+    @Attribute(.indexed) var sha256 = ""
+    @Attribute var created = Date(timeIntervalSince1970: 0)
+
+    override func awakeFromInsert() {
+        setPrimitiveValue(Date(), for: \.created)
+    }
+
+    override func validateForDelete() throws {
+        guard managedObjectContext?.userInfo[CatalogRuntime.key] is CatalogRuntime else {
+            throw CatalogError(.invalidArgument, "removal plans are carried out by the catalog's sweeper only")
+        }
+    }
+
+    override func willSave() {
+        guard isDeleted, let effects = saveEffects,
+            let runtime = managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime
+        else { return }
+        let digest = sha256
+        effects.beforeCommit { reader in
+            let users = try reader.count(
+                for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed))
+            guard users == 0 else { return }
+            FaultPoint.reach(.beforeUnlink)
+            try runtime.content.removeObject(digest)
+        }
+    }
+}

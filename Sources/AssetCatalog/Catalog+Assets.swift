@@ -1,0 +1,198 @@
+import Foundation
+import Persistence
+
+/// What ``Catalog/remove(_:dryRun:)`` removed.
+public struct RemovalResult: Sendable {
+    /// The deleted assets, including archive members deleted with their archive.
+    public var removed: [AssetRecord]
+    /// Managed files that were removed from `objects/` because no asset uses
+    /// their content any more (after the deletion committed).
+    public var filesRemoved: [String]
+    /// Whether this was a dry run (nothing was changed).
+    public var wasDryRun: Bool
+}
+
+/// Counts and sizes of a catalog.
+public struct CatalogStats: Sendable, Codable, Hashable {
+    public var assets: Int
+    public var managed: Int
+    public var referenced: Int
+    public var members: Int
+    public var archives: Int
+    /// The sum of the assets' sizes.
+    public var totalBytes: Int64
+    /// Files in `objects/` and their size on disk (shared content counts once).
+    public var objectFiles: Int
+    public var objectBytes: Int64
+    /// Removals committed but not carried out yet (a crash; finished on open).
+    public var pendingRemovals: Int
+    public var tags: [String: Int]
+    public var kinds: [String: Int]
+}
+
+extension Catalog {
+    /// The assets `query` selects, in ID order.
+    public func assets(_ query: AssetQuery = AssetQuery()) throws -> [AssetRecord] {
+        try storeErrors {
+            try withContext { context in
+                try context.fetch(FetchRequest<Asset>(predicate: query.predicate)).map(AssetRecord.init)
+            }
+        }
+    }
+
+    /// The asset an ID or a name designates.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when none does;
+    ///   ``CatalogError/Code/invalidArgument`` when a name is ambiguous (the
+    ///   message lists the IDs to use instead).
+    public func asset(_ reference: String) throws -> AssetRecord {
+        try storeErrors { try withContext { try AssetRecord(resolve(reference, in: $0)) } }
+    }
+
+    /// Resolves an ID or a name to an asset of `context`.
+    func resolve(_ reference: String, in context: ManagedObjectContext) throws -> Asset {
+        if let id = Int64(reference), id > 0 {
+            let objectID = ManagedObjectID(entityName: Asset.entityName, rowID: id)
+            if let asset = try? context.existingObject(with: objectID, as: Asset.self) { return asset }
+            throw CatalogError(.notFound, "No asset with ID \(id); list assets with `assetcat ls`")
+        }
+        let named = try context.fetch(FetchRequest<Asset>(predicate: \.name == reference))
+        switch named.count {
+        case 0: throw CatalogError(.notFound, "No asset named \(reference); list assets with `assetcat ls`")
+        case 1: return named[0]
+        default:
+            let ids = named.map { String($0.objectID.rowID) }.joined(separator: ", ")
+            throw CatalogError(.invalidArgument, "\(named.count) assets are named \(reference) (IDs \(ids)); use an ID")
+        }
+    }
+
+    /// Deletes assets (and the members of archives among them). Managed
+    /// files whose content no other asset uses are removed — only after the
+    /// deletion has committed. With `dryRun`, reports what would go and
+    /// changes nothing.
+    @discardableResult
+    public func remove(_ references: [String], dryRun: Bool = false) throws -> RemovalResult {
+        try storeErrors {
+            try withContext { context in
+                let assets = try references.map { try resolve($0, in: context) }
+                for asset in assets { context.delete(asset) }
+                let doomed = context.deletedObjects.compactMap { $0 as? Asset }.sorted { $0.objectID < $1.objectID }
+                let records = doomed.map(AssetRecord.init)
+                let candidates = Set(doomed.filter { $0.storage == .managed }.map(\.sha256))
+                if dryRun {
+                    // Content still used by an asset that stays is not removed.
+                    let removable = try candidates.filter { digest in
+                        let users = try context.count(
+                            for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed))
+                        return users == 0
+                    }
+                    context.rollback()
+                    return RemovalResult(
+                        removed: records, filesRemoved: removable.sorted().map(content.objectPath), wasDryRun: true)
+                }
+                try context.save()
+                let removed = candidates.sorted().map(content.objectPath).filter {
+                    !FileManager.default.fileExists(atPath: $0)
+                }
+                return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
+            }
+        }
+    }
+
+    /// Adds and removes tags on assets; returns them as they are afterwards.
+    @discardableResult
+    public func tag(_ references: [String], adding: [String] = [], removing: [String] = []) throws -> [AssetRecord] {
+        for tag in adding + removing { try Self.validateTag(tag) }
+        return try storeErrors {
+            try withContext { context in
+                let assets = try references.map { try resolve($0, in: context) }
+                for asset in assets {
+                    asset.tags = Array(Set(asset.tags).union(adding).subtracting(removing))
+                }
+                try context.save()
+                return assets.map(AssetRecord.init)
+            }
+        }
+    }
+
+    /// Sets metadata values on an asset (a `nil` value removes the key).
+    @discardableResult
+    public func setMetadata(_ reference: String, _ values: [String: String?]) throws -> AssetRecord {
+        try storeErrors {
+            try withContext { context in
+                let asset = try resolve(reference, in: context)
+                var metadata = asset.metadata
+                for (key, value) in values { metadata[key] = value }
+                asset.metadata = metadata
+                try context.save()
+                return AssetRecord(asset)
+            }
+        }
+    }
+
+    /// Streams an asset's bytes (an archive member's too) to `body`, in chunks.
+    public func read(_ reference: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let record = try asset(reference)
+        try read(record, body)
+    }
+
+    func read(_ record: AssetRecord, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        switch record.storage {
+        case .managed: try Self.stream(content.objectPath(record.sha256), body)
+        case .referenced: try Self.stream(record.path ?? "", body)
+        case .member:
+            guard let archiveID = record.archive, let member = record.member else {
+                throw CatalogError(.notFound, "Asset \(record.id) has no archive")
+            }
+            let archive = try asset(String(archiveID))
+            let archivePath =
+                archive.storage == .managed ? content.objectPath(archive.sha256) : (archive.path ?? "")
+            try ArchiveIndex.read(member: member, ofArchiveAt: archivePath, body)
+        }
+    }
+
+    static func stream(_ path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw CatalogError(.notFound, "Cannot read \(path): the file is missing; run `assetcat verify`", path: path)
+        }
+        defer { try? handle.close() }
+        while true {
+            let chunk: Data
+            do {
+                chunk = try handle.read(upToCount: ContentStore.bufferSize) ?? Data()
+            } catch {
+                throw CatalogError(
+                    .io, "Could not read \(path): \(error.localizedDescription)", path: path, cause: error)
+            }
+            if chunk.isEmpty { return }
+            try chunk.withUnsafeBytes(body)
+        }
+    }
+
+    /// Counts and sizes.
+    public func stats() throws -> CatalogStats {
+        let all = try assets()
+        var stats = CatalogStats(
+            assets: all.count, managed: 0, referenced: 0, members: 0, archives: 0, totalBytes: 0, objectFiles: 0,
+            objectBytes: 0, pendingRemovals: 0, tags: [:], kinds: [:])
+        for a in all {
+            switch a.storage {
+            case .managed: stats.managed += 1
+            case .referenced: stats.referenced += 1
+            case .member: stats.members += 1
+            }
+            if a.kind == "archive" { stats.archives += 1 }
+            stats.totalBytes += a.size
+            for t in a.tags { stats.tags[t, default: 0] += 1 }
+            stats.kinds[a.kind, default: 0] += 1
+        }
+        for file in content.objectFiles() {
+            stats.objectFiles += 1
+            stats.objectBytes += file.size
+        }
+        stats.pendingRemovals = try storeErrors {
+            try withContext { try $0.count(for: FetchRequest<RemovalPlan>()) }
+        }
+        return stats
+    }
+}

@@ -1,0 +1,166 @@
+import Crypto
+import Foundation
+import Persistence
+
+/// A problem ``Catalog/verify(_:progress:)`` found.
+public struct VerifyIssue: Sendable, Codable, Hashable {
+    public enum Problem: String, Sendable, Codable {
+        /// The file (or archive member) is not there.
+        case missing
+        /// The bytes no longer match the recorded SHA-256.
+        case damaged
+    }
+    public var id: Int64
+    public var name: String
+    public var problem: Problem
+    /// Where the bytes were looked for.
+    public var path: String
+    public var expectedSHA256: String
+    /// What the bytes hash to now (damaged only).
+    public var actualSHA256: String?
+}
+
+/// What ``Catalog/verify(_:progress:)`` checked and found.
+public struct VerifyReport: Sendable, Codable {
+    public var checked: Int
+    public var issues: [VerifyIssue]
+}
+
+/// An unreferenced file in `objects/`.
+public struct UnreferencedObject: Sendable, Codable, Hashable {
+    public var sha256: String
+    public var path: String
+    public var size: Int64
+}
+
+/// What ``Catalog/collectGarbage(_:)`` did.
+public struct GarbageReport: Sendable, Codable {
+    /// Removals left pending by a crash, now carried out.
+    public var pendingRemovalsFinished: Int
+    /// Files in `objects/` that no asset uses.
+    public var unreferenced: [UnreferencedObject]
+    /// With ``GarbageAction/adopt``: the assets made for them.
+    public var adopted: [AssetRecord]
+    /// With ``GarbageAction/purge``: the files removed.
+    public var purged: [String]
+}
+
+/// What ``Catalog/collectGarbage(_:)`` does with unreferenced files.
+public enum GarbageAction: String, Sendable {
+    /// Only report them.
+    case report
+    /// Record each as a managed asset named `recovered-<digest>`, tagged `recovered`.
+    case adopt
+    /// Remove them (each checked again, under the store's write lock).
+    case purge
+}
+
+extension Catalog {
+    /// Re-hashes assets' content (all of them, or the referenced ones) and
+    /// reports the missing and damaged ones. Changes nothing.
+    public func verify(_ references: [String]? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
+        -> VerifyReport
+    {
+        let records = try references.map { try $0.map { try asset($0) } } ?? assets()
+        var issues: [VerifyIssue] = []
+        var checked = 0
+        try await withThrowingTaskGroup(of: VerifyIssue?.self) { group in
+            var next = 0
+            let width = ProcessInfo.processInfo.activeProcessorCount
+            func launch() {
+                let record = records[next]
+                next += 1
+                group.addTask { [self] in try check(record) }
+            }
+            while next < records.count && next < width { launch() }
+            while let issue = try await group.next() {
+                if let issue { issues.append(issue) }
+                checked += 1
+                progress?(checked, records.count)
+                if next < records.count && !Task.isCancelled { launch() }
+            }
+        }
+        return VerifyReport(checked: checked, issues: issues.sorted { $0.id < $1.id })
+    }
+
+    private func check(_ record: AssetRecord) throws -> VerifyIssue? {
+        let path: String
+        switch record.storage {
+        case .managed: path = content.objectPath(record.sha256)
+        case .referenced: path = record.path ?? ""
+        case .member:
+            let archive = record.archive.map(String.init) ?? "?"
+            path = "\(archive):\(record.member ?? "")"
+        }
+        var issue = VerifyIssue(
+            id: record.id, name: record.name, problem: .missing, path: path, expectedSHA256: record.sha256)
+        let digest: String
+        do {
+            if record.storage == .member {
+                var hasher = DigestAccumulator()
+                try read(record) { hasher.add($0) }
+                digest = hasher.hex
+            } else {
+                guard FileManager.default.fileExists(atPath: path) else { return issue }
+                digest = try ContentStore.digest(ofFileAt: path).digest
+            }
+        } catch let error as CatalogError where error.code == .notFound {
+            return issue
+        }
+        guard digest != record.sha256 else { return nil }
+        issue.problem = .damaged
+        issue.actualSHA256 = digest
+        return issue
+    }
+
+    /// Finishes pending removals, then reports — or with `adopt` / `purge`
+    /// acts on — files in `objects/` that no asset uses. Nothing is ever
+    /// removed by scanning alone: `purge` is explicit, and each file is
+    /// checked again under the store's write lock before it goes.
+    public func collectGarbage(_ action: GarbageAction = .report) throws -> GarbageReport {
+        let finished = try finishPendingRemovals()
+        let used = Set(try assets(AssetQuery(storage: .managed)).map(\.sha256))
+        let unreferenced = content.objectFiles().filter { !used.contains($0.sha256) }
+        var report = GarbageReport(
+            pendingRemovalsFinished: finished, unreferenced: unreferenced, adopted: [], purged: [])
+        switch action {
+        case .report: break
+        case .adopt:
+            report.adopted = try storeErrors {
+                try withContext { context in
+                    let assets = unreferenced.map { object -> Asset in
+                        let asset = Asset(context: context)
+                        asset.name = "recovered-\(object.sha256)"
+                        asset.storage = .managed
+                        asset.sha256 = object.sha256
+                        asset.size = object.size
+                        asset.tags = ["recovered"]
+                        return asset
+                    }
+                    try context.save()
+                    return assets.map(AssetRecord.init)
+                }
+            }
+        case .purge:
+            try storeErrors {
+                try withContext { context in
+                    for object in unreferenced {
+                        let plan = RemovalPlan(context: context)
+                        plan.sha256 = object.sha256
+                    }
+                    try context.save()
+                }
+                _ = try runtime.sweep()
+            }
+            report.purged = unreferenced.map(\.path).filter { !FileManager.default.fileExists(atPath: $0) }
+        }
+        return report
+    }
+}
+
+/// SHA-256 over chunks, for content that is not a file.
+struct DigestAccumulator {
+    private var hasher = Crypto.SHA256()
+    mutating func add(_ chunk: UnsafeRawBufferPointer) { hasher.update(bufferPointer: chunk) }
+    var hex: String { ContentStore.hex(hasher.finalize()) }
+}

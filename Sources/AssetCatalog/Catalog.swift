@@ -1,0 +1,211 @@
+public import Foundation
+public import Logging
+public import Persistence
+import Synchronization
+
+/// What every context of a catalog carries (in its `userInfo`): the content
+/// store and the sweeper that carries out committed removals.
+final class CatalogRuntime: Sendable {
+    static let key = "AssetCatalog.runtime"
+
+    let content: ContentStore
+    weak let container: PersistentContainer?
+    let logger: Logger
+    private let sweeping = Mutex(())
+
+    init(content: ContentStore, container: PersistentContainer, logger: Logger) {
+        self.content = content
+        self.container = container
+        self.logger = logger
+    }
+
+    /// Called after a commit that journaled removals: carry them out now.
+    func didCommitRemovals() {
+        FaultPoint.reach(.afterCommit)
+        do {
+            _ = try sweep()
+        } catch {
+            logger.warning("removals stay pending until the next sweep: \(error)")
+        }
+    }
+
+    /// Carries out every pending removal plan: for each, inside one write
+    /// transaction, the file is unlinked only if no asset uses its content,
+    /// and the plan row is deleted. Returns how many plans were processed.
+    func sweep() throws -> Int {
+        guard let container else { return 0 }
+        return try sweeping.withLock { _ in
+            let context = container.newBackgroundContext(name: "sweeper")
+            context.userInfo[Self.key] = self
+            context.mergePolicy = .overwrite  // another process may have swept a row already
+            return try context.performAndWait {
+                let plans = try context.fetch(FetchRequest<RemovalPlan>())
+                guard !plans.isEmpty else { return 0 }
+                for plan in plans { context.delete(plan) }
+                try context.save()
+                return plans.count
+            }
+        }
+    }
+}
+
+/// A catalog of file resources: a directory holding the store
+/// (`catalog.sqlite`), the managed files (`objects/`), work in progress
+/// (`staging/`) and unusable stores set aside (`quarantine/`).
+///
+/// ```swift
+/// let catalog = try Catalog.open(at: URL(fileURLWithPath: "photos.assetcat"), options: .init(createIfMissing: true))
+/// let result = try await catalog.add(["/srv/incoming"], options: .init(recursive: true, tags: ["incoming"]))
+/// for asset in try catalog.assets(.init(tag: "incoming")) { print(asset.id, asset.name, asset.sha256) }
+/// try catalog.remove(["42"])   // the file goes once the deletion has committed
+/// ```
+///
+/// A `Catalog` is `Sendable`: share one between tasks. For direct work on
+/// the object graph, use ``performBackgroundTask(_:)`` or ``newContext(name:)``
+/// (contexts made elsewhere cannot delete managed content safely).
+public final class Catalog: Sendable {
+    /// Options for opening a catalog.
+    public struct OpenOptions: Sendable {
+        /// Create the catalog when the directory holds none.
+        public var createIfMissing: Bool
+        /// What to do with an unusable store; by default opening fails (a
+        /// catalog is a source of truth, not a cache) after moving it aside.
+        public var onUnreadableStore: PersistentContainer.UnreadableStorePolicy
+        /// Where the catalog logs; silent by default.
+        public var logger: Logger
+
+        public init(
+            createIfMissing: Bool = false, onUnreadableStore: PersistentContainer.UnreadableStorePolicy = .fail,
+            logger: Logger = Logger(label: "AssetCatalog", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) {
+            self.createIfMissing = createIfMissing
+            self.onUnreadableStore = onUnreadableStore
+            self.logger = logger
+        }
+    }
+
+    /// The catalog's directory.
+    public let root: URL
+    let container: PersistentContainer
+    let runtime: CatalogRuntime
+    var content: ContentStore { runtime.content }
+
+    static let storeName = "catalog.sqlite"
+    static let entities: [ManagedObject.Type] = [Asset.self, RemovalPlan.self]
+
+    /// Whether `directory` holds a catalog.
+    public static func exists(at directory: URL) -> Bool {
+        FileManager.default.fileExists(atPath: directory.appending(path: storeName).path)
+    }
+
+    /// Creates a new, empty catalog in `directory` (made if missing).
+    ///
+    /// - Throws: ``CatalogError/Code/exists`` when it already holds one.
+    public static func create(at directory: URL, options: OpenOptions = OpenOptions()) throws -> Catalog {
+        guard !exists(at: directory) else {
+            throw CatalogError(.exists, "A catalog already exists at \(directory.path)", path: directory.path)
+        }
+        var options = options
+        options.createIfMissing = true
+        return try open(at: directory, options: options)
+    }
+
+    /// Opens the catalog in `directory`, finishing any removal a crash left
+    /// pending and clearing staging work of processes that are gone.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when there is no catalog
+    ///   (and `createIfMissing` is false); ``CatalogError/Code/store`` when
+    ///   its store is unusable (the message says where it was moved).
+    public static func open(at directory: URL, options: OpenOptions = OpenOptions()) throws -> Catalog {
+        guard options.createIfMissing || exists(at: directory) else {
+            throw CatalogError(
+                .notFound, "No catalog at \(directory.path); create one with `assetcat init`", path: directory.path)
+        }
+        return try Catalog(root: directory.standardizedFileURL, options: options)
+    }
+
+    private init(root: URL, options: OpenOptions) throws {
+        self.root = root
+        try ContentStore.makeDirectory(root.path)
+        var storeOptions = PersistentContainer.Options()
+        storeOptions.onUnreadableStore = options.onUnreadableStore
+        storeOptions.logger = options.logger
+        do {
+            container = try PersistentContainer(
+                storeURL: root.appending(path: Self.storeName), schema: try Schema(Self.entities), options: storeOptions
+            )
+        } catch let error as PersistenceError {
+            throw CatalogError(.store, error.message, path: root.appending(path: Self.storeName).path, cause: error)
+        }
+        let content = try ContentStore(root: root.path)
+        runtime = CatalogRuntime(content: content, container: container, logger: options.logger)
+        container.viewContext.userInfo[CatalogRuntime.key] = runtime
+        do {
+            let finished = try runtime.sweep()
+            if finished > 0 { options.logger.info("finished \(finished) removals left pending by an earlier process") }
+        } catch {
+            throw CatalogError(.store, "Could not finish pending removals: \(error)", cause: error)
+        }
+    }
+
+    /// Whether opening found the store unusable and started an empty one.
+    public var storeWasResetOnLoad: Bool { container.storeWasResetOnLoad }
+
+    /// A new context on the catalog's store, with its own queue.
+    public func newContext(name: String? = nil) -> ManagedObjectContext {
+        let context = container.newBackgroundContext(name: name)
+        context.userInfo[CatalogRuntime.key] = runtime
+        return context
+    }
+
+    /// Runs `body` on a new context of this catalog, on that context's queue.
+    public func performBackgroundTask<T: Sendable>(_ body: @escaping (ManagedObjectContext) throws -> T) async throws
+        -> T
+    {
+        let context = newContext()
+        let box = ContextBox(context)
+        return try await context.perform { try body(box.context) }
+    }
+
+    /// Runs `body` on a new context of this catalog and waits for it.
+    func withContext<T>(_ body: (ManagedObjectContext) throws -> T) throws -> T {
+        let context = newContext()
+        return try context.performAndWait { try body(context) }
+    }
+
+    /// The notifications of every save to the catalog's store.
+    public func saveNotifications() -> AsyncStream<SaveNotification> {
+        container.saveNotifications()
+    }
+
+    /// Carries out removals journaled by committed deletions that are still
+    /// pending (a crash, a failed sweep). Returns how many were processed.
+    @discardableResult
+    public func finishPendingRemovals() throws -> Int {
+        try storeErrors { try runtime.sweep() }
+    }
+
+    /// Closes the store. The catalog must not be used afterwards.
+    public func close() {
+        container.viewContext.userInfo[CatalogRuntime.key] = nil
+        container.close()
+    }
+
+    /// Runs `body`, turning persistence errors into catalog errors.
+    func storeErrors<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CatalogError {
+            throw error
+        } catch let error as PersistenceError {
+            if let inner = error.cause as? CatalogError { throw inner }
+            throw CatalogError(.store, error.message, cause: error)
+        }
+    }
+}
+
+/// Lends a context to a closure on its own queue.
+struct ContextBox: @unchecked Sendable {
+    let context: ManagedObjectContext
+    init(_ context: ManagedObjectContext) { self.context = context }
+}

@@ -1,0 +1,43 @@
+/// An error of the catalog, with a message that names the path or asset and
+/// says what to do.
+public struct CatalogError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. Extensible: match on the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        public var description: String { name }
+
+        /// No catalog, asset or file where one was expected.
+        public static let notFound = Code(name: "notFound")
+        /// Something already exists where a new one was to be created.
+        public static let exists = Code(name: "exists")
+        /// An argument the catalog cannot accept.
+        public static let invalidArgument = Code(name: "invalidArgument")
+        /// Reading or writing a file failed.
+        public static let io = Code(name: "io")
+        /// Content does not match what the catalog recorded.
+        public static let damaged = Code(name: "damaged")
+        /// The catalog's store failed (see `cause`).
+        public static let store = Code(name: "store")
+        /// Work was stopped before it finished (Ctrl-C, task cancellation).
+        public static let cancelled = Code(name: "cancelled")
+        /// An archive could not be read.
+        public static let archive = Code(name: "archive")
+    }
+
+    public var code: Code
+    /// One line naming the path or asset, saying what happened and what to do.
+    public var message: String
+    /// The file the error is about, if any.
+    public var path: String?
+    /// The error that caused this one.
+    public var cause: (any Error)?
+
+    public init(_ code: Code, _ message: String, path: String? = nil, cause: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.cause = cause
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,267 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The catalog's files: content-addressed `objects/ab/cdef…` (named by
+/// SHA-256), and this process's own folder under `staging/`.
+///
+/// New content is written to staging, synced, then hard-linked into
+/// `objects/` (and the folder synced) before the transaction that records it
+/// commits. Staging folders belong to one process each, which holds a lock
+/// on them; an open removes the folders of processes that are gone, so a
+/// crash leaves no debris and a live process's work is never touched.
+final class ContentStore: Sendable {
+    let root: String
+    let objects: String
+    let staging: String
+    /// This process's staging folder.
+    let ownStaging: String
+    private let lockDescriptor: Int32
+
+    static let bufferSize = 1 << 20
+
+    init(root: String) throws {
+        self.root = root
+        objects = root + "/objects"
+        staging = root + "/staging"
+        for directory in [objects, staging] { try Self.makeDirectory(directory) }
+        Self.removeAbandonedStaging(in: staging)
+        let owner = "\(getpid())-\(UUID().uuidString.prefix(8))"
+        ownStaging = staging + "/" + owner
+        try Self.makeDirectory(ownStaging)
+        lockDescriptor = open(ownStaging + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lockDescriptor >= 0, flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+            throw CatalogError(.io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
+        }
+    }
+
+    deinit {
+        // A clean close leaves nothing in staging; a crash leaves the folder
+        // to the next open (its lock dies with the process).
+        try? FileManager.default.removeItem(atPath: ownStaging)
+        unlink(ownStaging + ".lock")
+        close(lockDescriptor)
+    }
+
+    /// Removes the staging folders whose owner process is gone (its lock is free).
+    static func removeAbandonedStaging(in staging: String) {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
+        for entry in entries where entry.hasSuffix(".lock") {
+            let lockPath = staging + "/" + entry
+            let fd = open(lockPath, O_RDWR | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }  // its owner is alive
+            try? FileManager.default.removeItem(atPath: String(lockPath.dropLast(5)))
+            unlink(lockPath)
+        }
+        // Folders without a lock file (a crash between mkdir and open) are abandoned too.
+        for entry in entries where !entry.hasSuffix(".lock") && !entries.contains(entry + ".lock") {
+            try? FileManager.default.removeItem(atPath: staging + "/" + entry)
+        }
+    }
+
+    static func isDigest(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    func objectPath(_ digest: String) -> String {
+        let u = Array(digest.utf8)
+        return objects + "/" + String(decoding: u[0..<2], as: UTF8.self) + "/"
+            + String(decoding: u[2...], as: UTF8.self)
+    }
+
+    /// Throws unless the object file of `digest` exists.
+    func requireObject(_ digest: String, for name: String) throws {
+        guard access(objectPath(digest), F_OK) == 0 else {
+            throw CatalogError(
+                .io, "The content of \(name) (\(digest.prefix(12))…) is missing from objects/; add the file again",
+                path: objectPath(digest))
+        }
+    }
+
+    /// Unlinks the object file of `digest` (a missing file is fine) and syncs its folder.
+    func removeObject(_ digest: String) throws {
+        let path = objectPath(digest)
+        if unlink(path) != 0 && errno != ENOENT {
+            throw CatalogError(.io, "Could not remove \(path): \(Self.errnoText())", path: path)
+        }
+        try Self.syncDirectory((path as NSString).deletingLastPathComponent)
+    }
+
+    /// The SHA-256 (hex) and size of a file, read in 1 MiB chunks; when
+    /// `copyTo` is given, the bytes are also written there and synced.
+    static func digest(ofFileAt path: String, copyTo destination: String? = nil, isCancelled: () -> Bool = { false })
+        throws -> (digest: String, size: Int64)
+    {
+        let input = open(path, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw CatalogError(.io, "Could not open \(path): \(errnoText())", path: path) }
+        defer { close(input) }
+        var output: Int32 = -1
+        if let destination {
+            output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
+            guard output >= 0 else {
+                throw CatalogError(.io, "Could not create \(destination): \(errnoText())", path: destination)
+            }
+        }
+        defer { if output >= 0 { close(output) } }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        while true {
+            if isCancelled() { throw CatalogError(.cancelled, "Stopped while reading \(path)", path: path) }
+            let count = read(input, buffer.baseAddress, bufferSize)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw CatalogError(.io, "Could not read \(path): \(errnoText())", path: path)
+            }
+            if count == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            hasher.update(bufferPointer: chunk)
+            size += Int64(count)
+            if output >= 0 { try writeAll(output, chunk, path: destination!) }
+        }
+        if output >= 0, fsync(output) != 0 {
+            throw CatalogError(.io, "Could not sync \(destination!): \(errnoText())", path: destination)
+        }
+        return (hex(hasher.finalize()), size)
+    }
+
+    /// Copies a file into staging (hashing it on the way), then links it into
+    /// `objects/` under its digest. Returns the digest and size. The staged
+    /// copy is removed whatever happens.
+    func ingest(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (digest: String, size: Int64) {
+        let staged = ownStaging + "/" + UUID().uuidString
+        defer { unlink(staged) }
+        let (digest, size) = try Self.digest(ofFileAt: path, copyTo: staged, isCancelled: isCancelled)
+        FaultPoint.reach(.afterStage)
+        try adopt(staged: staged, digest: digest)
+        return (digest, size)
+    }
+
+    /// Writes bytes produced by `produce` into staging, then links them into `objects/`.
+    func ingest(producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> (
+        digest: String, size: Int64
+    ) {
+        let staged = ownStaging + "/" + UUID().uuidString
+        defer { unlink(staged) }
+        let output = open(staged, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
+        guard output >= 0 else {
+            throw CatalogError(.io, "Could not create \(staged): \(Self.errnoText())", path: staged)
+        }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        do {
+            defer { close(output) }
+            try produce { chunk in
+                hasher.update(bufferPointer: chunk)
+                size += Int64(chunk.count)
+                try Self.writeAll(output, chunk, path: staged)
+            }
+            guard fsync(output) == 0 else {
+                throw CatalogError(.io, "Could not sync \(staged): \(Self.errnoText())", path: staged)
+            }
+        }
+        let digest = Self.hex(hasher.finalize())
+        try adopt(staged: staged, digest: digest)
+        return (digest, size)
+    }
+
+    /// Links a synced staged file into `objects/` (already present: nothing
+    /// to do, identical content is stored once) and syncs the folders.
+    private func adopt(staged: String, digest: String) throws {
+        let target = objectPath(digest)
+        let folder = (target as NSString).deletingLastPathComponent
+        if access(folder, F_OK) != 0 {
+            try Self.makeDirectory(folder)
+            try Self.syncDirectory(objects)
+        }
+        if link(staged, target) != 0 && errno != EEXIST {
+            throw CatalogError(.io, "Could not store \(target): \(Self.errnoText())", path: target)
+        }
+        try Self.syncDirectory(folder)
+    }
+
+    // MARK: - Helpers
+
+    static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw CatalogError(.io, "Could not write \(path): \(errnoText())", path: path)
+            }
+            offset += written
+        }
+    }
+
+    static func syncDirectory(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw CatalogError(.io, "Could not open \(path): \(errnoText())", path: path) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw CatalogError(.io, "Could not sync \(path): \(errnoText())", path: path) }
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw CatalogError(.io, "Could not create \(path): \(error.localizedDescription)", path: path, cause: error)
+        }
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    static func hex(_ digest: SHA256.Digest) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        for byte in digest {
+            bytes.append(hexDigits[Int(byte >> 4)])
+            bytes.append(hexDigits[Int(byte & 0xf)])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// Points where a test can make the process die (`ASSETCAT_FAULT=name`),
+/// to prove that a crash there loses nothing.
+enum FaultPoint: String {
+    /// Content is in staging (and about to be linked), nothing committed.
+    case afterStage = "after-stage"
+    /// A deletion committed, its files not removed yet.
+    case afterCommit = "after-commit"
+    /// A removal plan is about to unlink its file, inside the sweep's transaction.
+    case beforeUnlink = "before-unlink"
+
+    private static let active = ProcessInfo.processInfo.environment["ASSETCAT_FAULT"]
+
+    static func reach(_ point: FaultPoint) {
+        if active == point.rawValue { _exit(86) }
+    }
+}
+
+extension ContentStore {
+    /// Every file in `objects/`, by digest.
+    func objectFiles() -> [UnreferencedObject] {
+        var result: [UnreferencedObject] = []
+        let manager = FileManager.default
+        for folder in ((try? manager.contentsOfDirectory(atPath: objects)) ?? []).sorted() where folder.utf8.count == 2
+        {
+            for rest in ((try? manager.contentsOfDirectory(atPath: objects + "/" + folder)) ?? []).sorted() {
+                let digest = folder + rest
+                guard Self.isDigest(digest) else { continue }
+                let path = objectPath(digest)
+                let size = ((try? manager.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
+                result.append(UnreferencedObject(sha256: digest, path: path, size: size))
+            }
+        }
+        return result
+    }
+}

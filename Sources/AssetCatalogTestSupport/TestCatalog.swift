@@ -1,0 +1,103 @@
+import AssetCatalog
+import Foundation
+
+/// A catalog in a fresh temporary directory, with helpers to make source
+/// files, find the `assetcat` binary, and run it (for crash tests).
+public struct TestCatalog: Sendable {
+    /// The temporary directory holding the catalog (`catalog/`) and sources (`sources/`).
+    public let directory: URL
+    public var root: URL { directory.appending(path: "catalog") }
+    public var sources: URL { directory.appending(path: "sources") }
+
+    public init() throws {
+        directory = FileManager.default.temporaryDirectory.appending(path: "assetcat-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(
+            at: directory.appending(path: "sources"), withIntermediateDirectories: true)
+    }
+
+    /// Creates the catalog and returns it open.
+    public func create() throws -> Catalog { try Catalog.create(at: root) }
+
+    /// Opens the catalog (as a new process would).
+    public func open() throws -> Catalog { try Catalog.open(at: root) }
+
+    /// Writes a source file and returns its path.
+    @discardableResult
+    public func file(_ relativePath: String, _ contents: String) throws -> String {
+        try file(relativePath, Data(contents.utf8))
+    }
+
+    /// Writes a source file and returns its path.
+    @discardableResult
+    public func file(_ relativePath: String, _ contents: Data) throws -> String {
+        let url = sources.appending(path: relativePath)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try contents.write(to: url)
+        return url.path
+    }
+
+    /// The object file of `digest` in the catalog.
+    public func objectPath(_ digest: String) -> String {
+        root.appending(path: "objects").appending(path: String(digest.prefix(2)))
+            .appending(path: String(digest.dropFirst(2))).path
+    }
+
+    /// Whether the object file of `digest` exists.
+    public func hasObject(_ digest: String) -> Bool {
+        FileManager.default.fileExists(atPath: objectPath(digest))
+    }
+
+    /// The entries of the catalog's `staging/` (owner folders and lock files).
+    public func stagingEntries() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appending(path: "staging").path)) ?? []).sorted()
+    }
+
+    /// The built `assetcat` executable, found beside the test bundle.
+    public static func executable() -> URL {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: directory.appending(path: "assetcat").path), directory.path != "/"
+        {
+            directory = directory.deletingLastPathComponent()
+        }
+        return directory.appending(path: "assetcat")
+    }
+
+    /// What a run of `assetcat` printed and how it ended.
+    public struct Run: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added after
+    /// the subcommand unless it is `init`), with extra environment variables.
+    @discardableResult
+    public func run(_ arguments: [String], environment: [String: String] = [:], in workingDirectory: URL? = nil) throws
+        -> Run
+    {
+        let process = Process()
+        process.executableURL = Self.executable()
+        var args = arguments
+        if let first = args.first, first != "init", !args.contains("--catalog") {
+            args.insert(contentsOf: ["--catalog", root.path], at: 1)
+        }
+        process.arguments = args
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "ASSETCAT_CATALOG")
+        env.removeValue(forKey: "ASSETCAT_FAULT")
+        for (k, v) in environment { env[k] = v }
+        process.environment = env
+        process.currentDirectoryURL = workingDirectory ?? directory
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}

@@ -1,0 +1,57 @@
+import ArgumentParser
+import AssetCatalog
+import Foundation
+
+@main
+struct AssetCat: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "assetcat",
+        abstract: "A catalog of file resources: local files and members of archives.",
+        discussion: """
+            The catalog is chosen by --catalog PATH, else $ASSETCAT_CATALOG, else the nearest \
+            .assetcat directory at or above the working directory.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            Init.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
+            CollectGarbage.self, Stats.self,
+        ]
+    )
+}
+
+/// The `--catalog` option every command but `init` takes.
+struct CatalogOption: ParsableArguments {
+    @Option(name: .long, help: "The catalog directory (default: $ASSETCAT_CATALOG, else the nearest .assetcat).")
+    var catalog: String?
+
+    func open() throws -> Catalog {
+        try Catalog.open(at: CatalogLocator.locate(explicit: catalog))
+    }
+}
+
+/// Runs a command body, printing a catalog error as one line on stderr and
+/// exiting 1 (argument errors are ArgumentParser's: exit 64).
+func reportingErrors(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as CatalogError {
+        Terminal.error(error.message)
+        throw ExitCode.failure
+    }
+}
+
+struct Init: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create a catalog.")
+
+    @Argument(help: "Where to create it (default: ./.assetcat).")
+    var path: String?
+
+    func run() async throws {
+        try await reportingErrors {
+            let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
+            let catalog = try Catalog.create(at: directory)
+            catalog.close()
+            print("Created an empty catalog in \(directory.path)")
+        }
+    }
+}

@@ -1,0 +1,278 @@
+import ArgumentParser
+import AssetCatalog
+import Dispatch
+import Foundation
+
+struct Add: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add files, directories (--recursive) and archives (one record per member).",
+        discussion: "Files are copied into the catalog unless --reference is given. Ctrl-C commits what is complete."
+    )
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "Files, directories or archives to add.") var paths: [String]
+    @Flag(help: "Record files where they are instead of copying them.") var reference = false
+    @Option(name: .customLong("tag"), help: "Tag the added assets (repeatable).") var tags: [String] = []
+    @Flag(help: "Add the files under directories.") var recursive = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let addOptions = AddOptions(mode: reference ? .reference : .copy, tags: tags, recursive: recursive)
+            let paths = paths
+            let work = Task {
+                try await catalog.add(paths, options: addOptions) { p in
+                    Terminal.progress("adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone)
+                }
+            }
+            let interrupt = Interrupt { work.cancel() }
+            let result = try await work.value
+            interrupt.stop()
+            let files = result.added.filter { $0.storage != .member }.count
+            let members = result.added.count - files
+            for failure in result.failures { Terminal.error(failure.message) }
+            if result.wasCancelled {
+                Terminal.note(
+                    "interrupted: added \(files) of \(plural(result.filesFound, "file")) (\(plural(members, "archive member"))); "
+                        + "nothing was left half-done — run the same command again to add the rest")
+                throw ExitCode(130)
+            }
+            print("added \(plural(files, "file"))" + (members > 0 ? " and \(plural(members, "archive member"))" : ""))
+            if !result.failures.isEmpty { throw ExitCode.failure }
+        }
+    }
+}
+
+/// "1 file", "2 files".
+func plural(_ count: Int, _ noun: String) -> String {
+    "\(count) \(noun)\(count == 1 ? "" : "s")"
+}
+
+/// Cancels work on Ctrl-C (SIGINT), once.
+final class Interrupt: @unchecked Sendable {
+    private let source: any DispatchSourceSignal
+
+    init(_ action: @escaping @Sendable () -> Void) {
+        signal(SIGINT, SIG_IGN)
+        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler(handler: action)
+        source.resume()
+    }
+
+    func stop() {
+        source.cancel()
+        signal(SIGINT, SIG_DFL)
+    }
+}
+
+struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")
+
+    @OptionGroup var options: CatalogOption
+    @Option(help: "Only assets with this tag.") var tag: String?
+    @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).") var kind: String?
+    @Flag(help: "Print one JSON array.") var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let assets = try catalog.assets(AssetQuery(tag: tag, kind: kind))
+            if json { return try Terminal.json(assets) }
+            print(Table.header)
+            for asset in assets { print(Table.row(asset)) }
+        }
+    }
+}
+
+/// The `ls` columns: fixed widths, the name last (it may contain spaces).
+enum Table {
+    static let header =
+        pad("ID", 7, right: true) + "  " + pad("KIND", 8) + "  " + pad("STORAGE", 10) + "  "
+        + pad("SIZE", 12, right: true) + "  " + pad("SHA256", 12) + "  NAME"
+
+    static func row(_ a: AssetRecord) -> String {
+        pad(String(a.id), 7, right: true) + "  " + pad(a.kind, 8) + "  " + pad(a.storage.rawValue, 10) + "  "
+            + pad(String(a.size), 12, right: true) + "  " + pad(String(a.sha256.prefix(12)), 12) + "  " + a.name
+    }
+
+    static func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
+        let fill = String(repeating: " ", count: max(0, width - text.count))
+        return right ? fill + text : text + fill
+    }
+}
+
+struct Show: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show one asset in full.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "An asset ID or name.") var asset: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let a = try catalog.asset(asset)
+            if json { return try Terminal.json(a) }
+            let dates = ISO8601DateFormatter()
+            var lines: [(String, String)] = [
+                ("id", String(a.id)), ("name", a.name), ("kind", a.kind), ("storage", a.storage.rawValue),
+                ("size", String(a.size)), ("sha256", a.sha256),
+            ]
+            if let path = a.path { lines.append(("path", path)) }
+            if let archive = a.archive { lines.append(("archive", String(archive))) }
+            if let member = a.member { lines.append(("member", member)) }
+            lines.append(("tags", a.tags.joined(separator: ", ")))
+            for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) { lines.append(("metadata.\(key)", value)) }
+            lines += [("created", dates.string(from: a.created)), ("modified", dates.string(from: a.modified))]
+            for (key, value) in lines { print(Table.pad(key + ":", 10) + value) }
+        }
+    }
+}
+
+struct Cat: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Write an asset's bytes (archive members too) to stdout.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "An asset ID or name.") var asset: String
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            try catalog.read(asset) { chunk in FileHandle.standardOutput.write(Data(chunk)) }
+        }
+    }
+}
+
+struct Remove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm", abstract: "Delete assets; their files go only after the deletion has committed.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "Asset IDs or names.") var assets: [String]
+    @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let result = try catalog.remove(assets, dryRun: dryRun)
+            let verb = dryRun ? "would remove" : "removed"
+            for a in result.removed { print("\(verb) \(a.id)  \(a.name)") }
+            print(
+                "\(verb) \(plural(result.removed.count, "asset")) and \(plural(result.filesRemoved.count, "file")) "
+                    + "from objects/")
+        }
+    }
+}
+
+struct Tag: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Add or remove tags.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "Asset IDs or names.") var assets: [String]
+    @Option(name: .customLong("add"), help: "A tag to add (repeatable).") var add: [String] = []
+    @Option(name: .customLong("remove"), help: "A tag to remove (repeatable).") var remove: [String] = []
+
+    func validate() throws {
+        guard !add.isEmpty || !remove.isEmpty else { throw ValidationError("Give --add TAG or --remove TAG.") }
+    }
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            for a in try catalog.tag(assets, adding: add, removing: remove) {
+                print("\(a.id)  \(a.name)  [\(a.tags.joined(separator: ", "))]")
+            }
+        }
+    }
+}
+
+struct Verify: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Re-hash content; report missing and damaged assets (exit 1 if any). Changes nothing.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let report = try await catalog.verify(assets.isEmpty ? nil : assets) { done, total in
+                Terminal.progress("verifying", done: done, total: total)
+            }
+            if json {
+                try Terminal.json(report)
+            } else {
+                for issue in report.issues {
+                    print("\(issue.problem.rawValue)  \(issue.id)  \(issue.name)  \(issue.path)")
+                }
+                let missing = report.issues.filter { $0.problem == .missing }.count
+                let damaged = report.issues.count - missing
+                print("checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged")
+            }
+            if !report.issues.isEmpty { throw ExitCode.failure }
+        }
+    }
+}
+
+struct CollectGarbage: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gc", abstract: "Finish pending removals; report files in objects/ that no asset uses.")
+
+    @OptionGroup var options: CatalogOption
+    @Flag(help: "Record unreferenced files as assets tagged 'recovered'.") var adopt = false
+    @Flag(help: "Remove unreferenced files.") var purge = false
+
+    func validate() throws {
+        if adopt && purge { throw ValidationError("Give --adopt or --purge, not both.") }
+    }
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let report = try catalog.collectGarbage(adopt ? .adopt : purge ? .purge : .report)
+            print("finished \(report.pendingRemovalsFinished) pending removals")
+            for object in report.unreferenced { print("unreferenced  \(object.size)  \(object.path)") }
+            if adopt { print("adopted \(report.adopted.count) files as assets tagged 'recovered'") }
+            if purge { print("purged \(report.purged.count) files") }
+            if !adopt && !purge && !report.unreferenced.isEmpty {
+                print(
+                    "\(report.unreferenced.count) unreferenced files; keep them with --adopt or remove them with --purge"
+                )
+            }
+        }
+    }
+}
+
+struct Stats: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Counts and sizes.")
+
+    @OptionGroup var options: CatalogOption
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let s = try catalog.stats()
+            if json { return try Terminal.json(s) }
+            print("assets:        \(s.assets) (\(s.managed) managed, \(s.referenced) referenced, \(s.members) members)")
+            print("archives:      \(s.archives)")
+            print("content:       \(Terminal.formatBytes(s.totalBytes))")
+            print("objects/:      \(s.objectFiles) files, \(Terminal.formatBytes(s.objectBytes))")
+            print("pending:       \(s.pendingRemovals) removals")
+            let kinds = s.kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            print("kinds:         \(kinds)")
+            let tags = s.tags.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            print("tags:          \(tags)")
+        }
+    }
+}

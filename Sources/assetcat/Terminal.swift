@@ -1,0 +1,49 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Output helpers: errors on stderr, a progress bar only on a terminal.
+enum Terminal {
+    static let isInteractive = isatty(STDERR_FILENO) == 1
+
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("assetcat: \(message)\n".utf8))
+    }
+
+    static func note(_ message: String) {
+        FileHandle.standardError.write(Data("\(message)\n".utf8))
+    }
+
+    /// Draws `[#####-----] 50%  3/6 files  12.0 MB` over itself on stderr.
+    static func progress(_ label: String, done: Int, total: Int, bytes: Int64? = nil) {
+        guard isInteractive, total > 0 else { return }
+        let width = 30
+        let filled = min(width, done * width / total)
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        let size = bytes.map { "  " + formatBytes($0) } ?? ""
+        FileHandle.standardError.write(
+            Data("\r\(label) [\(bar)] \(done * 100 / total)%  \(done)/\(total)\(size)\u{1B}[K".utf8))
+        if done == total { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    static func formatBytes(_ bytes: Int64) -> String {
+        let units = ["B", "KB", "MB", "GB", "TB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1000 && unit < units.count - 1 {
+            value /= 1000
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    static func json<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        FileHandle.standardOutput.write(try encoder.encode(value))
+        FileHandle.standardOutput.write(Data("\n".utf8))
+    }
+}
