@@ -1,5 +1,5 @@
-import AssetCatalog
-import Foundation
+public import AssetCatalog
+public import Foundation
 
 /// A catalog in a fresh temporary directory, with helpers to make source
 /// files, find the `assetcat` binary, and run it (for crash tests).
