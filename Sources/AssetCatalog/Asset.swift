@@ -95,6 +95,16 @@ public final class Asset: ManagedObject {
         }
     }
 
+    /// Batch deletes plan the removal of managed content just as `willSave`
+    /// does for one asset: a journal row per managed row, in the batch's own
+    /// transaction, swept after it commits.
+    override public class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
+        for row in rows where row.value(for: \Asset.storage) == .managed {
+            let digest = row.value(for: \Asset.sha256) ?? ""
+            effects.insert(RemovalPlan.self) { $0.sha256 = digest }
+        }
+    }
+
     override public func validateForInsert() throws {
         try validateShape()
     }

@@ -99,6 +99,22 @@ extension Catalog {
         }
     }
 
+    /// Deletes every asset `query` selects in one set-based statement (a
+    /// batch delete: no objects are loaded), archive members with their
+    /// archives. Managed files whose content no other asset uses are removed
+    /// after the commit, as for ``remove(_:dryRun:)``. Returns how many assets
+    /// were deleted.
+    @discardableResult
+    public func removeAll(_ query: AssetQuery) throws -> Int {
+        try storeErrors {
+            let deleted = try withContext { context in
+                try context.batchDelete(FetchRequest<Asset>(predicate: query.predicate)).deletedObjectIDs.count
+            }
+            runtime.didCommitRemovals()
+            return deleted
+        }
+    }
+
     /// Adds and removes tags on assets; returns them as they are afterwards.
     @discardableResult
     public func tag(_ references: [String], adding: [String] = [], removing: [String] = []) throws -> [AssetRecord] {

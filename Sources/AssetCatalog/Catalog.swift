@@ -189,6 +189,7 @@ public final class Catalog: Sendable {
     public func close() {
         container.viewContext.userInfo[CatalogRuntime.key] = nil
         container.close()
+        content.release()
     }
 
     /// Runs `body`, turning persistence errors into catalog errors.

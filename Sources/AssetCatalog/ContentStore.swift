@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -38,9 +39,19 @@ final class ContentStore: Sendable {
         }
     }
 
-    deinit {
-        // A clean close leaves nothing in staging; a crash leaves the folder
-        // to the next open (its lock dies with the process).
+    private let isClosed = Mutex(false)
+
+    deinit { release() }
+
+    /// Removes this process's staging folder and releases its lock. A clean
+    /// close leaves nothing in staging; a crash leaves the folder to the next
+    /// open (its lock dies with the process).
+    func release() {
+        guard
+            isClosed.withLock({ closed in
+                defer { closed = true }; return !closed
+            })
+        else { return }
         try? FileManager.default.removeItem(atPath: ownStaging)
         unlink(ownStaging + ".lock")
         close(lockDescriptor)

@@ -1,0 +1,182 @@
+import AssetCatalogTestSupport
+import Foundation
+import Persistence
+import Testing
+
+@testable import AssetCatalog
+
+/// A managed file is removed only when the deletion of the last record that
+/// uses it has been committed (DESIGN.md §3.2). Each test would fail with the
+/// naive design: unlinking in prepareForDeletion, or before the commit.
+@Suite struct RemovalLifecycleTests {
+    struct DiskFull: Error, CustomStringConvertible {
+        var description: String { "disk full" }
+    }
+
+    /// A catalog with one managed asset; returns it, the asset, and its object path.
+    func catalogWithOneFile(_ text: String = "payload") async throws -> (TestCatalog, Catalog, AssetRecord) {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let added = try await catalog.add([try t.file("a.txt", text)]).added
+        let asset = try #require(added.first)
+        #expect(t.hasObject(asset.sha256))
+        return (t, catalog, asset)
+    }
+
+    func asset(_ record: AssetRecord, in context: ManagedObjectContext) throws -> Asset {
+        try context.existingObject(with: record.objectID, as: Asset.self)
+    }
+
+    @Test func deleteThenRollbackKeepsTheFile() async throws {
+        let (t, catalog, record) = try await catalogWithOneFile()
+        let context = catalog.newContext()
+        try context.performAndWait {
+            context.delete(try asset(record, in: context))
+            #expect(t.hasObject(record.sha256))  // not at delete
+            context.rollback()
+        }
+        #expect(t.hasObject(record.sha256))
+        #expect(try catalog.assets().map(\.id) == [record.id])
+    }
+
+    @Test func deleteThenAFailedSaveKeepsTheFile() async throws {
+        let (t, catalog, record) = try await catalogWithOneFile()
+        let context = catalog.newContext()
+        try context.performAndWait {
+            context.delete(try asset(record, in: context))
+            // Validation: another asset of the same save is invalid.
+            let broken = Asset(context: context)
+            broken.storage = .referenced
+            broken.path = "relative/path"
+            #expect(throws: PersistenceError.self) { try context.save() }
+            #expect(t.hasObject(record.sha256))
+            context.delete(broken)
+            // An I/O error at commit.
+            catalog.container.failNextCommit(with: DiskFull())
+            #expect(throws: PersistenceError.self) { try context.save() }
+            #expect(t.hasObject(record.sha256))
+        }
+        #expect(try catalog.stats().pendingRemovals == 0)
+        #expect(try catalog.assets().count == 1)
+        // The same deletion, saved for real this time, removes the file.
+        try context.performAndWait { try context.save() }
+        #expect(!t.hasObject(record.sha256))
+    }
+
+    @Test func aBeforeCommitCheckThatFailsKeepsTheFile() async throws {
+        let (t, catalog, record) = try await catalogWithOneFile()
+        let context = catalog.newContext()
+        try context.performAndWait {
+            context.delete(try asset(record, in: context))
+            // A new record for content that is not in objects/: refused under the write lock.
+            let ghost = Asset(context: context)
+            ghost.name = "ghost.bin"
+            ghost.sha256 = String(repeating: "e", count: 64)
+            let error = #expect(throws: PersistenceError.self) { try context.save() }
+            #expect(
+                (error?.cause as? CatalogError)?.message
+                    == "The content of ghost.bin (eeeeeeeeeeee…) is missing from objects/; add the file again")
+        }
+        #expect(t.hasObject(record.sha256))
+    }
+
+    @Test func deleteInAChildSavedIntoItsParentThenRolledBackKeepsTheFile() async throws {
+        let (t, catalog, record) = try await catalogWithOneFile()
+        let parent = catalog.newContext()
+        try parent.performAndWait {
+            let child = parent.newChildContext()
+            try child.performAndWait {
+                child.delete(try asset(record, in: child))
+                try child.save()
+            }
+            #expect(t.hasObject(record.sha256))  // a child's save commits nothing
+            parent.rollback()
+            try parent.save()
+        }
+        #expect(t.hasObject(record.sha256))
+        #expect(try catalog.assets().count == 1)
+    }
+
+    @Test func aCommittedDeleteRemovesTheFileAfterTheCommit() async throws {
+        let (t, catalog, record) = try await catalogWithOneFile()
+        let context = catalog.newContext()
+        var presentAtPrepareForDeletion = false
+        try context.performAndWait {
+            context.delete(try asset(record, in: context))
+            presentAtPrepareForDeletion = t.hasObject(record.sha256)
+            try context.save()
+        }
+        #expect(presentAtPrepareForDeletion)
+        #expect(!t.hasObject(record.sha256))
+        #expect(try catalog.stats().pendingRemovals == 0)
+    }
+
+    @Test func sharedContentGoesOnlyWithItsLastUser() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let added = try await catalog.add([try t.file("a.txt", "same"), try t.file("b.txt", "same")]).added
+        #expect(added.count == 2 && added[0].sha256 == added[1].sha256)
+        let digest = added[0].sha256
+        try catalog.remove([String(added[0].id)])
+        #expect(t.hasObject(digest))
+        try catalog.remove([String(added[1].id)])
+        #expect(!t.hasObject(digest))
+    }
+
+    @Test func aReferencedFileIsNeverRemoved() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let source = try t.file("kept.txt", "mine")
+        let record = try #require(try await catalog.add([source], options: .init(mode: .reference)).added.first)
+        #expect(record.storage == .referenced && record.path == source)
+        #expect(!t.hasObject(record.sha256))  // never copied
+        try catalog.remove([String(record.id)])
+        #expect(FileManager.default.fileExists(atPath: source))
+        #expect(try String(contentsOfFile: source, encoding: .utf8) == "mine")
+    }
+
+    @Test func batchDeleteRemovesFilesAfterItsCommit() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let added = try await catalog.add(
+            [try t.file("a.txt", "A"), try t.file("b.txt", "B")], options: .init(tags: ["x"])
+        )
+        .added
+        _ = try await catalog.add([try t.file("c.txt", "C")])
+        #expect(try catalog.removeAll(AssetQuery(tag: "x")) == 2)
+        for record in added { #expect(!t.hasObject(record.sha256)) }
+        #expect(try catalog.assets().map(\.name) == ["c.txt"])
+        #expect(try catalog.stats().pendingRemovals == 0)
+    }
+
+    @Test func anArchivesFileGoesWithTheArchiveAndItsMembersByCascade() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let archive = try testArchive(in: t)
+        let added = try await catalog.add([archive]).added
+        let archiveRecord = try #require(added.first { $0.storage == .managed })
+        let members = added.filter { $0.storage == .member }
+        #expect(members.map(\.name) == ["docs/readme.txt", "photo.jpg"])
+        // Deleting a member keeps the archive's file.
+        try catalog.remove([String(members[0].id)])
+        #expect(t.hasObject(archiveRecord.sha256))
+        // Deleting the archive deletes its members, then its file goes.
+        let result = try catalog.remove([String(archiveRecord.id)])
+        #expect(result.removed.map(\.id).sorted() == [archiveRecord.id, members[1].id])
+        #expect(!t.hasObject(archiveRecord.sha256))
+        #expect(try catalog.assets().isEmpty)
+    }
+}
+
+/// A small tar with two members, written with bsdtar.
+func testArchive(in t: TestCatalog) throws -> String {
+    try t.file("pack/docs/readme.txt", "read me\n")
+    try t.file("pack/photo.jpg", Data([0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3]))
+    let archive = t.sources.appending(path: "pack.tar").path
+    let tar = Process()
+    tar.executableURL = URL(fileURLWithPath: "/usr/bin/bsdtar")
+    tar.arguments = ["-cf", archive, "-C", t.sources.appending(path: "pack").path, "docs/readme.txt", "photo.jpg"]
+    try tar.run()
+    tar.waitUntilExit()
+    return archive
+}
