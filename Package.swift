@@ -60,6 +60,7 @@ let package = Package(
             name: "AssetCatalogTests",
             dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "assetcat"]
         ),
+        .testTarget(name: "CLITests", dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "assetcat"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -98,38 +98,56 @@ extension Catalog {
         let files = try Self.expand(paths, recursive: options.recursive)
         let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
         var result = AddResult(added: [], failures: [], wasCancelled: false, filesFound: files.count)
-        var pending: [IngestedFile] = []
         var done = AddProgress(filesDone: 0, filesTotal: files.count, bytesDone: 0, bytesTotal: totalBytes)
         progress?(done)
+        // Files complete in any order; they are recorded in the order given,
+        // so IDs follow the command line and directory order.
+        var completed: [Int: IngestedFile] = [:]
+        var failed = Set<Int>()
+        var nextToRecord = 0
+        var pending: [IngestedFile] = []
+        func collectInOrder() {
+            while nextToRecord < files.count {
+                if let file = completed.removeValue(forKey: nextToRecord) {
+                    pending.append(file)
+                } else if !failed.contains(nextToRecord) {
+                    return
+                }
+                nextToRecord += 1
+            }
+        }
 
-        try await withThrowingTaskGroup(of: Result<IngestedFile, CatalogError>.self) { group in
+        try await withThrowingTaskGroup(of: (Int, Result<IngestedFile, CatalogError>).self) { group in
             var next = 0
             func launch() {
-                let file = files[next]
+                let index = next
+                let file = files[index]
                 next += 1
                 group.addTask { [self] in
                     do {
-                        return .success(try self.ingest(file, options: options))
+                        return (index, .success(try self.ingest(file, options: options)))
                     } catch let error as CatalogError {
-                        return .failure(error)
+                        return (index, .failure(error))
                     } catch {
-                        return .failure(CatalogError(.io, "\(file.path): \(error)", path: file.path, cause: error))
+                        return (
+                            index, .failure(CatalogError(.io, "\(file.path): \(error)", path: file.path, cause: error))
+                        )
                     }
                 }
             }
             while next < files.count && next < options.concurrency { launch() }
-            while let outcome = try await group.next() {
+            while let (index, outcome) = try await group.next() {
                 switch outcome {
                 case .success(let file):
-                    pending.append(file)
+                    completed[index] = file
                     done.bytesDone += file.size
-                case .failure(let error) where error.code == .cancelled:
-                    result.wasCancelled = true
                 case .failure(let error):
-                    result.failures.append(error)
+                    failed.insert(index)
+                    if error.code == .cancelled { result.wasCancelled = true } else { result.failures.append(error) }
                 }
                 done.filesDone += 1
                 progress?(done)
+                collectInOrder()
                 if pending.count >= options.batchSize {
                     result.added += try commit(pending, options: options)
                     pending = []
@@ -141,7 +159,10 @@ extension Catalog {
                 }
             }
         }
+        // Cancelled: what completed past a gap is complete too; record it, in order.
+        pending += completed.sorted { $0.key < $1.key }.map(\.value)
         if !pending.isEmpty { result.added += try commit(pending, options: options) }
+        result.failures.sort { ($0.path ?? "") < ($1.path ?? "") }
         return result
     }
 

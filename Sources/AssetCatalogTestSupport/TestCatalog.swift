@@ -70,15 +70,17 @@ public struct TestCatalog: Sendable {
     }
 
     /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added after
-    /// the subcommand unless it is `init`), with extra environment variables.
+    /// the subcommand unless it is `init` or `namesCatalog` is false), with
+    /// extra environment variables.
     @discardableResult
-    public func run(_ arguments: [String], environment: [String: String] = [:], in workingDirectory: URL? = nil) throws
-        -> Run
-    {
+    public func run(
+        _ arguments: [String], namesCatalog: Bool = true, environment: [String: String] = [:],
+        in workingDirectory: URL? = nil
+    ) throws -> Run {
         let process = Process()
         process.executableURL = Self.executable()
         var args = arguments
-        if let first = args.first, first != "init", !args.contains("--catalog") {
+        if namesCatalog, let first = args.first, first != "init", !args.contains("--catalog") {
             args.insert(contentsOf: ["--catalog", root.path], at: 1)
         }
         process.arguments = args

@@ -1,0 +1,64 @@
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+@testable import AssetCatalog
+
+@Suite struct VerifyAndGarbageTests {
+    @Test func verifyReportsMissingAndDamagedContentAndChangesNothing() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let managed = try await catalog.add([try t.file("m1.txt", "one"), try t.file("m2.txt", "two")]).added
+        let refSource = try t.file("r1.txt", "ref one")
+        let refGone = try t.file("r2.txt", "ref two")
+        let referenced = try await catalog.add([refSource, refGone], options: .init(mode: .reference)).added
+        _ = try await catalog.add([try testArchive(in: t)])
+        #expect(try await catalog.verify().issues.isEmpty)
+
+        try FileManager.default.removeItem(atPath: t.objectPath(managed[0].sha256))  // missing managed
+        let damagedPath = t.objectPath(managed[1].sha256)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: damagedPath)
+        try Data("TWO".utf8).write(to: URL(fileURLWithPath: damagedPath))  // damaged managed
+        try Data("changed".utf8).write(to: URL(fileURLWithPath: refSource))  // damaged referenced
+        try FileManager.default.removeItem(atPath: refGone)  // missing referenced
+
+        let report = try await catalog.verify()
+        #expect(report.checked == 7)
+        #expect(report.issues.map(\.id) == [managed[0].id, managed[1].id, referenced[0].id, referenced[1].id])
+        #expect(report.issues.map(\.problem) == [.missing, .damaged, .damaged, .missing])
+        #expect(report.issues[1].actualSHA256 == (try ContentStore.digest(ofFileAt: damagedPath).digest))
+        #expect(report.issues[1].actualSHA256 != managed[1].sha256)
+        #expect(report.issues[2].path == refSource)
+        // Kept and reported, never dropped.
+        #expect(try catalog.assets().count == 7)
+        // Verifying only some assets.
+        #expect(try await catalog.verify([String(referenced[1].id)]).issues.map(\.problem) == [.missing])
+    }
+
+    @Test func gcReportsAdoptsAndPurgesUnreferencedFilesOnlyWhenAsked() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let kept = try #require(try await catalog.add([try t.file("kept.txt", "kept")]).added.first)
+        // Content that reached objects/ without a record (a crash after linking, before the commit).
+        let (orphan, _) = try catalog.content.ingest(producing: { emit in
+            try Data("orphan".utf8).withUnsafeBytes { try emit($0) }
+        })
+        let report = try catalog.collectGarbage()
+        #expect(report.unreferenced.map(\.sha256) == [orphan])
+        #expect(t.hasObject(orphan))  // reported, not removed
+
+        let adopted = try catalog.collectGarbage(.adopt).adopted
+        #expect(adopted.map(\.name) == ["recovered-\(orphan)"])
+        #expect(adopted[0].tags == ["recovered"] && adopted[0].size == 6)
+        #expect(try catalog.collectGarbage().unreferenced.isEmpty)
+
+        try catalog.remove([String(adopted[0].id)])
+        let (again, _) = try catalog.content.ingest(producing: { emit in
+            try Data("orphan again".utf8).withUnsafeBytes { try emit($0) }
+        })
+        let purged = try catalog.collectGarbage(.purge).purged
+        #expect(purged == [t.objectPath(again)])
+        #expect(!t.hasObject(again))
+        #expect(t.hasObject(kept.sha256))  // used content is never purged
+    }
+}

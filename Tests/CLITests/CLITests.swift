@@ -1,0 +1,155 @@
+import AssetCatalog
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+/// The `assetcat` binary, run as a user would, its output compared exactly.
+@Suite struct CLITests {
+    /// A catalog with three files: a.txt and copy.txt (same content), photo.jpg.
+    func populated() throws -> TestCatalog {
+        let t = try TestCatalog()
+        #expect(try t.run(["init", t.root.path]).stdout == "Created an empty catalog in \(t.root.path)\n")
+        let a = try t.file("a.txt", "hello\n")
+        let copy = try t.file("copy.txt", "hello\n")
+        let photo = try t.file("photo.jpg", "JFIF")
+        let add = try t.run(["add", a, copy, photo, "--tag", "demo"])
+        #expect(add.status == 0)
+        #expect(add.stdout == "added 3 files\n")
+        #expect(add.stderr == "")  // no progress bar in a pipe
+        return t
+    }
+
+    @Test func lsPrintsStableColumns() throws {
+        let t = try populated()
+        let ls = try t.run(["ls"])
+        #expect(
+            ls.stdout == """
+                     ID  KIND      STORAGE             SIZE  SHA256        NAME
+                      1  text      managed                6  5891b5b522d5  a.txt
+                      2  text      managed                6  5891b5b522d5  copy.txt
+                      3  image     managed                4  963eb818f218  photo.jpg
+
+                """)
+        #expect(try t.run(["ls", "--kind", "image"]).stdout.components(separatedBy: "\n").count == 3)
+        #expect(try t.run(["ls", "--tag", "nope"]).stdout == ls.stdout.components(separatedBy: "\n")[0] + "\n")
+    }
+
+    @Test func lsJSONHasTheStableFieldNames() throws {
+        let t = try populated()
+        let data = Data(try t.run(["ls", "--json"]).stdout.utf8)
+        let array = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+        #expect(array.count == 3)
+        #expect(
+            Set(array[0].keys) == [
+                "id", "name", "kind", "size", "sha256", "storage", "path", "archive", "member", "tags", "created",
+                "modified", "metadata",
+            ])
+        #expect(array[0]["storage"] as? String == "managed")
+        #expect(array[0]["tags"] as? [String] == ["demo"])
+        #expect(array[0]["archive"] is NSNull)
+    }
+
+    @Test func rmRemovesTheFileOnlyWithItsLastUser() throws {
+        let t = try populated()
+        let digest = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+        let dry = try t.run(["rm", "1", "2", "--dry-run"])
+        #expect(
+            dry.stdout
+                == "would remove 1  a.txt\nwould remove 2  copy.txt\nwould remove 2 assets and 1 file from objects/\n")
+        #expect(t.hasObject(digest))
+        #expect(try t.run(["rm", "1"]).stdout == "removed 1  a.txt\nremoved 1 asset and 0 files from objects/\n")
+        #expect(t.hasObject(digest))
+        #expect(
+            try t.run(["rm", "copy.txt"]).stdout == "removed 2  copy.txt\nremoved 1 asset and 1 file from objects/\n")
+        #expect(!t.hasObject(digest))
+    }
+
+    @Test func catWritesBytesIncludingArchiveMembers() throws {
+        let t = try populated()
+        #expect(try t.run(["cat", "1"]).stdout == "hello\n")
+        try t.file("pack/inner/doc.txt", "inside the archive\n")
+        let archive = t.sources.appending(path: "pack.zip").path
+        let zip = Process()
+        zip.executableURL = URL(fileURLWithPath: "/usr/bin/bsdtar")
+        zip.arguments = ["-a", "-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner/doc.txt"]
+        try zip.run()
+        zip.waitUntilExit()
+        #expect(try t.run(["add", archive]).stdout == "added 1 file and 1 archive member\n")
+        #expect(try t.run(["cat", "inner/doc.txt"]).stdout == "inside the archive\n")
+    }
+
+    @Test func tagShowAndStats() throws {
+        let t = try populated()
+        #expect(try t.run(["tag", "3", "--add", "cover", "--remove", "demo"]).stdout == "3  photo.jpg  [cover]\n")
+        let show = try t.run(["show", "photo.jpg"]).stdout.components(separatedBy: "\n")
+        #expect(
+            Array(show.prefix(8)) == [
+                "id:       3", "name:     photo.jpg", "kind:     image", "storage:  managed", "size:     4",
+                "sha256:   963eb818f2186caad270b8575f9f2a2bc2e3798d71992f3c0d6835226e5688c2",
+                "path:     \(t.sources.appending(path: "photo.jpg").path)", "tags:     cover",
+            ])
+        let stats = try t.run(["stats"]).stdout.components(separatedBy: "\n")
+        #expect(stats[0] == "assets:        3 (3 managed, 0 referenced, 0 members)")
+        #expect(stats[3] == "objects/:      2 files, 10 B")
+    }
+
+    @Test func errorsAreOneLineNamingTheThingWithANonZeroExit() throws {
+        let t = try populated()
+        let missing = try t.run(["show", "99"])
+        #expect(missing.status == 1)
+        #expect(missing.stderr == "assetcat: No asset with ID 99; list assets with `assetcat ls`\n")
+        let ambiguous = try t.run(["rm", "nope.txt"])
+        #expect(ambiguous.stderr == "assetcat: No asset named nope.txt; list assets with `assetcat ls`\n")
+        let directory = try t.run(["add", t.sources.path])
+        #expect(directory.status == 1)
+        #expect(directory.stderr == "assetcat: \(t.sources.path) is a directory; add it with --recursive\n")
+        let again = try t.run(["init", t.root.path])
+        #expect(again.stderr == "assetcat: A catalog already exists at \(t.root.path)\n")
+        let nowhere = try t.run(["ls", "--catalog", t.directory.appending(path: "none").path])
+        #expect(
+            nowhere.stderr
+                == "assetcat: No catalog at \(t.directory.appending(path: "none").path); create one with `assetcat init`\n"
+        )
+        let usage = try t.run(["tag", "1"])
+        #expect(usage.status == 64)
+        #expect(usage.stderr.hasPrefix("Error: Give --add TAG or --remove TAG."))
+    }
+
+    @Test func verifyExitsOneWhenContentIsMissingOrDamaged() throws {
+        let t = try populated()
+        #expect(try t.run(["verify"]).stdout == "checked 3 assets: 0 missing, 0 damaged\n")
+        try FileManager.default.removeItem(
+            atPath: t.objectPath("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"))
+        let verify = try t.run(["verify"])
+        #expect(verify.status == 1)
+        let objects = t.root.appending(
+            path: "objects/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+        ).path
+        #expect(
+            verify.stdout
+                == "missing  1  a.txt  \(objects)\nmissing  2  copy.txt  \(objects)\nchecked 3 assets: 2 missing, 0 damaged\n"
+        )
+    }
+
+    @Test func theCatalogIsFoundByOptionEnvironmentOrNearestDotAssetcat() throws {
+        let t = try TestCatalog()
+        let project = t.directory.appending(path: "project")
+        let deep = project.appending(path: "a/b")
+        try FileManager.default.createDirectory(at: deep, withIntermediateDirectories: true)
+        #expect(try t.run(["init"], in: project).stdout == "Created an empty catalog in \(project.path)/.assetcat\n")
+        let file = try t.file("x.txt", "x")
+        // The nearest .assetcat above the working directory.
+        let process = try t.run(["add", file], namesCatalog: false, in: deep)
+        #expect(process.stdout == "added 1 file\n")
+        let viaEnvironment = try t.run(
+            ["ls"], namesCatalog: false, environment: ["ASSETCAT_CATALOG": "\(project.path)/.assetcat"], in: t.directory
+        )
+        #expect(viaEnvironment.stdout.hasSuffix("  x.txt\n"))
+        let none = try t.run(["ls"], namesCatalog: false, in: t.directory)
+        #expect(none.status == 1)
+        #expect(
+            none.stderr
+                == "assetcat: No catalog here: no .assetcat directory in \(t.directory.path) or above; run `assetcat init`, "
+                + "or pass --catalog PATH or set ASSETCAT_CATALOG\n")
+    }
+}
