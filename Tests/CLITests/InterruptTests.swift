@@ -1,0 +1,56 @@
+import AssetCatalog
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Test func ctrlCDuringAddCommitsWhatIsCompleteAndLeavesNoDebris() async throws {
+    let t = try TestCatalog()
+    try t.create().close()
+    let megabyte = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    var paths: [String] = []
+    for i in 0..<200 {
+        var data = megabyte
+        data[0] = UInt8(i)
+        data[1] = UInt8(i >> 8)
+        paths.append(try t.file("big/f\(String(format: "%03d", i)).bin", data))
+    }
+    let process = Process()
+    process.executableURL = TestCatalog.executable()
+    process.arguments = ["add", "--catalog", t.root.path] + paths
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Interrupt once content is landing in objects/.
+    let objects = t.root.appending(path: "objects").path
+    for _ in 0..<2000 {
+        let landed = (try? FileManager.default.subpathsOfDirectory(atPath: objects).count) ?? 0
+        if landed >= 8 { break }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+    kill(process.processIdentifier, SIGINT)
+    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 130)
+    let catalog = try t.open()
+    let recorded = try catalog.assets()
+    #expect(recorded.count > 0 && recorded.count < 200)
+    #expect(
+        stderr
+            == "interrupted: added \(recorded.count) of 200 files (0 archive members); nothing was left half-done — "
+            + "run the same command again to add the rest\n")
+    // In order, complete, and nothing half-done.
+    let names = recorded.map(\.name)
+    #expect(names == names.sorted())  // recorded in the order given (a cancelled file may leave a gap)
+    #expect(Set(names).isSubset(of: paths.map { ($0 as NSString).lastPathComponent }))
+    #expect(try await catalog.verify().issues.isEmpty)
+    #expect(try catalog.collectGarbage().unreferenced.isEmpty)
+    #expect(t.stagingEntries().count == 2)  // only this process's own, empty
+    catalog.close()
+    #expect(t.stagingEntries().isEmpty)
+}
