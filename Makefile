@@ -2,7 +2,7 @@
 # Both install what the machine lacks (Scripts/install-deps.sh), then build.
 SWIFT ?= swift
 
-.PHONY: deps build demo test bench lint format
+.PHONY: deps build demo demo-persistence test bench lint format
 
 deps:
 	@./Scripts/install-deps.sh
@@ -11,6 +11,9 @@ build: deps
 	$(SWIFT) build
 
 demo: build
+	./Scripts/demo.sh
+
+demo-persistence: build
 	$(SWIFT) run --skip-build PersistenceDemo
 
 test: deps

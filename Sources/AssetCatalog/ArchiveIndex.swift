@@ -8,6 +8,7 @@ enum ArchiveIndex {
         do {
             return try withArchiveReader(at: path) { reader in
                 var members: [IngestedMember] = []
+                var seen: [[UInt8]: Int] = [:]
                 while let entry = try reader.nextEntry() {
                     if isCancelled() { throw CatalogError(.cancelled, "Stopped while indexing \(path)", path: path) }
                     guard entry.kind == .file else { continue }
@@ -17,8 +18,12 @@ enum ArchiveIndex {
                         hasher.update(bufferPointer: chunk)
                         size += Int64(chunk.count)
                     }
+                    let ordinal = seen[Array(entry.path.utf8), default: 0]
+                    seen[Array(entry.path.utf8)] = ordinal + 1
                     members.append(
-                        IngestedMember(path: entry.path, digest: ContentStore.hex(hasher.finalize()), size: size))
+                        IngestedMember(
+                            path: entry.path, ordinal: ordinal, digest: ContentStore.hex(hasher.finalize()), size: size)
+                    )
                 }
                 return members
             }
@@ -29,14 +34,19 @@ enum ArchiveIndex {
         }
     }
 
-    /// Streams one member's bytes to `body`.
-    static func read(member: String, ofArchiveAt path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Streams the bytes of the `ordinal`-th member named `member` (byte for byte) to `body`.
+    static func read(
+        member: String, ordinal: Int, ofArchiveAt path: String, _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         do {
             try withArchiveReader(at: path) { reader in
-                guard try reader.findEntry(path: member) != nil else {
-                    throw CatalogError(.notFound, "No member \(member) in \(path)", path: path)
+                var matches = 0
+                while let entry = try reader.nextEntry() {
+                    guard entry.kind == .file, entry.hasPath(member) else { continue }
+                    if matches == ordinal { return try reader.readData(body) }
+                    matches += 1
                 }
-                try reader.readData(body)
+                throw CatalogError(.notFound, "No member \(member) in \(path); run `assetcat verify`", path: path)
             }
         } catch let error as CatalogError {
             throw error

@@ -38,6 +38,10 @@ public final class Asset: ManagedObject {
     @Attribute public var path: String?
     /// For an archive member: its path inside the archive.
     @Attribute public var member: String?
+    /// For an archive member: which of the members with this same path it
+    /// is (0 for the first). An archive can hold two: libarchive reads some
+    /// formats' NFC and NFD spellings of a name as the same bytes.
+    @Attribute public var memberOrdinal = 0
     /// Tags, stored as `\n`-delimited text (use ``tags``).
     @Attribute(.indexed) public var tagText = "\n"
     /// Free-form metadata, stored as a JSON object (use ``metadata``).

@@ -19,6 +19,9 @@ public struct AssetRecord: Sendable, Hashable, Codable {
     public var archive: Int64?
     /// An archive member's path inside its archive.
     public var member: String?
+    /// Which of the archive's members with this path it is (0 for the first;
+    /// see ``Asset/memberOrdinal``). Not part of the JSON form.
+    public var memberOrdinal: Int = 0
     public var tags: [String]
     public var created: Date
     public var modified: Date
@@ -34,6 +37,7 @@ public struct AssetRecord: Sendable, Hashable, Codable {
         path = asset.path
         archive = asset.archive?.objectID.rowID
         member = asset.member
+        memberOrdinal = asset.memberOrdinal
         tags = asset.tags
         created = asset.created
         modified = asset.modified

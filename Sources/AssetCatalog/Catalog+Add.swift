@@ -68,6 +68,7 @@ struct IngestedFile: Sendable {
 
 struct IngestedMember: Sendable {
     var path: String
+    var ordinal: Int
     var digest: String
     var size: Int64
 }
@@ -230,6 +231,7 @@ extension Catalog {
                         m.size = member.size
                         m.sha256 = member.digest
                         m.member = member.path
+                        m.memberOrdinal = member.ordinal
                         m.archive = asset
                         m.tags = options.tags
                         created.append(m)

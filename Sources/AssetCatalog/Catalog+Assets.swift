@@ -163,7 +163,7 @@ extension Catalog {
             let archive = try asset(String(archiveID))
             let archivePath =
                 archive.storage == .managed ? content.objectPath(archive.sha256) : (archive.path ?? "")
-            try ArchiveIndex.read(member: member, ofArchiveAt: archivePath, body)
+            try ArchiveIndex.read(member: member, ordinal: record.memberOrdinal, ofArchiveAt: archivePath, body)
         }
     }
 

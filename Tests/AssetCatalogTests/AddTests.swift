@@ -121,3 +121,21 @@ func testAsset(_ path: String) -> String {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appending(path: "TestAssets").appending(path: path).path
 }
+
+@Test func membersWhoseNamesLibarchiveReadsAsTheSameBytesAreKeptApart() async throws {
+    // sample.tar.gz (Python's pax) holds "résumé.txt" spelled NFC and NFD; libarchive reads both as NFC.
+    let t = try TestCatalog()
+    let catalog = try t.create()
+    let added = try await catalog.add([testAsset("archives/sample.tar.gz")]).added
+    let twins = added.filter { $0.member == "sample/r\u{e9}sum\u{e9}.txt" }
+    #expect(twins.count == 2)
+    #expect(twins.map(\.memberOrdinal) == [0, 1])
+    var contents: [String] = []
+    for twin in twins {
+        var bytes = Data()
+        try catalog.read(String(twin.id)) { bytes.append(contentsOf: $0) }
+        contents.append(String(decoding: bytes, as: UTF8.self))
+    }
+    #expect(contents == ["NFC name\n", "NFD name\n"])
+    #expect(try await catalog.verify().issues.isEmpty)
+}
