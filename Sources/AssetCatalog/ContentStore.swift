@@ -148,6 +148,7 @@ final class ContentStore: Sendable {
     func ingest(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (digest: String, size: Int64) {
         let staged = ownStaging + "/" + UUID().uuidString
         defer { unlink(staged) }
+        FaultPoint.reach(.slowIngest)
         let (digest, size) = try Self.digest(ofFileAt: path, copyTo: staged, isCancelled: isCancelled)
         FaultPoint.reach(.afterStage)
         try adopt(staged: staged, digest: digest)
@@ -250,11 +251,19 @@ enum FaultPoint: String {
     case afterCommit = "after-commit"
     /// A removal plan is about to unlink its file, inside the sweep's transaction.
     case beforeUnlink = "before-unlink"
+    /// Not a crash: each file added takes 20 ms longer, so a test can
+    /// interrupt an add while it runs.
+    case slowIngest = "slow-ingest"
 
     private static let active = ProcessInfo.processInfo.environment["ASSETCAT_FAULT"]
 
     static func reach(_ point: FaultPoint) {
-        if active == point.rawValue { _exit(86) }
+        guard active == point.rawValue else { return }
+        if point == .slowIngest {
+            usleep(20_000)
+        } else {
+            _exit(86)
+        }
     }
 }
 

@@ -10,10 +10,10 @@ import Testing
 @Test func ctrlCDuringAddCommitsWhatIsCompleteAndLeavesNoDebris() async throws {
     let t = try TestCatalog()
     try t.create().close()
-    let megabyte = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    let block = Data((0..<(64 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
     var paths: [String] = []
     for i in 0..<200 {
-        var data = megabyte
+        var data = block
         data[0] = UInt8(i)
         data[1] = UInt8(i >> 8)
         paths.append(try t.file("big/f\(String(format: "%03d", i)).bin", data))
@@ -21,6 +21,8 @@ import Testing
     let process = Process()
     process.executableURL = TestCatalog.executable()
     process.arguments = ["add", "--catalog", t.root.path] + paths
+    // Each file takes 20 ms longer: the add lasts about two seconds, whatever the machine's load.
+    process.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-ingest"]) { $1 }
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out
@@ -28,10 +30,10 @@ import Testing
     try process.run()
     // Interrupt once content is landing in objects/.
     let objects = t.root.appending(path: "objects").path
-    for _ in 0..<2000 {
+    for _ in 0..<3000 {
         let landed = (try? FileManager.default.subpathsOfDirectory(atPath: objects).count) ?? 0
         if landed >= 8 { break }
-        try await Task.sleep(for: .milliseconds(2))
+        usleep(1000)
     }
     kill(process.processIdentifier, SIGINT)
     let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
