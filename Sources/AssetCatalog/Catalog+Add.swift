@@ -84,7 +84,7 @@ extension Catalog {
     /// stops the rest, and leaves nothing in staging.
     ///
     /// ```swift
-    /// let result = try await catalog.add(["/srv/photos"], options: .init(recursive: true, tags: ["2024"]))
+    /// let result = try await catalog.add(["/srv/photos"], options: .init(tags: ["2024"], recursive: true))
     /// print("added \(result.added.count), failed \(result.failures.count)")
     /// ```
     ///

@@ -55,7 +55,7 @@ final class CatalogRuntime: Sendable {
 ///
 /// ```swift
 /// let catalog = try Catalog.open(at: URL(fileURLWithPath: "photos.assetcat"), options: .init(createIfMissing: true))
-/// let result = try await catalog.add(["/srv/incoming"], options: .init(recursive: true, tags: ["incoming"]))
+/// let result = try await catalog.add(["/srv/incoming"], options: .init(tags: ["incoming"], recursive: true))
 /// for asset in try catalog.assets(.init(tag: "incoming")) { print(asset.id, asset.name, asset.sha256) }
 /// try catalog.remove(["42"])   // the file goes once the deletion has committed
 /// ```
