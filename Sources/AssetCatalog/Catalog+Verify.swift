@@ -106,6 +106,9 @@ extension Catalog {
             }
         } catch let error as CatalogError where error.code == .notFound {
             return issue
+        } catch let error as CatalogError where error.code == .archive {
+            issue.problem = .damaged  // its archive can no longer be read
+            return issue
         }
         guard digest != record.sha256 else { return nil }
         issue.problem = .damaged

@@ -62,3 +62,16 @@ import Testing
         #expect(t.hasObject(kept.sha256))  // used content is never purged
     }
 }
+
+@Test func membersOfAnArchiveDamagedAfterTheAddAreReportedDamaged() async throws {
+    let t = try TestCatalog()
+    let catalog = try t.create()
+    let added = try await catalog.add([try testArchive(in: t)]).added
+    let archive = try #require(added.first)
+    let path = t.objectPath(archive.sha256)
+    try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+    try Data(repeating: 0x55, count: 1024).write(to: URL(fileURLWithPath: path))  // no longer a tar
+    let report = try await catalog.verify()
+    #expect(report.checked == 3)
+    #expect(report.issues.map(\.problem) == [.damaged, .damaged, .damaged])
+}
