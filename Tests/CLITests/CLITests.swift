@@ -153,3 +153,23 @@ import Testing
                 + "or pass --catalog PATH or set ASSETCAT_CATALOG\n")
     }
 }
+
+/// On a terminal (a pty made by `script`), long work shows a progress bar on stderr.
+@Test func addShowsAProgressBarOnATerminal() throws {
+    let t = try TestCatalog()
+    try t.create().close()
+    let files = try (0..<5).map { try t.file("p\($0).txt", "file \($0)") }
+    let command = ([TestCatalog.executable().path, "add", "--catalog", t.root.path] + files)
+        .map { "'\($0)'" }.joined(separator: " ")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+    process.arguments = ["-qefc", command, "/dev/null"]
+    let out = Pipe()
+    process.standardOutput = out
+    try process.run()
+    let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0)
+    #expect(output.contains("adding [##############################] 100%  5/5"))
+    #expect(output.contains("added 5 files"))
+}
