@@ -56,6 +56,12 @@ public final class ManagedObjectContext {
     /// Whether saves of other contexts on the same store (or, for a child,
     /// into its parent) are merged into this one automatically, on its queue.
     public var automaticallyMergesChangesFromParent = false
+    /// Called with the IDs of the objects whose deletion this context never
+    /// saved nor rolled back when the context is discarded (for a rollback,
+    /// objects get ``ManagedObject/awakeFromSnapshotEvents(_:)`` with
+    /// `.undoDeletion` instead). Child contexts inherit it. It runs on the
+    /// thread that released the context.
+    public var discardedDeletionsHandler: (@Sendable (Set<ManagedObjectID>) -> Void)?
     /// Free-form values for the program's own use (Core Data's `userInfo`);
     /// objects reach it through their ``ManagedObject/managedObjectContext``.
     public var userInfo: [String: Any] = [:]
@@ -91,10 +97,21 @@ public final class ManagedObjectContext {
         if parent == nil { core.register(self) }
     }
 
+    /// A context thrown away with deletions it never saved rolls them back:
+    /// ``discardedDeletionsHandler`` gets their IDs, so that what
+    /// `prepareForDeletion` stopped can restart (discarding a child context
+    /// is how an edit is abandoned).
+    deinit {
+        let ids = deletedList.filter { $0.pendingDelete && !$0.pendingInsert }.map(\.objectID)
+        for object in deletedList { object.pendingDelete = false }
+        if !ids.isEmpty { discardedDeletionsHandler?(Set(ids)) }
+    }
+
     /// A new context whose saves reach only this one (an edit you can throw
     /// away). It sees this context's unsaved changes.
     public func newChildContext(name: String? = nil) -> ManagedObjectContext {
         let child = ManagedObjectContext(core: core, parent: self, name: name)
+        child.discardedDeletionsHandler = discardedDeletionsHandler
         children.withLock { list in
             list.removeAll { $0.context == nil }
             list.append(WeakContext(child))

@@ -65,3 +65,29 @@ import Testing
     #expect(titles == ["pending", "renamed"])
     #expect(try child.count(for: FetchRequest<Note>(predicate: \.title == "saved")) == 0)
 }
+
+@Test func discardingAContextWithUnsavedDeletionsReportsThem() throws {
+    let store = try TestStore()
+    let parent = store.context("parent")
+    let discarded = HookLog()
+    parent.discardedDeletionsHandler = { ids in
+        for id in ids.sorted() { discarded.record("\(id)") }
+    }
+    let folder = Folder(context: parent)
+    Note(context: parent).folder = folder
+    try parent.save()
+    do {
+        let child = store.child(of: parent)  // inherits the handler
+        child.delete(try child.existingObject(with: folder.objectID))
+        #expect(store.log.count("prepareForDeletion Note 1 @child") == 1)  // cascade
+    }  // thrown away unsaved
+    #expect(discarded.events == ["Folder 1", "Note 1"])
+    #expect(!parent.hasChanges)
+    // A saved or rolled-back deletion is not reported as discarded.
+    do {
+        let child = store.child(of: parent)
+        child.delete(try child.existingObject(with: folder.objectID))
+        child.rollback()
+    }
+    #expect(discarded.events.count == 2)
+}
