@@ -111,11 +111,13 @@ public final class PersistentContainer: Sendable {
                 url: storeURL, schema: schema, busyTimeout: options.busyTimeout,
                 checksIntegrity: options.checksIntegrityOnOpen)
         } catch {
-            let (code, reason, cause): (PersistenceError.Code, String, any Error) =
-                switch error {
-                case .unreadable(let r, let c): (.storeUnreadable, r, c)
-                case .migration(let r, let c): (.migration, r, c)
-                }
+            let (code, reason, cause): (PersistenceError.Code, String, any Error)
+            switch error {
+            case .unreadable(let r, let c): (code, reason, cause) = (.storeUnreadable, r, c)
+            case .migration(let r, let c): (code, reason, cause) = (.migration, r, c)
+            case .unavailable(let r, let c):
+                throw PersistenceError(.io, "Could not open the store \(storeURL.path): \(r)", cause: c)
+            }
             let target = try Self.moveToQuarantine(storeURL, quarantine: quarantine)
             options.logger.error("store \(storeURL.path) is unusable (\(reason)); moved to \(target.path)")
             guard options.onUnreadableStore == .recreate else {

@@ -10,6 +10,9 @@ enum StoreOpenFailure: Error {
     case unreadable(String, cause: any Error)
     /// A migration or the schema reconciliation failed.
     case migration(String, cause: any Error)
+    /// The store could not be opened for a reason outside the file (busy,
+    /// locked, permissions, I/O): nothing is moved.
+    case unavailable(String, cause: any Error)
 }
 
 /// The SQLite store: GRDB's `DatabasePool` in WAL mode with
@@ -33,7 +36,9 @@ final class SQLiteStore: PersistentStore {
             // Check before the pool switches the file to WAL, which rewrites
             // its header: a store that ends in quarantine is left untouched.
             do {
-                let queue = try DatabaseQueue(path: url.path)
+                var checkConfig = Configuration()
+                checkConfig.busyMode = .timeout(busyTimeout)
+                let queue = try DatabaseQueue(path: url.path, configuration: checkConfig)
                 defer { try? queue.close() }
                 let result = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
                 if result != ["ok"] {
@@ -42,21 +47,38 @@ final class SQLiteStore: PersistentStore {
                     throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
                 }
             } catch {
-                throw .unreadable(Self.describe(error), cause: error)
+                throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
             }
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
         } catch {
-            throw .unreadable(Self.describe(error), cause: error)
+            throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
         do {
             try pool.write { db in try Self.migrate(db, schema: schema, sql: sql) }
         } catch {
             try? pool.close()
-            throw .migration(Self.describe(error), cause: error)
+            throw Self.classify(error, url: url, damaged: StoreOpenFailure.migration)
         }
+    }
+
+    /// Only a file that is not a database, is corrupt, fails its check or
+    /// cannot be migrated is quarantined. A busy or locked store, or one that
+    /// cannot be opened or read for reasons outside the file (permissions, a
+    /// full disk), fails the open and is left exactly where it is.
+    private static func classify(
+        _ error: any Error, url: URL, damaged: (String, any Error) -> StoreOpenFailure
+    ) -> StoreOpenFailure {
+        let transient: [ResultCode] = [
+            .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_CANTOPEN, .SQLITE_IOERR, .SQLITE_READONLY, .SQLITE_PERM,
+            .SQLITE_FULL, .SQLITE_NOMEM, .SQLITE_INTERRUPT, .SQLITE_AUTH,
+        ]
+        if let error = error as? DatabaseError, transient.contains(error.resultCode) {
+            return .unavailable(describe(error), cause: error)
+        }
+        return damaged(describe(error), error)
     }
 
     private static func describe(_ error: any Error) -> String {

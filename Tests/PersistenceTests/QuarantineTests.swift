@@ -72,3 +72,20 @@ import Testing
         #expect(store.container.quarantinedStoreURL == nil)
     }
 }
+
+@Test func aBusyStoreFailsTheOpenAndIsNeverQuarantined() throws {
+    let store = try TestStore()
+    // Another connection holds the write lock for longer than the busy timeout.
+    var options = PersistentContainer.Options()
+    options.busyTimeout = 0.1
+    let holder = store.context("holder")
+    holder.userInfo["beforeCommit"] = { (_: TransactionReader) in
+        let error = #expect(throws: PersistenceError.self) { try store.reopen(options: options) }
+        #expect(error?.code == .io)
+        #expect(error?.message == "Could not open the store \(store.storeURL.path): database is locked")
+    }
+    Checked(context: holder).label = "hold"
+    try holder.save()
+    #expect(!FileManager.default.fileExists(atPath: store.directory.appending(path: "quarantine").path))
+    #expect(try store.stored(FetchRequest<Checked>()).count == 1)
+}
