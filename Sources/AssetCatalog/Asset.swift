@@ -53,6 +53,10 @@ public final class Asset: ManagedObject {
     /// For an archive: its members. Deleting an archive deletes them.
     @ToMany(inverse: \Asset.archive, deleteRule: .cascade) public var members: [Asset]
 
+    /// Not persistent: while an add is being recorded, the staged link that
+    /// holds this asset's content (see ``ContentStore/adopt(staged:digest:)``).
+    var pin: String?
+
     /// The asset's tags, sorted.
     public var tags: [String] {
         get { tagText.split(separator: "\n").map(String.init).sorted() }
@@ -83,8 +87,10 @@ public final class Asset: ManagedObject {
         let runtime = managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime
         guard let effects = saveEffects else { return }
         if isDeleted {
+            // The file the store's row names, whatever unsaved changes say.
+            let storage = committedValue(for: \.storage) ?? storage
             guard storage == .managed else { return }  // referenced files and members are never removed
-            let digest = sha256
+            let digest = committedValue(for: \.sha256) ?? sha256
             effects.insert(RemovalPlan.self) { $0.sha256 = digest }
             effects.afterCommit { runtime?.didCommitRemovals() }
             return
@@ -95,7 +101,8 @@ public final class Asset: ManagedObject {
             // the write lock, where no sweep can remove the file meanwhile.
             let digest = sha256
             let name = name
-            effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name) }
+            let pin = pin
+            effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name, pin: pin) }
         }
     }
 

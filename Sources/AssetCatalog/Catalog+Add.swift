@@ -2,6 +2,10 @@ public import Foundation
 import Logging
 import Persistence
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// How ``Catalog/add(_:options:progress:)`` brings files in.
 public struct AddOptions: Sendable, Hashable {
     /// How files are stored.
@@ -64,6 +68,8 @@ struct IngestedFile: Sendable {
     var digest: String
     var size: Int64
     var members: [IngestedMember]
+    /// In copy mode: the staged link that holds the content until the record commits.
+    var pin: String?
 }
 
 struct IngestedMember: Sendable {
@@ -96,7 +102,7 @@ extension Catalog {
         _ paths: [String], options: AddOptions = AddOptions(), progress: (@Sendable (AddProgress) -> Void)? = nil
     ) async throws -> AddResult {
         for tag in options.tags { try Self.validateTag(tag) }
-        let files = try Self.expand(paths, recursive: options.recursive)
+        let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path)
         let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
         var result = AddResult(added: [], failures: [], wasCancelled: false, filesFound: files.count)
         var done = AddProgress(filesDone: 0, filesTotal: files.count, bytesDone: 0, bytesTotal: totalBytes)
@@ -150,7 +156,7 @@ extension Catalog {
                 progress?(done)
                 collectInOrder()
                 if pending.count >= options.batchSize {
-                    result.added += try commit(pending, options: options)
+                    commitReporting(pending, options: options, into: &result)
                     pending = []
                 }
                 if Task.isCancelled {
@@ -162,7 +168,7 @@ extension Catalog {
         }
         // Cancelled: what completed past a gap is complete too; record it, in order.
         pending += completed.sorted { $0.key < $1.key }.map(\.value)
-        if !pending.isEmpty { result.added += try commit(pending, options: options) }
+        if !pending.isEmpty { commitReporting(pending, options: options, into: &result) }
         result.failures.sort { ($0.path ?? "") < ($1.path ?? "") }
         return result
     }
@@ -171,23 +177,48 @@ extension Catalog {
     private func ingest(_ file: SourceFile, options: AddOptions) throws -> IngestedFile {
         let stop = { Task.isCancelled }
         let name = (file.path as NSString).lastPathComponent
-        // Index first: an archive that cannot be read stores nothing.
-        var members: [IngestedMember] = []
-        if options.indexesArchives, ContentKind.isArchiveName(name) {
-            members = try ArchiveIndex.members(ofArchiveAt: file.path, isCancelled: stop)
-        }
-        let (digest, size) =
-            switch options.mode {
-            case .copy: try content.ingest(fileAt: file.path, isCancelled: stop)
-            case .reference: try ContentStore.digest(ofFileAt: file.path, isCancelled: stop)
+        let isArchive = options.indexesArchives && ContentKind.isArchiveName(name)
+        switch options.mode {
+        case .reference:
+            let members = isArchive ? try ArchiveIndex.members(ofArchiveAt: file.path, isCancelled: stop) : []
+            let (digest, size) = try ContentStore.digest(ofFileAt: file.path, isCancelled: stop)
+            return IngestedFile(source: file.path, name: name, digest: digest, size: size, members: members, pin: nil)
+        case .copy:
+            // Index the staged copy (the bytes the catalog keeps), before anything reaches objects/.
+            let (digest, size, staged) = try content.stage(fileAt: file.path, isCancelled: stop)
+            do {
+                let members =
+                    isArchive
+                    ? try ArchiveIndex.members(ofArchiveAt: staged, displayPath: file.path, isCancelled: stop) : []
+                try content.adopt(staged: staged, digest: digest)
+                return IngestedFile(
+                    source: file.path, name: name, digest: digest, size: size, members: members, pin: staged)
+            } catch {
+                content.unpin(staged)
+                throw error
             }
-        return IngestedFile(source: file.path, name: name, digest: digest, size: size, members: members)
+        }
+    }
+
+    /// Commits a batch; a batch that cannot be recorded becomes one failure
+    /// per file, and the add goes on (earlier batches stay committed).
+    private func commitReporting(_ files: [IngestedFile], options: AddOptions, into result: inout AddResult) {
+        do {
+            result.added += try commit(files, options: options)
+        } catch {
+            let reason = (error as? CatalogError)?.message ?? "\(error)"
+            for file in files {
+                result.failures.append(
+                    CatalogError(.store, "Could not record \(file.source): \(reason)", path: file.source, cause: error))
+            }
+        }
     }
 
     /// Records ingested files in one transaction. If that fails, the content
     /// already linked into `objects/` is journaled for removal and swept
     /// (each file goes only if no other asset uses it).
     private func commit(_ files: [IngestedFile], options: AddOptions) throws -> [AssetRecord] {
+        defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
         do {
             return try record(files, options: options)
         } catch {
@@ -222,6 +253,7 @@ extension Catalog {
                     asset.sha256 = file.digest
                     asset.path = file.source
                     asset.tags = options.tags
+                    asset.pin = file.pin
                     created.append(asset)
                     for member in file.members {
                         let m = Asset(context: context)
@@ -251,16 +283,31 @@ extension Catalog {
     /// The regular files named by `paths` (directories expanded when
     /// `recursive`), absolute and in a stable order. Symbolic links are
     /// followed for named files and skipped inside directories.
-    static func expand(_ paths: [String], recursive: Bool) throws -> [SourceFile] {
+    static func expand(_ paths: [String], recursive: Bool, excluding catalogRoot: String) throws -> [SourceFile] {
         var files: [SourceFile] = []
         let manager = FileManager.default
+        let excluded = realPath(catalogRoot) ?? catalogRoot
+        func isInsideCatalog(_ path: String) -> Bool {
+            let real = realPath(path) ?? path
+            return real == excluded || real.hasPrefix(excluded + "/")
+        }
         for raw in paths {
             let path = URL(fileURLWithPath: raw).standardizedFileURL.path
             var isDirectory: ObjCBool = false
             guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
                 throw CatalogError(.notFound, "No such file or directory: \(raw)", path: raw)
             }
+            guard !isInsideCatalog(path) else {
+                throw CatalogError(
+                    .invalidArgument, "\(raw) is inside the catalog itself; add files from elsewhere", path: raw)
+            }
             if !isDirectory.boolValue {
+                guard
+                    (try? manager.attributesOfItem(atPath: path))?[.type] as? FileAttributeType == .typeRegular
+                        || isRegularFollowingLinks(path)
+                else {
+                    throw CatalogError(.invalidArgument, "\(raw) is not a regular file", path: raw)
+                }
                 files.append(SourceFile(path: path, size: fileSize(path)))
                 continue
             }
@@ -272,11 +319,27 @@ extension Catalog {
             while let relative = walker.nextObject() as? String {
                 let full = path + "/" + relative
                 let attributes = try? manager.attributesOfItem(atPath: full)
-                if attributes?[.type] as? FileAttributeType == .typeRegular { found.append(full) }
+                let type = attributes?[.type] as? FileAttributeType
+                if type == .typeDirectory, isInsideCatalog(full) {
+                    walker.skipDescendants()  // e.g. `add --recursive .` next to ./.assetcat
+                } else if type == .typeRegular {
+                    found.append(full)
+                }
             }
             for full in found.sorted() { files.append(SourceFile(path: full, size: fileSize(full))) }
         }
         return files
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func isRegularFollowingLinks(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 
     private static func fileSize(_ path: String) -> Int64 {

@@ -50,15 +50,19 @@ extension Catalog {
     }
 
     /// Resolves an ID or a name to an asset of `context`.
+    /// A reference that is an asset's ID (written as such: `7`, not `007`)
+    /// names that asset; anything else, or an ID no asset has, is a name.
     func resolve(_ reference: String, in context: ManagedObjectContext) throws -> Asset {
-        if let id = Int64(reference), id > 0 {
+        let id = Int64(reference).flatMap { $0 > 0 && String($0) == reference ? $0 : nil }
+        if let id {
             let objectID = ManagedObjectID(entityName: Asset.entityName, rowID: id)
             if let asset = try? context.existingObject(with: objectID, as: Asset.self) { return asset }
-            throw CatalogError(.notFound, "No asset with ID \(id); list assets with `assetcat ls`")
         }
         let named = try context.fetch(FetchRequest<Asset>(predicate: \.name == reference))
         switch named.count {
-        case 0: throw CatalogError(.notFound, "No asset named \(reference); list assets with `assetcat ls`")
+        case 0:
+            if let id { throw CatalogError(.notFound, "No asset with ID \(id); list assets with `assetcat ls`") }
+            throw CatalogError(.notFound, "No asset named \(reference); list assets with `assetcat ls`")
         case 1: return named[0]
         default:
             let ids = named.map { String($0.objectID.rowID) }.joined(separator: ", ")
@@ -90,10 +94,11 @@ extension Catalog {
                     return RemovalResult(
                         removed: records, filesRemoved: removable.sorted().map(content.objectPath), wasDryRun: true)
                 }
-                try context.save()
-                let removed = candidates.sorted().map(content.objectPath).filter {
-                    !FileManager.default.fileExists(atPath: $0)
+                let present = candidates.sorted().map(content.objectPath).filter {
+                    FileManager.default.fileExists(atPath: $0)
                 }
+                try context.save()
+                let removed = present.filter { !FileManager.default.fileExists(atPath: $0) }
                 return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
             }
         }
@@ -157,14 +162,18 @@ extension Catalog {
         case .managed: try Self.stream(content.objectPath(record.sha256), body)
         case .referenced: try Self.stream(record.path ?? "", body)
         case .member:
-            guard let archiveID = record.archive, let member = record.member else {
+            guard let archivePath = try memberArchivePath(record), let member = record.member else {
                 throw CatalogError(.notFound, "Asset \(record.id) has no archive")
             }
-            let archive = try asset(String(archiveID))
-            let archivePath =
-                archive.storage == .managed ? content.objectPath(archive.sha256) : (archive.path ?? "")
             try ArchiveIndex.read(member: member, ordinal: record.memberOrdinal, ofArchiveAt: archivePath, body)
         }
+    }
+
+    /// The file of an archive member's archive.
+    func memberArchivePath(_ record: AssetRecord) throws -> String? {
+        guard let archiveID = record.archive else { return nil }
+        let archive = try asset(String(archiveID))
+        return archive.storage == .managed ? content.objectPath(archive.sha256) : archive.path
     }
 
     static func stream(_ path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {

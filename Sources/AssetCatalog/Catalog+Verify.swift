@@ -9,6 +9,8 @@ public struct VerifyIssue: Sendable, Codable, Hashable {
         case missing
         /// The bytes no longer match the recorded SHA-256.
         case damaged
+        /// The file is there but cannot be read (permissions, not a file).
+        case unreadable
     }
     public var id: Int64
     public var name: String
@@ -18,6 +20,8 @@ public struct VerifyIssue: Sendable, Codable, Hashable {
     public var expectedSHA256: String
     /// What the bytes hash to now (damaged only).
     public var actualSHA256: String?
+    /// Why the content could not be read (unreadable, damaged archives).
+    public var detail: String?
 }
 
 /// What ``Catalog/verify(_:progress:)`` checked and found.
@@ -31,6 +35,10 @@ public struct UnreferencedObject: Sendable, Codable, Hashable {
     public var sha256: String
     public var path: String
     public var size: Int64
+    /// Whether an add in progress holds it (a staged link): not garbage, left alone.
+    var isPinned = false
+
+    enum CodingKeys: String, CodingKey { case sha256, path, size }
 }
 
 /// What ``Catalog/collectGarbage(_:)`` did.
@@ -97,6 +105,9 @@ extension Catalog {
         let digest: String
         do {
             if record.storage == .member {
+                guard let archivePath = try memberArchivePath(record),
+                    FileManager.default.fileExists(atPath: archivePath)
+                else { return issue }  // its archive is missing: so is the member
                 var hasher = DigestAccumulator()
                 try read(record) { hasher.add($0) }
                 digest = hasher.hex
@@ -108,6 +119,11 @@ extension Catalog {
             return issue
         } catch let error as CatalogError where error.code == .archive {
             issue.problem = .damaged  // its archive can no longer be read
+            issue.detail = error.message
+            return issue
+        } catch let error as CatalogError where error.code == .io {
+            issue.problem = .unreadable
+            issue.detail = error.message
             return issue
         }
         guard digest != record.sha256 else { return nil }
@@ -123,7 +139,8 @@ extension Catalog {
     public func collectGarbage(_ action: GarbageAction = .report) throws -> GarbageReport {
         let finished = try finishPendingRemovals()
         let used = Set(try assets(AssetQuery(storage: .managed)).map(\.sha256))
-        let unreferenced = content.objectFiles().filter { !used.contains($0.sha256) }
+        // Content an add in progress has linked but not yet recorded is pinned: not garbage.
+        let unreferenced = content.objectFiles().filter { !used.contains($0.sha256) && !$0.isPinned }
         var report = GarbageReport(
             pendingRemovalsFinished: finished, unreferenced: unreferenced, adopted: [], purged: [])
         switch action {

@@ -39,11 +39,22 @@ final class CatalogRuntime: Sendable {
             context.userInfo[Self.key] = self
             context.mergePolicy = .overwrite  // another process may have swept a row already
             return try context.performAndWait {
-                let plans = try context.fetch(FetchRequest<RemovalPlan>())
-                guard !plans.isEmpty else { return 0 }
-                for plan in plans { context.delete(plan) }
-                try context.save()
-                return plans.count
+                // One transaction per plan: a plan that cannot be carried out
+                // (an I/O error) does not hold up the others; it stays pending.
+                var done = 0
+                var firstError: (any Error)?
+                for plan in try context.fetch(FetchRequest<RemovalPlan>()) {
+                    context.delete(plan)
+                    do {
+                        try context.save()
+                        done += 1
+                    } catch {
+                        context.rollback()
+                        firstError = firstError ?? error
+                    }
+                }
+                if let firstError { throw firstError }
+                return done
             }
         }
     }
@@ -144,7 +155,8 @@ public final class Catalog: Sendable {
             let finished = try runtime.sweep()
             if finished > 0 { options.logger.info("finished \(finished) removals left pending by an earlier process") }
         } catch {
-            throw CatalogError(.store, "Could not finish pending removals: \(error)", cause: error)
+            // The catalog is usable: the plans stay pending (stats and gc report them).
+            options.logger.warning("some removals stay pending: \(error)")
         }
     }
 

@@ -32,11 +32,17 @@ final class ContentStore: Sendable {
         Self.removeAbandonedStaging(in: staging)
         let owner = "\(getpid())-\(UUID().uuidString.prefix(8))"
         ownStaging = staging + "/" + owner
-        try Self.makeDirectory(ownStaging)
-        lockDescriptor = open(ownStaging + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard lockDescriptor >= 0, flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0 else {
+        // The lock file is created under another name, locked, then renamed:
+        // an open in another process never sees it unlocked, and it exists
+        // before the folder does.
+        let pending = ownStaging + ".lock.new"
+        lockDescriptor = open(pending, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard lockDescriptor >= 0, flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0,
+            rename(pending, ownStaging + ".lock") == 0
+        else {
             throw CatalogError(.io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
         }
+        try Self.makeDirectory(ownStaging)
     }
 
     private let isClosed = Mutex(false)
@@ -57,7 +63,9 @@ final class ContentStore: Sendable {
         close(lockDescriptor)
     }
 
-    /// Removes the staging folders whose owner process is gone (its lock is free).
+    /// Removes the staging folders whose owner process is gone (its lock is
+    /// free). A folder without a lock file is left alone unless it is older
+    /// than ten minutes (its owner may be between creating the two).
     static func removeAbandonedStaging(in staging: String) {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
         for entry in entries where entry.hasSuffix(".lock") {
@@ -66,12 +74,20 @@ final class ContentStore: Sendable {
             guard fd >= 0 else { continue }
             defer { close(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }  // its owner is alive
+            // The file we locked must still be the one at that path.
+            var held = stat()
+            var current = stat()
+            guard fstat(fd, &held) == 0, stat(lockPath, &current) == 0, held.st_ino == current.st_ino else { continue }
             try? FileManager.default.removeItem(atPath: String(lockPath.dropLast(5)))
             unlink(lockPath)
         }
-        // Folders without a lock file (a crash between mkdir and open) are abandoned too.
-        for entry in entries where !entry.hasSuffix(".lock") && !entries.contains(entry + ".lock") {
-            try? FileManager.default.removeItem(atPath: staging + "/" + entry)
+        for entry in entries
+        where !entry.hasSuffix(".lock") && !entries.contains(entry + ".lock") && !entries.contains(entry + ".lock.new")
+        {
+            let path = staging + "/" + entry
+            var info = stat()
+            guard stat(path, &info) == 0, time(nil) - info.st_mtim.tv_sec > 600 else { continue }
+            try? FileManager.default.removeItem(atPath: path)
         }
     }
 
@@ -85,19 +101,27 @@ final class ContentStore: Sendable {
             + String(decoding: u[2...], as: UTF8.self)
     }
 
-    /// Throws unless the object file of `digest` exists.
-    func requireObject(_ digest: String, for name: String) throws {
-        guard access(objectPath(digest), F_OK) == 0 else {
-            throw CatalogError(
-                .io, "The content of \(name) (\(digest.prefix(12))…) is missing from objects/; add the file again",
-                path: objectPath(digest))
+    /// Throws unless the object file of `digest` exists. When it does not but
+    /// `pin` (a staged copy kept until the commit) does, the content is
+    /// linked back from it: a sweep or purge that ran between the add's link
+    /// and its commit loses nothing. Run under the store's write lock.
+    func requireObject(_ digest: String, for name: String, pin: String? = nil) throws {
+        let target = objectPath(digest)
+        if access(target, F_OK) == 0 { return }
+        if let pin, access(pin, F_OK) == 0 {
+            try adopt(staged: pin, digest: digest)
+            return
         }
+        throw CatalogError(
+            .io, "The content of \(name) (\(digest.prefix(12))…) is missing from objects/; add the file again",
+            path: target)
     }
 
     /// Unlinks the object file of `digest` (a missing file is fine) and syncs its folder.
     func removeObject(_ digest: String) throws {
         let path = objectPath(digest)
-        if unlink(path) != 0 && errno != ENOENT {
+        if unlink(path) != 0 {
+            if errno == ENOENT { return }  // already gone (its folder too, perhaps): nothing to sync
             throw CatalogError(.io, "Could not remove \(path): \(Self.errnoText())", path: path)
         }
         try Self.syncDirectory((path as NSString).deletingLastPathComponent)
@@ -142,25 +166,29 @@ final class ContentStore: Sendable {
         return (hex(hasher.finalize()), size)
     }
 
-    /// Copies a file into staging (hashing it on the way), then links it into
-    /// `objects/` under its digest. Returns the digest and size. The staged
-    /// copy is removed whatever happens.
-    func ingest(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (digest: String, size: Int64) {
-        let staged = ownStaging + "/" + UUID().uuidString
-        defer { unlink(staged) }
-        FaultPoint.reach(.slowIngest)
-        let (digest, size) = try Self.digest(ofFileAt: path, copyTo: staged, isCancelled: isCancelled)
-        FaultPoint.reach(.afterStage)
-        try adopt(staged: staged, digest: digest)
-        return (digest, size)
-    }
-
-    /// Writes bytes produced by `produce` into staging, then links them into `objects/`.
-    func ingest(producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> (
-        digest: String, size: Int64
+    /// Copies a file into staging, hashing it on the way, and syncs it.
+    /// The caller adopts the staged copy (``adopt(staged:digest:)``) or removes it.
+    func stage(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (
+        digest: String, size: Int64, staged: String
     ) {
         let staged = ownStaging + "/" + UUID().uuidString
-        defer { unlink(staged) }
+        FaultPoint.reach(.slowIngest)
+        do {
+            let (digest, size) = try Self.digest(ofFileAt: path, copyTo: staged, isCancelled: isCancelled)
+            FaultPoint.reach(.afterStage)
+            return (digest, size, staged)
+        } catch {
+            unlink(staged)
+            throw error
+        }
+    }
+
+    /// Writes bytes produced by `produce` into staging and adopts them.
+    /// Returns the digest, the size and the pin (see ``adopt(staged:digest:)``).
+    func ingest(producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> (
+        digest: String, size: Int64, pin: String
+    ) {
+        let staged = ownStaging + "/" + UUID().uuidString
         let output = open(staged, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
         guard output >= 0 else {
             throw CatalogError(.io, "Could not create \(staged): \(Self.errnoText())", path: staged)
@@ -177,25 +205,50 @@ final class ContentStore: Sendable {
             guard fsync(output) == 0 else {
                 throw CatalogError(.io, "Could not sync \(staged): \(Self.errnoText())", path: staged)
             }
+            let digest = Self.hex(hasher.finalize())
+            try adopt(staged: staged, digest: digest)
+            return (digest, size, staged)
+        } catch {
+            unlink(staged)
+            throw error
         }
-        let digest = Self.hex(hasher.finalize())
-        try adopt(staged: staged, digest: digest)
-        return (digest, size)
     }
 
-    /// Links a synced staged file into `objects/` (already present: nothing
-    /// to do, identical content is stored once) and syncs the folders.
-    private func adopt(staged: String, digest: String) throws {
+    /// Links a synced staged file into `objects/` and syncs the folders. The
+    /// staged path stays, as a second link to the object's bytes — a pin that
+    /// keeps the content until the record commits (then ``unpin(_:)``). When
+    /// `objects/` already has the content (stored once), the staged copy is
+    /// replaced by a link to the existing object, which pins that one.
+    func adopt(staged: String, digest: String) throws {
         let target = objectPath(digest)
         let folder = (target as NSString).deletingLastPathComponent
         if access(folder, F_OK) != 0 {
             try Self.makeDirectory(folder)
             try Self.syncDirectory(objects)
         }
-        if link(staged, target) != 0 && errno != EEXIST {
-            throw CatalogError(.io, "Could not store \(target): \(Self.errnoText())", path: target)
+        while true {
+            if link(staged, target) == 0 { break }
+            guard errno == EEXIST else {
+                throw CatalogError(.io, "Could not store \(target): \(Self.errnoText())", path: target)
+            }
+            let pin = staged + ".pin"
+            if link(target, pin) == 0 {
+                if rename(pin, staged) != 0 {
+                    unlink(pin)
+                    throw CatalogError(.io, "Could not pin \(target): \(Self.errnoText())", path: staged)
+                }
+                return
+            }
+            guard errno == ENOENT else {  // the object vanished in between: link ours again
+                throw CatalogError(.io, "Could not pin \(target): \(Self.errnoText())", path: target)
+            }
         }
         try Self.syncDirectory(folder)
+    }
+
+    /// Releases a pin once its record committed (or will never commit).
+    func unpin(_ pin: String) {
+        unlink(pin)
     }
 
     // MARK: - Helpers
@@ -278,8 +331,11 @@ extension ContentStore {
                 let digest = folder + rest
                 guard Self.isDigest(digest) else { continue }
                 let path = objectPath(digest)
-                let size = ((try? manager.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
-                result.append(UnreferencedObject(sha256: digest, path: path, size: size))
+                var info = stat()
+                guard stat(path, &info) == 0 else { continue }
+                result.append(
+                    UnreferencedObject(
+                        sha256: digest, path: path, size: Int64(info.st_size), isPinned: info.st_nlink > 1))
             }
         }
         return result

@@ -142,7 +142,7 @@ struct Cat: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.open()
             defer { catalog.close() }
-            try catalog.read(asset) { chunk in FileHandle.standardOutput.write(Data(chunk)) }
+            try catalog.read(asset) { chunk in try Terminal.output(Data(chunk)) }
         }
     }
 }
@@ -214,8 +214,11 @@ struct Verify: AsyncParsableCommand {
                     print("\(issue.problem.rawValue)  \(issue.id)  \(issue.name)  \(issue.path)")
                 }
                 let missing = report.issues.filter { $0.problem == .missing }.count
-                let damaged = report.issues.count - missing
-                print("checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged")
+                let damaged = report.issues.filter { $0.problem == .damaged }.count
+                let unreadable = report.issues.count - missing - damaged
+                print(
+                    "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
+                        + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
             }
             if !report.issues.isEmpty { throw ExitCode.failure }
         }

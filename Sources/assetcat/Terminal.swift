@@ -1,3 +1,4 @@
+import AssetCatalog
 import Foundation
 
 #if canImport(Glibc)
@@ -43,7 +44,15 @@ enum Terminal {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        FileHandle.standardOutput.write(try encoder.encode(value))
-        FileHandle.standardOutput.write(Data("\n".utf8))
+        try output(try encoder.encode(value) + Data("\n".utf8))
+    }
+
+    /// Writes to stdout; a failure (a full disk, a closed pipe) is an error, not a crash.
+    static func output(_ data: Data) throws {
+        do {
+            try FileHandle.standardOutput.write(contentsOf: data)
+        } catch {
+            throw CatalogError(.io, "Could not write to standard output: \(error.localizedDescription)", cause: error)
+        }
     }
 }

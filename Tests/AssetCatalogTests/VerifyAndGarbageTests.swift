@@ -40,9 +40,11 @@ import Testing
         let catalog = try t.create()
         let kept = try #require(try await catalog.add([try t.file("kept.txt", "kept")]).added.first)
         // Content that reached objects/ without a record (a crash after linking, before the commit).
-        let (orphan, _) = try catalog.content.ingest(producing: { emit in
+        let (orphan, _, pin) = try catalog.content.ingest(producing: { emit in
             try Data("orphan".utf8).withUnsafeBytes { try emit($0) }
         })
+        #expect(try catalog.collectGarbage().unreferenced.isEmpty)  // pinned by an add in progress: left alone
+        catalog.content.unpin(pin)  // that add died
         let report = try catalog.collectGarbage()
         #expect(report.unreferenced.map(\.sha256) == [orphan])
         #expect(t.hasObject(orphan))  // reported, not removed
@@ -53,9 +55,10 @@ import Testing
         #expect(try catalog.collectGarbage().unreferenced.isEmpty)
 
         try catalog.remove([String(adopted[0].id)])
-        let (again, _) = try catalog.content.ingest(producing: { emit in
+        let (again, _, pinAgain) = try catalog.content.ingest(producing: { emit in
             try Data("orphan again".utf8).withUnsafeBytes { try emit($0) }
         })
+        catalog.content.unpin(pinAgain)
         let purged = try catalog.collectGarbage(.purge).purged
         #expect(purged == [t.objectPath(again)])
         #expect(!t.hasObject(again))
