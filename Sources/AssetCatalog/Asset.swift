@@ -79,14 +79,27 @@ public final class Asset: ManagedObject {
         setPrimitiveValue(now, for: \.modified)
     }
 
+    private var runtime: CatalogRuntime? { managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime }
+
+    /// Cancels the asset's jobs through the job provider (the seeds'
+    /// `cancelAllRequests(for:)`); files are not touched: the deletion may
+    /// still be rolled back.
     override public func prepareForDeletion() {
-        // Jobs for this asset are cancelled here (the jobs issue); files are not touched.
+        runtime?.jobs?.cancelAll(for: objectID.rowID)
+    }
+
+    /// A rolled-back deletion: the jobs `prepareForDeletion` stopped run again.
+    override public func awakeFromSnapshotEvents(_ events: SnapshotEvents) {
+        if events.contains(.undoDeletion) { runtime?.jobs?.resume(for: objectID.rowID) }
     }
 
     override public func willSave() {
-        let runtime = managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime
+        let runtime = runtime
         guard let effects = saveEffects else { return }
         if isDeleted {
+            let id = objectID.rowID
+            effects.onFailure { runtime?.jobs?.resume(for: id) }
+            effects.afterCommit { runtime?.jobs?.assetsDeleted([id]) }
             // The file the store's row names, whatever unsaved changes say.
             let storage = committedValue(for: \.storage) ?? storage
             guard storage == .managed else { return }  // referenced files and members are never removed

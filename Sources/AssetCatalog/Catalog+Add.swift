@@ -21,8 +21,14 @@ public struct AddOptions: Sendable, Hashable {
     public var tags: [String]
     /// Descend into directories (otherwise a directory is an error).
     public var recursive: Bool
-    /// Add one record per member of each archive (tar, zip, …).
+    /// Queue an `index-archive` job for each archive (tar, zip, …), which
+    /// records one asset per member as it reads.
     public var indexesArchives: Bool
+    /// Reference mode only: record files without reading them and queue a
+    /// `digest` job to hash them later.
+    public var defersHashing: Bool
+    /// Queue a `metadata` job (media type, pixel size) for each image.
+    public var extractsMetadata: Bool
     /// How many files are read at once; all cores by default.
     public var concurrency: Int
     /// How many files are committed per transaction.
@@ -30,12 +36,15 @@ public struct AddOptions: Sendable, Hashable {
 
     public init(
         mode: Mode = .copy, tags: [String] = [], recursive: Bool = false, indexesArchives: Bool = true,
+        defersHashing: Bool = false, extractsMetadata: Bool = true,
         concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, batchSize: Int = 512
     ) {
         self.mode = mode
         self.tags = tags
         self.recursive = recursive
         self.indexesArchives = indexesArchives
+        self.defersHashing = defersHashing
+        self.extractsMetadata = extractsMetadata
         self.concurrency = max(1, concurrency)
         self.batchSize = max(1, batchSize)
     }
@@ -59,6 +68,9 @@ public struct AddResult: Sendable {
     public var wasCancelled: Bool
     /// How many files were found to add.
     public var filesFound: Int
+    /// The jobs queued for the added assets (archive indexing, deferred
+    /// digests, metadata), in the catalog's ``Catalog/jobs`` queue.
+    public var queuedJobs: [Int64] = []
 }
 
 /// One file read and (in copy mode) stored, not yet recorded.
@@ -67,7 +79,6 @@ struct IngestedFile: Sendable {
     var name: String
     var digest: String
     var size: Int64
-    var members: [IngestedMember]
     /// In copy mode: the staged link that holds the content until the record commits.
     var pin: String?
 }
@@ -102,6 +113,10 @@ extension Catalog {
         _ paths: [String], options: AddOptions = AddOptions(), progress: (@Sendable (AddProgress) -> Void)? = nil
     ) async throws -> AddResult {
         for tag in options.tags { try Self.validateTag(tag) }
+        if options.defersHashing && options.mode != .reference {
+            throw CatalogError(
+                .invalidArgument, "Hashing can only be deferred for referenced files (content is stored by its digest)")
+        }
         let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path)
         let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
         var result = AddResult(added: [], failures: [], wasCancelled: false, filesFound: files.count)
@@ -177,22 +192,17 @@ extension Catalog {
     private func ingest(_ file: SourceFile, options: AddOptions) throws -> IngestedFile {
         let stop = { Task.isCancelled }
         let name = (file.path as NSString).lastPathComponent
-        let isArchive = options.indexesArchives && ContentKind.isArchiveName(name)
         switch options.mode {
+        case .reference where options.defersHashing:
+            return IngestedFile(source: file.path, name: name, digest: "", size: file.size, pin: nil)
         case .reference:
-            let members = isArchive ? try ArchiveIndex.members(ofArchiveAt: file.path, isCancelled: stop) : []
             let (digest, size) = try ContentStore.digest(ofFileAt: file.path, isCancelled: stop)
-            return IngestedFile(source: file.path, name: name, digest: digest, size: size, members: members, pin: nil)
+            return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: nil)
         case .copy:
-            // Index the staged copy (the bytes the catalog keeps), before anything reaches objects/.
             let (digest, size, staged) = try content.stage(fileAt: file.path, isCancelled: stop)
             do {
-                let members =
-                    isArchive
-                    ? try ArchiveIndex.members(ofArchiveAt: staged, displayPath: file.path, isCancelled: stop) : []
                 try content.adopt(staged: staged, digest: digest)
-                return IngestedFile(
-                    source: file.path, name: name, digest: digest, size: size, members: members, pin: staged)
+                return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
             } catch {
                 content.unpin(staged)
                 throw error
@@ -204,7 +214,9 @@ extension Catalog {
     /// per file, and the add goes on (earlier batches stay committed).
     private func commitReporting(_ files: [IngestedFile], options: AddOptions, into result: inout AddResult) {
         do {
-            result.added += try commit(files, options: options)
+            let (added, jobs) = try commit(files, options: options)
+            result.added += added
+            result.queuedJobs += jobs
         } catch {
             let reason = (error as? CatalogError)?.message ?? "\(error)"
             for file in files {
@@ -217,7 +229,7 @@ extension Catalog {
     /// Records ingested files in one transaction. If that fails, the content
     /// already linked into `objects/` is journaled for removal and swept
     /// (each file goes only if no other asset uses it).
-    private func commit(_ files: [IngestedFile], options: AddOptions) throws -> [AssetRecord] {
+    private func commit(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
         defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
         do {
             return try record(files, options: options)
@@ -240,10 +252,18 @@ extension Catalog {
         }
     }
 
-    private func record(_ files: [IngestedFile], options: AddOptions) throws -> [AssetRecord] {
-        try storeErrors {
+    /// Records ingested files, and the jobs they need, in one transaction.
+    private func record(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
+        let recorded = try storeErrors {
             try withContext { context in
                 var created: [Asset] = []
+                var jobs: [Job] = []
+                func queue(_ kind: String, for asset: Asset) {
+                    let job = Job(context: context)
+                    job.kind = kind
+                    job.assetID = asset.objectID.rowID
+                    jobs.append(job)
+                }
                 for file in files {
                     let asset = Asset(context: context)
                     asset.name = file.name
@@ -255,24 +275,20 @@ extension Catalog {
                     asset.tags = options.tags
                     asset.pin = file.pin
                     created.append(asset)
-                    for member in file.members {
-                        let m = Asset(context: context)
-                        m.name = member.path
-                        m.kind = ContentKind.of(member.path)
-                        m.storage = .member
-                        m.size = member.size
-                        m.sha256 = member.digest
-                        m.member = member.path
-                        m.memberOrdinal = member.ordinal
-                        m.archive = asset
-                        m.tags = options.tags
-                        created.append(m)
+                    if file.digest.isEmpty { queue(BuiltInProcessors.digest, for: asset) }
+                    if options.indexesArchives && asset.kind == "archive" {
+                        queue(BuiltInProcessors.indexArchive, for: asset)
+                    }
+                    if options.extractsMetadata && asset.kind == "image" {
+                        queue(BuiltInProcessors.metadata, for: asset)
                     }
                 }
                 try context.save()
-                return created.map(AssetRecord.init)
+                return (created.map(AssetRecord.init), jobs.map(\.objectID.rowID))
             }
         }
+        if !recorded.1.isEmpty { jobs.wakeWorker() }
+        return recorded
     }
 
     struct SourceFile: Sendable {

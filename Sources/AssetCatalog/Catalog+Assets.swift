@@ -113,10 +113,11 @@ extension Catalog {
     public func removeAll(_ query: AssetQuery) throws -> Int {
         try storeErrors {
             let deleted = try withContext { context in
-                try context.batchDelete(FetchRequest<Asset>(predicate: query.predicate)).deletedObjectIDs.count
+                try context.batchDelete(FetchRequest<Asset>(predicate: query.predicate)).deletedObjectIDs
             }
+            jobs.assetsDeleted(Set(deleted.filter { $0.entityName == Asset.entityName }.map(\.rowID)))
             runtime.didCommitRemovals()
-            return deleted
+            return deleted.filter { $0.entityName == Asset.entityName }.count
         }
     }
 

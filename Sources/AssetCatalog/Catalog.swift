@@ -10,13 +10,21 @@ final class CatalogRuntime: Sendable {
 
     let content: ContentStore
     weak let container: PersistentContainer?
+    weak let jobs: JobQueue?
     let logger: Logger
     private let sweeping = Mutex(())
 
-    init(content: ContentStore, container: PersistentContainer, logger: Logger) {
+    init(content: ContentStore, container: PersistentContainer, jobs: JobQueue, logger: Logger) {
         self.content = content
         self.container = container
+        self.jobs = jobs
         self.logger = logger
+    }
+
+    /// Deletions of these assets never committed (a context was discarded):
+    /// the jobs their `prepareForDeletion` stopped run again.
+    func deletionsDiscarded(_ ids: Set<ManagedObjectID>) {
+        for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: id.rowID) }
     }
 
     /// Called after a commit that journaled removals: carry them out now.
@@ -102,7 +110,10 @@ public final class Catalog: Sendable {
     var content: ContentStore { runtime.content }
 
     static let storeName = "catalog.sqlite"
-    static let entities: [ManagedObject.Type] = [Asset.self, RemovalPlan.self]
+    static let entities: [ManagedObject.Type] = [Asset.self, RemovalPlan.self, Job.self]
+
+    /// The catalog's job provider: register processors, run the queue.
+    public let jobs: JobQueue
 
     /// Whether `directory` holds a catalog.
     public static func exists(at directory: URL) -> Bool {
@@ -149,8 +160,14 @@ public final class Catalog: Sendable {
             throw CatalogError(.store, error.message, path: root.appending(path: Self.storeName).path, cause: error)
         }
         let content = try ContentStore(root: root.path)
-        runtime = CatalogRuntime(content: content, container: container, logger: options.logger)
+        jobs = JobQueue(
+            owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger)
+        runtime = CatalogRuntime(content: content, container: container, jobs: jobs, logger: options.logger)
         container.viewContext.userInfo[CatalogRuntime.key] = runtime
+        let runtime = runtime
+        container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
+        jobs.attach(self)
+        BuiltInProcessors.register(on: jobs)
         do {
             let finished = try runtime.sweep()
             if finished > 0 { options.logger.info("finished \(finished) removals left pending by an earlier process") }
@@ -167,6 +184,8 @@ public final class Catalog: Sendable {
     public func newContext(name: String? = nil) -> ManagedObjectContext {
         let context = container.newBackgroundContext(name: name)
         context.userInfo[CatalogRuntime.key] = runtime
+        let runtime = runtime
+        context.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         return context
     }
 
@@ -199,6 +218,7 @@ public final class Catalog: Sendable {
 
     /// Closes the store. The catalog must not be used afterwards.
     public func close() {
+        jobs.stop()
         container.viewContext.userInfo[CatalogRuntime.key] = nil
         container.close()
         content.release()

@@ -20,6 +20,8 @@ final class ContentStore: Sendable {
     let staging: String
     /// This process's staging folder.
     let ownStaging: String
+    /// This process, as job rows and staging folders name it (`pid-id`).
+    var owner: String { (ownStaging as NSString).lastPathComponent }
     private let lockDescriptor: Int32
 
     static let bufferSize = 1 << 20
@@ -61,6 +63,18 @@ final class ContentStore: Sendable {
         try? FileManager.default.removeItem(atPath: ownStaging)
         unlink(ownStaging + ".lock")
         close(lockDescriptor)
+    }
+
+    /// Whether the process that owns `owner`'s staging folder is alive (it holds its lock).
+    func isOwnerAlive(_ owner: String) -> Bool {
+        let fd = open(staging + "/" + owner + ".lock", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return false
+        }
+        return true
     }
 
     /// Removes the staging folders whose owner process is gone (its lock is

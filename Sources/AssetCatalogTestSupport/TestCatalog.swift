@@ -69,8 +69,8 @@ public struct TestCatalog: Sendable {
         public var stderr: String
     }
 
-    /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added after
-    /// the subcommand unless it is `init` or `namesCatalog` is false), with
+    /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added at the
+    /// end unless it is `init` or `namesCatalog` is false), with
     /// extra environment variables.
     @discardableResult
     public func run(
@@ -81,7 +81,7 @@ public struct TestCatalog: Sendable {
         process.executableURL = Self.executable()
         var args = arguments
         if namesCatalog, let first = args.first, first != "init", !args.contains("--catalog") {
-            args.insert(contentsOf: ["--catalog", root.path], at: 1)
+            args += ["--catalog", root.path]
         }
         process.arguments = args
         var env = ProcessInfo.processInfo.environment
@@ -101,5 +101,17 @@ public struct TestCatalog: Sendable {
         return Run(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
             stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+extension Catalog {
+    /// Adds files, then runs the queued jobs (archive indexing, digests,
+    /// metadata) to completion; returns the added assets followed by the
+    /// archive members the jobs recorded, in ID order.
+    public func addAndRunJobs(_ paths: [String], options: AddOptions = AddOptions()) async throws -> [AssetRecord] {
+        let added = try await add(paths, options: options).added
+        _ = try await jobs.runUntilIdle()
+        let ids = Set(added.map(\.id))
+        return try assets().filter { ids.contains($0.id) || $0.archive.map(ids.contains) == true }
     }
 }

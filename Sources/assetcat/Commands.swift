@@ -14,12 +14,19 @@ struct Add: AsyncParsableCommand {
     @Flag(help: "Record files where they are instead of copying them.") var reference = false
     @Option(name: .customLong("tag"), help: "Tag the added assets (repeatable).") var tags: [String] = []
     @Flag(help: "Add the files under directories.") var recursive = false
+    @Flag(help: "With --reference: record files without reading them; a digest job hashes them later.")
+    var deferHash = false
+
+    func validate() throws {
+        if deferHash && !reference { throw ValidationError("--defer-hash goes with --reference.") }
+    }
 
     func run() async throws {
         try await reportingErrors {
             let catalog = try options.open()
             defer { catalog.close() }
-            let addOptions = AddOptions(mode: reference ? .reference : .copy, tags: tags, recursive: recursive)
+            let addOptions = AddOptions(
+                mode: reference ? .reference : .copy, tags: tags, recursive: recursive, defersHashing: deferHash)
             let paths = paths
             let work = Task {
                 try await catalog.add(paths, options: addOptions) { p in
@@ -39,6 +46,9 @@ struct Add: AsyncParsableCommand {
                 throw ExitCode(130)
             }
             print("added \(plural(files, "file"))" + (members > 0 ? " and \(plural(members, "archive member"))" : ""))
+            if !result.queuedJobs.isEmpty {
+                print("queued \(plural(result.queuedJobs.count, "job")); run them with `assetcat jobs run`")
+            }
             if !result.failures.isEmpty { throw ExitCode.failure }
         }
     }

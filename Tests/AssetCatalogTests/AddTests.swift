@@ -45,20 +45,22 @@ import Testing
         #expect(try catalog.assets().isEmpty)
     }
 
-    @Test func aFileThatFailsIsReportedAndTheOthersAreAdded() async throws {
+    @Test func anArchiveThatCannotBeIndexedFailsItsJobWithTheReason() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
         let good = try t.file("good.txt", "fine")
         let corrupt = testAsset("archives/corrupt-data.zip")
         let result = try await catalog.add([good, corrupt])
-        #expect(result.added.map(\.name) == ["good.txt"])
-        #expect(result.failures.count == 1)
+        #expect(result.added.map(\.name) == ["good.txt", "corrupt-data.zip"])
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary.failed == 1)
+        let job = try #require(try catalog.jobs.list([.failed]).first)
+        #expect(job.kind == "index-archive" && job.attempts == 1)
         #expect(
-            result.failures[0].message
-                == "Could not index the archive \(corrupt): member 'data.bin': ZIP bad CRC: 0xa55d0e04 should be 0x51a02e01"
+            job.error
+                == "Could not index the archive corrupt-data.zip: member 'data.bin': ZIP bad CRC: 0xa55d0e04 should be 0x51a02e01"
         )
-        // Nothing of the failed archive reached objects/.
-        #expect(try catalog.collectGarbage().unreferenced.isEmpty)
+        #expect(try catalog.assets().count == 2)  // no member recorded
     }
 
     @Test func identicalContentIsStoredOnce() async throws {
@@ -72,7 +74,11 @@ import Testing
     @Test func archivesGetOneRecordPerMemberAndMembersCanBeRead() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
-        let added = try await catalog.add([try testArchive(in: t)]).added
+        let queued = try await catalog.add([try testArchive(in: t)])
+        #expect(queued.added.map(\.storage) == [.managed])  // members come from the index job
+        #expect(queued.queuedJobs.count == 1)
+        _ = try await catalog.jobs.runUntilIdle()
+        let added = try catalog.assets()
         #expect(added.map(\.storage) == [.managed, .member, .member])
         #expect(added[0].kind == "archive")
         let readme = try #require(added.first { $0.member == "docs/readme.txt" })
@@ -129,7 +135,7 @@ func testAsset(_ path: String) -> String {
     // sample.tar.gz (Python's pax) holds "résumé.txt" spelled NFC and NFD; libarchive reads both as NFC.
     let t = try TestCatalog()
     let catalog = try t.create()
-    let added = try await catalog.add([testAsset("archives/sample.tar.gz")]).added
+    let added = try await catalog.addAndRunJobs([testAsset("archives/sample.tar.gz")])
     let twins = added.filter { $0.member == "sample/r\u{e9}sum\u{e9}.txt" }
     #expect(twins.count == 2)
     #expect(twins.map(\.memberOrdinal) == [0, 1])

@@ -101,7 +101,7 @@ import Testing
     @Test func membersOfAMissingArchiveAreReportedMissing() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
-        let added = try await catalog.add([testAsset("archives/sample.tar")]).added
+        let added = try await catalog.addAndRunJobs([testAsset("archives/sample.tar")])
         try FileManager.default.removeItem(atPath: t.objectPath(added[0].sha256))
         let issues = try await catalog.verify().issues
         #expect(issues.allSatisfy { $0.problem == .missing }, "\(issues.map(\.problem))")
@@ -133,7 +133,7 @@ import Testing
         p.arguments = ["-cf", tar, "-C", t.sources.path, "pack"]
         try p.run()
         p.waitUntilExit()
-        let added = try await catalog.add([tar]).added
+        let added = try await catalog.addAndRunJobs([tar])
         #expect(added.compactMap(\.member).sorted() == ["pack/a.txt", "pack/b.txt"])
     }
 
@@ -196,7 +196,7 @@ import Testing
     @Test func dryRunListsTheSameAssetsAsTheRealRemoval() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
-        let added = try await catalog.add([testAsset("archives/sample.tar")]).added
+        let added = try await catalog.addAndRunJobs([testAsset("archives/sample.tar")])
         let dry = try catalog.remove([String(added[0].id)], dryRun: true)
         let real = try catalog.remove([String(added[0].id)])
         #expect(dry.removed.map(\.id) == real.removed.map(\.id))

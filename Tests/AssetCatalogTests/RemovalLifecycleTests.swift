@@ -153,7 +153,7 @@ import Testing
         let t = try TestCatalog()
         let catalog = try t.create()
         let archive = try testArchive(in: t)
-        let added = try await catalog.add([archive]).added
+        let added = try await catalog.addAndRunJobs([archive])
         let archiveRecord = try #require(added.first { $0.storage == .managed })
         let members = added.filter { $0.storage == .member }
         #expect(members.map(\.name) == ["docs/readme.txt", "photo.jpg"])

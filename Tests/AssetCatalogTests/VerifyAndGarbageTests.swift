@@ -12,7 +12,7 @@ import Testing
         let refSource = try t.file("r1.txt", "ref one")
         let refGone = try t.file("r2.txt", "ref two")
         let referenced = try await catalog.add([refSource, refGone], options: .init(mode: .reference)).added
-        _ = try await catalog.add([try testArchive(in: t)])
+        _ = try await catalog.addAndRunJobs([try testArchive(in: t)])
         #expect(try await catalog.verify().issues.isEmpty)
 
         try FileManager.default.removeItem(atPath: t.objectPath(managed[0].sha256))  // missing managed
@@ -69,7 +69,7 @@ import Testing
 @Test func membersOfAnArchiveDamagedAfterTheAddAreReportedDamaged() async throws {
     let t = try TestCatalog()
     let catalog = try t.create()
-    let added = try await catalog.add([try testArchive(in: t)]).added
+    let added = try await catalog.addAndRunJobs([try testArchive(in: t)])
     let archive = try #require(added.first)
     let path = t.objectPath(archive.sha256)
     try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)

@@ -14,7 +14,7 @@ import Testing
         let photo = try t.file("photo.jpg", "JFIF")
         let add = try t.run(["add", a, copy, photo, "--tag", "demo"])
         #expect(add.status == 0)
-        #expect(add.stdout == "added 3 files\n")
+        #expect(add.stdout == "added 3 files\nqueued 1 job; run them with `assetcat jobs run`\n")  // photo.jpg's metadata
         #expect(add.stderr == "")  // no progress bar in a pipe
         return t
     }
@@ -74,7 +74,11 @@ import Testing
         zip.arguments = ["-a", "-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner/doc.txt"]
         try zip.run()
         zip.waitUntilExit()
-        #expect(try t.run(["add", archive]).stdout == "added 1 file and 1 archive member\n")
+        #expect(
+            try t.run(["add", archive]).stdout == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
+        #expect(try t.run(["cat", "inner/doc.txt"]).stderr.hasPrefix("assetcat: No asset named inner/doc.txt"))
+        let jobs = try t.run(["jobs", "run"])
+        #expect(jobs.stdout == "ran jobs: 2 succeeded, 0 failed, 0 cancelled\n", "\(jobs.stdout)\(jobs.stderr)")
         #expect(try t.run(["cat", "inner/doc.txt"]).stdout == "inside the archive\n")
     }
 

@@ -1,0 +1,163 @@
+public import Foundation
+public import Persistence
+
+/// Where a job stands.
+public enum JobState: String, AttributeValue, Sendable, Codable, CaseIterable {
+    /// Waiting for a worker (possibly until ``Job/runAfter``, after a transient failure).
+    case queued
+    /// A worker process is running it.
+    case running
+    case succeeded
+    /// Its processor failed (after its attempts, for transient failures).
+    case failed
+    /// Cancelled by hand, or because its asset was deleted.
+    case cancelled
+}
+
+/// A durable record of work for one asset: its kind, state, attempts and
+/// progress. Rows outlive their asset as history (cancelled).
+public final class Job: ManagedObject {
+    /// The processor's kind name (`digest`, `index-archive`, `metadata`, or one registered by a pipeline).
+    @Attribute(.indexed) public var kind = ""
+    /// The asset the work is for.
+    @Attribute(.indexed) public var assetID: Int64 = 0
+    @Attribute(.indexed) public var state = JobState.queued
+    @Attribute public var attempts = 0
+    @Attribute public var maxAttempts = 5
+    @Attribute public var lastError: String?
+    /// From 0 to 1, as the processor reports it.
+    @Attribute public var progress = 0.0
+    /// Not before this date (backoff after a transient failure).
+    @Attribute(.indexed) public var runAfter = Date(timeIntervalSince1970: 0)
+    /// The process running it (`pid-id`), while it runs.
+    @Attribute public var owner: String?
+    @Attribute public var created = Date(timeIntervalSince1970: 0)
+    @Attribute public var updated = Date(timeIntervalSince1970: 0)
+
+    /// Not persistent: set when this save writes the job's result; the save
+    /// then commits only if that asset still exists (checked under the write lock).
+    var resultRequiresAsset: Int64?
+
+    override public func awakeFromInsert() {
+        let now = Date()
+        setPrimitiveValue(now, for: \.created)
+        setPrimitiveValue(now, for: \.updated)
+    }
+
+    override public func willSave() {
+        if !isDeleted { setPrimitiveValue(Date(), for: \.updated) }
+        if let assetID = resultRequiresAsset, let effects = saveEffects {
+            let id = ManagedObjectID(entityName: Asset.entityName, rowID: assetID)
+            effects.beforeCommit { reader in
+                guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 1 else {
+                    throw CatalogError(.notFound, "Asset \(assetID) was deleted; the job's result is dropped")
+                }
+            }
+        }
+    }
+}
+
+/// A snapshot of a job, safe to pass between tasks and to print.
+public struct JobRecord: Sendable, Codable, Hashable {
+    public var id: Int64
+    public var kind: String
+    public var asset: Int64
+    public var state: JobState
+    public var attempts: Int
+    public var progress: Double
+    public var error: String?
+    public var created: Date
+    public var updated: Date
+
+    init(_ job: Job) {
+        id = job.objectID.rowID
+        kind = job.kind
+        asset = job.assetID
+        state = job.state
+        attempts = job.attempts
+        progress = job.progress
+        error = job.lastError
+        created = job.created
+        updated = job.updated
+    }
+}
+
+/// What a processor produced for its asset. Applied in one transaction that
+/// also marks the job succeeded — and only if the asset still exists then.
+public struct JobOutput: Sendable {
+    /// Merged into the asset's metadata.
+    public var metadata: [String: String]
+    /// Added to the asset's tags.
+    public var tags: [String]
+    /// Built-in processors' changes to the asset (a digest, archive members).
+    var apply: (@Sendable (Asset, ManagedObjectContext) throws -> Void)?
+
+    public init(metadata: [String: String] = [:], tags: [String] = []) {
+        self.metadata = metadata
+        self.tags = tags
+        apply = nil
+    }
+}
+
+/// Thrown by a processor for a failure worth retrying (with backoff).
+public struct TransientJobError: Error, Sendable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+/// What a processor sees of its job.
+public struct JobContext: Sendable {
+    public let jobID: Int64
+    public let kind: String
+    public let asset: AssetRecord
+    public let catalog: Catalog
+    let progressSink: @Sendable (Double) -> Void
+
+    /// Reports progress, from 0 to 1.
+    public func reportProgress(_ fraction: Double) { progressSink(min(1, max(0, fraction))) }
+
+    /// Throws `CancellationError` once the job is cancelled: call it between steps.
+    public func checkCancellation() throws { try Task.checkCancellation() }
+
+    /// Streams the asset's bytes, checking for cancellation between chunks.
+    public func readAsset(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try catalog.read(asset) { chunk in
+            try Task.checkCancellation()
+            try body(chunk)
+        }
+    }
+}
+
+/// Work for one asset, registered under a kind name.
+///
+/// ```swift
+/// struct WordCount: JobProcessor {
+///     func run(_ job: JobContext) async throws -> JobOutput {
+///         var words = 0
+///         try job.readAsset { words += $0.split(separator: UInt8(ascii: " ")).count }
+///         return JobOutput(metadata: ["words": String(words)])
+///     }
+/// }
+/// catalog.jobs.register(WordCount(), as: "word-count")
+/// ```
+public protocol JobProcessor: Sendable {
+    /// Does the work. Check ``JobContext/checkCancellation()`` between steps:
+    /// a deleted asset's jobs are cancelled and must stop promptly.
+    func run(_ job: JobContext) async throws -> JobOutput
+}
+
+/// Runs jobs for assets, outside saves: the seeds' network provider, whose
+/// work `prepareForDeletion` cancels.
+public protocol JobProvider: Sendable {
+    /// Queues work of `kind` for an asset; returns the job's ID.
+    @discardableResult
+    func submit(_ kind: String, for assetID: Int64) throws -> Int64
+    /// Stops the asset's running jobs and holds its queued ones (its deletion is pending).
+    func cancelAll(for assetID: Int64)
+    /// Releases what ``cancelAll(for:)`` stopped: the deletion was rolled
+    /// back, failed, or discarded — the interrupted jobs run again.
+    func resume(for assetID: Int64)
+    /// Job state changes and progress, as they happen.
+    func events() -> AsyncStream<JobRecord>
+}

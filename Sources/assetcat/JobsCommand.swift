@@ -1,0 +1,118 @@
+import ArgumentParser
+import AssetCatalog
+import Foundation
+
+struct Jobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Durable jobs: archive indexing, deferred digests, metadata, and a pipeline's own.",
+        subcommands: [JobsList.self, JobsRun.self, JobsCancel.self, JobsRetry.self],
+        defaultSubcommand: JobsList.self
+    )
+}
+
+struct JobsList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls", abstract: "List jobs with their state and progress.")
+
+    @OptionGroup var options: CatalogOption
+    @Flag(help: "Print one JSON array.") var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let jobs = try catalog.jobs.list()
+            if json { return try Terminal.json(jobs) }
+            print(
+                Table.pad("ID", 7, right: true) + "  " + Table.pad("KIND", 14) + "  "
+                    + Table.pad("ASSET", 7, right: true)
+                    + "  " + Table.pad("STATE", 10) + "  " + Table.pad("PROGRESS", 8, right: true) + "  "
+                    + Table.pad("ATTEMPTS", 8, right: true) + "  ERROR")
+            for job in jobs {
+                print(
+                    Table.pad(String(job.id), 7, right: true) + "  " + Table.pad(job.kind, 14) + "  "
+                        + Table.pad(String(job.asset), 7, right: true) + "  " + Table.pad(job.state.rawValue, 10) + "  "
+                        + Table.pad("\(Int(job.progress * 100))%", 8, right: true) + "  "
+                        + Table.pad(String(job.attempts), 8, right: true) + "  " + (job.error ?? ""))
+            }
+        }
+    }
+}
+
+struct JobsRun: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run", abstract: "Work the queue until it is empty (or keep going with --watch).")
+
+    @OptionGroup var options: CatalogOption
+    @Flag(help: "Keep running, taking new jobs as they are queued, until Ctrl-C.") var watch = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            if watch {
+                catalog.jobs.start()
+                let events = catalog.jobs.events()
+                let work = Task {
+                    for await job in events where job.state != .running {
+                        print(
+                            "\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)\(job.error.map { "  \($0)" } ?? "")"
+                        )
+                    }
+                }
+                let interrupt = Interrupt { work.cancel() }
+                _ = await work.result
+                interrupt.stop()
+                catalog.jobs.stop()
+                return
+            }
+            let work = Task {
+                try await catalog.jobs.runUntilIdle { job in
+                    if job.state == .running, job.progress > 0 {
+                        Terminal.progress("job \(job.id) \(job.kind)", done: Int(job.progress * 100), total: 100)
+                    }
+                }
+            }
+            let interrupt = Interrupt { work.cancel() }
+            let summary = try await work.value
+            interrupt.stop()
+            print(
+                "ran jobs: \(summary.succeeded) succeeded, \(summary.failed) failed, \(summary.cancelled) cancelled"
+                    + (summary.retried > 0 ? ", \(summary.retried) retried" : ""))
+            if summary.failed > 0 { throw ExitCode.failure }
+        }
+    }
+}
+
+struct JobsCancel: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "cancel", abstract: "Cancel a queued or running job.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "The job's ID.") var id: Int64
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let job = try catalog.jobs.cancel(id)
+            print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)")
+        }
+    }
+}
+
+struct JobsRetry: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "retry", abstract: "Queue a failed or cancelled job again.")
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "The job's ID.") var id: Int64
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let job = try catalog.jobs.retry(id)
+            print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)")
+        }
+    }
+}
