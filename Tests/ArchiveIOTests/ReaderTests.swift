@@ -204,6 +204,39 @@ import Testing
                 + "Truncated tar archive")
     }
 
+    @Test func tarCutBetweenMembersIsAnError() throws {
+        // libarchive itself reports a plain EOF here ("some writers omit the block of nulls").
+        let path = Fixtures.path("truncated-at-boundary.tar")
+        let reader = try ArchiveReader(path: path)
+        #expect(try reader.nextEntry()?.path == "ok.txt")
+        #expect(try reader.readContents() == Array("fine\n".utf8))
+        let error = #expect(throws: ArchiveError.self) { try reader.nextEntry() }
+        #expect(error?.code == .truncatedArchive)
+        #expect(
+            error?.message == "Cannot read '\(path)' after member 'ok.txt': the archive ends without its "
+                + "end-of-archive marker (it is probably truncated)")
+    }
+
+    /// However much of each member is read, a complete tar ends without error.
+    @Test(arguments: ["nothing", "skip", "one byte", "all"])
+    func completeTarEndsCleanly(howMuch: String) throws {
+        for fixture in ["sample.tar", "sample-gnu.tar", "sample.tar.gz", "warning-malformed-pax.tar"] {
+            let reader = try ArchiveReader(path: Fixtures.path(fixture))
+            var count = 0
+            var byte = [UInt8](repeating: 0, count: 1)
+            while try reader.nextEntry() != nil {
+                count += 1
+                switch howMuch {
+                case "skip": try reader.skipData()
+                case "one byte": _ = try byte.withUnsafeMutableBytes { try reader.read(into: $0) }
+                case "all": try reader.readData { _ in }
+                default: break
+                }
+            }
+            #expect(count > 0, "\(fixture)")
+        }
+    }
+
     @Test func truncatedGzipIsAnError() throws {
         let path = Fixtures.path("truncated.tar.gz")
         let error = #expect(throws: ArchiveError.self) {
