@@ -59,8 +59,9 @@ public final class ArchiveReader {
     /// - Parameters:
     ///   - path: The archive's path.
     ///   - blockSize: How many bytes to read from the file at a time.
-    /// - Throws: ``ArchiveError`` with code `openFailed` if the file cannot be opened, or
-    ///   `outOfMemory`.
+    /// - Throws: ``ArchiveError`` with code `openFailed` if the file cannot be opened;
+    ///   `unrecognizedFormat` or `truncatedArchive` when its first block already shows that
+    ///   (opening reads it to detect the compression); `outOfMemory`.
     public convenience init(path: String, blockSize: Int = 128 * 1024) throws(ArchiveError) {
         try self.init(archivePath: path, source: nil)
         filePath = path
@@ -88,7 +89,7 @@ public final class ArchiveReader {
     ///   - name: A name for the archive, used in messages.
     ///   - nextChunk: Returns the next bytes of the archive, or `nil` at its end.
     /// - Throws: ``ArchiveError`` with code `openFailed` or `callbackFailed` if the first
-    ///   chunk cannot be read.
+    ///   chunk cannot be read, `unrecognizedFormat` if it is no archive.
     public convenience init(name: String = "<stream>", nextChunk: @escaping () throws -> [UInt8]?) throws(ArchiveError)
     {
         let source = ChunkSource(next: nextChunk)
