@@ -293,6 +293,42 @@ import Testing
                 + "ZIP bad CRC: 0xa55d0e04 should be 0x51a02e01")
     }
 
+    @Test func encryptedMembersAreReportedNotCrashedOn() throws {
+        let path = Fixtures.path("encrypted.zip")
+        let reader = try ArchiveReader(path: path)
+        let entry = try #require(try reader.nextEntry())
+        #expect(entry.path == "secret.txt" && entry.isEncrypted)
+        let error = #expect(throws: ArchiveError.self) { try reader.readContents() }
+        #expect(error?.code == .unsupportedEntry)
+        #expect(error?.member == "secret.txt")
+        #expect(
+            error?.message == "Cannot read '\(path)', member 'secret.txt': archive_read_data_block failed: "
+                + "Passphrase required for this entry")
+        // Only that member failed: the archive goes on (to its end here).
+        #expect(try reader.nextEntry() == nil)
+
+        let directory = try TemporaryDirectory()
+        let extraction = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: directory.sub("root"))
+        }
+        #expect(extraction?.code == .unsupportedEntry)
+        #expect(snapshotTree(directory.sub("root")).isEmpty)
+    }
+
+    @Test func readContentsIsBounded() throws {
+        let path = Fixtures.path("sample.zip")
+        let reader = try ArchiveReader(path: path)
+        _ = try #require(try reader.findEntry(path: Fixtures.cjkFile))
+        let error = #expect(throws: ArchiveError.self) { try reader.readContents(maxBytes: 1000) }
+        #expect(error?.code == .sizeLimitExceeded)
+        #expect(
+            error?.message == "Cannot read member '\(Fixtures.cjkFile)' of '\(path)' into memory: it is larger than "
+                + "1000 bytes")
+        var names: [String] = []
+        try reader.forEachEntry { names.append($0.path) }  // the reader goes on
+        #expect(!names.isEmpty)
+    }
+
     @Test func warningsAreSurfaced() throws {
         let path = Fixtures.path("warning-malformed-pax.tar")
         let reader = try ArchiveReader(path: path)
