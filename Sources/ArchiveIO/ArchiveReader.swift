@@ -328,9 +328,10 @@ public final class ArchiveReader {
             switch status {
             case ARCHIVE_EOF:
                 if let expected = entry.size, entry.kind == .file, cursor.position < expected {
-                    if cursor.isSparse {
+                    if cursor.isSparse && !cursor.trailingHoleDelivered {
+                        // A sparse member may end with a hole, which libarchive does not report.
                         cursor.hole = expected - cursor.position
-                        cursor.isSparse = false
+                        cursor.trailingHoleDelivered = true
                         continue
                     }
                     throw record(
@@ -545,6 +546,7 @@ private struct DataCursor {
     var position: Int64 = 0
     var finished = false
     var isSparse = false
+    var trailingHoleDelivered = false
     /// Bytes libarchive has handed out (and consumed) for this member, holes excluded.
     var fetched: Int64 = 0
     /// Whether the data was skipped with `archive_read_data_skip` (which consumes it all).

@@ -198,7 +198,7 @@ final class DiskExtractor {
     func createFile(_ name: String, in parent: Int32, path: ExtractionPath, member: String) throws(ArchiveError)
         -> Int32
     {
-        let fd = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw blockedError(parent, name, path.components, member: member) }
         return fd
     }

@@ -251,6 +251,40 @@ import Testing
         #expect(info.st_mtim.tv_sec == 1_600_000_000)
     }
 
+    @Test func unusableDestinationIsAnIOError() throws {
+        let path = Fixtures.path("sample.zip")
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: "/dev/null/root")
+        }
+        #expect(error?.code == .io)
+        #expect(
+            error?.message.hasPrefix("Cannot extract '\(path)' to '/dev/null/root': cannot create the directory")
+                == true)
+    }
+
+    @Test func policyCanLeavePermissionsAndDatesAlone() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("modes.tar")
+        try withArchiveWriter(at: archive) { writer in
+            try writer.writeEntry(
+                ArchiveEntry(
+                    path: "f", kind: .file, modificationDate: Date(timeIntervalSince1970: 1), permissions: 0o700),
+                contents: [1])
+        }
+        var policy = ExtractionPolicy.default
+        policy.restoresPermissions = false
+        policy.restoresModificationDates = false
+        try ArchiveReader.extract(archiveAt: archive, to: root, policy: policy)
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Umask:") })
+        let mask = try #require(mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8))
+        var info = stat()
+        #expect(stat(root + "/f", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o666 & ~mask)
+        #expect(info.st_mtim.tv_sec > 1_700_000_000)
+    }
+
     // MARK: Limits (archives generated here, never committed)
 
     @Test func tooManyEntries() throws {

@@ -293,6 +293,24 @@ import Testing
                 + "ZIP bad CRC: 0xa55d0e04 should be 0x51a02e01")
     }
 
+    @Test func sparseMembersReadWithTheirHolesAsZeros() throws {
+        var expected = [UInt8](repeating: 0, count: 4 << 20)
+        for i in 0..<5000 { expected[(1 << 20) + i] = UInt8(ascii: "A") }
+        for i in 0..<100 { expected[(3 << 20) + i] = UInt8(ascii: "B") }
+        let reader = try ArchiveReader(path: Fixtures.path("sparse.tar"))
+        let entry = try #require(try reader.nextEntry())
+        #expect(entry.path == "sparse.bin" && entry.size == 4 << 20)
+        var data: [UInt8] = []
+        var largest = 0
+        try reader.readData { chunk in
+            largest = max(largest, chunk.count)
+            data.append(contentsOf: chunk)
+        }
+        #expect(data == expected)  // holes, including the one at the end, read as zeros
+        #expect(largest <= 64 << 10)
+        #expect(try reader.nextEntry() == nil)
+    }
+
     @Test func encryptedMembersAreReportedNotCrashedOn() throws {
         let path = Fixtures.path("encrypted.zip")
         let reader = try ArchiveReader(path: path)

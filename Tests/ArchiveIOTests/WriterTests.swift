@@ -107,6 +107,18 @@ import Testing
         #expect(error?.message.hasSuffix(": the chunk sink threw: disk full") == true)
     }
 
+    @Test func chunkSourceErrorsFailTheWriter() throws {
+        struct Broken: Error, CustomStringConvertible { var description: String { "source broke" } }
+        let writer = try ArchiveWriter(format: .tarGzip, name: "out.tgz") { _ in }
+        let error = #expect(throws: ArchiveError.self) {
+            try writer.writeEntry(ArchiveEntry(path: "x.bin", kind: .file, size: 10)) { throw Broken() }
+        }
+        #expect(error?.code == .callbackFailed)
+        #expect(error?.cause is Broken)
+        #expect(error?.message == "Cannot write 'out.tgz', member 'x.bin': the chunk source threw: source broke")
+        #expect(throws: ArchiveError.self) { try writer.finish() }
+    }
+
     @Test func failedBodyLeavesTheOldFileAndNoTemporaryFile() throws {
         struct Stop: Error {}
         let directory = try TemporaryDirectory()
