@@ -293,9 +293,14 @@ public final class ArchiveReader {
 
     // MARK: Internals
 
+    /// Whether the chunk last returned by ``nextChunk(limit:)`` is a hole of a sparse member
+    /// (zeros that the archive does not store).
+    private(set) var lastChunkIsHole = false
+
     /// The next chunk of the current member's data (at most `limit` bytes), or `nil` at its
     /// end. The buffer is valid until the next call into the reader.
     func nextChunk(limit: Int = .max) throws(ArchiveError) -> UnsafeRawBufferPointer? {
+        lastChunkIsHole = false
         if let failure { throw failure }
         guard let entry = currentEntry else {
             throw record(
@@ -313,6 +318,7 @@ public final class ArchiveReader {
                 let count = Int(min(cursor.hole, Int64(min(zeroes.count, limit))))
                 cursor.hole -= Int64(count)
                 cursor.position += Int64(count)
+                lastChunkIsHole = true
                 return UnsafeRawBufferPointer(rebasing: zeroes[0..<count])
             }
             if let block = cursor.block, block.count > 0 {

@@ -251,6 +251,31 @@ import Testing
         #expect(info.st_mtim.tv_sec == 1_600_000_000)
     }
 
+    @Test func sparseHolesStayHolesAndDoNotCountAsExpansion() throws {
+        // 4 MiB from a 15 KiB archive: a ratio of 270, but all of it holes.
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        var policy = ExtractionPolicy.default
+        policy.maxCompressionRatio = 10
+        let summary = try ArchiveReader.extract(archiveAt: Fixtures.path("sparse.tar"), to: root, policy: policy)
+        #expect(summary.totalBytes == 4 << 20)
+        var info = stat()
+        #expect(stat(root + "/sparse.bin", &info) == 0)
+        #expect(info.st_size == 4 << 20)
+        #expect(info.st_blocks * 512 < 1 << 20, "\(info.st_blocks) blocks allocated")
+        let data = try Array(Data(contentsOf: URL(fileURLWithPath: root + "/sparse.bin")))
+        #expect(data[(1 << 20)..<(1 << 20) + 5000].allSatisfy { $0 == UInt8(ascii: "A") })
+        #expect(data[(3 << 20)..<(3 << 20) + 100].allSatisfy { $0 == UInt8(ascii: "B") })
+        #expect(data.filter { $0 != 0 }.count == 5100)
+        // Holes still count toward the total size.
+        policy.maxTotalBytes = 2 << 20
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(
+                archiveAt: Fixtures.path("sparse.tar"), to: directory.sub("again"), policy: policy)
+        }
+        #expect(error?.code == .sizeLimitExceeded)
+    }
+
     @Test func unusableDestinationIsAnIOError() throws {
         let path = Fixtures.path("sample.zip")
         let error = #expect(throws: ArchiveError.self) {
