@@ -293,9 +293,11 @@ public final class ArchiveReader {
 
     // MARK: Internals
 
-    /// Whether the chunk last returned by ``nextChunk(limit:)`` is a hole of a sparse member
-    /// (zeros that the archive does not store).
-    private(set) var lastChunkIsHole = false
+    /// Whether the chunk just delivered (to the body of ``readData(_:)``, or by
+    /// ``read(into:)``) is part of a hole of a sparse member: zeros that the archive does
+    /// not store. Extraction writes such chunks as holes; see
+    /// ``ExtractionGuard/accountHole(bytes:)``.
+    public private(set) var lastChunkIsHole = false
 
     /// The next chunk of the current member's data (at most `limit` bytes), or `nil` at its
     /// end. The buffer is valid until the next call into the reader.

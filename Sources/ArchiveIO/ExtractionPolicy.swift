@@ -117,7 +117,11 @@ public struct ExtractionPath: Sendable, Hashable, CustomStringConvertible {
 /// while let entry = try reader.nextEntry() {
 ///     guard let path = try checker.admit(entry) else { continue }   // nil: the root itself
 ///     try reader.readData { chunk in
-///         try checker.account(bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+///         if reader.lastChunkIsHole {
+///             try checker.accountHole(bytes: chunk.count)
+///         } else {
+///             try checker.account(bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+///         }
 ///         store(chunk, at: path)
 ///     }
 /// }
