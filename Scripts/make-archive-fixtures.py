@@ -244,6 +244,19 @@ def hostile():
         bsdtar(["--format", "zip", "--options", "zip:encryption=zipcrypt", "--passphrase", "pw",
                 "-cf", out("encrypted.zip"), "secret.txt"], cwd=tmp)
 
+    # A zip whose central directory lists its members in the reverse order of their local
+    # headers (legal, unusual): raw names must not be matched to the wrong member.
+    z = zip_bytes([("r\u00e9sum\u00e9.txt", "file", b"NFC\n"), ("re\u0301sume\u0301.txt", "file", b"NFD\n")])
+    eocd = z.rindex(b"PK\x05\x06")
+    cd_size = int.from_bytes(z[eocd + 12:eocd + 16], "little")
+    cd_offset = int.from_bytes(z[eocd + 16:eocd + 20], "little")
+    records, at = [], cd_offset
+    while at < cd_offset + cd_size:
+        n, e, c = (int.from_bytes(z[at + k:at + k + 2], "little") for k in (28, 30, 32))
+        records.append(z[at:at + 46 + n + e + c])
+        at += 46 + n + e + c
+    write("reordered-central-directory.zip", z[:cd_offset] + b"".join(reversed(records)) + z[cd_offset + cd_size:])
+
     # A malformed pax record (its line does not end with a newline): libarchive warns.
     t = bytearray(tar_bytes([("warned.txt", "file", b"data\n", {"pax_headers": {"comment": "hello"}})]))
     record = b"17 comment=hello\n"

@@ -76,6 +76,19 @@ import Testing
         #expect(link.kind == .symlink && link.linkTarget == "hello.txt")
     }
 
+    @Test func zipNamesAreNeverMatchedToTheWrongMember() throws {
+        // The central directory lists the members in reverse: the exact (NFD) name cannot be
+        // matched safely, so libarchive's NFC names are kept, each with its own data.
+        let reader = try ArchiveReader(path: Fixtures.path("reordered-central-directory.zip"))
+        var seen: [([UInt8], [UInt8])] = []
+        while let entry = try reader.nextEntry() { seen.append((bytes(entry.path), try reader.readContents())) }
+        #expect(seen.count == 2)
+        for (path, data) in seen {
+            #expect(path == bytes("r\u{e9}sum\u{e9}.txt"))
+            #expect(data == Array("NFC\n".utf8) || data == Array("NFD\n".utf8))
+        }
+    }
+
     @Test func readsFromAChunkStream() throws {
         let data = try Array(Data(contentsOf: URL(fileURLWithPath: Fixtures.path("sample.tar.gz"))))
         var offset = 0
