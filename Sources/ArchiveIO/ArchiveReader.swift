@@ -59,8 +59,9 @@ public final class ArchiveReader {
     /// - Parameters:
     ///   - path: The archive's path.
     ///   - blockSize: How many bytes to read from the file at a time.
-    /// - Throws: ``ArchiveError`` with code `openFailed` if the file cannot be opened, or
-    ///   `outOfMemory`.
+    /// - Throws: ``ArchiveError`` with code `openFailed` if the file cannot be opened;
+    ///   `unrecognizedFormat` or `truncatedArchive` when its first block already shows that
+    ///   (opening reads it to detect the compression); `outOfMemory`.
     public convenience init(path: String, blockSize: Int = 128 * 1024) throws(ArchiveError) {
         try self.init(archivePath: path, source: nil)
         filePath = path
@@ -88,7 +89,7 @@ public final class ArchiveReader {
     ///   - name: A name for the archive, used in messages.
     ///   - nextChunk: Returns the next bytes of the archive, or `nil` at its end.
     /// - Throws: ``ArchiveError`` with code `openFailed` or `callbackFailed` if the first
-    ///   chunk cannot be read.
+    ///   chunk cannot be read, `unrecognizedFormat` if it is no archive.
     public convenience init(name: String = "<stream>", nextChunk: @escaping () throws -> [UInt8]?) throws(ArchiveError)
     {
         let source = ChunkSource(next: nextChunk)
@@ -134,6 +135,8 @@ public final class ArchiveReader {
         if let failure { throw failure }
         if finished { return nil }
         let previous = currentEntry?.path
+        let unconsumed = tarBytesLeft()
+        let positionBefore = archive_filter_bytes(handle, 0)
         currentEntry = nil
         cursor = DataCursor()
         var raw: OpaquePointer?
@@ -145,6 +148,7 @@ public final class ArchiveReader {
         defer { entryIndex += 1 }
         if status == ARCHIVE_EOF {
             finished = true
+            try checkTarEnd(consumed: archive_filter_bytes(handle, 0) - positionBefore, unconsumed, after: previous)
             return nil
         }
         guard var entry = found else {
@@ -260,6 +264,7 @@ public final class ArchiveReader {
         if let failure { throw failure }
         guard currentEntry != nil, !cursor.finished else { return }
         cursor.finished = true
+        cursor.skipped = true
         let status = archive_read_data_skip(handle)
         if status < ARCHIVE_WARN {
             throw record(fail("archive_read_data_skip", code: readFailureCode(LibarchiveFailure(handle))))
@@ -288,9 +293,16 @@ public final class ArchiveReader {
 
     // MARK: Internals
 
+    /// Whether the chunk just delivered (to the body of ``readData(_:)``, or by
+    /// ``read(into:)``) is part of a hole of a sparse member: zeros that the archive does
+    /// not store. Extraction writes such chunks as holes; see
+    /// ``ExtractionGuard/accountHole(bytes:)``.
+    public private(set) var lastChunkIsHole = false
+
     /// The next chunk of the current member's data (at most `limit` bytes), or `nil` at its
     /// end. The buffer is valid until the next call into the reader.
     func nextChunk(limit: Int = .max) throws(ArchiveError) -> UnsafeRawBufferPointer? {
+        lastChunkIsHole = false
         if let failure { throw failure }
         guard let entry = currentEntry else {
             throw record(
@@ -308,6 +320,7 @@ public final class ArchiveReader {
                 let count = Int(min(cursor.hole, Int64(min(zeroes.count, limit))))
                 cursor.hole -= Int64(count)
                 cursor.position += Int64(count)
+                lastChunkIsHole = true
                 return UnsafeRawBufferPointer(rebasing: zeroes[0..<count])
             }
             if let block = cursor.block, block.count > 0 {
@@ -323,9 +336,10 @@ public final class ArchiveReader {
             switch status {
             case ARCHIVE_EOF:
                 if let expected = entry.size, entry.kind == .file, cursor.position < expected {
-                    if cursor.isSparse {
+                    if cursor.isSparse && !cursor.trailingHoleDelivered {
+                        // A sparse member may end with a hole, which libarchive does not report.
                         cursor.hole = expected - cursor.position
-                        cursor.isSparse = false
+                        cursor.trailingHoleDelivered = true
                         continue
                     }
                     throw record(
@@ -359,6 +373,7 @@ public final class ArchiveReader {
                 }
                 cursor.hole = offset - cursor.position
                 cursor.block = buffer.map { UnsafeRawBufferPointer(start: $0, count: size) }
+                cursor.fetched += Int64(size)
             default:
                 let failure = LibarchiveFailure(handle)
                 if status == ARCHIVE_FAILED {
@@ -369,6 +384,32 @@ public final class ArchiveReader {
                 throw record(fail("archive_read_data_block", code: readFailureCode(failure)))
             }
         }
+    }
+
+    /// How many bytes of the current tar member libarchive has yet to consume (data not read,
+    /// and the padding to 512 bytes), or `nil` when that cannot be known (sparse members).
+    private func tarBytesLeft() -> Int64? {
+        guard let entry = currentEntry else { return 0 }
+        guard entry.kind == .file, let size = entry.size else { return 0 }
+        if cursor.isSparse { return nil }
+        if cursor.skipped { return 0 }
+        return max(size - cursor.fetched, 0) + (512 - size % 512) % 512
+    }
+
+    /// libarchive ends a tar archive quietly when the file stops exactly between two members
+    /// ("some writers omit the block of nulls"), which is also what a truncated download looks
+    /// like. Require the end-of-archive marker: at least one block of zeros after the last
+    /// member.
+    private func checkTarEnd(consumed: Int64, _ unconsumed: Int64?, after previous: String?) throws(ArchiveError) {
+        guard archive_format(handle) & ARCHIVE_FORMAT_BASE_MASK == ARCHIVE_FORMAT_TAR, let unconsumed else { return }
+        guard consumed < unconsumed + 512 else { return }
+        let location = previous.map { "'\(archivePath)' after member '\(displayName($0))'" } ?? "'\(archivePath)'"
+        throw record(
+            ArchiveError(
+                code: .truncatedArchive,
+                message: "Cannot read \(location): the archive ends without its end-of-archive marker "
+                    + "(it is probably truncated)",
+                archivePath: archivePath, member: nil, operation: "archive_read_next_header"))
     }
 
     /// The raw bytes of the current zip member's name when libarchive may have normalised it.
@@ -513,6 +554,11 @@ private struct DataCursor {
     var position: Int64 = 0
     var finished = false
     var isSparse = false
+    var trailingHoleDelivered = false
+    /// Bytes libarchive has handed out (and consumed) for this member, holes excluded.
+    var fetched: Int64 = 0
+    /// Whether the data was skipped with `archive_read_data_skip` (which consumes it all).
+    var skipped = false
 }
 
 /// The state behind a streamed reader's libarchive read callback.

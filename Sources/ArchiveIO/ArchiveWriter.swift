@@ -92,17 +92,21 @@ public final class ArchiveWriter {
         }
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
-        var template = Array("\(directory)/.\(url.lastPathComponent).partial-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        // A new, unique file beside the target (O_EXCL), with the usual 0666 & ~umask mode.
+        var fd: Int32 = -1
+        var temporary = ""
+        for _ in 0..<100 {
+            temporary = "\(directory)/.\(url.lastPathComponent).partial-\(UInt32.random(in: .min ... .max))"
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+            if fd >= 0 || Glibc.errno != EEXIST { break }
+        }
         guard fd >= 0 else {
             let code = Glibc.errno
             throw ArchiveError(
                 code: .io,
                 message: "Cannot write '\(path)': cannot create a file in '\(directory)': \(systemMessage(code))",
-                archivePath: path, operation: "mkostemp", errno: code)
+                archivePath: path, operation: "open", errno: code)
         }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         try self.init(
             archivePath: path, format: format, options: options, sink: ChunkSink(fd: fd), temporaryPath: temporary)
     }

@@ -67,10 +67,21 @@ extension ArchiveReader {
             case .file:
                 let fd = try disk.createFile(name, in: parent, path: path, member: entry.path)
                 do throws(ArchiveError) {
+                    var length: Int64 = 0
+                    var endsWithHole = false
                     while let chunk = try nextChunk() {
-                        try checker.account(bytes: chunk.count, compressedBytesRead: compressedBytesRead)
-                        try disk.write(chunk, to: fd, path: path, member: entry.path)
+                        if lastChunkIsHole {
+                            // Holes of sparse members stay holes on disk.
+                            try checker.accountHole(bytes: chunk.count)
+                            try disk.skip(chunk.count, in: fd, path: path, member: entry.path)
+                        } else {
+                            try checker.account(bytes: chunk.count, compressedBytesRead: compressedBytesRead)
+                            try disk.write(chunk, to: fd, path: path, member: entry.path)
+                        }
+                        length += Int64(chunk.count)
+                        endsWithHole = lastChunkIsHole
                     }
+                    if endsWithHole { try disk.setLength(length, of: fd, path: path, member: entry.path) }
                     try disk.finishFile(fd, entry: entry, path: path, policy: policy)
                 } catch {
                     close(fd)
@@ -198,7 +209,7 @@ final class DiskExtractor {
     func createFile(_ name: String, in parent: Int32, path: ExtractionPath, member: String) throws(ArchiveError)
         -> Int32
     {
-        let fd = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw blockedError(parent, name, path.components, member: member) }
         return fd
     }
@@ -214,6 +225,14 @@ final class DiskExtractor {
             }
             remaining = UnsafeRawBufferPointer(rebasing: remaining[count...])
         }
+    }
+
+    func skip(_ count: Int, in fd: Int32, path: ExtractionPath, member: String) throws(ArchiveError) {
+        if lseek(fd, off_t(count), SEEK_CUR) < 0 { throw ioError("lseek", path.components, member: member) }
+    }
+
+    func setLength(_ length: Int64, of fd: Int32, path: ExtractionPath, member: String) throws(ArchiveError) {
+        if ftruncate(fd, off_t(length)) != 0 { throw ioError("ftruncate", path.components, member: member) }
     }
 
     func finishFile(_ fd: Int32, entry: ArchiveEntry, path: ExtractionPath, policy: ExtractionPolicy)

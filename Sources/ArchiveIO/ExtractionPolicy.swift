@@ -117,7 +117,11 @@ public struct ExtractionPath: Sendable, Hashable, CustomStringConvertible {
 /// while let entry = try reader.nextEntry() {
 ///     guard let path = try checker.admit(entry) else { continue }   // nil: the root itself
 ///     try reader.readData { chunk in
-///         try checker.account(bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+///         if reader.lastChunkIsHole {
+///             try checker.accountHole(bytes: chunk.count)
+///         } else {
+///             try checker.account(bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+///         }
 ///         store(chunk, at: path)
 ///     }
 /// }
@@ -133,6 +137,8 @@ public struct ExtractionGuard: Sendable {
     public private(set) var totalBytes: Int64 = 0
 
     private var current: String?
+    /// Bytes of sparse holes, left out of the compression ratio.
+    private var holeBytes: Int64 = 0
     private var seen: Set<[UInt8]> = []
     private var regularFiles: Set<[UInt8]> = []
 
@@ -197,15 +203,28 @@ public struct ExtractionGuard: Sendable {
         let entry = ArchiveEntry(path: current ?? "", kind: .file)
         guard Int64(bytes) <= policy.maxTotalBytes - totalBytes else { throw sizeRefusal(entry) }
         totalBytes += Int64(bytes)
-        if totalBytes > policy.ratioGraceBytes {
+        let stored = totalBytes - holeBytes
+        if stored > policy.ratioGraceBytes {
             let consumed = max(compressedBytesRead, 1)
-            if Double(totalBytes) > policy.maxCompressionRatio * Double(consumed) {
+            if Double(stored) > policy.maxCompressionRatio * Double(consumed) {
                 throw refusal(
                     .compressionRatioExceeded, entry,
                     "the archive expands more than \(Self.format(policy.maxCompressionRatio)) times "
-                        + "(\(totalBytes) bytes from \(consumed)), the policy's limit")
+                        + "(\(stored) bytes from \(consumed)), the policy's limit")
             }
         }
+    }
+
+    /// Counts a hole of a sparse member: `bytes` zeros that the archive does not store. They
+    /// count toward ``ExtractionPolicy/maxTotalBytes`` but not toward the compression ratio,
+    /// since they cost neither archive bytes nor (written as holes) disk space.
+    ///
+    /// - Throws: ``ArchiveError`` with code `sizeLimitExceeded`.
+    public mutating func accountHole(bytes: Int) throws(ArchiveError) {
+        let entry = ArchiveEntry(path: current ?? "", kind: .file)
+        guard Int64(bytes) <= policy.maxTotalBytes - totalBytes else { throw sizeRefusal(entry) }
+        totalBytes += Int64(bytes)
+        holeBytes += Int64(bytes)
     }
 
     /// Checks that a path is relative, free of `..`, NUL and over-long names, and returns its

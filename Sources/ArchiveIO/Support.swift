@@ -71,6 +71,8 @@ func readFailureCode(_ failure: LibarchiveFailure) -> ArchiveError.Code {
     {
         return .truncatedArchive
     }
-    if lower.contains("encrypt") || lower.contains("unsupported") { return .unsupportedEntry }
+    if lower.contains("encrypt") || lower.contains("passphrase") || lower.contains("unsupported") {
+        return .unsupportedEntry
+    }
     return .corruptArchive
 }

@@ -22,7 +22,8 @@ struct ZipRawNames {
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_size >= 22 else { return nil }
         var file = BufferedFile(fd: fd, size: Int64(info.st_size))
-        guard let (count, offset) = file.centralDirectory() else { return nil }
+        // Hostile counts (negative once converted) or offsets simply end the parse.
+        guard let (count, offset) = file.centralDirectory(), count >= 0, offset >= 0 else { return nil }
         var result = ZipRawNames()
         var position = offset
         var previousOffset: Int64 = -1

@@ -251,6 +251,65 @@ import Testing
         #expect(info.st_mtim.tv_sec == 1_600_000_000)
     }
 
+    @Test func sparseHolesStayHolesAndDoNotCountAsExpansion() throws {
+        // 4 MiB from a 15 KiB archive: a ratio of 270, but all of it holes.
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        var policy = ExtractionPolicy.default
+        policy.maxCompressionRatio = 10
+        let summary = try ArchiveReader.extract(archiveAt: Fixtures.path("sparse.tar"), to: root, policy: policy)
+        #expect(summary.totalBytes == 4 << 20)
+        var info = stat()
+        #expect(stat(root + "/sparse.bin", &info) == 0)
+        #expect(info.st_size == 4 << 20)
+        #expect(info.st_blocks * 512 < 1 << 20, "\(info.st_blocks) blocks allocated")
+        let data = try Array(Data(contentsOf: URL(fileURLWithPath: root + "/sparse.bin")))
+        #expect(data[(1 << 20)..<(1 << 20) + 5000].allSatisfy { $0 == UInt8(ascii: "A") })
+        #expect(data[(3 << 20)..<(3 << 20) + 100].allSatisfy { $0 == UInt8(ascii: "B") })
+        #expect(data.filter { $0 != 0 }.count == 5100)
+        // Holes still count toward the total size.
+        policy.maxTotalBytes = 2 << 20
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(
+                archiveAt: Fixtures.path("sparse.tar"), to: directory.sub("again"), policy: policy)
+        }
+        #expect(error?.code == .sizeLimitExceeded)
+    }
+
+    @Test func unusableDestinationIsAnIOError() throws {
+        let path = Fixtures.path("sample.zip")
+        let error = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: "/dev/null/root")
+        }
+        #expect(error?.code == .io)
+        #expect(
+            error?.message.hasPrefix("Cannot extract '\(path)' to '/dev/null/root': cannot create the directory")
+                == true)
+    }
+
+    @Test func policyCanLeavePermissionsAndDatesAlone() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.sub("root")
+        let archive = directory.sub("modes.tar")
+        try withArchiveWriter(at: archive) { writer in
+            try writer.writeEntry(
+                ArchiveEntry(
+                    path: "f", kind: .file, modificationDate: Date(timeIntervalSince1970: 1), permissions: 0o700),
+                contents: [1])
+        }
+        var policy = ExtractionPolicy.default
+        policy.restoresPermissions = false
+        policy.restoresModificationDates = false
+        try ArchiveReader.extract(archiveAt: archive, to: root, policy: policy)
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Umask:") })
+        let mask = try #require(mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8))
+        var info = stat()
+        #expect(stat(root + "/f", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o666 & ~mask)
+        #expect(info.st_mtim.tv_sec > 1_700_000_000)
+    }
+
     // MARK: Limits (archives generated here, never committed)
 
     @Test func tooManyEntries() throws {

@@ -76,6 +76,19 @@ import Testing
         #expect(link.kind == .symlink && link.linkTarget == "hello.txt")
     }
 
+    @Test func zipNamesAreNeverMatchedToTheWrongMember() throws {
+        // The central directory lists the members in reverse: the exact (NFD) name cannot be
+        // matched safely, so libarchive's NFC names are kept, each with its own data.
+        let reader = try ArchiveReader(path: Fixtures.path("reordered-central-directory.zip"))
+        var seen: [([UInt8], [UInt8])] = []
+        while let entry = try reader.nextEntry() { seen.append((bytes(entry.path), try reader.readContents())) }
+        #expect(seen.count == 2)
+        for (path, data) in seen {
+            #expect(path == bytes("r\u{e9}sum\u{e9}.txt"))
+            #expect(data == Array("NFC\n".utf8) || data == Array("NFD\n".utf8))
+        }
+    }
+
     @Test func readsFromAChunkStream() throws {
         let data = try Array(Data(contentsOf: URL(fileURLWithPath: Fixtures.path("sample.tar.gz"))))
         var offset = 0
@@ -204,6 +217,39 @@ import Testing
                 + "Truncated tar archive")
     }
 
+    @Test func tarCutBetweenMembersIsAnError() throws {
+        // libarchive itself reports a plain EOF here ("some writers omit the block of nulls").
+        let path = Fixtures.path("truncated-at-boundary.tar")
+        let reader = try ArchiveReader(path: path)
+        #expect(try reader.nextEntry()?.path == "ok.txt")
+        #expect(try reader.readContents() == Array("fine\n".utf8))
+        let error = #expect(throws: ArchiveError.self) { try reader.nextEntry() }
+        #expect(error?.code == .truncatedArchive)
+        #expect(
+            error?.message == "Cannot read '\(path)' after member 'ok.txt': the archive ends without its "
+                + "end-of-archive marker (it is probably truncated)")
+    }
+
+    /// However much of each member is read, a complete tar ends without error.
+    @Test(arguments: ["nothing", "skip", "one byte", "all"])
+    func completeTarEndsCleanly(howMuch: String) throws {
+        for fixture in ["sample.tar", "sample-gnu.tar", "sample.tar.gz", "warning-malformed-pax.tar"] {
+            let reader = try ArchiveReader(path: Fixtures.path(fixture))
+            var count = 0
+            var byte = [UInt8](repeating: 0, count: 1)
+            while try reader.nextEntry() != nil {
+                count += 1
+                switch howMuch {
+                case "skip": try reader.skipData()
+                case "one byte": _ = try byte.withUnsafeMutableBytes { try reader.read(into: $0) }
+                case "all": try reader.readData { _ in }
+                default: break
+                }
+            }
+            #expect(count > 0, "\(fixture)")
+        }
+    }
+
     @Test func truncatedGzipIsAnError() throws {
         let path = Fixtures.path("truncated.tar.gz")
         let error = #expect(throws: ArchiveError.self) {
@@ -258,6 +304,63 @@ import Testing
         #expect(
             error?.message == "Cannot read '\(path)', member 'data.bin': archive_read_data_block failed: "
                 + "ZIP bad CRC: 0xa55d0e04 should be 0x51a02e01")
+    }
+
+    @Test func sparseMembersReadWithTheirHolesAsZeros() throws {
+        var expected = [UInt8](repeating: 0, count: 4 << 20)
+        for i in 0..<5000 { expected[(1 << 20) + i] = UInt8(ascii: "A") }
+        for i in 0..<100 { expected[(3 << 20) + i] = UInt8(ascii: "B") }
+        let reader = try ArchiveReader(path: Fixtures.path("sparse.tar"))
+        let entry = try #require(try reader.nextEntry())
+        #expect(entry.path == "sparse.bin" && entry.size == 4 << 20)
+        var data: [UInt8] = []
+        var largest = 0
+        var holes = 0
+        try reader.readData { chunk in
+            largest = max(largest, chunk.count)
+            data.append(contentsOf: chunk)
+            if reader.lastChunkIsHole { holes += chunk.count }
+        }
+        #expect(data == expected)  // holes, including the one at the end, read as zeros
+        #expect(holes > (4 << 20) - (64 << 10) && holes <= (4 << 20) - 5100, "\(holes) bytes of holes")
+        #expect(largest <= 64 << 10)
+        #expect(try reader.nextEntry() == nil)
+    }
+
+    @Test func encryptedMembersAreReportedNotCrashedOn() throws {
+        let path = Fixtures.path("encrypted.zip")
+        let reader = try ArchiveReader(path: path)
+        let entry = try #require(try reader.nextEntry())
+        #expect(entry.path == "secret.txt" && entry.isEncrypted)
+        let error = #expect(throws: ArchiveError.self) { try reader.readContents() }
+        #expect(error?.code == .unsupportedEntry)
+        #expect(error?.member == "secret.txt")
+        #expect(
+            error?.message == "Cannot read '\(path)', member 'secret.txt': archive_read_data_block failed: "
+                + "Passphrase required for this entry")
+        // Only that member failed: the archive goes on (to its end here).
+        #expect(try reader.nextEntry() == nil)
+
+        let directory = try TemporaryDirectory()
+        let extraction = #expect(throws: ArchiveError.self) {
+            try ArchiveReader.extract(archiveAt: path, to: directory.sub("root"))
+        }
+        #expect(extraction?.code == .unsupportedEntry)
+        #expect(snapshotTree(directory.sub("root")).isEmpty)
+    }
+
+    @Test func readContentsIsBounded() throws {
+        let path = Fixtures.path("sample.zip")
+        let reader = try ArchiveReader(path: path)
+        _ = try #require(try reader.findEntry(path: Fixtures.cjkFile))
+        let error = #expect(throws: ArchiveError.self) { try reader.readContents(maxBytes: 1000) }
+        #expect(error?.code == .sizeLimitExceeded)
+        #expect(
+            error?.message == "Cannot read member '\(Fixtures.cjkFile)' of '\(path)' into memory: it is larger than "
+                + "1000 bytes")
+        var names: [String] = []
+        try reader.forEachEntry { names.append($0.path) }  // the reader goes on
+        #expect(!names.isEmpty)
     }
 
     @Test func warningsAreSurfaced() throws {

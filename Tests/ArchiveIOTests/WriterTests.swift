@@ -107,6 +107,18 @@ import Testing
         #expect(error?.message.hasSuffix(": the chunk sink threw: disk full") == true)
     }
 
+    @Test func chunkSourceErrorsFailTheWriter() throws {
+        struct Broken: Error, CustomStringConvertible { var description: String { "source broke" } }
+        let writer = try ArchiveWriter(format: .tarGzip, name: "out.tgz") { _ in }
+        let error = #expect(throws: ArchiveError.self) {
+            try writer.writeEntry(ArchiveEntry(path: "x.bin", kind: .file, size: 10)) { throw Broken() }
+        }
+        #expect(error?.code == .callbackFailed)
+        #expect(error?.cause is Broken)
+        #expect(error?.message == "Cannot write 'out.tgz', member 'x.bin': the chunk source threw: source broke")
+        #expect(throws: ArchiveError.self) { try writer.finish() }
+    }
+
     @Test func failedBodyLeavesTheOldFileAndNoTemporaryFile() throws {
         struct Stop: Error {}
         let directory = try TemporaryDirectory()
@@ -120,6 +132,25 @@ import Testing
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["bundle.zip"])
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("old".utf8))
+    }
+
+    @Test func archiveFileGetsTheUsualMode() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.sub("a.tar")
+        // The process's umask, read without changing it (tests run in parallel).
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Umask:") })
+        let mask = try #require(mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8))
+        try withArchiveWriter(at: path) { _ in }
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o666 & ~mask)
+    }
+
+    @Test func unwritableDirectoryIsAnIOError() throws {
+        let path = "/proc/archiveio-cannot-write-here.tar"
+        let error = #expect(throws: ArchiveError.self) { try ArchiveWriter(path: path) }
+        #expect(error?.code == .io)
+        #expect(error?.message.hasPrefix("Cannot write '\(path)': cannot create a file in '/proc': ") == true)
     }
 
     @Test func finishingTwiceIsMisuse() throws {
