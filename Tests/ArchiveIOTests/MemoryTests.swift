@@ -10,25 +10,6 @@ import Testing
     static let childVariable = "ARCHIVEIO_MEMORY_CHILD_RESULT"
 
     @Test func chunkedReadOfOneGiBStaysBounded() throws {
-        // Peak memory is per process, and other tests run in parallel in this
-        // one: measure in a child process that runs this test alone.
-        guard ProcessInfo.processInfo.environment["ARCHIVEIO_MEMORY_CHILD"] != nil else {
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-            child.arguments = [
-                "--testing-library", "swift-testing", "--filter", "MemoryTests/chunkedReadOfOneGiBStaysBounded",
-            ]
-            child.environment = ProcessInfo.processInfo.environment.merging(["ARCHIVEIO_MEMORY_CHILD": "1"]) { $1 }
-            let output = Pipe()
-            child.standardOutput = output
-            child.standardError = output
-            try child.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            child.waitUntilExit()
-            #expect(child.terminationStatus == 0, "the measuring process failed:\n\(text)")
-            #expect(text.contains("1 test"), "the measuring process ran no test:\n\(text)")
-            return
-        }
         let directory = try TemporaryDirectory()
         let resultPath = directory.sub("result")
         let result = try run(
