@@ -76,6 +76,7 @@ struct ArchiveIndexProcessor: JobProcessor {
             var files: [[UInt8]: (digest: String, size: Int64)] = [:]
             while let entry = try reader.nextEntry() {
                 try job.checkCancellation()
+                FaultPoint.reach(.slowJobs)
                 let key = Array(entry.path.utf8)
                 var member: IngestedMember?
                 if entry.kind == .hardlink, let target = entry.linkTarget, let linked = files[Array(target.utf8)] {

@@ -321,12 +321,15 @@ enum FaultPoint: String {
     /// Not a crash: each file added takes 20 ms longer, so a test can
     /// interrupt an add while it runs.
     case slowIngest = "slow-ingest"
+    /// Not a crash: jobs take 20 ms longer per chunk they read, so a test
+    /// can act while one runs.
+    case slowJobs = "slow-jobs"
 
     private static let active = ProcessInfo.processInfo.environment["ASSETCAT_FAULT"]
 
     static func reach(_ point: FaultPoint) {
         guard active == point.rawValue else { return }
-        if point == .slowIngest {
+        if point == .slowIngest || point == .slowJobs {
             usleep(20_000)
         } else {
             _exit(86)

@@ -124,6 +124,7 @@ public struct JobContext: Sendable {
     public func readAsset(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         try catalog.read(asset) { chunk in
             try Task.checkCancellation()
+            FaultPoint.reach(.slowJobs)
             try body(chunk)
         }
     }

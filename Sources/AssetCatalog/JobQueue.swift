@@ -213,15 +213,19 @@ public final class JobQueue: JobProvider, Sendable {
     public func runUntilIdle(progress: (@Sendable (JobRecord) -> Void)? = nil) async throws -> JobRunSummary {
         recoverAbandoned()
         let summary = SummaryBox()
+        var lastCheck = Date()
         while !Task.isCancelled {
             let started = try claimAndStart(summary: summary, progress: progress)
-            let (running, nextRun) = state.withLock { s in (s.running.count, s.running.isEmpty) }
+            if Date().timeIntervalSince(lastCheck) >= 0.25 {
+                checkExternalChanges()
+                lastCheck = Date()
+            }
+            let running = state.withLock { $0.running.count }
             if started == 0 && running == 0 {
                 guard let wait = try nextBackoff() else { break }
                 try await Task.sleep(for: .seconds(min(wait, 1)))
                 continue
             }
-            _ = nextRun
             try await Task.sleep(for: .milliseconds(5))
         }
         return summary.value.withLock { $0 }

@@ -64,6 +64,7 @@ public final class ManagedObjectContext {
     public var discardedDeletionsHandler: (@Sendable (Set<ManagedObjectID>) -> Void)?
     /// Free-form values for the program's own use (Core Data's `userInfo`);
     /// objects reach it through their ``ManagedObject/managedObjectContext``.
+    /// Child contexts start with a copy of their parent's.
     public var userInfo: [String: Any] = [:]
     /// How many `willSave` passes a save allows before it stops with
     /// ``PersistenceError/Code/willSaveLoop``.
@@ -83,6 +84,8 @@ public final class ManagedObjectContext {
     private var deferredErrors: [PersistenceError] = []
     private var isSaving = false
     private var redirtied: [ManagedObject] = []
+    /// Rows the last commit's transaction deleted or cleared while completing delete rules.
+    private var completedRules: ([ManagedObjectID], [ManagedObjectID]) = ([], [])
     private var entityCache: [ObjectIdentifier: EntityDescription] = [:]
     private let children = Locked<[WeakContext]>([])
 
@@ -108,10 +111,12 @@ public final class ManagedObjectContext {
     }
 
     /// A new context whose saves reach only this one (an edit you can throw
-    /// away). It sees this context's unsaved changes.
+    /// away). It sees this context's unsaved changes, and starts with a copy
+    /// of its ``userInfo`` and ``discardedDeletionsHandler``.
     public func newChildContext(name: String? = nil) -> ManagedObjectContext {
         let child = ManagedObjectContext(core: core, parent: self, name: name)
         child.discardedDeletionsHandler = discardedDeletionsHandler
+        child.userInfo = userInfo
         children.withLock { list in
             list.removeAll { $0.context == nil }
             list.append(WeakContext(child))
@@ -594,10 +599,17 @@ public final class ManagedObjectContext {
         }
         effects.runAfterCommit()
         if parent == nil {
+            let (cascaded, nullified) = completedRules
+            completedRules = ([], [])
             let note = SaveNotification(
                 inserted: saved.inserted.map(\.objectID)
                     + effects.rows.map { .init(entityName: $0.entity.name, rowID: $0.id) },
-                updated: saved.updated.map(\.objectID), deleted: saved.deleted.map(\.objectID), contextName: name)
+                updated: saved.updated.map(\.objectID) + nullified,
+                deleted: saved.deleted.map(\.objectID) + cascaded, contextName: name)
+            // Objects of this context that the transaction deleted or cleared are stale.
+            if !cascaded.isEmpty || !nullified.isEmpty {
+                mergeChanges(from: SaveNotification(inserted: [], updated: nullified, deleted: cascaded))
+            }
             core.broadcast(note, from: self)
             if runCleanUp, let cleanUp = core.postSaveCleanUp {
                 // The save has committed: a failing clean-up must not look like a failed save.
@@ -797,9 +809,10 @@ public final class ManagedObjectContext {
         }
         guard !changes.isEmpty || !effects.rows.isEmpty || !effects.beforeCommitWork.isEmpty else { return }
         do {
-            let versions = try core.store.save(changes, effects: effects)
+            let result = try core.store.save(changes, effects: effects)
             for o in saved.inserted { o.version = 1 }
-            for o in saved.updated { o.version = versions[o.objectID] ?? o.version }
+            for o in saved.updated { o.version = result.versions[o.objectID] ?? o.version }
+            completedRules = (result.cascadeDeleted, result.nullified)
         } catch let conflict as StoreConflict {
             guard mergePolicy != .error, !lastAttempt else {
                 let names = conflict.objectIDs.map(\.description).joined(separator: ", ")

@@ -35,6 +35,13 @@ struct StoreChanges {
     var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty }
 }
 
+/// What a store's save did beyond the changes it was given.
+struct StoreSaveResult {
+    var versions: [ManagedObjectID: Int64] = [:]
+    var cascadeDeleted: [ManagedObjectID] = []
+    var nullified: [ManagedObjectID] = []
+}
+
 /// Thrown by a store when rows changed since they were read. The store wrote
 /// nothing.
 struct StoreConflict: Error {
@@ -62,9 +69,12 @@ protocol PersistentStore: AnyObject, Sendable {
     func count(_ fetch: StoreFetch) throws -> Int
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow]
     /// Applies `changes` and the rows of `effects` in one transaction; returns
-    /// the new version of every updated row. Throws ``StoreConflict`` when a
-    /// row's version is not the expected one, and writes nothing then.
-    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64]
+    /// the new version of every updated row, and the rows the transaction's
+    /// completion of delete rules removed or cleared (members that reached a
+    /// deleted object's to-many relationship after the context read it).
+    /// Throws ``StoreConflict`` when a row's version is not the expected one,
+    /// and writes nothing then.
+    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult
     func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64]
     func batchDelete(_ fetch: StoreFetch, schema: Schema, effects: SaveEffects) throws -> BatchDeleteOutcome
     /// A number that changes whenever another connection commits.

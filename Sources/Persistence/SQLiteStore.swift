@@ -22,6 +22,7 @@ final class SQLiteStore: PersistentStore {
     let url: URL
     private let pool: DatabasePool
     private let sql: [String: EntitySQL]
+    private let schema: Schema
     private let injectedFault = Mutex<(@Sendable () throws -> Void)?>(nil)
 
     init(url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool) throws(StoreOpenFailure) {
@@ -56,6 +57,7 @@ final class SQLiteStore: PersistentStore {
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
+        self.schema = schema
         do {
             try pool.write { db in try Self.migrate(db, schema: schema, sql: sql) }
         } catch {
@@ -340,7 +342,7 @@ final class SQLiteStore: PersistentStore {
 
     // MARK: - Writing
 
-    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64] {
+    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult {
         do {
             return try write(changes, effects: effects)
         } catch let error as StoreConflict {
@@ -352,7 +354,7 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func write(_ changes: StoreChanges, effects: SaveEffects?) throws -> [ManagedObjectID: Int64] {
+    private func write(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult {
         try mapErrors(nil) {
             try pool.write { db in
                 var versions: [ManagedObjectID: Int64] = [:]
@@ -389,13 +391,73 @@ final class SQLiteStore: PersistentStore {
                     if let version = version.first { versions[id] = version } else { conflicts.append(id) }
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
-                if let effects { try insertEffectRows(db, effects) }
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
+                var result = StoreSaveResult(versions: versions)
+                if !changes.deletes.isEmpty, let effects {
+                    (result.cascadeDeleted, result.nullified) = try completeDeleteRules(db, changes.deletes, effects)
+                }
+                if let effects { try insertEffectRows(db, effects) }
                 if let effects { try runBeforeCommit(db, effects) }
                 try runInjectedFault()
-                return versions
+                return result
             }
         }
+    }
+
+    /// A context applies delete rules to the members it knew of at
+    /// `delete()`; another context may have committed more since. Inside the
+    /// transaction, the rules are completed for those: cascade deletes them
+    /// (their entity's `willBatchDelete` hook runs, with this save's effects),
+    /// nullify clears their link, deny refuses the save.
+    private func completeDeleteRules(_ db: Database, _ deletes: [StoreChanges.Delete], _ effects: SaveEffects) throws
+        -> ([ManagedObjectID], [ManagedObjectID])
+    {
+        var queue: [(EntityDescription, [Int64])] = Dictionary(grouping: deletes, by: { $0.entity.name })
+            .map { ($0.value[0].entity, $0.value.map(\.id)) }
+        var deleted: [ManagedObjectID] = []
+        var nullified: [ManagedObjectID] = []
+        while !queue.isEmpty {
+            let (entity, ids) = queue.removeFirst()
+            for property in entity.properties {
+                guard case .toMany(let destinationName) = property.kind,
+                    let destination = schema.entity(named: destinationName)
+                else { continue }
+                let inverse = try entity.inverse(of: property)
+                let members = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: ids)
+                guard !members.isEmpty else { continue }
+                let memberIDs = members.map(\.id)
+                switch property.deleteRule {
+                case .deny:
+                    let owner = ManagedObjectID(entityName: entity.name, rowID: ids[0])
+                    throw PersistenceError(
+                        .validation,
+                        "\(owner) cannot be deleted: its relationship '\(property.name)' gained members meanwhile (deny rule)",
+                        objectIDs: [owner])
+                case .nullify:
+                    for chunk in memberIDs.chunked(500) {
+                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                        try db.execute(
+                            sql: """
+                                UPDATE \(sql[destination.name]!.table) SET \(quote(inverse.name)) = NULL, \
+                                "_version" = "_version" + 1 WHERE "id" IN (\(marks))
+                                """, arguments: StatementArguments(chunk))
+                    }
+                    nullified += memberIDs.map { ManagedObjectID(entityName: destination.name, rowID: $0) }
+                case .cascade:
+                    try destination.objectType.willBatchDelete(
+                        members.map { ObjectSnapshot(entity: destination, row: $0) }, effects: effects)
+                    for chunk in memberIDs.chunked(500) {
+                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                        try db.execute(
+                            sql: "DELETE FROM \(sql[destination.name]!.table) WHERE \"id\" IN (\(marks))",
+                            arguments: StatementArguments(chunk))
+                    }
+                    deleted += memberIDs.map { ManagedObjectID(entityName: destination.name, rowID: $0) }
+                    queue.append((destination, memberIDs))
+                }
+            }
+        }
+        return (deleted, nullified)
     }
 
     private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {

@@ -52,3 +52,41 @@ import Testing
     let stored = try reader.existingObject(with: folder.objectID, as: Folder.self)
     #expect(stored.notes.map(\.objectID) == [b.objectID])
 }
+
+@Test func deleteRulesCoverMembersAnotherContextAddedAfterDelete() async throws {
+    let store = try TestStore()
+    let seed = store.context("seed")
+    let folder = Folder(context: seed)
+    let vault = Vault(context: seed)
+    try seed.save()
+
+    let a = store.context("a")
+    a.delete(try a.existingObject(with: folder.objectID))  // its cascade and nullify run now: no members yet
+    let b = store.context("b")
+    let late = Note(context: b)
+    late.folder = try b.existingObject(with: folder.objectID, as: Folder.self)
+    let sticker = Sticker(context: b)
+    sticker.folder = late.folder
+    try b.save()  // members arrive after a's delete()
+
+    let notifications = store.container.saveNotifications()
+    try a.save()
+    // Completed inside a's transaction: the late note is cascade-deleted, the sticker cleared.
+    #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    let stored = try store.stored(FetchRequest<Sticker>())
+    #expect(stored.count == 1 && stored[0].folder == nil)
+    var iterator = notifications.makeAsyncIterator()
+    let note = try #require(await iterator.next())
+    #expect(note.deletedObjectIDs == [folder.objectID, late.objectID])
+    #expect(note.updatedObjectIDs == [sticker.objectID])
+
+    // Deny: members that arrive after delete() still refuse the save.
+    let c = store.context("c")
+    c.delete(try c.existingObject(with: vault.objectID))
+    let d = store.context("d")
+    Item(context: d).vault = try d.existingObject(with: vault.objectID, as: Vault.self)
+    try d.save()
+    let error = #expect(throws: PersistenceError.self) { try c.save() }
+    #expect(error?.message == "Vault 1 cannot be deleted: its relationship 'items' is not empty (deny rule)")
+    #expect(try store.stored(FetchRequest<Vault>()).count == 1)
+}

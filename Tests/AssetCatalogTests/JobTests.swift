@@ -1,0 +1,274 @@
+import AssetCatalogTestSupport
+import Foundation
+import Persistence
+import Synchronization
+import Testing
+
+@testable import AssetCatalog
+
+/// A processor that works in observable steps: it records each step and
+/// sleeps between them (a cancellation-aware sleep, like a real processor's
+/// `checkCancellation()` between steps).
+struct Stepper: JobProcessor {
+    let log: StepLog
+    var steps = 3
+    var stepDuration: Duration = .milliseconds(20)
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        for step in 1...steps {
+            log.record("asset \(job.asset.id) step \(step)")
+            do {
+                try await Task.sleep(for: stepDuration)
+            } catch {
+                log.record("asset \(job.asset.id) cancelled")
+                throw error
+            }
+            job.reportProgress(Double(step) / Double(steps))
+        }
+        return JobOutput(metadata: ["stepped": String(steps)], tags: ["processed"])
+    }
+}
+
+final class StepLog: Sendable {
+    private let events = Mutex<[String]>([])
+    func record(_ event: String) { events.withLock { $0.append(event) } }
+    var all: [String] { events.withLock { $0 } }
+    func contains(_ event: String) -> Bool { all.contains(event) }
+}
+
+/// Fails: transiently `transientFailures` times, then for good (or succeeds).
+final class Flaky: JobProcessor {
+    let attempts = Mutex(0)
+    let transientFailures: Int
+    let thenFails: Bool
+    init(transientFailures: Int, thenFails: Bool) {
+        self.transientFailures = transientFailures
+        self.thenFails = thenFails
+    }
+    func run(_ job: JobContext) async throws -> JobOutput {
+        let attempt = attempts.withLock { n in
+            n += 1
+            return n
+        }
+        if attempt <= transientFailures { throw TransientJobError("busy, attempt \(attempt)") }
+        if thenFails { throw CatalogError(.io, "the remote service refused \(job.asset.name)") }
+        return JobOutput(metadata: ["attempts": String(attempt)])
+    }
+}
+
+@Suite struct JobTests {
+    func catalogWithAsset(_ name: String = "a.txt") async throws -> (TestCatalog, Catalog, AssetRecord) {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let asset = try #require(try await catalog.add([try t.file(name, "content of \(name)")]).added.first)
+        return (t, catalog, asset)
+    }
+
+    /// Waits (bounded) until `condition` holds.
+    func eventually(_ condition: () throws -> Bool) async throws {
+        for _ in 0..<1000 {
+            if try condition() { return }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("condition never held")
+    }
+
+    func state(_ catalog: Catalog, _ jobID: Int64) throws -> JobRecord {
+        try #require(try catalog.jobs.list().first { $0.id == jobID })
+    }
+
+    @Test func aJobRunsAndItsResultLandsOnTheAsset() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary == JobRunSummary(succeeded: 1))
+        #expect(try state(catalog, id).state == .succeeded && state(catalog, id).progress == 1)
+        let updated = try catalog.asset(String(asset.id))
+        #expect(updated.metadata["stepped"] == "3" && updated.tags == ["processed"])
+    }
+
+    @Test func deletingAnAssetStopsItsRunningJobPromptlyAndNoResultLands() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        // Ten steps of two seconds: finishing naturally would take twenty.
+        catalog.jobs.register(Stepper(log: log, steps: 10, stepDuration: .seconds(2)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await eventually { log.contains("asset \(asset.id) step 1") }
+        let started = ContinuousClock.now
+        let context = catalog.newContext()
+        try context.performAndWait {
+            context.delete(try context.existingObject(with: asset.objectID))  // prepareForDeletion cancels now
+        }
+        try await eventually { log.contains("asset \(asset.id) cancelled") }
+        #expect(ContinuousClock.now - started < .seconds(1))  // stopped well within one step
+        try context.performAndWait { try context.save() }
+        try await eventually { try state(catalog, id).state == .cancelled }
+        #expect(try state(catalog, id).error == "its asset was deleted")
+        #expect(!log.contains("asset \(asset.id) step 2"))
+    }
+
+    @Test(arguments: ["rollback", "failed save", "discarded child"])
+    func anInterruptedJobRunsAgainWhenTheDeletionDoesNotCommit(how: String) async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await eventually { log.contains("asset \(asset.id) step 1") }
+        let context = catalog.newContext()
+        switch how {
+        case "rollback":
+            context.performAndWait {
+                context.delete(try! context.existingObject(with: asset.objectID))
+                context.rollback()
+            }
+        case "failed save":
+            struct DiskFull: Error {}
+            try context.performAndWait {
+                context.delete(try context.existingObject(with: asset.objectID))
+                catalog.container.failNextCommit(with: DiskFull())
+                #expect(throws: PersistenceError.self) { try context.save() }
+                context.rollback()
+            }
+        default:
+            try context.performAndWait {
+                do {
+                    let child = context.newChildContext()
+                    child.delete(try child.existingObject(with: asset.objectID))
+                }  // the child is thrown away
+            }
+        }
+        try await eventually { try state(catalog, id).state == .succeeded }
+        #expect(log.contains("asset \(asset.id) cancelled"))  // it was interrupted…
+        #expect(log.all.filter { $0 == "asset \(asset.id) step 1" }.count == 2)  // …and ran again from the start
+        #expect(try catalog.asset(String(asset.id)).metadata["stepped"] == "3")
+    }
+
+    @Test func noResultLandsForAnAssetWhoseDeletionCommittedEvenInTheLastInstant() async throws {
+        // A processor that finishes at once, racing deletions: whatever the
+        // interleaving, a job's result never lands after its asset's deletion.
+        for round in 0..<15 {
+            let t = try TestCatalog()
+            let catalog = try t.create()
+            let assets = try await catalog.add((0..<8).map { try t.file("r\(round)-\($0).txt", "\(round) \($0)") })
+                .added
+            catalog.jobs.register(
+                Stepper(log: StepLog(), steps: 1, stepDuration: .microseconds(Int64(round * 50))), as: "quick")
+            _ = try catalog.jobs.submit(["quick"], for: assets.map(\.id))
+            catalog.jobs.start()
+            try catalog.remove(assets.filter { $0.id % 2 == 0 }.map { String($0.id) })
+            try await eventually { try catalog.jobs.list([.queued, .running]).isEmpty }
+            catalog.jobs.stop()
+            let remaining = Set(try catalog.assets().map(\.id))
+            for job in try catalog.jobs.list() {
+                if remaining.contains(job.asset) {
+                    #expect(job.state == .succeeded)
+                } else {
+                    // Either cancelled, or it succeeded before the deletion committed (and was deleted with it).
+                    #expect(job.state == .cancelled || job.state == .succeeded)
+                }
+            }
+            #expect(try catalog.assets().allSatisfy { $0.id % 2 == 1 })
+            catalog.close()
+        }
+    }
+
+    @Test func archiveMembersAreNeverRecordedForADeletedArchive() async throws {
+        for round in 0..<5 {
+            let t = try TestCatalog()
+            let catalog = try t.create()
+            let archive = try generatedArchive(in: t, members: 600, name: "big\(round).tar")
+            let asset = try #require(try await catalog.add([archive]).added.first)
+            catalog.jobs.start()
+            // Delete while the index job is recording members.
+            try await eventually { try catalog.assets().count > 1 || catalog.jobs.list([.succeeded]).count == 1 }
+            try catalog.remove([String(asset.id)])
+            try await eventually { try catalog.jobs.list([.queued, .running]).isEmpty }
+            catalog.jobs.stop()
+            #expect(try catalog.assets().isEmpty, "round \(round): members outlived their archive")
+            catalog.close()
+        }
+    }
+
+    @Test func membersOfALargeArchiveAppearWhileItIsIndexed() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let archive = try generatedArchive(in: t, members: 2_000, name: "large.tar")
+        let result = try await catalog.add([archive])
+        #expect(result.added.count == 1 && result.queuedJobs.count == 1)  // add returned at once
+        let saves = catalog.saveNotifications()
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        var counts: [Int] = []
+        for await note in saves {
+            let members = note.insertedObjectIDs.filter { $0.entityName == "Asset" }.count
+            if members > 0 { counts.append(members) }
+            if counts.reduce(0, +) >= 2_000 { break }
+        }
+        #expect(counts.count > 1)  // several batches, committed as the job read
+        try await eventually { try catalog.jobs.list([.succeeded]).count == 1 }
+        #expect(try catalog.assets(AssetQuery(storage: .member)).count == 2_000)
+        #expect(try catalog.asset(String(result.added[0].id)).metadata["members"] == "2000")
+    }
+
+    @Test func aFailingProcessorRecordsItsErrorAndAttemptsAndTransientFailuresRetry() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        catalog.jobs.register(Flaky(transientFailures: 2, thenFails: false), as: "flaky")
+        catalog.jobs.register(Flaky(transientFailures: 1, thenFails: true), as: "broken")
+        let flaky = try catalog.jobs.submit("flaky", for: asset.id)
+        let broken = try catalog.jobs.submit("broken", for: asset.id)
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary.retried == 3 && summary.succeeded == 1 && summary.failed == 1)
+        #expect(try state(catalog, flaky).state == .succeeded && state(catalog, flaky).attempts == 3)
+        let failed = try state(catalog, broken)
+        #expect(failed.state == .failed && failed.attempts == 2)
+        #expect(failed.error == "the remote service refused a.txt")
+        #expect(try catalog.jobs.retry(broken).state == .queued)
+        #expect(throws: CatalogError.self) { try catalog.jobs.retry(flaky) }
+    }
+
+    @Test func deferredHashingRunsAsADigestJob() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let source = try t.file("later.bin", Data(repeating: 1, count: 3 << 20))
+        let added = try await catalog.add([source], options: .init(mode: .reference, defersHashing: true))
+        #expect(added.added[0].sha256 == "" && added.queuedJobs.count == 1)
+        _ = try await catalog.jobs.runUntilIdle()
+        let hashed = try catalog.asset(String(added.added[0].id))
+        #expect(hashed.sha256 == (try ContentStore.digest(ofFileAt: source).digest))
+        #expect(hashed.size == 3 << 20)
+        #expect(try await catalog.verify().issues.isEmpty)
+    }
+
+    @Test func metadataJobsReadMediaTypeAndPixelSize() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let png = testAsset("demo/photos/red.png")
+        let added = try await catalog.addAndRunJobs([png])
+        #expect(added[0].metadata == ["mediaType": "image/png", "width": "4", "height": "4"])
+        #expect(MediaType.pixelSize(Array("GIF89a".utf8) + [3, 0, 2, 0]).map { [$0.0, $0.1] } == [3, 2])
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 0, 0, 0xFF, 0xC0, 0, 11, 8, 0, 7, 0, 9, 3, 0, 0, 0]
+        #expect(MediaType.of(jpeg) == "image/jpeg")
+        #expect(MediaType.pixelSize(jpeg).map { [$0.0, $0.1] } == [9, 7])
+        #expect(MediaType.of(Array("plain text".utf8)) == "text/plain")
+        #expect(MediaType.of([0, 1, 2, 3]) == "application/octet-stream")
+    }
+}
+
+/// A tar of `members` small files, written by bsdtar.
+func generatedArchive(in t: TestCatalog, members: Int, name: String) throws -> String {
+    let folder = "gen-\(name)"
+    for i in 0..<members { try t.file("\(folder)/m\(String(format: "%05d", i)).txt", "member \(i)\n") }
+    let archive = t.sources.appending(path: name).path
+    let tar = Process()
+    tar.executableURL = URL(fileURLWithPath: "/usr/bin/bsdtar")
+    tar.arguments = ["-cf", archive, "-C", t.sources.appending(path: folder).path, "."]
+    try tar.run()
+    tar.waitUntilExit()
+    return archive
+}
