@@ -30,11 +30,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // syncfs(2), which Swift's Glibc module does not import.
+        .target(name: "CFileSync"),
         // Assets, file resources, lifecycle-safe removal: the library's front door.
         .target(
             name: "AssetCatalog",
             dependencies: [
-                "Persistence", "ArchiveIO",
+                "Persistence", "ArchiveIO", "CFileSync",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -65,7 +65,10 @@ public final class Asset: ManagedObject {
 
     /// The asset's free-form metadata.
     public var metadata: [String: String] {
-        get { (try? JSONDecoder().decode([String: String].self, from: Data(metadataJSON.utf8))) ?? [:] }
+        get {
+            guard metadataJSON != "{}" else { return [:] }
+            return (try? JSONDecoder().decode([String: String].self, from: Data(metadataJSON.utf8))) ?? [:]
+        }
         set {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys

@@ -199,14 +199,9 @@ extension Catalog {
             let (digest, size) = try ContentStore.digest(ofFileAt: file.path, isCancelled: stop)
             return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: nil)
         case .copy:
+            // Linked into objects/ with its whole batch, just before the batch commits.
             let (digest, size, staged) = try content.stage(fileAt: file.path, isCancelled: stop)
-            do {
-                try content.adopt(staged: staged, digest: digest)
-                return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
-            } catch {
-                content.unpin(staged)
-                throw error
-            }
+            return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
         }
     }
 
@@ -232,6 +227,7 @@ extension Catalog {
     private func commit(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
         defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
         do {
+            try content.adoptAll(files.compactMap { file in file.pin.map { ($0, file.digest) } })
             return try record(files, options: options)
         } catch {
             if options.mode == .copy { releaseContent(Set(files.map(\.digest))) }
@@ -318,31 +314,30 @@ extension Catalog {
                     .invalidArgument, "\(raw) is inside the catalog itself; add files from elsewhere", path: raw)
             }
             if !isDirectory.boolValue {
-                guard
-                    (try? manager.attributesOfItem(atPath: path))?[.type] as? FileAttributeType == .typeRegular
-                        || isRegularFollowingLinks(path)
-                else {
+                var info = stat()
+                guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
                     throw CatalogError(.invalidArgument, "\(raw) is not a regular file", path: raw)
                 }
-                files.append(SourceFile(path: path, size: fileSize(path)))
+                files.append(SourceFile(path: path, size: Int64(info.st_size)))
                 continue
             }
             guard recursive else {
                 throw CatalogError(.invalidArgument, "\(raw) is a directory; add it with --recursive", path: raw)
             }
             guard let walker = manager.enumerator(atPath: path) else { continue }
-            var found: [String] = []
+            var found: [SourceFile] = []
             while let relative = walker.nextObject() as? String {
                 let full = path + "/" + relative
-                let attributes = try? manager.attributesOfItem(atPath: full)
-                let type = attributes?[.type] as? FileAttributeType
-                if type == .typeDirectory, isInsideCatalog(full) {
+                var info = stat()  // one lstat per entry (attributesOfItem also looks up owner names)
+                guard lstat(full, &info) == 0 else { continue }
+                let type = info.st_mode & S_IFMT
+                if type == S_IFDIR, isInsideCatalog(full) {
                     walker.skipDescendants()  // e.g. `add --recursive .` next to ./.assetcat
-                } else if type == .typeRegular {
-                    found.append(full)
+                } else if type == S_IFREG {
+                    found.append(SourceFile(path: full, size: Int64(info.st_size)))
                 }
             }
-            for full in found.sorted() { files.append(SourceFile(path: full, size: fileSize(full))) }
+            files += found.sorted { $0.path < $1.path }
         }
         return files
     }
@@ -351,15 +346,6 @@ extension Catalog {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
-    }
-
-    private static func isRegularFollowingLinks(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
-    }
-
-    private static func fileSize(_ path: String) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
     }
 
     static func validateTag(_ tag: String) throws {

@@ -40,6 +40,26 @@ extension Catalog {
         }
     }
 
+    /// Calls `body` with every asset `query` selects, in ID order, loading
+    /// them a page at a time: memory stays bounded whatever the catalog's size.
+    public func forEachAsset(
+        _ query: AssetQuery = AssetQuery(), pageSize: Int = 1_000, _ body: (AssetRecord) throws -> Void
+    ) throws {
+        var after: Int64 = 0
+        while true {
+            let page = try storeErrors {
+                try withContext { context in
+                    let request = FetchRequest<Asset>(
+                        predicate: query.predicate && .objectIDs(after: after), sortBy: [.objectID()], limit: pageSize)
+                    return try context.fetch(request).map(AssetRecord.init)
+                }
+            }
+            for record in page { try body(record) }
+            guard page.count == pageSize, let last = page.last else { return }
+            after = last.id
+        }
+    }
+
     /// The asset an ID or a name designates.
     ///
     /// - Throws: ``CatalogError/Code/notFound`` when none does;

@@ -47,18 +47,32 @@ final class CatalogRuntime: Sendable {
             context.userInfo[Self.key] = self
             context.mergePolicy = .overwrite  // another process may have swept a row already
             return try context.performAndWait {
-                // One transaction per plan: a plan that cannot be carried out
-                // (an I/O error) does not hold up the others; it stays pending.
+                // Plans in batches of 256 per transaction; a batch that fails
+                // is retried one plan at a time, so a plan that cannot be
+                // carried out (an I/O error) stays pending without holding up
+                // the others.
                 var done = 0
                 var firstError: (any Error)?
-                for plan in try context.fetch(FetchRequest<RemovalPlan>()) {
-                    context.delete(plan)
+                let plans = try context.fetch(FetchRequest<RemovalPlan>())
+                for start in stride(from: 0, to: plans.count, by: 256) {
+                    let batch = plans[start..<min(start + 256, plans.count)]
+                    for plan in batch { context.delete(plan) }
                     do {
                         try context.save()
-                        done += 1
+                        done += batch.count
+                        continue
                     } catch {
                         context.rollback()
-                        firstError = firstError ?? error
+                    }
+                    for plan in batch {
+                        context.delete(plan)
+                        do {
+                            try context.save()
+                            done += 1
+                        } catch {
+                            context.rollback()
+                            firstError = firstError ?? error
+                        }
                     }
                 }
                 if let firstError { throw firstError }

@@ -1,3 +1,4 @@
+import CFileSync
 import Crypto
 import Foundation
 import Synchronization
@@ -143,9 +144,10 @@ final class ContentStore: Sendable {
 
     /// The SHA-256 (hex) and size of a file, read in 1 MiB chunks; when
     /// `copyTo` is given, the bytes are also written there and synced.
-    static func digest(ofFileAt path: String, copyTo destination: String? = nil, isCancelled: () -> Bool = { false })
-        throws -> (digest: String, size: Int64)
-    {
+    static func digest(
+        ofFileAt path: String, copyTo destination: String? = nil, syncsCopy: Bool = true,
+        isCancelled: () -> Bool = { false }
+    ) throws -> (digest: String, size: Int64) {
         let input = open(path, O_RDONLY | O_CLOEXEC)
         guard input >= 0 else { throw CatalogError(.io, "Could not open \(path): \(errnoText())", path: path) }
         defer { close(input) }
@@ -174,26 +176,48 @@ final class ContentStore: Sendable {
             size += Int64(count)
             if output >= 0 { try writeAll(output, chunk, path: destination!) }
         }
-        if output >= 0, fsync(output) != 0 {
+        if output >= 0, syncsCopy, fsync(output) != 0 {
             throw CatalogError(.io, "Could not sync \(destination!): \(errnoText())", path: destination)
         }
         return (hex(hasher.finalize()), size)
     }
 
-    /// Copies a file into staging, hashing it on the way, and syncs it.
-    /// The caller adopts the staged copy (``adopt(staged:digest:)``) or removes it.
+    /// Copies a file into staging, hashing it on the way. The copy is not
+    /// synced yet: ``adoptAll(_:)`` makes a whole batch durable at once. The
+    /// caller adopts the staged copy or removes it.
     func stage(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (
         digest: String, size: Int64, staged: String
     ) {
         let staged = ownStaging + "/" + UUID().uuidString
         FaultPoint.reach(.slowIngest)
         do {
-            let (digest, size) = try Self.digest(ofFileAt: path, copyTo: staged, isCancelled: isCancelled)
+            let (digest, size) = try Self.digest(
+                ofFileAt: path, copyTo: staged, syncsCopy: false, isCancelled: isCancelled)
             FaultPoint.reach(.afterStage)
             return (digest, size, staged)
         } catch {
             unlink(staged)
             throw error
+        }
+    }
+
+    /// Adopts a batch of staged copies: their bytes are made durable with one
+    /// `syncfs`, they are linked into `objects/`, and the links are made
+    /// durable with a second one — two journal commits for the batch instead
+    /// of two fsyncs per file. Each staged path stays as a pin.
+    func adoptAll(_ staged: [(path: String, digest: String)]) throws {
+        guard !staged.isEmpty else { return }
+        try syncFileSystem()
+        for file in staged { try adopt(staged: file.path, digest: file.digest, syncs: false) }
+        try syncFileSystem()
+    }
+
+    private func syncFileSystem() throws {
+        let fd = open(objects, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw CatalogError(.io, "Could not open \(objects): \(Self.errnoText())", path: objects) }
+        defer { close(fd) }
+        guard cfilesync_syncfs(fd) == 0 else {
+            throw CatalogError(.io, "Could not sync the catalog's file system: \(Self.errnoText())", path: objects)
         }
     }
 
@@ -233,12 +257,12 @@ final class ContentStore: Sendable {
     /// keeps the content until the record commits (then ``unpin(_:)``). When
     /// `objects/` already has the content (stored once), the staged copy is
     /// replaced by a link to the existing object, which pins that one.
-    func adopt(staged: String, digest: String) throws {
+    func adopt(staged: String, digest: String, syncs: Bool = true) throws {
         let target = objectPath(digest)
         let folder = (target as NSString).deletingLastPathComponent
         if access(folder, F_OK) != 0 {
             try Self.makeDirectory(folder)
-            try Self.syncDirectory(objects)
+            if syncs { try Self.syncDirectory(objects) }
         }
         while true {
             if link(staged, target) == 0 { break }
@@ -257,7 +281,7 @@ final class ContentStore: Sendable {
                 throw CatalogError(.io, "Could not pin \(target): \(Self.errnoText())", path: target)
             }
         }
-        try Self.syncDirectory(folder)
+        if syncs { try Self.syncDirectory(folder) }
     }
 
     /// Releases a pin once its record committed (or will never commit).

@@ -9,6 +9,7 @@ indirect enum PredicateNode: Sendable, Hashable {
     case isIn(PropertyRef, [StoreValue])
     case text(PropertyRef, TextOperator, String)
     case rowIDIn([Int64])
+    case rowIDAbove(Int64)
     case and([PredicateNode])
     case or([PredicateNode])
     case not(PredicateNode)
@@ -40,6 +41,7 @@ indirect enum PredicateNode: Sendable, Hashable {
             case .hasSuffix: return v.utf8.reversed().starts(with: s.utf8.reversed())
             }
         case .rowIDIn(let ids): return ids.contains(rowID)
+        case .rowIDAbove(let bound): return rowID > bound
         case .and(let nodes): return nodes.allSatisfy { $0.evaluate(values, rowID: rowID) }
         case .or(let nodes): return nodes.contains { $0.evaluate(values, rowID: rowID) }
         case .not(let node): return !node.evaluate(values, rowID: rowID)
@@ -89,6 +91,13 @@ public struct FetchPredicate<Root: ManagedObject>: Sendable {
     /// Matches the objects with one of these IDs.
     public static func objectIDs(_ ids: some Sequence<ManagedObjectID>) -> FetchPredicate {
         FetchPredicate(.rowIDIn(ids.filter { $0.entityName == Root.entityName }.map(\.rowID)))
+    }
+
+    /// Matches the objects whose row ID is greater than `id`'s: with a sort by
+    /// ``SortDescriptor/objectID(ascending:)`` and a limit, pages through an
+    /// entity without the cost of an offset.
+    public static func objectIDs(after rowID: Int64) -> FetchPredicate {
+        FetchPredicate(.rowIDAbove(rowID))
     }
 
     /// Matches the objects whose attribute is one of `values`.

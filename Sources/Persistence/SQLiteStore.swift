@@ -331,6 +331,9 @@ final class SQLiteStore: PersistentStore {
             guard !ids.isEmpty else { return "0" }
             arguments += ids.map { .integer($0) }
             return "\"id\" IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+        case .rowIDAbove(let bound):
+            arguments.append(.integer(bound))
+            return "\"id\" > ?"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
         case .or(let nodes):

@@ -88,10 +88,21 @@ struct List: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.open()
             defer { catalog.close() }
-            let assets = try catalog.assets(AssetQuery(tag: tag, kind: kind))
-            if json { return try Terminal.json(assets) }
+            let query = AssetQuery(tag: tag, kind: kind)
+            if json {
+                // Streamed a page at a time: memory stays bounded for any catalog.
+                var first = true
+                try Terminal.output(Data("[".utf8))
+                try catalog.forEachAsset(query) { asset in
+                    let element = try Terminal.jsonText(asset).split(separator: "\n").map { "  " + $0 }
+                    try Terminal.output(Data(((first ? "\n" : ",\n") + element.joined(separator: "\n")).utf8))
+                    first = false
+                }
+                try Terminal.output(Data((first ? "]\n" : "\n]\n").utf8))
+                return
+            }
             print(Table.header)
-            for asset in assets { print(Table.row(asset)) }
+            try catalog.forEachAsset(query) { print(Table.row($0)) }
         }
     }
 }

@@ -40,11 +40,20 @@ enum Terminal {
         return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
     }
 
-    static func json<T: Encodable>(_ value: T) throws {
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }()
+
+    static func json<T: Encodable>(_ value: T) throws {
         try output(try encoder.encode(value) + Data("\n".utf8))
+    }
+
+    /// A value as pretty-printed JSON text, without a final newline.
+    static func jsonText<T: Encodable>(_ value: T) throws -> String {
+        String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 
     /// Writes to stdout; a failure (a full disk, a closed pipe) is an error, not a crash.

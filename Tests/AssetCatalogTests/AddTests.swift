@@ -63,6 +63,16 @@ import Testing
         #expect(try catalog.assets().count == 2)  // no member recorded
     }
 
+    @Test func forEachAssetPagesThroughEverything() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let files = try (0..<25).map { try t.file("p\(String(format: "%02d", $0))", "page \($0)") }
+        _ = try await catalog.add(files, options: .init(tags: ["x"]))
+        var seen: [String] = []
+        try catalog.forEachAsset(AssetQuery(tag: "x"), pageSize: 10) { seen.append($0.name) }
+        #expect(seen == files.map { ($0 as NSString).lastPathComponent })
+    }
+
     @Test func identicalContentIsStoredOnce() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()

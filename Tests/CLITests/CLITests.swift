@@ -35,6 +35,12 @@ import Testing
         #expect(try t.run(["ls", "--tag", "nope"]).stdout == ls.stdout.components(separatedBy: "\n")[0] + "\n")
     }
 
+    @Test func lsJSONOfAnEmptyCatalogIsAnEmptyArray() throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        #expect(try t.run(["ls", "--json"]).stdout == "[]\n")
+    }
+
     @Test func lsJSONHasTheStableFieldNames() throws {
         let t = try populated()
         let data = Data(try t.run(["ls", "--json"]).stdout.utf8)

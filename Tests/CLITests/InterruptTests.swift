@@ -28,11 +28,11 @@ import Testing
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    // Interrupt once content is landing in objects/.
-    let objects = t.root.appending(path: "objects").path
+    // Interrupt once files are being staged (they reach objects/ with their batch).
+    let staging = t.root.appending(path: "staging").path
     for _ in 0..<3000 {
-        let landed = (try? FileManager.default.subpathsOfDirectory(atPath: objects).count) ?? 0
-        if landed >= 8 { break }
+        let staged = (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0
+        if staged >= 10 { break }
         usleep(1000)
     }
     kill(process.processIdentifier, SIGINT)

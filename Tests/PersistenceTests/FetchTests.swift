@@ -84,6 +84,24 @@ import Testing
         #expect(inMemory[0] == ["n01", "n05", "n09", "n99"])
     }
 
+    @Test func pagingByObjectIDAgreesInSQLAndInMemory() throws {
+        let (_, context) = try seeded()
+        var pages: [[String]] = []
+        var after: Int64 = 0
+        while true {
+            let page = try context.fetch(
+                FetchRequest<Note>(predicate: .objectIDs(after: after), sortBy: [.objectID()], limit: 5))
+            if page.isEmpty { break }
+            pages.append(page.map(\.title))
+            after = page.last!.objectID.rowID
+        }
+        #expect(pages.map(\.count) == [5, 5, 2])
+        #expect(pages.flatMap { $0 } == (0..<12).map { String(format: "n%02d", $0) })
+        Note(context: context).title = "pending"  // evaluated in memory too
+        #expect(
+            try context.fetch(FetchRequest<Note>(predicate: .objectIDs(after: 11))).map(\.title) == ["n11", "pending"])
+    }
+
     @Test func uniquing() throws {
         let (store, context) = try seeded()
         let a = try context.fetch(FetchRequest<Note>(predicate: \.title == "n01"))[0]
