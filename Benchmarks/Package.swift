@@ -25,6 +25,12 @@ let package = Package(
             name: "ArchiveBenchmarks",
             dependencies: [.product(name: "ArchiveIO", package: "AssetCatalog")]
         ),
+        // `assetcat add` / `rm` / `ls --json` (the release binary, as a child process) against
+        // the hashing and copying floors, dvc, rm -rf and python3 (issue 4).
+        .executableTarget(
+            name: "CatalogBenchmarks",
+            dependencies: [.product(name: "AssetCatalog", package: "AssetCatalog")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
