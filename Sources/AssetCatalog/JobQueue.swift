@@ -212,6 +212,7 @@ public final class JobQueue: JobProvider, Sendable {
     /// backoffs), then returns what happened.
     public func runUntilIdle(progress: (@Sendable (JobRecord) -> Void)? = nil) async throws -> JobRunSummary {
         recoverAbandoned()
+        markExternalBaseline()
         let summary = SummaryBox()
         var lastCheck = Date()
         while !Task.isCancelled {
@@ -235,6 +236,7 @@ public final class JobQueue: JobProvider, Sendable {
     /// pipelines and `jobs run --watch`).
     public func start() {
         recoverAbandoned()
+        markExternalBaseline()
         let (wakes, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let worker = Task { [weak self] in
             let summary = SummaryBox()
@@ -449,6 +451,12 @@ public final class JobQueue: JobProvider, Sendable {
             }
             job.owner = nil
         }
+    }
+
+    /// Takes the store's change counter as it is now, before any job is
+    /// claimed: a commit by another process after this point is noticed.
+    private func markExternalBaseline() {
+        _ = try? catalog?.container.storeChangedExternally()
     }
 
     /// Cancels running jobs whose asset another process deleted, or whose row
