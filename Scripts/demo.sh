@@ -12,10 +12,15 @@ run() { printf '$ assetcat %s\n' "$*"; "$bin" "$@"; }
 step "Create a catalog"
 run init "$catalog"
 
-step "Add files (copied into objects/, identical content stored once) and an archive (one record per member)"
+step "Add files (copied into objects/, identical content stored once) and archives"
 run add --recursive --tag demo TestAssets/demo
 run add TestAssets/archives/sample.tar.gz
 run add --reference --tag outside TestAssets/archives/sample.zip
+
+step "Adding returned at once; archive indexing and image metadata are queued jobs"
+run jobs
+run jobs run
+run jobs
 
 step "List, show, read an archive member"
 run ls

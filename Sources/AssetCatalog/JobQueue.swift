@@ -358,17 +358,25 @@ public final class JobQueue: JobProvider, Sendable {
         _ job: JobRecord, outcome: Result<JobOutput, any Error>, summary: SummaryBox,
         progress: (@Sendable (JobRecord) -> Void)?
     ) {
-        let interrupted = state.withLock { s -> Bool in
-            s.running[job.id] = nil
-            return s.interrupted[job.asset]?.contains(job.id) ?? false
+        let interrupted = state.withLock { $0.interrupted[job.asset]?.contains(job.id) ?? false }
+        // A job stops counting as running only once its outcome is written:
+        // runUntilIdle must not return (and its process exit) before.
+        defer {
+            state.withLock { $0.running[job.id] = nil }
+            wakeWorker()
         }
-        defer { wakeWorker() }
         guard !interrupted else { return }  // resumed or cancelled with its asset's deletion
         var final: JobRecord?
         switch outcome {
         case .success(let output):
             final = writeResult(job, output)
-            summary.value.withLock { if final?.state == .succeeded { $0.succeeded += 1 } else { $0.cancelled += 1 } }
+            summary.value.withLock {
+                switch final?.state {
+                case .succeeded: $0.succeeded += 1
+                case .failed: $0.failed += 1
+                default: $0.cancelled += 1
+                }
+            }
         case .failure(let error) where error is CancellationError:
             summary.value.withLock { $0.cancelled += 1 }
             final = try? changeJob(job.id) { row in
@@ -399,35 +407,56 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// Writes a job's output and marks it succeeded, in one transaction that
-    /// first checks the asset still exists and the job is still ours.
+    /// first checks the asset still exists and the job is still ours. Another
+    /// writer's change to the asset (a second job's result) makes the save
+    /// conflict: the output is then applied again to the asset as it is now.
     private func writeResult(_ job: JobRecord, _ output: JobOutput) -> JobRecord? {
         guard let catalog else { return nil }
-        do {
-            return try catalog.withContext { context in
-                let row = try context.existingObject(with: jobObjectID(job.id), as: Job.self)
-                guard row.state == .running, row.owner == owner else { return JobRecord(row) }
-                let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)
-                let asset = try context.existingObject(with: assetID, as: Asset.self)
-                var metadata = asset.metadata
-                for (k, v) in output.metadata { metadata[k] = v }
-                if metadata != asset.metadata { asset.metadata = metadata }
-                if !output.tags.isEmpty { asset.tags = Array(Set(asset.tags).union(output.tags)) }
-                try output.apply?(asset, context)
-                row.state = .succeeded
-                row.progress = 1
-                row.lastError = nil
-                row.owner = nil
-                row.resultRequiresAsset = job.asset
-                try context.save()
-                return JobRecord(row)
+        var lastError: (any Error)?
+        for _ in 0..<5 {
+            do {
+                return try catalog.withContext { context in
+                    let row = try context.existingObject(with: jobObjectID(job.id), as: Job.self)
+                    guard row.state == .running, row.owner == owner else { return JobRecord(row) }
+                    let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)
+                    let asset = try context.existingObject(with: assetID, as: Asset.self)
+                    var metadata = asset.metadata
+                    for (k, v) in output.metadata { metadata[k] = v }
+                    if metadata != asset.metadata { asset.metadata = metadata }
+                    if !output.tags.isEmpty { asset.tags = Array(Set(asset.tags).union(output.tags)) }
+                    try output.apply?(asset, context)
+                    row.state = .succeeded
+                    row.progress = 1
+                    row.lastError = nil
+                    row.owner = nil
+                    row.resultRequiresAsset = job.asset
+                    try context.save()
+                    return JobRecord(row)
+                }
+            } catch let error as PersistenceError where error.code == .conflict {
+                lastError = error
+                continue
+            } catch {
+                lastError = error
+                break
             }
-        } catch {
-            // The asset's deletion committed first, or the row changed: no result lands.
-            return try? changeJob(job.id) { row in
-                guard row.state == .running, row.owner == self.owner else { return }
-                row.state = .cancelled
-                row.owner = nil
+        }
+        let assetGone =
+            (try? catalog.withContext { context in
+                try context.count(
+                    for: FetchRequest<Asset>(
+                        predicate: .objectIDs([ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)])))
+            }) == 0
+        return try? changeJob(job.id) { row in
+            guard row.state == .running, row.owner == self.owner else { return }
+            row.owner = nil
+            if assetGone {
+                row.state = .cancelled  // its deletion committed first: no result lands
                 row.lastError = "its asset was deleted"
+            } else {
+                row.state = .failed
+                row.lastError =
+                    "Could not record the result: \((lastError as? CatalogError)?.message ?? "\(lastError.map { "\($0)" } ?? "")")"
             }
         }
     }

@@ -89,6 +89,18 @@ final class Flaky: JobProcessor {
         #expect(updated.metadata["stepped"] == "3" && updated.tags == ["processed"])
     }
 
+    @Test func runUntilIdleReturnsOnlyOnceEveryOutcomeIsWritten() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let assets = try await catalog.add((0..<25).map { try t.file("q\($0)", "quick \($0)") }).added
+        catalog.jobs.register(Stepper(log: StepLog(), steps: 1, stepDuration: .zero), as: "quick")
+        _ = try catalog.jobs.submit(["quick", "quick"], for: assets.map(\.id))
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary.succeeded == 50)
+        #expect(try catalog.jobs.list([.queued, .running]).isEmpty)
+        #expect(try catalog.jobs.list([.succeeded]).count == 50)
+    }
+
     @Test func deletingAnAssetStopsItsRunningJobPromptlyAndNoResultLands() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
