@@ -21,7 +21,10 @@ test: deps
 	$(SWIFT) test --skip-build
 
 bench: deps
+	$(SWIFT) build -c release --scratch-path .build-bench --product assetcat
 	$(SWIFT) run -c release --package-path Benchmarks PersistenceBenchmarks
+	$(SWIFT) run -c release --package-path Benchmarks ArchiveBenchmarks
+	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks CatalogBenchmarks
 
 lint:
 	$(SWIFT) format lint -r --strict Sources Tests Package.swift

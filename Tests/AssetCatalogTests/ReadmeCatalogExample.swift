@@ -2,14 +2,26 @@ import AssetCatalog
 import Foundation
 import Persistence
 
-/// Ingests a directory, marks large files, deletes the smallest: the README's library example.
-func ingestionExample(catalogAt root: URL, incoming: String) async throws -> (added: Int, large: Int, saves: Int) {
+/// A pipeline's own job kind: counts a text file's lines.
+struct LineCount: JobProcessor {
+    func run(_ job: JobContext) async throws -> JobOutput {
+        var lines = 0
+        try job.readAsset { chunk in lines += chunk.filter { $0 == UInt8(ascii: "\n") }.count }
+        return JobOutput(metadata: ["lines": String(lines)])
+    }
+}
+
+/// Ingests a directory, counts lines in jobs, tags the large files, deletes the smallest.
+func ingestionExample(catalogAt root: URL, incoming: String) async throws -> (added: Int, counted: Int, large: Int) {
     let catalog = try Catalog.open(at: root, options: .init(createIfMissing: true))
     defer { catalog.close() }
+    catalog.jobs.register(LineCount(), as: "line-count")
     let saves = catalog.saveNotifications()  // every committed save, from any task or context
 
-    // Hash and copy on all cores; commit in batches; members of archives get their own records.
+    // Hash and copy on all cores, commit in batches; archives and images get jobs queued.
     let result = try await catalog.add([incoming], options: .init(tags: ["incoming"], recursive: true))
+    try catalog.jobs.submit(["line-count"], for: result.added.filter { $0.kind == "text" }.map(\.id))
+    let jobs = try await catalog.jobs.runUntilIdle()  // or jobs.start(): a worker that keeps going
 
     // The object graph, on a background context: tag the large ones.
     let large = try await catalog.performBackgroundTask { context in
@@ -19,11 +31,9 @@ func ingestionExample(catalogAt root: URL, incoming: String) async throws -> (ad
         return big.count
     }
 
-    // Delete one: its file goes once the deletion has committed, if no other asset shares it.
+    // Delete one: its jobs are cancelled, and its file goes once the deletion has committed.
     let smallest = try catalog.assets(AssetQuery(tag: "incoming")).min { $0.size < $1.size }
     if let smallest { try catalog.remove([String(smallest.id)]) }
-
-    var seen = 0
-    for await _ in saves.prefix(3) { seen += 1 }  // add, tag, remove
-    return (result.added.count, large, seen)
+    for await save in saves where !save.deletedObjectIDs.isEmpty { break }  // that commit, observed
+    return (result.added.count, jobs.succeeded, large)
 }
