@@ -69,6 +69,24 @@ public struct JobRecord: Sendable, Codable, Hashable {
     public var created: Date
     public var updated: Date
 
+    enum CodingKeys: String, CodingKey {
+        case id, kind, asset, state, attempts, progress, error, created, updated
+    }
+
+    /// Every field, `null` when absent: `jobs --json` has a stable shape.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(asset, forKey: .asset)
+        try c.encode(state, forKey: .state)
+        try c.encode(attempts, forKey: .attempts)
+        try c.encode(progress, forKey: .progress)
+        try c.encode(error, forKey: .error)
+        try c.encode(created, forKey: .created)
+        try c.encode(updated, forKey: .updated)
+    }
+
     init(_ job: Job) {
         id = job.objectID.rowID
         kind = job.kind

@@ -184,3 +184,32 @@ import Testing
     #expect(output.contains("adding [##############################] 100%  5/5"))
     #expect(output.contains("added 5 files"))
 }
+
+@Test func jobsCommandsListCancelRetryAndRun() throws {
+    let t = try TestCatalog()
+    try t.create().close()
+    let photo = try t.file("photo.png", Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+    #expect(try t.run(["add", photo]).stdout == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
+    #expect(
+        try t.run(["jobs"]).stdout == """
+                 ID  KIND              ASSET  STATE       PROGRESS  ATTEMPTS  ERROR
+                  1  metadata              1  queued            0%         0  \n
+            """)
+    #expect(try t.run(["jobs", "cancel", "1"]).stdout == "1  metadata  asset 1  cancelled\n")
+    let again = try t.run(["jobs", "cancel", "1"])
+    #expect(again.status == 1)
+    #expect(again.stderr == "assetcat: Job 1 is cancelled; only queued or running jobs can be cancelled\n")
+    let missing = try t.run(["jobs", "retry", "99"])
+    #expect(missing.stderr == "assetcat: No job with ID 99; list jobs with `assetcat jobs`\n")
+    #expect(try t.run(["jobs", "retry", "1"]).stdout == "1  metadata  asset 1  queued\n")
+    #expect(try t.run(["jobs", "run"]).stdout == "ran jobs: 1 succeeded, 0 failed, 0 cancelled\n")
+    let data = Data(try t.run(["jobs", "--json"]).stdout.utf8)
+    let jobs = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
+    #expect(
+        Set(jobs[0].keys) == ["id", "kind", "asset", "state", "attempts", "progress", "error", "created", "updated"])
+    #expect(jobs[0]["state"] as? String == "succeeded")
+    #expect(try t.run(["show", "photo.png", "--json"]).stdout.contains("\"mediaType\" : \"image/png\""))
+    let deferWithoutReference = try t.run(["add", photo, "--defer-hash"])
+    #expect(deferWithoutReference.status == 64)
+    #expect(deferWithoutReference.stderr.hasPrefix("Error: --defer-hash goes with --reference."))
+}
