@@ -114,7 +114,7 @@ struct ArchiveIndexProcessor: JobProcessor {
         try job.catalog.withContext { context in
             let archive = try context.existingObject(with: job.asset.objectID, as: Asset.self)
             let row = try context.existingObject(with: job.catalog.jobs.jobObjectID(job.jobID), as: Job.self)
-            guard row.state == .running, row.owner == job.catalog.jobs.owner else { throw CancellationError() }
+            guard row.state == .running, row.owner == job.runToken else { throw CancellationError() }
             row.progress = progress
             row.resultRequiresAsset = job.asset.id
             for member in members {

@@ -182,6 +182,7 @@ public final class Catalog: Sendable {
         container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         jobs.attach(self)
         BuiltInProcessors.register(on: jobs)
+        jobs.recoverAbandoned()  // a dead worker's jobs show as queued, not running
         do {
             let finished = try runtime.sweep()
             if finished > 0 { options.logger.info("finished \(finished) removals left pending by an earlier process") }

@@ -130,6 +130,8 @@ public struct JobContext: Sendable {
     public let kind: String
     public let asset: AssetRecord
     public let catalog: Catalog
+    /// This run's token, as the job row's `owner` holds it while the run is current.
+    let runToken: String
     let progressSink: @Sendable (Double) -> Void
 
     /// Reports progress, from 0 to 1.

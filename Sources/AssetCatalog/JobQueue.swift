@@ -13,6 +13,8 @@ public struct JobRunSummary: Sendable, Hashable {
     public var failed = 0
     public var cancelled = 0
     public var retried = 0
+    /// Whether the run was stopped (its task cancelled) before the queue was idle.
+    public var wasInterrupted = false
 }
 
 /// The default ``JobProvider``: runs jobs with Swift concurrency, a bounded
@@ -38,24 +40,27 @@ public struct JobRunSummary: Sendable, Hashable {
 public final class JobQueue: JobProvider, Sendable {
     struct Running {
         var assetID: Int64
+        /// The run's token, written in the row's `owner`: this run, not another one of the same job.
+        var token: String
         var task: Task<Void, Never>
     }
 
     struct State {
         var processors: [String: any JobProcessor] = [:]
         var running: [Int64: Running] = [:]
-        /// Assets whose deletion is pending: their jobs are held.
-        var held: Set<Int64> = []
-        /// Jobs stopped by `cancelAll`, by asset: resumed, or cancelled with the deletion.
-        var interrupted: [Int64: Set<Int64>] = [:]
+        /// Pending deletions per asset (two contexts may delete one asset): its jobs are held.
+        var held: [Int64: Int] = [:]
+        /// Runs stopped by `cancelAll`, by asset then job, with their tokens.
+        var interrupted: [Int64: [Int64: String]] = [:]
         var subscribers: [UUID: AsyncStream<JobRecord>.Continuation] = [:]
         var worker: Task<Void, Never>?
         var wake: AsyncStream<Void>.Continuation?
+        var runs = 0
     }
 
     /// How many jobs run at once.
     public let concurrency: Int
-    /// This process, as job rows name their owner.
+    /// This process, as job rows name their owner (`pid-id`, then `#run`).
     let owner: String
     private let catalogBox = Mutex(WeakCatalog())
     private var catalog: Catalog? { catalogBox.withLock { $0.value } }
@@ -90,18 +95,31 @@ public final class JobQueue: JobProvider, Sendable {
         try submit([kind], for: [assetID]).first ?? 0
     }
 
-    /// Queues work of each kind for each asset, in one transaction.
+    /// Queues work of each kind for each asset, in one transaction. A kind
+    /// already queued or running for an asset is not queued twice: its
+    /// existing job's ID is returned.
     @discardableResult
     public func submit(_ kinds: [String], for assetIDs: [Int64]) throws -> [Int64] {
         guard let catalog else { return [] }
         let ids = try catalog.storeErrors {
             try catalog.withContext { context in
+                let pending = try context.fetch(
+                    FetchRequest<Job>(
+                        predicate: .in(\.assetID, assetIDs) && .in(\.kind, kinds)
+                            && .in(\.state, [JobState.queued, .running])))
+                var existing: [String: Job] = [:]
+                for job in pending { existing["\(job.assetID)/\(job.kind)"] = job }
                 var jobs: [Job] = []
                 for assetID in assetIDs {
                     for kind in kinds {
+                        if let job = existing["\(assetID)/\(kind)"] {
+                            jobs.append(job)
+                            continue
+                        }
                         let job = Job(context: context)
                         job.kind = kind
                         job.assetID = assetID
+                        existing["\(assetID)/\(kind)"] = job
                         jobs.append(job)
                     }
                 }
@@ -115,20 +133,25 @@ public final class JobQueue: JobProvider, Sendable {
 
     public func cancelAll(for assetID: Int64) {
         let tasks = state.withLock { s -> [Task<Void, Never>] in
-            s.held.insert(assetID)
+            s.held[assetID, default: 0] += 1
             let mine = s.running.filter { $0.value.assetID == assetID }
-            s.interrupted[assetID, default: []].formUnion(mine.keys)
+            for (jobID, run) in mine { s.interrupted[assetID, default: [:]][jobID] = run.token }
             return mine.values.map(\.task)
         }
         for task in tasks { task.cancel() }
     }
 
     public func resume(for assetID: Int64) {
-        let jobs = state.withLock { s -> Set<Int64> in
-            s.held.remove(assetID)
-            return s.interrupted.removeValue(forKey: assetID) ?? []
+        let runs = state.withLock { s -> [Int64: String] in
+            guard let count = s.held[assetID] else { return [:] }
+            if count > 1 {
+                s.held[assetID] = count - 1  // another deletion of the asset is still pending
+                return [:]
+            }
+            s.held[assetID] = nil
+            return s.interrupted.removeValue(forKey: assetID) ?? [:]
         }
-        if !jobs.isEmpty { requeue(jobs, countAttempt: false) }
+        if !runs.isEmpty { requeue(runs) }
         wakeWorker()
     }
 
@@ -147,13 +170,13 @@ public final class JobQueue: JobProvider, Sendable {
     func assetsDeleted(_ assetIDs: Set<Int64>) {
         let tasks = state.withLock { s -> [Task<Void, Never>] in
             for id in assetIDs {
-                s.held.remove(id)
+                s.held[id] = nil
                 s.interrupted[id] = nil
             }
             return s.running.filter { assetIDs.contains($0.value.assetID) }.map(\.value.task)
         }
         for task in tasks { task.cancel() }
-        update(FetchPredicate<Job>.in(\.assetID, Array(assetIDs)) && .in(\.state, [JobState.queued, .running])) {
+        update(.in(\.assetID, Array(assetIDs)) && .in(\.state, [JobState.queued, .running])) {
             $0.state = .cancelled
             $0.lastError = "its asset was deleted"
             $0.owner = nil
@@ -208,26 +231,35 @@ public final class JobQueue: JobProvider, Sendable {
 
     // MARK: - Running
 
-    /// Works the queue until nothing is queued or running (waiting out
-    /// backoffs), then returns what happened.
+    /// Works the queue until nothing this process can run is queued or
+    /// running (waiting out backoffs), then returns what happened. Jobs held
+    /// for a deletion still pending in this process are not waited for.
+    /// Cancelling the calling task stops: running jobs are queued again (the
+    /// attempt not counted) and the summary says it was interrupted.
     public func runUntilIdle(progress: (@Sendable (JobRecord) -> Void)? = nil) async throws -> JobRunSummary {
         recoverAbandoned()
         markExternalBaseline()
         let summary = SummaryBox()
         var lastCheck = Date()
-        while !Task.isCancelled {
-            let started = try claimAndStart(summary: summary, progress: progress)
-            if Date().timeIntervalSince(lastCheck) >= 0.25 {
-                checkExternalChanges()
-                lastCheck = Date()
+        do {
+            while true {
+                try Task.checkCancellation()
+                let started = try claimAndStart(summary: summary, progress: progress)
+                if Date().timeIntervalSince(lastCheck) >= 0.25 {
+                    checkExternalChanges()
+                    lastCheck = Date()
+                }
+                let running = state.withLock { $0.running.count }
+                if started == 0 && running == 0 {
+                    guard let wait = try nextBackoff() else { break }
+                    try await Task.sleep(for: .seconds(min(wait, 1)))
+                    continue
+                }
+                try await Task.sleep(for: .milliseconds(5))
             }
-            let running = state.withLock { $0.running.count }
-            if started == 0 && running == 0 {
-                guard let wait = try nextBackoff() else { break }
-                try await Task.sleep(for: .seconds(min(wait, 1)))
-                continue
-            }
-            try await Task.sleep(for: .milliseconds(5))
+        } catch is CancellationError {
+            stopRunning()
+            summary.value.withLock { $0.wasInterrupted = true }
         }
         return summary.value.withLock { $0 }
     }
@@ -265,12 +297,26 @@ public final class JobQueue: JobProvider, Sendable {
         }
     }
 
-    /// Stops the background worker and cancels running jobs (they are queued
-    /// again by the next open, as if this process had died).
+    /// Stops the background worker; this process's running jobs are queued
+    /// again at once (not counted as attempts), for the next worker.
     public func stop() {
-        let (worker, tasks) = state.withLock { s in (s.worker, s.running.values.map(\.task)) }
+        let worker = state.withLock { s -> Task<Void, Never>? in
+            defer { s.worker = nil }
+            return s.worker
+        }
         worker?.cancel()
-        for task in tasks { task.cancel() }
+        stopRunning()
+    }
+
+    /// Cancels this process's running jobs and queues them again.
+    private func stopRunning() {
+        let runs = state.withLock { s -> [Int64: Running] in
+            let all = s.running
+            for (jobID, run) in all { s.interrupted[run.assetID]?[jobID] = nil }
+            return all
+        }
+        for run in runs.values { run.task.cancel() }
+        requeue(runs.mapValues(\.token))
     }
 
     /// Wakes the background worker (new work was queued).
@@ -282,18 +328,26 @@ public final class JobQueue: JobProvider, Sendable {
     private func claimAndStart(summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?) throws -> Int {
         guard let catalog else { return 0 }
         var started = 0
-        while state.withLock({ $0.running.count }) < concurrency {
-            let (processors, held) = state.withLock { ($0.processors, $0.held) }
-            let claimed: (JobRecord, AssetRecord?)? = try catalog.storeErrors {
+        while true {
+            let (processors, held, running, token, free) = state.withLock { s in
+                s.runs += 1
+                return (
+                    s.processors, Array(s.held.keys), s.running.keys.map(jobObjectID), "\(owner)#\(s.runs)",
+                    concurrency - s.running.count
+                )
+            }
+            guard free > 0 else { break }
+            let claimed: (JobRecord, AssetRecord)? = try catalog.storeErrors {
                 try catalog.withContext { context in
                     let now = Date()
-                    let candidates = try context.fetch(
-                        FetchRequest<Job>(predicate: \.state == JobState.queued && \.runAfter <= now, limit: 64))
-                    for job in candidates where processors[job.kind] != nil && !held.contains(job.assetID) {
+                    let runnable: FetchPredicate<Job> =
+                        \.state == JobState.queued && \.runAfter <= now && .in(\.kind, Array(processors.keys))
+                        && !(.in(\.assetID, held)) && !(.objectIDs(running))
+                    for job in try context.fetch(FetchRequest<Job>(predicate: runnable, limit: 16)) {
                         let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.assetID)
                         let asset = try? context.existingObject(with: assetID, as: Asset.self)
                         job.state = asset == nil ? .cancelled : .running
-                        job.owner = asset == nil ? nil : owner
+                        job.owner = asset == nil ? nil : token
                         if asset == nil { job.lastError = "its asset was deleted" } else { job.attempts += 1 }
                         do {
                             try context.save()  // fails if another process claimed it first
@@ -306,41 +360,45 @@ public final class JobQueue: JobProvider, Sendable {
                     return nil
                 }
             }
-            guard let (job, asset) = claimed, let asset else { break }
-            start(
-                job, asset: asset, processor: processors[job.kind]!, catalog: catalog, summary: summary,
+            guard let (job, asset) = claimed else { break }
+            if start(
+                job, token: token, asset: asset, processor: processors[job.kind]!, catalog: catalog, summary: summary,
                 progress: progress)
-            started += 1
+            {
+                started += 1
+            }
         }
         return started
     }
 
+    /// Starts a claimed job; returns false when its asset's deletion began
+    /// meanwhile (the job is then held with the asset's other jobs).
     private func start(
-        _ job: JobRecord, asset: AssetRecord, processor: any JobProcessor, catalog: Catalog,
+        _ job: JobRecord, token: String, asset: AssetRecord, processor: any JobProcessor, catalog: Catalog,
         summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?
-    ) {
-        publish(job, progress: progress)
+    ) -> Bool {
         let lastReport = Mutex(Date.distantPast)
         let context = JobContext(
-            jobID: job.id, kind: job.kind, asset: asset, catalog: catalog,
+            jobID: job.id, kind: job.kind, asset: asset, catalog: catalog, runToken: token,
             progressSink: { [weak self] fraction in
+                guard let self else { return }
                 var record = job
                 record.progress = fraction
-                self?.publish(record, progress: progress)
+                self.publish(record, progress: progress)
                 let due = lastReport.withLock { last in
                     guard Date().timeIntervalSince(last) > 0.5 else { return false }
                     last = Date()
                     return true
                 }
-                if due {
-                    self?.update(\.state == JobState.running && .objectIDs([self!.jobObjectID(job.id)])) {
-                        $0.progress = fraction
-                    }
-                }
+                if due { _ = try? self.changeJob(job.id) { row in if row.owner == token { row.progress = fraction } } }
             })
         // Registered under the lock that `finish` takes: a job that ends at
         // once cannot finish before it is known to be running.
-        state.withLock { s in
+        let started = state.withLock { s -> Bool in
+            if s.held[job.asset, default: 0] > 0 {
+                s.interrupted[job.asset, default: [:]][job.id] = token  // its asset is being deleted
+                return false
+            }
             let task = Task { [weak self] in
                 let outcome: Result<JobOutput, any Error>
                 do {
@@ -348,28 +406,31 @@ public final class JobQueue: JobProvider, Sendable {
                 } catch {
                     outcome = .failure(error)
                 }
-                self?.finish(job, outcome: outcome, summary: summary, progress: progress)
+                self?.finish(job, token: token, outcome: outcome, summary: summary, progress: progress)
             }
-            s.running[job.id] = Running(assetID: job.asset, task: task)
+            s.running[job.id] = Running(assetID: job.asset, token: token, task: task)
+            return true
         }
+        if started { publish(job, progress: progress) }
+        return started
     }
 
     private func finish(
-        _ job: JobRecord, outcome: Result<JobOutput, any Error>, summary: SummaryBox,
+        _ job: JobRecord, token: String, outcome: Result<JobOutput, any Error>, summary: SummaryBox,
         progress: (@Sendable (JobRecord) -> Void)?
     ) {
-        let interrupted = state.withLock { $0.interrupted[job.asset]?.contains(job.id) ?? false }
-        // A job stops counting as running only once its outcome is written:
-        // runUntilIdle must not return (and its process exit) before.
+        let interrupted = state.withLock { $0.interrupted[job.asset]?[job.id] == token }
+        // A run stops counting as running only once its outcome is written
+        // (runUntilIdle must not return, and its process exit, before).
         defer {
-            state.withLock { $0.running[job.id] = nil }
+            state.withLock { s in if s.running[job.id]?.token == token { s.running[job.id] = nil } }
             wakeWorker()
         }
-        guard !interrupted else { return }  // resumed or cancelled with its asset's deletion
+        guard !interrupted else { return }  // resumed, or cancelled with its asset's deletion
         var final: JobRecord?
         switch outcome {
         case .success(let output):
-            final = writeResult(job, output)
+            final = writeResult(job, token: token, output)
             summary.value.withLock {
                 switch final?.state {
                 case .succeeded: $0.succeeded += 1
@@ -378,17 +439,17 @@ public final class JobQueue: JobProvider, Sendable {
                 }
             }
         case .failure(let error) where error is CancellationError:
-            summary.value.withLock { $0.cancelled += 1 }
             final = try? changeJob(job.id) { row in
-                guard row.state == .running, row.owner == self.owner else { return }
+                guard row.state == .running, row.owner == token else { return }
                 row.state = .cancelled
                 row.owner = nil
             }
+            if final?.state == .cancelled { summary.value.withLock { $0.cancelled += 1 } }
         case .failure(let error as TransientJobError) where job.attempts < (try? maxAttempts(job.id)) ?? 1:
             summary.value.withLock { $0.retried += 1 }
             let delay = min(30, 0.1 * pow(2, Double(job.attempts - 1)))
             final = try? changeJob(job.id) { row in
-                guard row.state == .running, row.owner == self.owner else { return }
+                guard row.state == .running, row.owner == token else { return }
                 row.state = .queued
                 row.owner = nil
                 row.lastError = error.reason
@@ -397,7 +458,7 @@ public final class JobQueue: JobProvider, Sendable {
         case .failure(let error):
             summary.value.withLock { $0.failed += 1 }
             final = try? changeJob(job.id) { row in
-                guard row.state == .running, row.owner == self.owner else { return }
+                guard row.state == .running, row.owner == token else { return }
                 row.state = .failed
                 row.owner = nil
                 row.lastError = (error as? CatalogError)?.message ?? "\(error)"
@@ -407,17 +468,17 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// Writes a job's output and marks it succeeded, in one transaction that
-    /// first checks the asset still exists and the job is still ours. Another
-    /// writer's change to the asset (a second job's result) makes the save
-    /// conflict: the output is then applied again to the asset as it is now.
-    private func writeResult(_ job: JobRecord, _ output: JobOutput) -> JobRecord? {
+    /// first checks the asset still exists and the run is still this one.
+    /// Another writer's change to the asset (a second job's result) makes the
+    /// save conflict: the output is then applied again to the asset as it is now.
+    private func writeResult(_ job: JobRecord, token: String, _ output: JobOutput) -> JobRecord? {
         guard let catalog else { return nil }
         var lastError: (any Error)?
         for _ in 0..<5 {
             do {
                 return try catalog.withContext { context in
                     let row = try context.existingObject(with: jobObjectID(job.id), as: Job.self)
-                    guard row.state == .running, row.owner == owner else { return JobRecord(row) }
+                    guard row.state == .running, row.owner == token else { return JobRecord(row) }
                     let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)
                     let asset = try context.existingObject(with: assetID, as: Asset.self)
                     var metadata = asset.metadata
@@ -448,15 +509,15 @@ public final class JobQueue: JobProvider, Sendable {
                         predicate: .objectIDs([ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)])))
             }) == 0
         return try? changeJob(job.id) { row in
-            guard row.state == .running, row.owner == self.owner else { return }
+            guard row.state == .running, row.owner == token else { return }
             row.owner = nil
             if assetGone {
                 row.state = .cancelled  // its deletion committed first: no result lands
                 row.lastError = "its asset was deleted"
             } else {
                 row.state = .failed
-                row.lastError =
-                    "Could not record the result: \((lastError as? CatalogError)?.message ?? "\(lastError.map { "\($0)" } ?? "")")"
+                let reason = (lastError as? CatalogError)?.message ?? lastError.map { "\($0)" } ?? "unknown"
+                row.lastError = "Could not record the result: \(reason)"
             }
         }
     }
@@ -464,13 +525,14 @@ public final class JobQueue: JobProvider, Sendable {
     // MARK: - Recovery and other processes
 
     /// Jobs left running by processes that are gone are queued again (the
-    /// crash counts as an attempt; past the limit they fail). Jobs of assets
-    /// that no longer exist are cancelled.
+    /// crash counts as an attempt; past the limit they fail).
     func recoverAbandoned() {
         guard let catalog else { return }
         let content = catalog.content
         update(\.state == JobState.running) { job in
-            guard let owner = job.owner, owner != self.owner, !content.isOwnerAlive(owner) else { return }
+            guard let token = job.owner else { return }
+            let process = String(token.prefix { $0 != "#" })
+            guard process != self.owner, !content.isOwnerAlive(process) else { return }
             if job.attempts >= job.maxAttempts {
                 job.state = .failed
                 job.lastError = "its worker process died \(job.attempts) times"
@@ -489,7 +551,7 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// Cancels running jobs whose asset another process deleted, or whose row
-    /// another process cancelled.
+    /// another process cancelled or re-queued.
     func checkExternalChanges() {
         guard let catalog, (try? catalog.container.storeChangedExternally()) == true else { return }
         let running = state.withLock { $0.running }
@@ -500,7 +562,7 @@ public final class JobQueue: JobProvider, Sendable {
                     let job = try? context.existingObject(with: self.jobObjectID(jobID), as: Job.self)
                     let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: run.assetID)
                     let assetGone = (try? context.existingObject(with: assetID)) == nil
-                    return job?.state != .running || job?.owner != self.owner || assetGone ? jobID : nil
+                    return job?.state != .running || job?.owner != run.token || assetGone ? jobID : nil
                 }
             }) ?? []
         for jobID in stale { running[jobID]?.task.cancel() }
@@ -517,52 +579,63 @@ public final class JobQueue: JobProvider, Sendable {
 
     private func nextBackoff() throws -> TimeInterval? {
         guard let catalog else { return nil }
-        let processors = state.withLock { $0.processors }
+        let (processors, held) = state.withLock { ($0.processors, Array($0.held.keys)) }
         return try catalog.withContext { context in
-            let queued = try context.fetch(FetchRequest<Job>(predicate: \.state == JobState.queued))
-                .filter { processors[$0.kind] != nil }
-            guard let soonest = queued.map(\.runAfter).min() else { return nil }
+            let waiting: FetchPredicate<Job> =
+                \.state == JobState.queued && .in(\.kind, Array(processors.keys)) && !(.in(\.assetID, held))
+            guard let soonest = try context.fetch(FetchRequest<Job>(predicate: waiting)).map(\.runAfter).min() else {
+                return nil
+            }
             return max(0.01, soonest.timeIntervalSinceNow)
         }
     }
 
-    /// Changes one job row; the change is written without a version check
-    /// (job rows are small state machines; the closure re-checks the state).
+    /// Changes one job row as a compare-and-set: the closure checks the row's
+    /// state, and a concurrent change to the row (another process, another
+    /// task) makes the save conflict, and the closure run again on the fresh row.
     @discardableResult
-    private func changeJob(_ jobID: Int64, _ change: @escaping (Job) throws -> Void) throws -> JobRecord {
+    func changeJob(_ jobID: Int64, _ change: @escaping (Job) throws -> Void) throws -> JobRecord {
         guard let catalog else { throw CatalogError(.store, "The catalog is closed") }
-        return try catalog.storeErrors {
-            try catalog.withContext { context in
-                context.mergePolicy = .mergeByPropertyObjectTrump
-                guard let job = try? context.existingObject(with: jobObjectID(jobID), as: Job.self) else {
-                    throw CatalogError(.notFound, "No job with ID \(jobID); list jobs with `assetcat jobs`")
+        for attempt in 1...5 {
+            do {
+                return try catalog.storeErrors {
+                    try catalog.withContext { context in
+                        guard let job = try? context.existingObject(with: jobObjectID(jobID), as: Job.self) else {
+                            throw CatalogError(.notFound, "No job with ID \(jobID); list jobs with `assetcat jobs`")
+                        }
+                        try change(job)
+                        try context.save()
+                        return JobRecord(job)
+                    }
                 }
-                try change(job)
-                try context.save()
-                return JobRecord(job)
+            } catch let error as CatalogError where (error.cause as? PersistenceError)?.code == .conflict && attempt < 5
+            {
+                continue
             }
         }
+        throw CatalogError(.store, "Job \(jobID) kept changing while it was being updated")
     }
 
+    /// Changes every job matching `predicate`, each as a compare-and-set.
     private func update(_ predicate: FetchPredicate<Job>, _ change: @escaping (Job) -> Void) {
         guard let catalog else { return }
         do {
-            try catalog.withContext { context in
-                context.mergePolicy = .mergeByPropertyObjectTrump
-                for job in try context.fetch(FetchRequest<Job>(predicate: predicate)) { change(job) }
-                try context.save()
-            }
+            let ids = try catalog.withContext { try $0.fetchObjectIDs(FetchRequest<Job>(predicate: predicate)) }
+            for id in ids { _ = try? changeJob(id.rowID, change) }
         } catch {
             logger.warning("could not update jobs: \(error)")
         }
     }
 
-    private func requeue(_ jobIDs: Set<Int64>, countAttempt: Bool) {
-        update(.objectIDs(jobIDs.map(jobObjectID))) { job in
-            guard job.state == .running, job.owner == self.owner else { return }
-            job.state = .queued
-            job.owner = nil
-            if !countAttempt { job.attempts = max(0, job.attempts - 1) }
+    /// Queues runs again (their attempt not counted), if the rows are still theirs.
+    private func requeue(_ runs: [Int64: String]) {
+        for (jobID, token) in runs {
+            _ = try? changeJob(jobID) { job in
+                guard job.state == .running, job.owner == token else { return }
+                job.state = .queued
+                job.owner = nil
+                job.attempts = max(0, job.attempts - 1)
+            }
         }
     }
 

@@ -57,7 +57,7 @@ public final class ManagedObjectContext {
     /// into its parent) are merged into this one automatically, on its queue.
     public var automaticallyMergesChangesFromParent = false
     /// Called with the IDs of the objects whose deletion this context never
-    /// saved nor rolled back when the context is discarded (for a rollback,
+    /// saved nor rolled back when the context is discarded or reset (for a rollback,
     /// objects get ``ManagedObject/awakeFromSnapshotEvents(_:)`` with
     /// `.undoDeletion` instead). Child contexts inherit it. It runs on the
     /// thread that released the context.
@@ -959,8 +959,12 @@ public final class ManagedObjectContext {
     }
 
     /// Forgets every object: each loaded one turns into a fault and leaves
-    /// the context. Unsaved changes are lost.
+    /// the context. Unsaved changes are lost; unsaved deletions are reported
+    /// to ``discardedDeletionsHandler``.
     public func reset() {
+        // Deletions forgotten unsaved are discarded, as if the context were.
+        let discarded = deletedList.filter { $0.pendingDelete && !$0.pendingInsert }.map(\.objectID)
+        defer { if !discarded.isEmpty { discardedDeletionsHandler?(Set(discarded)) } }
         let objects = Array(registered.values)
         registered = [:]
         insertedList = []

@@ -28,14 +28,11 @@ struct Add: AsyncParsableCommand {
             let addOptions = AddOptions(
                 mode: reference ? .reference : .copy, tags: tags, recursive: recursive, defersHashing: deferHash)
             let paths = paths
-            let work = Task {
+            let result = try await Interrupt().run {
                 try await catalog.add(paths, options: addOptions) { p in
                     Terminal.progress("adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone)
                 }
             }
-            let interrupt = Interrupt { work.cancel() }
-            let result = try await work.value
-            interrupt.stop()
             let files = result.added.filter { $0.storage != .member }.count
             let members = result.added.count - files
             for failure in result.failures { Terminal.error(failure.message) }
@@ -59,15 +56,39 @@ func plural(_ count: Int, _ noun: String) -> String {
     "\(count) \(noun)\(count == 1 ? "" : "s")"
 }
 
-/// Cancels work on Ctrl-C (SIGINT), once.
+/// Cancels work on Ctrl-C (SIGINT). Installed before the work starts, so
+/// that no Ctrl-C can arrive before it is in place; the work is attached to
+/// it afterwards (a Ctrl-C that came first cancels it at once).
 final class Interrupt: @unchecked Sendable {
     private let source: any DispatchSourceSignal
+    private let state = NSLock()
+    private var work: (any Cancellable)?
+    private var interrupted = false
 
-    init(_ action: @escaping @Sendable () -> Void) {
+    init() {
         signal(SIGINT, SIG_IGN)
         source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler(handler: action)
+        source.setEventHandler { [weak self] in self?.interrupt() }
         source.resume()
+    }
+
+    /// Runs `body` in a task that Ctrl-C cancels, and returns its result.
+    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let task = Task(operation: body)
+        let alreadyInterrupted = state.withLock {
+            work = task
+            return interrupted
+        }
+        if alreadyInterrupted { task.cancel() }
+        defer { stop() }
+        return try await task.value
+    }
+
+    private func interrupt() {
+        state.withLock {
+            interrupted = true
+            return work
+        }?.cancel()
     }
 
     func stop() {
@@ -75,6 +96,9 @@ final class Interrupt: @unchecked Sendable {
         signal(SIGINT, SIG_DFL)
     }
 }
+
+protocol Cancellable { func cancel() }
+extension Task: Cancellable {}
 
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")

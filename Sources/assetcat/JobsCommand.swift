@@ -51,34 +51,32 @@ struct JobsRun: AsyncParsableCommand {
             let catalog = try options.open()
             defer { catalog.close() }
             if watch {
+                let interrupt = Interrupt()
                 catalog.jobs.start()
                 let events = catalog.jobs.events()
-                let work = Task {
+                _ = try? await interrupt.run {
                     for await job in events where job.state != .running {
-                        print(
-                            "\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)\(job.error.map { "  \($0)" } ?? "")"
-                        )
+                        let error = job.error.map { "  \($0)" } ?? ""
+                        print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)\(error)")
                     }
                 }
-                let interrupt = Interrupt { work.cancel() }
-                _ = await work.result
-                interrupt.stop()
                 catalog.jobs.stop()
                 return
             }
-            let work = Task {
+            let summary = try await Interrupt().run {
                 try await catalog.jobs.runUntilIdle { job in
                     if job.state == .running, job.progress > 0 {
                         Terminal.progress("job \(job.id) \(job.kind)", done: Int(job.progress * 100), total: 100)
                     }
                 }
             }
-            let interrupt = Interrupt { work.cancel() }
-            let summary = try await work.value
-            interrupt.stop()
             print(
                 "ran jobs: \(summary.succeeded) succeeded, \(summary.failed) failed, \(summary.cancelled) cancelled"
                     + (summary.retried > 0 ? ", \(summary.retried) retried" : ""))
+            if summary.wasInterrupted {
+                Terminal.note("interrupted: the jobs that were running are queued again; `assetcat jobs run` resumes")
+                throw ExitCode(130)
+            }
             if summary.failed > 0 { throw ExitCode.failure }
         }
     }

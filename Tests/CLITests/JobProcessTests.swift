@@ -58,6 +58,31 @@ import Testing
         catalog.close()
     }
 
+    @Test func ctrlCDuringJobsRunQueuesTheRunningJobAgainWithoutCountingIt() async throws {
+        let (t, _) = try await catalogWithSlowJob()
+        let worker = Process()
+        worker.executableURL = TestCatalog.executable()
+        worker.arguments = ["jobs", "run", "--catalog", t.root.path]
+        worker.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-jobs"]) { $1 }
+        let out = Pipe()
+        let err = Pipe()
+        worker.standardOutput = out
+        worker.standardError = err
+        try worker.run()
+        let catalog = try t.open()
+        try waitUntilRunning(catalog)
+        kill(worker.processIdentifier, SIGINT)
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        worker.waitUntilExit()
+        #expect(worker.terminationStatus == 130)
+        #expect(stdout == "ran jobs: 0 succeeded, 0 failed, 0 cancelled\n")
+        #expect(stderr == "interrupted: the jobs that were running are queued again; `assetcat jobs run` resumes\n")
+        let job = try #require(try catalog.jobs.list().first)
+        #expect(job.state == .queued && job.attempts == 0)
+        catalog.close()
+    }
+
     @Test func aWorkerKilledMidJobLeavesTheJobToRunAgainToCompletion() async throws {
         let (t, asset) = try await catalogWithSlowJob()
         let worker = try startWorker(t)

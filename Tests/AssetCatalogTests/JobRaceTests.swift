@@ -1,0 +1,233 @@
+import AssetCatalogTestSupport
+import Foundation
+import Persistence
+import Synchronization
+import Testing
+
+@testable import AssetCatalog
+
+/// A processor with one step that does not notice cancellation (a blocking
+/// library call), then checks for it: it records how many runs overlap.
+final class Stubborn: JobProcessor {
+    let log = StepLog()
+    let active = Mutex(0)
+    let maxActive = Mutex(0)
+    let step: Duration
+    init(step: Duration = .milliseconds(400)) { self.step = step }
+    func run(_ job: JobContext) async throws -> JobOutput {
+        let now = active.withLock { n in
+            n += 1; return n
+        }
+        maxActive.withLock { $0 = max($0, now) }
+        defer { active.withLock { $0 -= 1 } }
+        log.record("start")
+        let step = self.step
+        await Task.detached { try? await Task.sleep(for: step) }.value
+        try job.checkCancellation()
+        log.record("done")
+        return JobOutput(metadata: ["done": "yes"])
+    }
+}
+
+@Suite struct JobRaceTests {
+    func catalogWithAsset(_ name: String = "a.txt") async throws -> (TestCatalog, Catalog, AssetRecord) {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let asset = try #require(try await catalog.add([try t.file(name, "content of \(name)")]).added.first)
+        return (t, catalog, asset)
+    }
+
+    func waitFor(_ seconds: Double = 5, _ condition: () throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
+    func state(_ catalog: Catalog, _ jobID: Int64) throws -> JobRecord {
+        try #require(try catalog.jobs.list().first { $0.id == jobID })
+    }
+
+    /// cancelAll, then resume (rollback) before the interrupted task has
+    /// unwound: the job is claimed again while the old task still runs; the
+    /// old task's CancellationError then marks the new run cancelled.
+    @Test func rolledBackDeletionWhileTheInterruptedTaskStillRunsEndsSucceeded() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let p = Stubborn()
+        catalog.jobs.register(p, as: "stubborn")
+        let id = try catalog.jobs.submit("stubborn", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        #expect(try await waitFor { p.log.contains("start") })
+        let context = catalog.newContext()
+        context.performAndWait {
+            context.delete(try! context.existingObject(with: asset.objectID))
+            context.rollback()
+        }
+        let finished = try await waitFor { [.succeeded, .cancelled, .failed].contains(try state(catalog, id).state) }
+        #expect(finished)
+        try await Task.sleep(for: .milliseconds(800))
+        let final = try state(catalog, id)
+        #expect(final.state == .succeeded, "ended \(final.state) \(final.error ?? "")")
+        #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
+    }
+
+    /// Same root cause through cancel + retry.
+    @Test func retryOfAJobWhoseCancelledTaskStillRunsEndsSucceeded() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let p = Stubborn()
+        catalog.jobs.register(p, as: "stubborn")
+        let id = try catalog.jobs.submit("stubborn", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        #expect(try await waitFor { p.log.contains("start") })
+        _ = try catalog.jobs.cancel(id)
+        _ = try catalog.jobs.retry(id)
+        _ = try await waitFor(15) { try state(catalog, id).state == .succeeded }
+        let final = try state(catalog, id)
+        #expect(final.state == .succeeded, "ended \(final.state) \(final.error ?? "")")
+        #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
+    }
+
+    /// The claim fetches 64 queued jobs and filters out unknown kinds and
+    /// held assets afterwards: 64 jobs of another process's kind starve the rest.
+    @Test func jobsOfUnregisteredKindsDoNotStarveTheQueue() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        catalog.jobs.register(Stepper(log: StepLog(), steps: 1, stepDuration: .zero), as: "quick")
+        _ = try catalog.jobs.submit(Array(repeating: "pipeline-thumbnail", count: 64), for: [asset.id])
+        let id = try catalog.jobs.submit("quick", for: asset.id)
+        let run = Task { try await catalog.jobs.runUntilIdle() }
+        let ran = try await waitFor(3) { try state(catalog, id).state == .succeeded }
+        run.cancel()
+        _ = await run.result
+        #expect(ran, "the quick job never ran; runUntilIdle spun")
+    }
+
+    /// reset() forgets a pending deletion without undoDeletion nor the
+    /// discarded-deletions handler: the asset stays held, its interrupted
+    /// job stays `running` for the life of the process.
+    @Test func aDeletionForgottenByResetReleasesTheJobs() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(100)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        let context = catalog.newContext()
+        context.performAndWait {
+            context.delete(try! context.existingObject(with: asset.objectID))
+            context.reset()
+        }
+        let ok = try await waitFor(15) { try state(catalog, id).state == .succeeded }
+        let st = try state(catalog, id).state
+        #expect(ok, "job is \(st)")
+        _ = context
+    }
+
+    /// `held` is a set, not a count: one context's rollback releases the
+    /// asset while another context's deletion of it is still pending.
+    @Test func aRollbackInOneContextDoesNotRestartJobsAnotherContextIsDeleting() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 5, stepDuration: .milliseconds(100)), as: "stepper")
+        _ = try catalog.jobs.submit("stepper", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        let a = catalog.newContext()
+        let b = catalog.newContext()
+        a.performAndWait { a.delete(try! a.existingObject(with: asset.objectID)) }
+        b.performAndWait { b.delete(try! b.existingObject(with: asset.objectID)) }
+        a.performAndWait { a.rollback() }
+        try await Task.sleep(for: .milliseconds(500))
+        let starts = log.all.filter { $0 == "asset \(asset.id) step 1" }.count
+        #expect(starts == 1, "the job ran again while b's deletion was pending")
+        try b.performAndWait { try b.save() }
+    }
+
+    /// runUntilIdle does not wait for jobs held by a deletion pending in this
+    /// process (it could wait forever); once the deletion is rolled back, the
+    /// next run completes them.
+    @Test func aJobHeldByAPendingDeletionRunsInTheNextRunAfterTheRollback() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        let run = Task { try await catalog.jobs.runUntilIdle() }
+        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        let context = catalog.newContext()
+        context.performAndWait { context.delete(try! context.existingObject(with: asset.objectID)) }
+        _ = try await run.value
+        context.performAndWait { context.rollback() }
+        #expect(try state(catalog, id).state == .queued)
+        _ = try await catalog.jobs.runUntilIdle()
+        #expect(try state(catalog, id).state == .succeeded)
+    }
+}
+
+extension JobRaceTests {
+    /// claimAndStart snapshots `held` before its fetch-and-save and registers
+    /// the task only afterwards: a cancelAll in between is missed, and the job
+    /// runs on, uncancelled, while its asset's deletion is pending.
+    @Test func aJobClaimedWhileItsAssetIsBeingDeletedIsStopped() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let assets = try await catalog.add((0..<40).map { try t.file("s\($0)", "s \($0)") }).added
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 2, stepDuration: .seconds(3)), as: "stepper")
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        var contexts: [ManagedObjectContext] = []
+        var missed: [Int64] = []
+        for asset in assets {
+            _ = try catalog.jobs.submit("stepper", for: asset.id)
+            // Let the worker wake and start claiming.
+            try await Task.sleep(for: .microseconds(Int64.random(in: 0...3000)))
+            let context = catalog.newContext()
+            context.performAndWait { context.delete(try! context.existingObject(with: asset.objectID)) }
+            contexts.append(context)  // deletion pending
+            try await Task.sleep(for: .milliseconds(60))
+            if log.contains("asset \(asset.id) step 1") && !log.contains("asset \(asset.id) cancelled") {
+                missed.append(asset.id)
+            }
+        }
+        #expect(missed.isEmpty, "jobs running uncancelled while their asset's deletion was pending: \(missed)")
+        for c in contexts { c.performAndWait { c.rollback() } }
+    }
+}
+
+extension JobRaceTests {
+    /// stop() is documented to leave running jobs to be queued again; but
+    /// their tasks' CancellationError marks them `cancelled` for good.
+    @Test func stoppedJobsRunAgainAfterStart() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        catalog.jobs.start()
+        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        catalog.jobs.stop()
+        try await Task.sleep(for: .milliseconds(300))
+        let afterStop = try state(catalog, id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        let ok = try await waitFor(3) { try state(catalog, id).state == .succeeded }
+        #expect(ok, "after stop() the job was \(afterStop.state) \(afterStop.error ?? "")")
+    }
+
+    /// Two index-archive jobs for one archive running at once both record every member.
+    @Test func concurrentIndexJobsDoNotDuplicateMembers() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let archive = try generatedArchive(in: t, members: 300, name: "dup.tar")
+        let added = try await catalog.add([archive])
+        let asset = added.added[0]
+        _ = try catalog.jobs.submit("index-archive", for: asset.id)
+        _ = try await catalog.jobs.runUntilIdle()
+        let members = try catalog.assets(AssetQuery(storage: .member)).count
+        #expect(members == 300, "\(members) members recorded for 300")
+    }
+}
