@@ -233,7 +233,7 @@ public final class Catalog: Sendable {
 
     /// Closes the store. The catalog must not be used afterwards.
     public func close() {
-        jobs.stop()
+        jobs.stopAndWait()  // running jobs are queued again and leave the store alone before it closes
         container.viewContext.userInfo[CatalogRuntime.key] = nil
         container.close()
         content.release()

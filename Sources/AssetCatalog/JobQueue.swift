@@ -54,9 +54,18 @@ public final class JobQueue: JobProvider, Sendable {
         var interrupted: [Int64: [Int64: String]] = [:]
         var subscribers: [UUID: AsyncStream<JobRecord>.Continuation] = [:]
         var worker: Task<Void, Never>?
-        var wake: AsyncStream<Void>.Continuation?
+        /// The background worker's loop is running (until it sees its cancellation).
+        var workerActive = false
+        /// The worker sleeping until new work is queued, and a wake that came first.
+        var waiter: CheckedContinuation<Void, Never>?
+        var pendingWake = false
         var runs = 0
+        /// Turns of the background worker's loop (an idle worker makes about four a second).
+        var workerTurns = 0
     }
+
+    /// How many times the background worker's loop has turned (for tests).
+    var workerTurns: Int { state.withLock { $0.workerTurns } }
 
     /// How many jobs run at once.
     public let concurrency: Int
@@ -269,32 +278,54 @@ public final class JobQueue: JobProvider, Sendable {
     public func start() {
         recoverAbandoned()
         markExternalBaseline()
-        let (wakes, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let worker = Task { [weak self] in
             let summary = SummaryBox()
             var lastCheck = Date()
+            defer { self?.state.withLock { $0.workerActive = false } }
             while !Task.isCancelled, let self {
+                self.state.withLock { $0.workerTurns += 1 }
                 let started = (try? self.claimAndStart(summary: summary, progress: nil)) ?? 0
                 if Date().timeIntervalSince(lastCheck) >= 0.25 {
                     self.checkExternalChanges()
                     lastCheck = Date()
                 }
-                if started == 0 {
-                    // Sleep until woken (a submit, a resume) or a quarter of a second.
-                    await withTaskGroup(of: Void.self) { group in
-                        group.addTask { for await _ in wakes { return } }
-                        group.addTask { try? await Task.sleep(for: .milliseconds(250)) }
-                        await group.next()
-                        group.cancelAll()
-                    }
-                }
+                if started == 0 { await self.waitForWake(upTo: .milliseconds(250)) }
             }
         }
         state.withLock {
             $0.worker?.cancel()
             $0.worker = worker
-            $0.wake = continuation
+            $0.workerActive = true
         }
+    }
+
+    /// Sleeps until ``wakeWorker()`` is called or `timeout` passes.
+    private func waitForWake(upTo timeout: Duration) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let woken = state.withLock { s -> Bool in
+                if s.pendingWake {
+                    s.pendingWake = false
+                    return true
+                }
+                s.waiter = continuation
+                return false
+            }
+            if woken {
+                continuation.resume()
+                return
+            }
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                self?.resumeWaiter()
+            }
+        }
+    }
+
+    private func resumeWaiter() {
+        state.withLock { s in
+            defer { s.waiter = nil }
+            return s.waiter
+        }?.resume()
     }
 
     /// Stops the background worker; this process's running jobs are queued
@@ -321,7 +352,28 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Wakes the background worker (new work was queued).
     func wakeWorker() {
-        _ = state.withLock { $0.wake?.yield() }
+        state.withLock { s -> CheckedContinuation<Void, Never>? in
+            if let waiter = s.waiter {
+                s.waiter = nil
+                return waiter
+            }
+            s.pendingWake = true
+            return nil
+        }?.resume()
+    }
+
+    /// Stops, then waits (at most `timeout`) until no job and no worker loop
+    /// of this process still touches the store: called before the store closes.
+    func stopAndWait(timeout: TimeInterval = 10) {
+        stop()
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let busy = state.withLock { !$0.running.isEmpty || $0.workerActive }
+            if !busy { return }
+            resumeWaiter()
+            usleep(2_000)
+        }
+        logger.warning("closing the catalog while jobs still run (a processor ignores cancellation)")
     }
 
     /// Claims queued jobs up to the concurrency limit and starts them.

@@ -247,6 +247,36 @@ final class Flaky: JobProcessor {
         #expect(throws: CatalogError.self) { try catalog.jobs.retry(flaky) }
     }
 
+    @Test func anIdleWorkerSleepsInsteadOfSpinning() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await Task.sleep(for: .seconds(1))
+        let idleTurns = catalog.jobs.workerTurns
+        #expect(idleTurns < 20, "the idle worker turned \(idleTurns) times in a second")
+        // And it still wakes for new work.
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 1), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        try await eventually { try state(catalog, id).state == .succeeded }
+    }
+
+    @Test func closingTheCatalogWhileAJobRunsQueuesItAgainWithoutCountingIt() async throws {
+        let (t, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 50, stepDuration: .milliseconds(20)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        catalog.jobs.start()
+        try await eventually { log.contains("asset \(asset.id) step 2") }
+        catalog.close()  // stops the worker and waits for the job to leave the store alone
+        let reopened = try t.open()
+        defer { reopened.close() }
+        let job = try #require(try reopened.jobs.list().first { $0.id == id })
+        #expect(job.state == .queued && job.attempts == 0)
+        reopened.jobs.register(Stepper(log: log, steps: 2), as: "stepper")
+        #expect(try await reopened.jobs.runUntilIdle().succeeded == 1)
+    }
+
     @Test func deferredHashingRunsAsADigestJob() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
