@@ -25,6 +25,7 @@ bench: deps
 	$(SWIFT) run -c release --package-path Benchmarks PersistenceBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks ArchiveBenchmarks
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks CatalogBenchmarks
+	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks
 
 lint:
 	$(SWIFT) format lint -r --strict Sources Tests Package.swift

@@ -31,6 +31,15 @@ let package = Package(
             name: "CatalogBenchmarks",
             dependencies: [.product(name: "AssetCatalog", package: "AssetCatalog")]
         ),
+        // The durable job queue: no-op throughput against plain tasks, and cancel latency of a
+        // deleted asset's running job, in this process and from another (issue 5).
+        .executableTarget(
+            name: "JobBenchmarks",
+            dependencies: [
+                .product(name: "AssetCatalog", package: "AssetCatalog"),
+                .product(name: "Persistence", package: "AssetCatalog"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

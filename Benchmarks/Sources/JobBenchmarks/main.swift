@@ -1,0 +1,398 @@
+// The durable job queue (issue 5), in one run, release mode:
+//
+//   swift run -c release --package-path Benchmarks JobBenchmarks \
+//       [--jobs N] [--samples N] [--cross-samples N] [--repeat N] [--work DIR]
+//
+// 1. Throughput. N no-op jobs (default 10,000), one per asset of a catalog of N referenced tiny
+//    files, submitted in one `submit` call and worked to completion by `runUntilIdle()` — each
+//    job is claimed in its own write transaction and its result written in another, both
+//    committed with the store's `synchronous=FULL`. Baseline: the same count of no-op child
+//    tasks in a TaskGroup with the queue's concurrency limit (the core count). Best of --repeat
+//    rounds (default 1), each on a fresh catalog.
+// 2. Cancel latency under load. A fresh catalog of N assets, one job each (so N queued), the
+//    queue running in the background (`start()`); the processor works in 5 ms steps
+//    (`Task.sleep`, which throws at cancellation) for up to 2 s. Repeatedly, an asset whose job
+//    has done at least two steps is deleted in a catalog context (`ctx.delete` runs
+//    `prepareForDeletion`, which cancels the job's task; then `ctx.save()`), and the time from
+//    just before `ctx.delete` to the processor catching `CancellationError` (its own clock
+//    reading, CLOCK_MONOTONIC) is one sample. Optionally (--cross-samples, default 100; 0 skips)
+//    the same through a deletion committed by another process: this binary, spawned with
+//    --delete-child, opens the catalog and calls `remove([id])`; the sample runs from just before
+//    that call (in the child) to the processor catching the cancellation (in this process).
+import AssetCatalog
+import Foundation
+import Persistence
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+func say(_ line: String = "") {
+    print(line)
+    fflush(nil)
+}
+
+/// CLOCK_MONOTONIC in seconds: one clock for every process on the machine.
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+// MARK: Child mode: delete one asset from another process, print when.
+
+if CommandLine.arguments.count == 4 && CommandLine.arguments[1] == "--delete-child" {
+    let catalog = try Catalog.open(at: URL(fileURLWithPath: CommandLine.arguments[2]))
+    let start = now()
+    try catalog.remove([CommandLine.arguments[3]])
+    let end = now()
+    say("\(start) \(end)")
+    catalog.close()
+    exit(0)
+}
+
+// MARK: Options
+
+var jobCount = 10_000
+var samples = 200
+var crossSamples = 100
+var repeats = 1
+var workRoot = NSTemporaryDirectory()
+do {
+    var args = Array(CommandLine.arguments.dropFirst())
+    func value() -> String {
+        guard !args.isEmpty else { say("missing value"); exit(2) }
+        return args.removeFirst()
+    }
+    while !args.isEmpty {
+        switch args.removeFirst() {
+        case "--jobs": jobCount = max(1, Int(value()) ?? jobCount)
+        case "--samples": samples = max(1, Int(value()) ?? samples)
+        case "--cross-samples": crossSamples = max(0, Int(value()) ?? crossSamples)
+        case "--repeat": repeats = max(1, Int(value()) ?? repeats)
+        case "--work": workRoot = value()
+        default:
+            say(
+                "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--repeat N] [--work DIR]")
+            exit(2)
+        }
+    }
+}
+
+let base = workRoot + "/job-bench-\(getpid())"
+try? FileManager.default.removeItem(atPath: base)
+try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: base) }
+
+func peakMemoryMB() -> Double {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Double(Int(line.dropFirst(6).filter(\.isNumber)) ?? 0) / 1024
+    }
+    return 0
+}
+
+/// This process's CPU time (user + system), in seconds.
+func cpuTime() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+func fmt(_ value: Double, _ digits: Int = 3) -> String { String(format: "%.\(digits)f", value) }
+
+func grouped(_ n: Int) -> String {
+    let digits = String(n)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+        if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+        out.append(c)
+    }
+    return out
+}
+
+/// The q-quantile (nearest rank) of `values`.
+func quantile(_ values: [Double], _ q: Double) -> Double {
+    let sorted = values.sorted()
+    let rank = Int((q * Double(sorted.count)).rounded(.up))
+    return sorted[min(sorted.count - 1, max(0, rank - 1))]
+}
+
+// MARK: Assets
+
+/// `count` tiny files (distinct contents) in 100 folders, named `.dat` (kind `data`: an add
+/// queues no jobs of its own for them).
+let filesRoot = base + "/files"
+do {
+    try FileManager.default.createDirectory(atPath: filesRoot, withIntermediateDirectories: true)
+    for d in 0..<100 { mkdir("\(filesRoot)/d\(d)", 0o755) }
+    for n in 0..<jobCount {
+        let path = "\(filesRoot)/d\(n % 100)/a\(n).dat"
+        _ = FileManager.default.createFile(atPath: path, contents: Data("job asset \(n)\n".utf8))
+    }
+}
+
+/// A fresh catalog with every file added in reference mode; returns it and the asset IDs.
+@MainActor func makeCatalog(_ name: String) async throws -> (Catalog, [Int64]) {
+    let catalog = try Catalog.create(at: URL(fileURLWithPath: base + "/" + name))
+    let result = try await catalog.add([filesRoot], options: AddOptions(mode: .reference, recursive: true))
+    precondition(result.failures.isEmpty && result.added.count == jobCount, "add: \(result.added.count) assets")
+    precondition(result.queuedJobs.isEmpty, "add queued \(result.queuedJobs.count) jobs of its own")
+    return (catalog, result.added.map(\.id))
+}
+
+// MARK: 1. Throughput
+
+struct NoOp: JobProcessor {
+    func run(_ job: JobContext) async throws -> JobOutput { JobOutput() }
+}
+
+@inline(never) func noOpWork(_ i: Int) async -> Int { i & 1 | 1 }
+
+/// `n` no-op child tasks, at most `limit` at a time.
+func plainTasks(_ n: Int, limit: Int) async -> Int {
+    await withTaskGroup(of: Int.self) { group in
+        var next = 0
+        var done = 0
+        while next < min(limit, n) {
+            let i = next
+            group.addTask { await noOpWork(i) }
+            next += 1
+        }
+        for await result in group {
+            done += result
+            if next < n {
+                let i = next
+                group.addTask { await noOpWork(i) }
+                next += 1
+            }
+        }
+        return done
+    }
+}
+
+say("JobBenchmarks: \(grouped(jobCount)) jobs, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+say("1. throughput: no-op jobs through the durable queue vs plain tasks")
+var bestSubmit = Double.infinity
+var bestRun = Double.infinity
+var bestPlain = Double.infinity
+var bestRunCPU = 0.0
+var concurrency = 0
+for round in 0..<repeats {
+    let (catalog, ids) = try await makeCatalog("throughput-\(round)")
+    concurrency = catalog.jobs.concurrency
+    catalog.jobs.register(NoOp(), as: "noop")
+    // Plain tasks first on even rounds, last on odd ones.
+    func plain() async {
+        let t0 = now()
+        let done = await plainTasks(jobCount, limit: concurrency)
+        let t = now() - t0
+        precondition(done == jobCount)
+        bestPlain = min(bestPlain, t)
+        say("   round \(round + 1): plain TaskGroup \(fmt(t, 4)) s")
+    }
+    if round % 2 == 0 { await plain() }
+    let t0 = now()
+    let jobIDs = try catalog.jobs.submit(["noop"], for: ids)
+    let t1 = now()
+    let cpu0 = cpuTime()
+    let summary = try await catalog.jobs.runUntilIdle()
+    let t2 = now()
+    let runCPU = cpuTime() - cpu0
+    precondition(jobIDs.count == jobCount, "submit returned \(jobIDs.count) IDs")
+    precondition(
+        summary.succeeded == jobCount && summary.failed == 0 && summary.cancelled == 0, "run: \(summary)")
+    let succeededRows = try catalog.jobs.list([.succeeded]).count
+    precondition(succeededRows == jobCount, "\(succeededRows) job rows succeeded")
+    bestSubmit = min(bestSubmit, t1 - t0)
+    if t2 - t1 < bestRun { bestRunCPU = runCPU }
+    bestRun = min(bestRun, t2 - t1)
+    say(
+        "   round \(round + 1): submit \(fmt(t1 - t0)) s, runUntilIdle \(fmt(t2 - t1)) s "
+            + "(process CPU \(fmt(runCPU)) s)")
+    if round % 2 == 1 { await plain() }
+    catalog.close()
+}
+let queueRate = Double(jobCount) / bestRun
+let queueRateWithSubmit = Double(jobCount) / (bestSubmit + bestRun)
+let plainRate = Double(jobCount) / bestPlain
+
+// MARK: 2. Cancel latency under load
+
+final class Tracker: Sendable {
+    struct State {
+        /// Running jobs' assets and how many steps each has done.
+        var running: [Int64: Int] = [:]
+        /// When each asset's processor caught its cancellation.
+        var observed: [Int64: Double] = [:]
+        var finished = 0
+    }
+    let state = Mutex(State())
+}
+
+struct Steps: JobProcessor {
+    let tracker: Tracker
+    let maxSteps: Int
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        let id = job.asset.id
+        tracker.state.withLock { $0.running[id] = 0 }
+        defer { tracker.state.withLock { _ = $0.running.removeValue(forKey: id) } }
+        do {
+            for _ in 0..<maxSteps {
+                try job.checkCancellation()
+                try await Task.sleep(for: .milliseconds(5))
+                tracker.state.withLock { $0.running[id]? += 1 }
+            }
+        } catch is CancellationError {
+            let t = now()
+            tracker.state.withLock { $0.observed[id] = t }
+            throw CancellationError()
+        }
+        tracker.state.withLock { $0.finished += 1 }
+        return JobOutput()
+    }
+}
+
+say("2. cancel latency: \(grouped(jobCount)) jobs queued, queue started, deleting assets whose job runs")
+let tracker = Tracker()
+let (catalog, ids) = try await makeCatalog("cancel")
+catalog.jobs.register(Steps(tracker: tracker, maxSteps: 400), as: "steps")
+_ = try catalog.jobs.submit(["steps"], for: ids)
+catalog.jobs.start()
+
+/// Waits for a running job that has done `minSteps` steps and was not targeted before.
+@MainActor func pickRunning(excluding used: Set<Int64>, minSteps: Int = 2) async throws -> Int64 {
+    let deadline = now() + 10
+    while now() < deadline {
+        let target = tracker.state.withLock { s in
+            s.running.filter { $0.value >= minSteps && !used.contains($0.key) }.keys.min()
+        }
+        if let target { return target }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+    fatalError("no job has been running for \(minSteps) steps within 10 s")
+}
+
+/// Waits for the processor of `asset` to catch its cancellation; returns when it did.
+@MainActor func awaitObserved(_ asset: Int64, timeout: Double = 10) async throws -> Double {
+    let deadline = now() + timeout
+    while now() < deadline {
+        if let t = tracker.state.withLock({ $0.observed[asset] }) { return t }
+        try await Task.sleep(for: .microseconds(200))
+    }
+    fatalError("asset \(asset)'s job did not see its cancellation within \(timeout) s")
+}
+
+// Idle cost of the running queue: 2 jobs sleeping in 5 ms steps, nothing else to do.
+let idleCPU0 = cpuTime()
+let idleT0 = now()
+try await Task.sleep(for: .seconds(2))
+let idleCPU = (cpuTime() - idleCPU0) / (now() - idleT0)
+say(
+    "   process CPU while the queue runs \(concurrency) sleeping jobs and nothing else happens: "
+        + "\(fmt(idleCPU * 100, 0))% of a core")
+
+var used = Set<Int64>()
+var local: [Double] = []
+var saves: [Double] = []
+var beforeCommit = 0
+var generator = SystemRandomNumberGenerator()
+for _ in 0..<samples {
+    let target = try await pickRunning(excluding: used)
+    used.insert(target)
+    // Land the delete at a random point within a 5 ms step.
+    try await Task.sleep(for: .microseconds(Int.random(in: 0..<5000, using: &generator)))
+    let context = catalog.newContext()
+    let (t0, saved) = context.performAndWait { () -> (Double, Double) in
+        let object = try! context.existingObject(
+            with: ManagedObjectID(entityName: "Asset", rowID: target))
+        let t0 = now()
+        context.delete(object)  // prepareForDeletion: cancels the job's task
+        try! context.save()
+        return (t0, now())
+    }
+    let observed = try await awaitObserved(target)
+    local.append(observed - t0)
+    saves.append(saved - t0)
+    if observed < saved { beforeCommit += 1 }
+}
+say("   in-process: \(local.count) samples, p50 \(fmt(quantile(local, 0.5) * 1000)) ms")
+
+var cross: [Double] = []
+var childRemoves: [Double] = []
+if crossSamples > 0 {
+    let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    for _ in 0..<crossSamples {
+        let target = try await pickRunning(excluding: used)
+        used.insert(target)
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: me)
+        child.arguments = ["--delete-child", base + "/cancel", String(target)]
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        try child.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        precondition(child.terminationStatus == 0, "delete child failed")
+        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+            .compactMap { Double($0) }
+        precondition(fields.count == 2, "delete child printed \(String(decoding: data, as: UTF8.self))")
+        let observed = try await awaitObserved(target)
+        cross.append(observed - fields[0])
+        childRemoves.append(fields[1] - fields[0])
+    }
+    say("   other process: \(cross.count) samples, p50 \(fmt(quantile(cross, 0.5) * 1000)) ms")
+}
+let (stillRunning, finishedOnTheirOwn) = tracker.state.withLock { ($0.running.count, $0.finished) }
+catalog.jobs.stop()
+// stop() cancels the worker and the running jobs without waiting for them; closing the store
+// while they still touch it crashed (SIGSEGV in sqlite3, a read on the closed pool), so let
+// them wind down first.
+while tracker.state.withLock({ !$0.running.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+try await Task.sleep(for: .milliseconds(500))
+let cancelledRows = try catalog.jobs.list([.cancelled]).count
+catalog.close()
+precondition(cancelledRows >= local.count + cross.count, "only \(cancelledRows) cancelled job rows")
+
+// MARK: Report
+
+say()
+say("| measure | durable queue | baseline | ratio |")
+say("|---|---:|---|---:|")
+say(
+    "| no-op jobs, \(grouped(jobCount)) over \(grouped(jobCount)) assets (1 each), concurrency \(concurrency): "
+        + "`runUntilIdle` | \(grouped(Int(queueRate))) jobs/s (\(fmt(bestRun)) s) | plain TaskGroup, same limit: "
+        + "\(grouped(Int(plainRate))) tasks/s (\(fmt(bestPlain, 4)) s) | \(fmt(plainRate / queueRate, 0))× slower |")
+say(
+    "| the same, including the one `submit` call (\(fmt(bestSubmit)) s) | \(grouped(Int(queueRateWithSubmit))) jobs/s "
+        + "| – | – |")
+say(
+    "| cancel latency, delete in this process (`ctx.delete` → processor catches `CancellationError`), "
+        + "n = \(local.count) | p50 \(fmt(quantile(local, 0.5) * 1000, 2)) ms, p99 \(fmt(quantile(local, 0.99) * 1000, 2)) ms, "
+        + "max \(fmt(local.max()! * 1000, 2)) ms | – | – |")
+say(
+    "| (the delete's `save()` in the same samples) | p50 \(fmt(quantile(saves, 0.5) * 1000, 2)) ms, "
+        + "p99 \(fmt(quantile(saves, 0.99) * 1000, 2)) ms | – | – |")
+if !cross.isEmpty {
+    say(
+        "| cancel latency, delete committed by another process (`remove([id])` called → processor catches it), "
+            + "n = \(cross.count) | p50 \(fmt(quantile(cross, 0.5) * 1000, 1)) ms, p99 \(fmt(quantile(cross, 0.99) * 1000, 1)) ms, "
+            + "max \(fmt(cross.max()! * 1000, 1)) ms | – | – |")
+    say(
+        "| (the child's `remove` call itself, same samples) | p50 \(fmt(quantile(childRemoves, 0.5) * 1000, 1)) ms, "
+            + "p99 \(fmt(quantile(childRemoves, 0.99) * 1000, 1)) ms | – | – |")
+}
+say(
+    "| process CPU while the started queue has \(concurrency) jobs sleeping in 5 ms steps (2 s, nothing else "
+        + "happening) | \(fmt(idleCPU * 100, 0))% of a core | – | – |")
+say(
+    "| process CPU per job in the throughput run | \(fmt(bestRunCPU / Double(jobCount) * 1e6, 0)) µs "
+        + "(\(fmt(bestRunCPU)) s in \(fmt(bestRun)) s) | – | – |")
+say()
+say(
+    "In-process cancellations seen before the delete's save() returned: \(beforeCommit) of \(local.count). "
+        + "Jobs that finished their 400 steps instead: \(finishedOnTheirOwn); running at stop: \(stillRunning); "
+        + "cancelled job rows: \(cancelledRows). Peak memory (VmHWM): \(fmt(peakMemoryMB(), 0)) MB.")
