@@ -132,14 +132,37 @@ struct List: AsyncParsableCommand {
 }
 
 /// The `ls` columns: fixed widths, the name last (it may contain spaces).
-enum Table {
-    static let header =
-        pad("ID", 7, right: true) + "  " + pad("KIND", 8) + "  " + pad("STORAGE", 10) + "  "
-        + pad("SIZE", 12, right: true) + "  " + pad("SHA256", 12) + "  NAME"
+/// Fixed-width text tables: each table's columns are declared once, so its header and rows can't drift apart.
+struct Table {
+    struct Column {
+        let title: String
+        let width: Int
+        var right = false
+    }
+
+    /// The padded columns; the last, unpadded column follows them.
+    let columns: [Column]
+    let lastTitle: String
+
+    var header: String { line(columns.map(\.title), last: lastTitle) }
+
+    func line(_ values: [String], last: String) -> String {
+        zip(columns, values).map { Table.pad($1, $0.width, right: $0.right) + "  " }.joined() + last
+    }
+
+    static let assets = Table(
+        columns: [
+            Column(title: "ID", width: 7, right: true), Column(title: "KIND", width: 8),
+            Column(title: "STORAGE", width: 10), Column(title: "SIZE", width: 12, right: true),
+            Column(title: "SHA256", width: 12),
+        ],
+        lastTitle: "NAME")
+
+    static let header = assets.header
 
     static func row(_ a: AssetRecord) -> String {
-        pad(String(a.id), 7, right: true) + "  " + pad(a.kind, 8) + "  " + pad(a.storage.rawValue, 10) + "  "
-            + pad(String(a.size), 12, right: true) + "  " + pad(String(a.sha256.prefix(12)), 12) + "  " + a.name
+        assets.line(
+            [String(a.id), a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))], last: a.name)
     }
 
     static func pad(_ text: String, _ width: Int, right: Bool = false) -> String {

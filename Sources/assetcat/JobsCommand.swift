@@ -23,17 +23,20 @@ struct JobsList: AsyncParsableCommand {
             defer { catalog.close() }
             let jobs = try catalog.jobs.list()
             if json { return try Terminal.json(jobs) }
-            print(
-                Table.pad("ID", 7, right: true) + "  " + Table.pad("KIND", 14) + "  "
-                    + Table.pad("ASSET", 7, right: true)
-                    + "  " + Table.pad("STATE", 10) + "  " + Table.pad("PROGRESS", 8, right: true) + "  "
-                    + Table.pad("ATTEMPTS", 8, right: true) + "  ERROR")
+            let table = Table(
+                columns: [
+                    .init(title: "ID", width: 7, right: true), .init(title: "KIND", width: 14),
+                    .init(title: "ASSET", width: 7, right: true), .init(title: "STATE", width: 10),
+                    .init(title: "PROGRESS", width: 8, right: true), .init(title: "ATTEMPTS", width: 8, right: true),
+                ],
+                lastTitle: "ERROR")
+            print(table.header)
             for job in jobs {
-                print(
-                    Table.pad(String(job.id), 7, right: true) + "  " + Table.pad(job.kind, 14) + "  "
-                        + Table.pad(String(job.asset), 7, right: true) + "  " + Table.pad(job.state.rawValue, 10) + "  "
-                        + Table.pad("\(Int(job.progress * 100))%", 8, right: true) + "  "
-                        + Table.pad(String(job.attempts), 8, right: true) + "  " + (job.error ?? ""))
+                let cells = [
+                    String(job.id), job.kind, String(job.asset), job.state.rawValue,
+                    "\(Int(job.progress * 100))%", String(job.attempts),
+                ]
+                print(table.line(cells, last: job.error ?? ""))
             }
         }
     }
