@@ -72,10 +72,22 @@ public struct TestCatalog: Sendable {
     /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added at the
     /// end unless it is `init` or `namesCatalog` is false), with
     /// extra environment variables.
+    ///
+    /// Async, and waiting on a thread of its own: a test blocked on a child
+    /// process would otherwise hold one of the concurrency pool's threads
+    /// (two on a two-core machine) and starve the job workers of other tests.
     @discardableResult
     public func run(
         _ arguments: [String], namesCatalog: Bool = true, environment: [String: String] = [:],
         in workingDirectory: URL? = nil
+    ) async throws -> Run {
+        try await offThePool {
+            try runBlocking(arguments, namesCatalog: namesCatalog, environment: environment, in: workingDirectory)
+        }
+    }
+
+    private func runBlocking(
+        _ arguments: [String], namesCatalog: Bool, environment: [String: String], in workingDirectory: URL?
     ) throws -> Run {
         let process = Process()
         process.executableURL = Self.executable()
@@ -113,5 +125,27 @@ extension Catalog {
         _ = try await jobs.runUntilIdle()
         let ids = Set(added.map(\.id))
         return try assets().filter { ids.contains($0.id) || $0.archive.map(ids.contains) == true }
+    }
+}
+
+/// Runs blocking work (waiting for a child process, polling a file) on a
+/// thread of its own rather than on the concurrency pool, and awaits it.
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+extension Process {
+    /// Waits until the process exits, off the concurrency pool, and returns
+    /// what it wrote to the pipes given (read to their end first).
+    @discardableResult
+    public func finish(stdout: Pipe? = nil, stderr: Pipe? = nil) async throws -> (stdout: String, stderr: String) {
+        try await offThePool {
+            let out = stdout.map { String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+            let err = stderr.map { String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+            self.waitUntilExit()
+            return (out ?? "", err ?? "")
+        }
     }
 }

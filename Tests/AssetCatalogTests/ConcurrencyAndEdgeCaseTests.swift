@@ -163,8 +163,7 @@ import Testing
         let err = Pipe()
         process.standardError = err
         try process.run()
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (_, stderr) = try await process.finish(stderr: err)
         #expect(process.terminationReason == .exit && process.terminationStatus == 1, "\(stderr)")
         #expect(stderr.hasPrefix("assetcat: "), "\(stderr)")
     }
@@ -175,13 +174,13 @@ import Testing
     @Test func concurrentCommandsNeverQuarantineAHealthyStore() async throws {
         let t = try TestCatalog()
         try t.create().close()
-        _ = try t.run(["add", try t.file("a.txt", "a")])
+        _ = try await t.run(["add", try t.file("a.txt", "a")])
         var failures: [String] = []
         for round in 0..<10 {
             let runs = try await withThrowingTaskGroup(of: TestCatalog.Run.self) { group in
                 for i in 0..<8 {
                     let f = try t.file("r\(round)-\(i).txt", "content \(round) \(i)")
-                    group.addTask { try t.run(i % 2 == 0 ? ["ls"] : ["add", f]) }
+                    group.addTask { try await t.run(i % 2 == 0 ? ["ls"] : ["add", f]) }
                 }
                 var all: [TestCatalog.Run] = []
                 for try await r in group { all.append(r) }
@@ -205,13 +204,13 @@ import Testing
 
     /// `assetcat init` makes ./.assetcat; `assetcat add --recursive .` then
     /// adds the catalog's own store, objects and staging locks as assets.
-    @Test func recursiveAddOfTheWorkingDirectorySkipsTheCatalogItself() throws {
+    @Test func recursiveAddOfTheWorkingDirectorySkipsTheCatalogItself() async throws {
         let t = try TestCatalog()
         let work = t.sources
-        #expect(try t.run(["init"], namesCatalog: false, in: work).status == 0)
+        #expect(try await t.run(["init"], namesCatalog: false, in: work).status == 0)
         try t.file("photo.jpg", "JFIF")
-        let add = try t.run(["add", "--recursive", "."], namesCatalog: false, in: work)
-        let ls = try t.run(["ls"], namesCatalog: false, in: work)
+        let add = try await t.run(["add", "--recursive", "."], namesCatalog: false, in: work)
+        let ls = try await t.run(["ls"], namesCatalog: false, in: work)
         #expect(add.status == 0, "\(add.stderr)")
         #expect(!ls.stdout.contains("catalog.sqlite"))
         #expect(ls.stdout.split(separator: "\n").count == 2, "\(ls.stdout)")
@@ -258,4 +257,45 @@ import Testing
         for c in all { c.close() }
     }
     #expect(lost == 0)
+}
+
+/// A job that writes to its asset the moment it is cancelled: its cancellation
+/// handler runs inside `delete()` (through `prepareForDeletion` and
+/// `cancelAll`), so the write commits between the removal's read and its save.
+final class WritesToItsAssetWhenCancelled: JobProcessor {
+    let catalog: Catalog
+    let started = Mutex(false)
+    init(_ catalog: Catalog) { self.catalog = catalog }
+    func run(_ job: JobContext) async throws -> JobOutput {
+        let assetID = String(job.asset.id)
+        try await withTaskCancellationHandler {
+            started.withLock { $0 = true }
+            try await Task.sleep(for: .seconds(60))
+        } onCancel: { [catalog] in
+            _ = try? catalog.setMetadata(assetID, ["last-words": "written as the job stopped"])
+        }
+        return JobOutput()
+    }
+}
+
+/// A job's result that lands while `remove` runs is not a reason to refuse
+/// the user's removal: the removal runs again on the new row.
+@Test func aRemovalRacingAJobsWriteToTheSameAssetStillRemovesIt() async throws {
+    let t = try TestCatalog()
+    let catalog = try t.create()
+    defer { catalog.close() }
+    let asset = try #require(try await catalog.add([try t.file("a.txt", "racing")]).added.first)
+    let processor = WritesToItsAssetWhenCancelled(catalog)
+    catalog.jobs.register(processor, as: "last-words")
+    try catalog.jobs.submit("last-words", for: asset.id)
+    catalog.jobs.start()
+    defer { catalog.jobs.stop() }
+    while !processor.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+
+    let result = try catalog.remove([String(asset.id)])
+
+    #expect(result.removed.map(\.id) == [asset.id])
+    #expect(result.removed.first?.metadata["last-words"] == "written as the job stopped")  // read on the retry
+    #expect(try catalog.assets().isEmpty)
+    #expect(!t.hasObject(asset.sha256))
 }

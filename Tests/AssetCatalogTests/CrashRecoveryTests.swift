@@ -16,7 +16,7 @@ import Testing
             record = try #require(try await catalog.add([try t.file("a.txt", "doomed")]).added.first)
             catalog.close()
         }
-        let run = try t.run(["rm", String(record.id)], environment: ["ASSETCAT_FAULT": "after-commit"])
+        let run = try await t.run(["rm", String(record.id)], environment: ["ASSETCAT_FAULT": "after-commit"])
         #expect(run.status == 86)  // died at the fault point
         #expect(t.hasObject(record.sha256))  // the deletion committed, the file is still there…
         let catalog = try t.open()  // …until the next open finishes the journaled removal
@@ -34,7 +34,7 @@ import Testing
             (kept, doomed) = (added[0], added[1])
             catalog.close()
         }
-        let run = try t.run(["rm", String(doomed.id)], environment: ["ASSETCAT_FAULT": "before-unlink"])
+        let run = try await t.run(["rm", String(doomed.id)], environment: ["ASSETCAT_FAULT": "before-unlink"])
         #expect(run.status == 86)
         #expect(t.hasObject(doomed.sha256))
         let catalog = try t.open()
@@ -47,7 +47,7 @@ import Testing
         let t = try TestCatalog()
         try t.create().close()
         let source = try t.file("new.txt", "staged but never committed")
-        let run = try t.run(["add", source], environment: ["ASSETCAT_FAULT": "after-stage"])
+        let run = try await t.run(["add", source], environment: ["ASSETCAT_FAULT": "after-stage"])
         #expect(run.status == 86)
         #expect(t.stagingEntries().count == 2)  // the dead process's folder and lock, with its staged copy
         let catalog = try t.open()

@@ -37,7 +37,11 @@ final class Stubborn: JobProcessor {
         return (t, catalog, asset)
     }
 
-    func waitFor(_ seconds: Double = 5, _ condition: () throws -> Bool) async throws -> Bool {
+    /// Polls until `condition` holds. The deadline only guards against a
+    /// hang: it is generous because the whole suite shares two cores, and a
+    /// passing run returns as soon as the condition holds.
+    func waitFor(_ condition: () throws -> Bool) async throws -> Bool {
+        let seconds = 60.0
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if try condition() { return true }
@@ -85,7 +89,7 @@ final class Stubborn: JobProcessor {
         #expect(try await waitFor { p.log.contains("start") })
         _ = try catalog.jobs.cancel(id)
         _ = try catalog.jobs.retry(id)
-        _ = try await waitFor(15) { try state(catalog, id).state == .succeeded }
+        _ = try await waitFor { try state(catalog, id).state == .succeeded }
         let final = try state(catalog, id)
         #expect(final.state == .succeeded, "ended \(final.state) \(final.error ?? "")")
         #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
@@ -99,7 +103,7 @@ final class Stubborn: JobProcessor {
         _ = try catalog.jobs.submit(Array(repeating: "pipeline-thumbnail", count: 64), for: [asset.id])
         let id = try catalog.jobs.submit("quick", for: asset.id)
         let run = Task { try await catalog.jobs.runUntilIdle() }
-        let ran = try await waitFor(3) { try state(catalog, id).state == .succeeded }
+        let ran = try await waitFor { try state(catalog, id).state == .succeeded }
         run.cancel()
         _ = await run.result
         #expect(ran, "the quick job never ran; runUntilIdle spun")
@@ -121,7 +125,7 @@ final class Stubborn: JobProcessor {
             context.delete(try! context.existingObject(with: asset.objectID))
             context.reset()
         }
-        let ok = try await waitFor(15) { try state(catalog, id).state == .succeeded }
+        let ok = try await waitFor { try state(catalog, id).state == .succeeded }
         let st = try state(catalog, id).state
         #expect(ok, "job is \(st)")
         _ = context
@@ -214,7 +218,7 @@ extension JobRaceTests {
         let afterStop = try state(catalog, id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        let ok = try await waitFor(3) { try state(catalog, id).state == .succeeded }
+        let ok = try await waitFor { try state(catalog, id).state == .succeeded }
         #expect(ok, "after stop() the job was \(afterStop.state) \(afterStop.error ?? "")")
     }
 

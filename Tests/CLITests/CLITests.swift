@@ -6,13 +6,13 @@ import Testing
 /// The `assetcat` binary, run as a user would, its output compared exactly.
 @Suite struct CLITests {
     /// A catalog with three files: a.txt and copy.txt (same content), photo.jpg.
-    func populated() throws -> TestCatalog {
+    func populated() async throws -> TestCatalog {
         let t = try TestCatalog()
-        #expect(try t.run(["init", t.root.path]).stdout == "Created an empty catalog in \(t.root.path)\n")
+        #expect(try await t.run(["init", t.root.path]).stdout == "Created an empty catalog in \(t.root.path)\n")
         let a = try t.file("a.txt", "hello\n")
         let copy = try t.file("copy.txt", "hello\n")
         let photo = try t.file("photo.jpg", "JFIF")
-        let add = try t.run(["add", a, copy, photo, "--tag", "demo"])
+        let add = try await t.run(["add", a, copy, photo, "--tag", "demo"])
         #expect(add.status == 0)
         // photo.jpg gets a metadata job.
         #expect(add.stdout == "added 3 files\nqueued 1 job; run them with `assetcat jobs run`\n")
@@ -20,9 +20,9 @@ import Testing
         return t
     }
 
-    @Test func lsPrintsStableColumns() throws {
-        let t = try populated()
-        let ls = try t.run(["ls"])
+    @Test func lsPrintsStableColumns() async throws {
+        let t = try await populated()
+        let ls = try await t.run(["ls"])
         #expect(
             ls.stdout == """
                      ID  KIND      STORAGE             SIZE  SHA256        NAME
@@ -31,19 +31,19 @@ import Testing
                       3  image     managed                4  963eb818f218  photo.jpg
 
                 """)
-        #expect(try t.run(["ls", "--kind", "image"]).stdout.components(separatedBy: "\n").count == 3)
-        #expect(try t.run(["ls", "--tag", "nope"]).stdout == ls.stdout.components(separatedBy: "\n")[0] + "\n")
+        #expect(try await t.run(["ls", "--kind", "image"]).stdout.components(separatedBy: "\n").count == 3)
+        #expect(try await t.run(["ls", "--tag", "nope"]).stdout == ls.stdout.components(separatedBy: "\n")[0] + "\n")
     }
 
-    @Test func lsJSONOfAnEmptyCatalogIsAnEmptyArray() throws {
+    @Test func lsJSONOfAnEmptyCatalogIsAnEmptyArray() async throws {
         let t = try TestCatalog()
         try t.create().close()
-        #expect(try t.run(["ls", "--json"]).stdout == "[]\n")
+        #expect(try await t.run(["ls", "--json"]).stdout == "[]\n")
     }
 
-    @Test func lsJSONHasTheStableFieldNames() throws {
-        let t = try populated()
-        let data = Data(try t.run(["ls", "--json"]).stdout.utf8)
+    @Test func lsJSONHasTheStableFieldNames() async throws {
+        let t = try await populated()
+        let data = Data(try await t.run(["ls", "--json"]).stdout.utf8)
         let array = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
         #expect(array.count == 3)
         #expect(
@@ -56,24 +56,25 @@ import Testing
         #expect(array[0]["archive"] is NSNull)
     }
 
-    @Test func rmRemovesTheFileOnlyWithItsLastUser() throws {
-        let t = try populated()
+    @Test func rmRemovesTheFileOnlyWithItsLastUser() async throws {
+        let t = try await populated()
         let digest = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
-        let dry = try t.run(["rm", "1", "2", "--dry-run"])
+        let dry = try await t.run(["rm", "1", "2", "--dry-run"])
         #expect(
             dry.stdout
                 == "would remove 1  a.txt\nwould remove 2  copy.txt\nwould remove 2 assets and 1 file from objects/\n")
         #expect(t.hasObject(digest))
-        #expect(try t.run(["rm", "1"]).stdout == "removed 1  a.txt\nremoved 1 asset and 0 files from objects/\n")
+        #expect(try await t.run(["rm", "1"]).stdout == "removed 1  a.txt\nremoved 1 asset and 0 files from objects/\n")
         #expect(t.hasObject(digest))
         #expect(
-            try t.run(["rm", "copy.txt"]).stdout == "removed 2  copy.txt\nremoved 1 asset and 1 file from objects/\n")
+            try await t.run(["rm", "copy.txt"]).stdout
+                == "removed 2  copy.txt\nremoved 1 asset and 1 file from objects/\n")
         #expect(!t.hasObject(digest))
     }
 
-    @Test func catWritesBytesIncludingArchiveMembers() throws {
-        let t = try populated()
-        #expect(try t.run(["cat", "1"]).stdout == "hello\n")
+    @Test func catWritesBytesIncludingArchiveMembers() async throws {
+        let t = try await populated()
+        #expect(try await t.run(["cat", "1"]).stdout == "hello\n")
         try t.file("pack/inner/doc.txt", "inside the archive\n")
         let archive = t.sources.appending(path: "pack.zip").path
         let zip = Process()
@@ -82,56 +83,58 @@ import Testing
         try zip.run()
         zip.waitUntilExit()
         #expect(
-            try t.run(["add", archive]).stdout == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
-        #expect(try t.run(["cat", "inner/doc.txt"]).stderr.hasPrefix("assetcat: No asset named inner/doc.txt"))
-        let jobs = try t.run(["jobs", "run"])
+            try await t.run(["add", archive]).stdout
+                == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
+        #expect(try await t.run(["cat", "inner/doc.txt"]).stderr.hasPrefix("assetcat: No asset named inner/doc.txt"))
+        let jobs = try await t.run(["jobs", "run"])
         #expect(jobs.stdout == "ran jobs: 2 succeeded, 0 failed, 0 cancelled\n", "\(jobs.stdout)\(jobs.stderr)")
-        #expect(try t.run(["cat", "inner/doc.txt"]).stdout == "inside the archive\n")
+        #expect(try await t.run(["cat", "inner/doc.txt"]).stdout == "inside the archive\n")
     }
 
-    @Test func tagShowAndStats() throws {
-        let t = try populated()
-        #expect(try t.run(["tag", "3", "--add", "cover", "--remove", "demo"]).stdout == "3  photo.jpg  [cover]\n")
-        let show = try t.run(["show", "photo.jpg"]).stdout.components(separatedBy: "\n")
+    @Test func tagShowAndStats() async throws {
+        let t = try await populated()
+        #expect(
+            try await t.run(["tag", "3", "--add", "cover", "--remove", "demo"]).stdout == "3  photo.jpg  [cover]\n")
+        let show = try await t.run(["show", "photo.jpg"]).stdout.components(separatedBy: "\n")
         #expect(
             Array(show.prefix(8)) == [
                 "id:       3", "name:     photo.jpg", "kind:     image", "storage:  managed", "size:     4",
                 "sha256:   963eb818f2186caad270b8575f9f2a2bc2e3798d71992f3c0d6835226e5688c2",
                 "path:     \(t.sources.appending(path: "photo.jpg").path)", "tags:     cover",
             ])
-        let stats = try t.run(["stats"]).stdout.components(separatedBy: "\n")
+        let stats = try await t.run(["stats"]).stdout.components(separatedBy: "\n")
         #expect(stats[0] == "assets:        3 (3 managed, 0 referenced, 0 members)")
         #expect(stats[3] == "objects/:      2 files, 10 B")
     }
 
-    @Test func errorsAreOneLineNamingTheThingWithANonZeroExit() throws {
-        let t = try populated()
-        let missing = try t.run(["show", "99"])
+    @Test func errorsAreOneLineNamingTheThingWithANonZeroExit() async throws {
+        let t = try await populated()
+        let missing = try await t.run(["show", "99"])
         #expect(missing.status == 1)
         #expect(missing.stderr == "assetcat: No asset with ID 99; list assets with `assetcat ls`\n")
-        let ambiguous = try t.run(["rm", "nope.txt"])
+        let ambiguous = try await t.run(["rm", "nope.txt"])
         #expect(ambiguous.stderr == "assetcat: No asset named nope.txt; list assets with `assetcat ls`\n")
-        let directory = try t.run(["add", t.sources.path])
+        let directory = try await t.run(["add", t.sources.path])
         #expect(directory.status == 1)
         #expect(directory.stderr == "assetcat: \(t.sources.path) is a directory; add it with --recursive\n")
-        let again = try t.run(["init", t.root.path])
+        let again = try await t.run(["init", t.root.path])
         #expect(again.stderr == "assetcat: A catalog already exists at \(t.root.path)\n")
-        let nowhere = try t.run(["ls", "--catalog", t.directory.appending(path: "none").path])
+        let nowhere = try await t.run(["ls", "--catalog", t.directory.appending(path: "none").path])
         #expect(
             nowhere.stderr
                 == "assetcat: No catalog at \(t.directory.appending(path: "none").path); create one with `assetcat init`\n"
         )
-        let usage = try t.run(["tag", "1"])
+        let usage = try await t.run(["tag", "1"])
         #expect(usage.status == 64)
         #expect(usage.stderr.hasPrefix("Error: Give --add TAG or --remove TAG."))
     }
 
-    @Test func verifyExitsOneWhenContentIsMissingOrDamaged() throws {
-        let t = try populated()
-        #expect(try t.run(["verify"]).stdout == "checked 3 assets: 0 missing, 0 damaged\n")
+    @Test func verifyExitsOneWhenContentIsMissingOrDamaged() async throws {
+        let t = try await populated()
+        #expect(try await t.run(["verify"]).stdout == "checked 3 assets: 0 missing, 0 damaged\n")
         try FileManager.default.removeItem(
             atPath: t.objectPath("5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"))
-        let verify = try t.run(["verify"])
+        let verify = try await t.run(["verify"])
         #expect(verify.status == 1)
         let objects = t.root.appending(
             path: "objects/58/91b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
@@ -142,21 +145,22 @@ import Testing
         )
     }
 
-    @Test func theCatalogIsFoundByOptionEnvironmentOrNearestDotAssetcat() throws {
+    @Test func theCatalogIsFoundByOptionEnvironmentOrNearestDotAssetcat() async throws {
         let t = try TestCatalog()
         let project = t.directory.appending(path: "project")
         let deep = project.appending(path: "a/b")
         try FileManager.default.createDirectory(at: deep, withIntermediateDirectories: true)
-        #expect(try t.run(["init"], in: project).stdout == "Created an empty catalog in \(project.path)/.assetcat\n")
+        #expect(
+            try await t.run(["init"], in: project).stdout == "Created an empty catalog in \(project.path)/.assetcat\n")
         let file = try t.file("x.txt", "x")
         // The nearest .assetcat above the working directory.
-        let process = try t.run(["add", file], namesCatalog: false, in: deep)
+        let process = try await t.run(["add", file], namesCatalog: false, in: deep)
         #expect(process.stdout == "added 1 file\n")
-        let viaEnvironment = try t.run(
+        let viaEnvironment = try await t.run(
             ["ls"], namesCatalog: false, environment: ["ASSETCAT_CATALOG": "\(project.path)/.assetcat"], in: t.directory
         )
         #expect(viaEnvironment.stdout.hasSuffix("  x.txt\n"))
-        let none = try t.run(["ls"], namesCatalog: false, in: t.directory)
+        let none = try await t.run(["ls"], namesCatalog: false, in: t.directory)
         #expect(none.status == 1)
         #expect(
             none.stderr
@@ -166,7 +170,7 @@ import Testing
 }
 
 /// On a terminal (a pty made by `script`), long work shows a progress bar on stderr.
-@Test func addShowsAProgressBarOnATerminal() throws {
+@Test func addShowsAProgressBarOnATerminal() async throws {
     let t = try TestCatalog()
     try t.create().close()
     let files = try (0..<5).map { try t.file("p\($0).txt", "file \($0)") }
@@ -178,38 +182,38 @@ import Testing
     let out = Pipe()
     process.standardOutput = out
     try process.run()
-    let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    let (output, _) = try await process.finish(stdout: out)
     #expect(process.terminationStatus == 0)
     #expect(output.contains("adding [##############################] 100%  5/5"))
     #expect(output.contains("added 5 files"))
 }
 
-@Test func jobsCommandsListCancelRetryAndRun() throws {
+@Test func jobsCommandsListCancelRetryAndRun() async throws {
     let t = try TestCatalog()
     try t.create().close()
     let photo = try t.file("photo.png", Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
-    #expect(try t.run(["add", photo]).stdout == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
     #expect(
-        try t.run(["jobs"]).stdout == """
+        try await t.run(["add", photo]).stdout == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
+    #expect(
+        try await t.run(["jobs"]).stdout == """
                  ID  KIND              ASSET  STATE       PROGRESS  ATTEMPTS  ERROR
                   1  metadata              1  queued            0%         0  \n
             """)
-    #expect(try t.run(["jobs", "cancel", "1"]).stdout == "1  metadata  asset 1  cancelled\n")
-    let again = try t.run(["jobs", "cancel", "1"])
+    #expect(try await t.run(["jobs", "cancel", "1"]).stdout == "1  metadata  asset 1  cancelled\n")
+    let again = try await t.run(["jobs", "cancel", "1"])
     #expect(again.status == 1)
     #expect(again.stderr == "assetcat: Job 1 is cancelled; only queued or running jobs can be cancelled\n")
-    let missing = try t.run(["jobs", "retry", "99"])
+    let missing = try await t.run(["jobs", "retry", "99"])
     #expect(missing.stderr == "assetcat: No job with ID 99; list jobs with `assetcat jobs`\n")
-    #expect(try t.run(["jobs", "retry", "1"]).stdout == "1  metadata  asset 1  queued\n")
-    #expect(try t.run(["jobs", "run"]).stdout == "ran jobs: 1 succeeded, 0 failed, 0 cancelled\n")
-    let data = Data(try t.run(["jobs", "--json"]).stdout.utf8)
+    #expect(try await t.run(["jobs", "retry", "1"]).stdout == "1  metadata  asset 1  queued\n")
+    #expect(try await t.run(["jobs", "run"]).stdout == "ran jobs: 1 succeeded, 0 failed, 0 cancelled\n")
+    let data = Data(try await t.run(["jobs", "--json"]).stdout.utf8)
     let jobs = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
     #expect(
         Set(jobs[0].keys) == ["id", "kind", "asset", "state", "attempts", "progress", "error", "created", "updated"])
     #expect(jobs[0]["state"] as? String == "succeeded")
-    #expect(try t.run(["show", "photo.png", "--json"]).stdout.contains("\"mediaType\" : \"image/png\""))
-    let deferWithoutReference = try t.run(["add", photo, "--defer-hash"])
+    #expect(try await t.run(["show", "photo.png", "--json"]).stdout.contains("\"mediaType\" : \"image/png\""))
+    let deferWithoutReference = try await t.run(["add", photo, "--defer-hash"])
     #expect(deferWithoutReference.status == 64)
     #expect(deferWithoutReference.stderr.hasPrefix("Error: --defer-hash goes with --reference."))
 }

@@ -28,16 +28,19 @@ import Testing
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    // Interrupt once files are being staged (they reach objects/ with their batch).
+    // Interrupt once files are being staged (they reach objects/ with their
+    // batch), watching from a thread of its own: the test's tasks share the
+    // concurrency pool with the whole suite and could notice too late.
     let staging = t.root.appending(path: "staging").path
-    for _ in 0..<3000 {
-        let staged = (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0
-        if staged >= 10 { break }
-        usleep(1000)
+    let pid = process.processIdentifier
+    try await offThePool {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 < 10 {
+            usleep(1000)
+        }
+        kill(pid, SIGINT)
     }
-    kill(process.processIdentifier, SIGINT)
-    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    let (_, stderr) = try await process.finish(stdout: out, stderr: err)
     #expect(process.terminationStatus == 130)
     let catalog = try t.open()
     let recorded = try catalog.assets()
