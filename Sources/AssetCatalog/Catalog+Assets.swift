@@ -93,11 +93,12 @@ extension Catalog {
     /// Deletes assets (and the members of archives among them). Managed
     /// files whose content no other asset uses are removed — only after the
     /// deletion has committed. With `dryRun`, reports what would go and
-    /// changes nothing.
+    /// changes nothing. A change to the same assets committed meanwhile (a
+    /// job's result) does not refuse the removal: it runs again on the new rows.
     @discardableResult
     public func remove(_ references: [String], dryRun: Bool = false) throws -> RemovalResult {
         try storeErrors {
-            try withContext { context in
+            try withRetriedContext { context in
                 let assets = try references.map { try resolve($0, in: context) }
                 for asset in assets { context.delete(asset) }
                 let doomed = context.deletedObjects.compactMap { $0 as? Asset }.sorted { $0.objectID < $1.objectID }
@@ -146,7 +147,7 @@ extension Catalog {
     public func tag(_ references: [String], adding: [String] = [], removing: [String] = []) throws -> [AssetRecord] {
         for tag in adding + removing { try Self.validateTag(tag) }
         return try storeErrors {
-            try withContext { context in
+            try withRetriedContext { context in
                 let assets = try references.map { try resolve($0, in: context) }
                 for asset in assets {
                     asset.tags = Array(Set(asset.tags).union(adding).subtracting(removing))
@@ -161,7 +162,7 @@ extension Catalog {
     @discardableResult
     public func setMetadata(_ reference: String, _ values: [String: String?]) throws -> AssetRecord {
         try storeErrors {
-            try withContext { context in
+            try withRetriedContext { context in
                 let asset = try resolve(reference, in: context)
                 var metadata = asset.metadata
                 for (key, value) in values { metadata[key] = value }

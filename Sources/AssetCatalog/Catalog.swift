@@ -219,6 +219,21 @@ public final class Catalog: Sendable {
         return try context.performAndWait { try body(context) }
     }
 
+    /// Runs a read-modify-write in a fresh context, and runs it again from
+    /// the store's new state when another context or process committed a
+    /// change to the same rows in between (a job's result, typically): the
+    /// caller's edit is then made on top of it, neither refused nor lost.
+    func withRetriedContext<T>(_ body: (ManagedObjectContext) throws -> T) throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try withContext(body)
+            } catch let error as PersistenceError where error.code == .conflict && attempt < 5 {
+                attempt += 1
+            }
+        }
+    }
+
     /// The notifications of every save to the catalog's store.
     public func saveNotifications() -> AsyncStream<SaveNotification> {
         container.saveNotifications()
