@@ -525,34 +525,28 @@ public final class JobQueue: JobProvider, Sendable {
     /// save conflict: the output is then applied again to the asset as it is now.
     private func writeResult(_ job: JobRecord, token: String, _ output: JobOutput) -> JobRecord? {
         guard let catalog else { return nil }
-        var lastError: (any Error)?
-        for _ in 0..<5 {
-            do {
-                return try catalog.withContext { context in
-                    let row = try context.existingObject(with: jobObjectID(job.id), as: Job.self)
-                    guard row.state == .running, row.owner == token else { return JobRecord(row) }
-                    let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)
-                    let asset = try context.existingObject(with: assetID, as: Asset.self)
-                    var metadata = asset.metadata
-                    for (k, v) in output.metadata { metadata[k] = v }
-                    if metadata != asset.metadata { asset.metadata = metadata }
-                    if !output.tags.isEmpty { asset.tags = Array(Set(asset.tags).union(output.tags)) }
-                    try output.apply?(asset, context)
-                    row.state = .succeeded
-                    row.progress = 1
-                    row.lastError = nil
-                    row.owner = nil
-                    row.resultRequiresAsset = job.asset
-                    try context.save()
-                    return JobRecord(row)
-                }
-            } catch let error as PersistenceError where error.code == .conflict {
-                lastError = error
-                continue
-            } catch {
-                lastError = error
-                break
+        let failure: any Error
+        do {
+            return try catalog.withRetriedContext { context in
+                let row = try context.existingObject(with: jobObjectID(job.id), as: Job.self)
+                guard row.state == .running, row.owner == token else { return JobRecord(row) }
+                let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)
+                let asset = try context.existingObject(with: assetID, as: Asset.self)
+                var metadata = asset.metadata
+                for (k, v) in output.metadata { metadata[k] = v }
+                if metadata != asset.metadata { asset.metadata = metadata }
+                if !output.tags.isEmpty { asset.tags = Array(Set(asset.tags).union(output.tags)) }
+                try output.apply?(asset, context)
+                row.state = .succeeded
+                row.progress = 1
+                row.lastError = nil
+                row.owner = nil
+                row.resultRequiresAsset = job.asset
+                try context.save()
+                return JobRecord(row)
             }
+        } catch {
+            failure = error
         }
         let assetGone =
             (try? catalog.withContext { context in
@@ -568,7 +562,7 @@ public final class JobQueue: JobProvider, Sendable {
                 row.lastError = "its asset was deleted"
             } else {
                 row.state = .failed
-                let reason = (lastError as? CatalogError)?.message ?? lastError.map { "\($0)" } ?? "unknown"
+                let reason = (failure as? CatalogError)?.message ?? "\(failure)"
                 row.lastError = "Could not record the result: \(reason)"
             }
         }
@@ -648,24 +642,16 @@ public final class JobQueue: JobProvider, Sendable {
     @discardableResult
     func changeJob(_ jobID: Int64, _ change: @escaping (Job) throws -> Void) throws -> JobRecord {
         guard let catalog else { throw CatalogError(.store, "The catalog is closed") }
-        for attempt in 1...5 {
-            do {
-                return try catalog.storeErrors {
-                    try catalog.withContext { context in
-                        guard let job = try? context.existingObject(with: jobObjectID(jobID), as: Job.self) else {
-                            throw CatalogError(.notFound, "No job with ID \(jobID); list jobs with `assetcat jobs`")
-                        }
-                        try change(job)
-                        try context.save()
-                        return JobRecord(job)
-                    }
+        return try catalog.storeErrors {
+            try catalog.withRetriedContext { context in
+                guard let job = try? context.existingObject(with: jobObjectID(jobID), as: Job.self) else {
+                    throw CatalogError(.notFound, "No job with ID \(jobID); list jobs with `assetcat jobs`")
                 }
-            } catch let error as CatalogError where (error.cause as? PersistenceError)?.code == .conflict && attempt < 5
-            {
-                continue
+                try change(job)
+                try context.save()
+                return JobRecord(job)
             }
         }
-        throw CatalogError(.store, "Job \(jobID) kept changing while it was being updated")
     }
 
     /// Changes every job matching `predicate`, each as a compare-and-set.
