@@ -113,13 +113,15 @@ final class Flaky: JobProcessor {
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         try await eventually { log.contains("asset \(asset.id) step 1") }
-        let started = ContinuousClock.now
         let context = catalog.newContext()
         try context.performAndWait {
             context.delete(try context.existingObject(with: asset.objectID))  // prepareForDeletion cancels now
         }
         try await eventually { log.contains("asset \(asset.id) cancelled") }
-        #expect(ContinuousClock.now - started < .seconds(1))  // stopped well within one step
+        // Stopped inside its first two-second step, not at a step boundary: the
+        // step's sleep was cut short. (Timed, this would measure the suite's
+        // load; the jobs benchmark measures the latency.)
+        #expect(log.all == ["asset \(asset.id) step 1", "asset \(asset.id) cancelled"])
         try context.performAndWait { try context.save() }
         try await eventually { try state(catalog, id).state == .cancelled }
         #expect(try state(catalog, id).error == "its asset was deleted")
