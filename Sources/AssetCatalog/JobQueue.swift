@@ -52,6 +52,9 @@ public final class JobQueue: JobProvider, Sendable {
         var held: [Int64: Int] = [:]
         /// Runs stopped by `cancelAll`, by asset then job, with their tokens.
         var interrupted: [Int64: [Int64: String]] = [:]
+        /// Runs that `stop` or an interrupted `runUntilIdle` queues again, by
+        /// job, with their tokens: their own ending must not write over that.
+        var stopping: [Int64: String] = [:]
         var subscribers: [UUID: AsyncStream<JobRecord>.Continuation] = [:]
         var worker: Task<Void, Never>?
         /// The background worker's loop is running (until it sees its cancellation).
@@ -66,6 +69,9 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// How many times the background worker's loop has turned (for tests).
     var workerTurns: Int { state.withLock { $0.workerTurns } }
+
+    /// A run of this process has not ended yet (for tests).
+    var isRunningAnything: Bool { state.withLock { !$0.running.isEmpty } }
 
     /// How many jobs run at once.
     public let concurrency: Int
@@ -343,7 +349,10 @@ public final class JobQueue: JobProvider, Sendable {
     private func stopRunning() {
         let runs = state.withLock { s -> [Int64: Running] in
             let all = s.running
-            for (jobID, run) in all { s.interrupted[run.assetID]?[jobID] = nil }
+            for (jobID, run) in all {
+                s.interrupted[run.assetID]?[jobID] = nil
+                s.stopping[jobID] = run.token
+            }
             return all
         }
         for run in runs.values { run.task.cancel() }
@@ -419,6 +428,7 @@ public final class JobQueue: JobProvider, Sendable {
             {
                 started += 1
             }
+            if Task.isCancelled { break }
         }
         return started
     }
@@ -445,10 +455,18 @@ public final class JobQueue: JobProvider, Sendable {
                 if due { _ = try? self.changeJob(job.id) { row in if row.owner == token { row.progress = fraction } } }
             })
         // Registered under the lock that `finish` takes: a job that ends at
-        // once cannot finish before it is known to be running.
+        // once cannot finish before it is known to be running. The loop that
+        // claimed it may have been stopped meanwhile (stop() or Ctrl-C cancel
+        // it, then take this lock to stop what runs): the job is then queued
+        // again rather than started behind the stop's back.
+        var stopped = false
         let started = state.withLock { s -> Bool in
             if s.held[job.asset, default: 0] > 0 {
                 s.interrupted[job.asset, default: [:]][job.id] = token  // its asset is being deleted
+                return false
+            }
+            if Task.isCancelled {
+                stopped = true
                 return false
             }
             let task = Task { [weak self] in
@@ -463,6 +481,7 @@ public final class JobQueue: JobProvider, Sendable {
             s.running[job.id] = Running(assetID: job.asset, token: token, task: task)
             return true
         }
+        if stopped { requeue([job.id: token]) }
         if started { publish(job, progress: progress) }
         return started
     }
@@ -471,14 +490,20 @@ public final class JobQueue: JobProvider, Sendable {
         _ job: JobRecord, token: String, outcome: Result<JobOutput, any Error>, summary: SummaryBox,
         progress: (@Sendable (JobRecord) -> Void)?
     ) {
-        let interrupted = state.withLock { $0.interrupted[job.asset]?[job.id] == token }
+        let interrupted = state.withLock { s in
+            if s.stopping[job.id] == token {
+                s.stopping[job.id] = nil
+                return true  // stopped: queued again by stopRunning, whichever of the two ends first
+            }
+            return s.interrupted[job.asset]?[job.id] == token
+        }
         // A run stops counting as running only once its outcome is written
         // (runUntilIdle must not return, and its process exit, before).
         defer {
             state.withLock { s in if s.running[job.id]?.token == token { s.running[job.id] = nil } }
             wakeWorker()
         }
-        guard !interrupted else { return }  // resumed, or cancelled with its asset's deletion
+        guard !interrupted else { return }  // stopped, resumed, or cancelled with its asset's deletion
         var final: JobRecord?
         switch outcome {
         case .success(let output):

@@ -222,6 +222,29 @@ extension JobRaceTests {
         #expect(ok, "after stop() the job was \(afterStop.state) \(afterStop.error ?? "")")
     }
 
+    /// stop() cancels the running task and queues its job again; the task,
+    /// ending on its cancellation on another thread, must not mark the job
+    /// cancelled, whichever of the two writes first (seen under load in CI,
+    /// as a Ctrl-C'd `jobs run` leaving a cancelled job). A job claimed just as
+    /// stop() comes is queued again, not started. Repeated to meet every order.
+    @Test func aStoppedRunIsQueuedAgainNeverCancelled() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 1, stepDuration: .seconds(30)), as: "stepper")
+        for round in 1...25 {
+            let id = try catalog.jobs.submit("stepper", for: asset.id)
+            catalog.jobs.start()
+            #expect(try await waitFor { try state(catalog, id).state == .running })
+            catalog.jobs.stop()
+            // Until the stopped run has ended and the job is no longer running
+            // (a run claimed as stop() came is queued again without starting).
+            #expect(try await waitFor { try !catalog.jobs.isRunningAnything && state(catalog, id).state != .running })
+            let job = try state(catalog, id)
+            #expect(job.state == .queued && job.attempts == 0, "round \(round): \(job.state) \(job.error ?? "")")
+            _ = try? catalog.jobs.cancel(id)  // out of the next round's way
+        }
+    }
+
     /// Two index-archive jobs for one archive running at once both record every member.
     @Test func concurrentIndexJobsDoNotDuplicateMembers() async throws {
         let t = try TestCatalog()
