@@ -56,50 +56,6 @@ func plural(_ count: Int, _ noun: String) -> String {
     "\(count) \(noun)\(count == 1 ? "" : "s")"
 }
 
-/// Cancels work on Ctrl-C (SIGINT). Installed before the work starts, so
-/// that no Ctrl-C can arrive before it is in place; the work is attached to
-/// it afterwards (a Ctrl-C that came first cancels it at once).
-final class Interrupt: @unchecked Sendable {
-    private let source: any DispatchSourceSignal
-    private let state = NSLock()
-    private var work: (any Cancellable)?
-    private var interrupted = false
-
-    init() {
-        signal(SIGINT, SIG_IGN)
-        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        source.setEventHandler { [weak self] in self?.interrupt() }
-        source.resume()
-    }
-
-    /// Runs `body` in a task that Ctrl-C cancels, and returns its result.
-    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let task = Task(operation: body)
-        let alreadyInterrupted = state.withLock {
-            work = task
-            return interrupted
-        }
-        if alreadyInterrupted { task.cancel() }
-        defer { stop() }
-        return try await task.value
-    }
-
-    private func interrupt() {
-        state.withLock {
-            interrupted = true
-            return work
-        }?.cancel()
-    }
-
-    func stop() {
-        source.cancel()
-        signal(SIGINT, SIG_DFL)
-    }
-}
-
-protocol Cancellable { func cancel() }
-extension Task: Cancellable {}
-
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")
 
