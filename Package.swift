@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Persistence", targets: ["Persistence"]),
         .library(name: "ArchiveIO", targets: ["ArchiveIO"]),
+        .library(name: "BagIt", targets: ["BagIt"]),
         .library(name: "AssetCatalog", targets: ["AssetCatalog"]),
         .executable(name: "assetcat", targets: ["assetcat"]),
     ],
@@ -30,13 +31,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // BagIt (RFC 8493) bags: streaming writer, reader and validator over ArchiveIO.
+        // Knows nothing of catalogs.
+        .target(
+            name: "BagIt",
+            dependencies: ["ArchiveIO", "CFileSync", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // syncfs(2), which Swift's Glibc module does not import.
         .target(name: "CFileSync"),
         // Assets, file resources, lifecycle-safe removal: the library's front door.
         .target(
             name: "AssetCatalog",
             dependencies: [
-                "Persistence", "ArchiveIO", "CFileSync",
+                "Persistence", "ArchiveIO", "BagIt", "CFileSync",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -45,7 +52,7 @@ let package = Package(
         .executableTarget(
             name: "assetcat",
             dependencies: [
-                "AssetCatalog",
+                "AssetCatalog", "BagIt",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -58,6 +65,7 @@ let package = Package(
         .executableTarget(name: "persistence-fixture", dependencies: ["Persistence"], path: "Tests/PersistenceFixture"),
         .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "persistence-fixture"]),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO"]),
+        .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO"]),
         .testTarget(
             name: "AssetCatalogTests",
             dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "assetcat"]

@@ -262,30 +262,53 @@ public final class ArchiveWriter {
     ///   chunks do not match), `callbackFailed` if `nextChunk` throws, `writeFailed`,
     ///   `unsupportedEntry` or `misuse`.
     public func writeEntry(_ entry: ArchiveEntry, nextChunk: () throws -> [UInt8]?) throws(ArchiveError) {
+        try writeEntry(entry) { write in
+            while let chunk = try nextChunk() { try chunk.withUnsafeBytes { try write($0) } }
+        }
+    }
+
+    /// Writes a member whose data `produce` pushes, chunk by chunk, through the function it
+    /// is given — for a source that reads into its own buffer (a file, a decompressor, a
+    /// hash-as-you-go copy), with no copy into an array per chunk.
+    ///
+    /// As with ``writeEntry(_:nextChunk:)``, `entry.size` must be set for a regular file and
+    /// the chunks must add up to exactly that many bytes.
+    ///
+    /// ```swift
+    /// try writer.writeEntry(ArchiveEntry(path: "copy.bin", kind: .file, size: size)) { write in
+    ///     try source.read { chunk in try write(chunk) }
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - entry: The member's header.
+    ///   - produce: Called once; calls its argument with each chunk in order. The chunk
+    ///     need only be valid during that call.
+    /// - Throws: ``ArchiveError`` with code `invalidArgument` (no size, or a size that the
+    ///   chunks do not match), `callbackFailed` if `produce` throws an error of its own,
+    ///   `writeFailed`, `unsupportedEntry` or `misuse`.
+    public func writeEntry(
+        _ entry: ArchiveEntry, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws(ArchiveError) {
         try writeHeader(entry)
         guard entry.kind == .file else { return try finishEntry(entry) }
         let expected = entry.size ?? 0
         var written: Int64 = 0
-        while true {
-            let chunk: [UInt8]?
-            do {
-                chunk = try nextChunk()
-            } catch {
-                throw poison(
-                    ArchiveError(
-                        code: .callbackFailed,
-                        message: "Cannot write '\(archivePath)', member '\(displayName(entry.path))': "
-                            + "the chunk source threw: \(error)",
-                        archivePath: archivePath, member: entry.path, cause: error))
+        do {
+            try produce { chunk in
+                try self.checkSize(entry, written: written + Int64(chunk.count), expected: expected, ended: false)
+                try self.writeData(chunk, member: entry.path)
+                written += Int64(chunk.count)
             }
-            guard let chunk else { break }
-            try checkSize(entry, written: written + Int64(chunk.count), expected: expected, ended: false)
-            var failure: ArchiveError?
-            chunk.withUnsafeBytes { bytes in
-                do throws(ArchiveError) { try writeData(bytes, member: entry.path) } catch { failure = error }
-            }
-            if let failure { throw failure }
-            written += Int64(chunk.count)
+        } catch let error as ArchiveError {
+            throw poisonIfOpen(error)
+        } catch {
+            throw poison(
+                ArchiveError(
+                    code: .callbackFailed,
+                    message: "Cannot write '\(archivePath)', member '\(displayName(entry.path))': "
+                        + "the chunk source threw: \(error)",
+                    archivePath: archivePath, member: entry.path, cause: error))
         }
         try checkSize(entry, written: written, expected: expected, ended: true)
         try finishEntry(entry)
@@ -552,6 +575,12 @@ public final class ArchiveWriter {
     }
 
     /// Marks the writer failed: no later call can produce a complete-looking archive.
+    /// Poisons the writer with `error` unless it failed already (with that error).
+    private func poisonIfOpen(_ error: ArchiveError) -> ArchiveError {
+        if case .failed(let first) = state { return first }
+        return poison(error)
+    }
+
     private func poison(_ error: ArchiveError) -> ArchiveError {
         state = .failed(error)
         archive_write_fail(handle)

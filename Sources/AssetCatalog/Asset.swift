@@ -57,6 +57,10 @@ public final class Asset: ManagedObject {
     /// holds this asset's content (see ``ContentStore/adopt(staged:digest:)``).
     var pin: String?
 
+    /// Not persistent: a modification date to keep (an imported record's) instead of
+    /// the save's own time, which ``willSave()`` otherwise sets.
+    var keptModificationDate: Date?
+
     /// The asset's tags, sorted.
     public var tags: [String] {
         get { tagText.split(separator: "\n").map(String.init).sorted() }
@@ -111,7 +115,7 @@ public final class Asset: ManagedObject {
             effects.afterCommit { runtime?.didCommitRemovals() }
             return
         }
-        setPrimitiveValue(Date(), for: \.modified)
+        setPrimitiveValue(keptModificationDate ?? Date(), for: \.modified)
         if isInserted, storage == .managed, let runtime {
             // A committed record never points at a missing file: checked under
             // the write lock, where no sweep can remove the file meanwhile.

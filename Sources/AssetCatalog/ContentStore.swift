@@ -342,6 +342,8 @@ enum FaultPoint: String {
     case afterCommit = "after-commit"
     /// A removal plan is about to unlink its file, inside the sweep's transaction.
     case beforeUnlink = "before-unlink"
+    /// An import's content is linked into objects/, its records not committed.
+    case beforeImportCommit = "before-import-commit"
     /// Not a crash: each file added takes 20 ms longer, so a test can
     /// interrupt an add while it runs.
     case slowIngest = "slow-ingest"

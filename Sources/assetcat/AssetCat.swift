@@ -14,7 +14,7 @@ struct AssetCat: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Init.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
-            CollectGarbage.self, Stats.self, Jobs.self,
+            CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self,
         ]
     )
 }

@@ -1,0 +1,421 @@
+public import ArchiveIO
+import BagIt
+import Foundation
+import Persistence
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What an import does with an asset whose name a top-level asset of the catalog already
+/// has (with other content, tags or metadata: an identical asset is simply already there).
+public enum ConflictPolicy: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Keep the catalog's asset; leave the bundle's out (listed in ``ImportResult/skipped``).
+    case skip
+    /// Delete the catalog's asset (its file goes once the import commits), import the bundle's.
+    case replace
+    /// Import the bundle's under a free name: `photo (2).jpg`.
+    case keepBoth = "keep-both"
+}
+
+/// How ``Catalog/importBundle(from:options:progress:)`` imports.
+public struct ImportOptions: Sendable, Hashable {
+    public var onConflict: ConflictPolicy
+    /// Limits for an archive bundle's members (count, size, compression ratio).
+    public var policy: ExtractionPolicy
+
+    public init(onConflict: ConflictPolicy = .skip, policy: ExtractionPolicy = .default) {
+        self.onConflict = onConflict
+        self.policy = policy
+    }
+}
+
+/// What an import did.
+public struct ImportResult: Sendable, Codable {
+    public struct Renamed: Sendable, Hashable, Codable {
+        public var from: String
+        public var to: String
+    }
+
+    public struct Skipped: Sendable, Hashable, Codable {
+        public var name: String
+        public var reason: String
+    }
+
+    public var bundle: String
+    /// The assets created, archives before their members.
+    public var imported: [AssetRecord]
+    /// Bundle assets the catalog already had (same name, content, tags and metadata).
+    public var alreadyPresent: [String]
+    /// Bundle assets left out by ``ConflictPolicy/skip``.
+    public var skipped: [Skipped]
+    /// Catalog assets deleted by ``ConflictPolicy/replace`` (their members too).
+    public var replaced: [Int64]
+    /// Bundle assets imported under another name by ``ConflictPolicy/keepBoth``.
+    public var renamed: [Renamed]
+    /// Referenced assets whose file is not on this machine (or differs): their bytes,
+    /// from the bundle, are stored in the catalog instead.
+    public var storedAsManaged: [String]
+    /// Bytes of content the catalog did not have before.
+    public var bytesStored: Int64
+    /// Jobs queued for the imported assets (a bag from another tool is indexed and read
+    /// like an add).
+    public var queuedJobs: [Int64]
+}
+
+/// What ``Catalog/validateBundle(at:policy:progress:)`` found.
+public struct BundleValidation: Sendable, Codable {
+    public var bundle: String
+    public var isValid: Bool
+    /// `BagIt-Version`, when `bagit.txt` could be read.
+    public var version: String?
+    public var payloadFiles: Int
+    public var payloadBytes: Int64
+    /// Whether the bag carries this catalog's records (`assetcat-records.json`).
+    public var hasRecords: Bool
+    /// Every problem, one line each, naming its file.
+    public var problems: [String]
+}
+
+/// Stages one payload file of an import in the catalog's staging folder — or, when the
+/// manifest says the catalog already has the content, pins the existing object and only
+/// hashes the bytes.
+final class StagingSink: BagPayloadSink {
+    let path: String
+    /// The digest the manifest announced, when the content was already in `objects/`.
+    let linkedDigest: String?
+    private var fd: Int32 = -1
+
+    init(content: ContentStore, expected: String?) throws {
+        path = content.ownStaging + "/" + UUID().uuidString
+        if let expected, ContentStore.isDigest(expected), link(content.objectPath(expected), path) == 0 {
+            linkedDigest = expected
+            return
+        }
+        linkedDigest = nil
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
+        guard fd >= 0 else {
+            throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
+        }
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard fd >= 0 else { return }
+        try ContentStore.writeAll(fd, bytes, path: path)
+    }
+
+    func finish() throws {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+}
+
+extension Catalog {
+    /// Imports a BagIt bag — a directory or any archive libarchive reads — all or nothing.
+    ///
+    /// Every payload file is staged and checked against every manifest the bag has
+    /// (MD5, SHA-1, SHA-256, SHA-512), for completeness both ways, and against this
+    /// catalog's records file when the bag has one; then one transaction adopts
+    /// everything. A bag from another tool becomes assets named by their payload paths.
+    /// Content the catalog has is not stored twice. On any failure — an invalid or
+    /// hostile bag, a conflict error, a failed commit, cancellation — the catalog is as
+    /// it was and nothing is left in staging.
+    ///
+    /// ```swift
+    /// let result = try await catalog.importBundle(from: "trip.tar.zst", options: .init(onConflict: .keepBoth))
+    /// print("imported \(result.imported.count)")
+    /// ```
+    public func importBundle(
+        from path: String, options: ImportOptions = ImportOptions(),
+        progress: (@Sendable (BundleProgress) -> Void)? = nil
+    ) async throws -> ImportResult {
+        var staged: [StagingSink] = []
+        defer { for sink in staged { unlink(sink.path) } }
+        let bag: BagContents = try bundleErrors(path) {
+            try BagReader.read(
+                at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
+                sink: { [content] _, expected in
+                    let sink = try StagingSink(content: content, expected: expected)
+                    staged.append(sink)
+                    return sink
+                },
+                progress: { p in
+                    progress?(
+                        BundleProgress(
+                            filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal))
+                },
+                isCancelled: { Task.isCancelled })
+        }
+        var problems = bag.problems
+        var records: BundleRecords?
+        if let bytes = bag.tagFiles[BundleRecords.fileName] {
+            do throws(BagError) {
+                records = try BundleRecords.decode(bytes)
+                problems += records!.problems(in: bag)
+            } catch {
+                problems.append(error)
+            }
+        }
+        if let first = problems.first {
+            let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
+            throw CatalogError(
+                .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
+        }
+        // The staged copy of each content, by SHA-256.
+        var pins: [String: String] = [:]
+        for file in bag.payload.values.sorted(by: { $0.path < $1.path }) {
+            guard let sink = file.sink as? StagingSink, let digest = file.digests[.sha256] else { continue }
+            if let linked = sink.linkedDigest, linked != digest {
+                throw CatalogError(
+                    .damaged, "\(path): \(file.path) changed while it was read; nothing was imported", path: path)
+            }
+            if pins[digest] == nil { pins[digest] = sink.path }
+        }
+        let entries = records?.assets ?? Self.plainEntries(bag)
+        var plan = try planImport(entries, policy: options.onConflict)
+        plan.result.bundle = path
+        try commitImport(&plan, pins: pins, foreign: records == nil)
+        return plan.result
+    }
+
+    /// A bag without our records: one managed asset per payload file, named by its path.
+    static func plainEntries(_ bag: BagContents) -> [BundleRecords.Entry] {
+        let now = Date()
+        return bag.payload.values.sorted { Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8)) }
+            .enumerated().map { i, file in
+                let name = String(file.path.dropFirst("data/".count))
+                return BundleRecords.Entry(
+                    key: Int64(i + 1), name: name, kind: ContentKind.of(name), storage: .managed, size: file.size,
+                    sha256: file.digests[.sha256] ?? "", payload: file.path, path: nil, archive: nil, member: nil,
+                    memberOrdinal: nil, tags: [], metadata: [:], created: now, modified: now)
+            }
+    }
+
+    struct ImportPlan {
+        struct Item {
+            var entry: BundleRecords.Entry
+            var name: String
+            var storage: Storage
+            /// For a member: its archive's key.
+            var archiveKey: Int64?
+        }
+        var items: [Item] = []
+        var replacing: [Int64] = []
+        var result = ImportResult(
+            bundle: "", imported: [], alreadyPresent: [], skipped: [], replaced: [], renamed: [], storedAsManaged: [],
+            bytesStored: 0, queuedJobs: [])
+    }
+
+    /// Decides, entry by entry, how each asset is stored and what a name conflict does.
+    private func planImport(_ entries: [BundleRecords.Entry], policy: ConflictPolicy) throws -> ImportPlan {
+        var plan = ImportPlan()
+        let keys = Set(entries.map(\.key))
+        let topLevel = entries.filter { !($0.storage == .member && $0.archive.map(keys.contains) == true) }
+        let names = Array(Set(topLevel.map(\.name)))
+        let existing: [AssetRecord] = try storeErrors {
+            try withContext { context in
+                try context.fetch(
+                    FetchRequest<Asset>(
+                        predicate: .in(\.name, names) && \.storage != Storage.member,
+                        sortBy: [SortDescriptor(\.name)])
+                ).map(AssetRecord.init)
+            }
+        }
+        var taken = Set(existing.map(\.name))
+        let byName = Dictionary(grouping: existing, by: \.name)
+        var importedArchives = Set<Int64>()
+        for entry in topLevel {
+            var name = entry.name
+            if let same = byName[entry.name] {
+                if same.contains(where: {
+                    $0.sha256 == entry.sha256 && $0.tags == entry.tags.sorted() && $0.metadata == entry.metadata
+                }) {
+                    plan.result.alreadyPresent.append(entry.name)
+                    continue
+                }
+                switch policy {
+                case .skip:
+                    let ids = same.map { String($0.id) }.joined(separator: ", ")
+                    plan.result.skipped.append(
+                        .init(name: entry.name, reason: "the catalog has an asset with this name (ID \(ids))"))
+                    continue
+                case .replace:
+                    plan.replacing += same.map(\.id).filter { !plan.replacing.contains($0) }
+                case .keepBoth:
+                    var n = 2
+                    while taken.contains(name) {
+                        name = PayloadNamer.numbered(entry.name, n)
+                        n += 1
+                    }
+                    plan.result.renamed.append(.init(from: entry.name, to: name))
+                }
+            }
+            taken.insert(name)
+            var storage = Storage.managed
+            if entry.storage == .referenced, let file = entry.path, Self.fileMatches(file, entry) {
+                storage = .referenced
+            } else if entry.storage == .referenced {
+                plan.result.storedAsManaged.append(entry.name)
+            }
+            plan.items.append(.init(entry: entry, name: name, storage: storage, archiveKey: nil))
+            importedArchives.insert(entry.key)
+        }
+        for entry in entries where entry.storage == .member {
+            guard let archive = entry.archive, keys.contains(archive) else { continue }
+            guard importedArchives.contains(archive) else { continue }  // its archive is skipped or already present
+            plan.items.append(.init(entry: entry, name: entry.name, storage: .member, archiveKey: archive))
+        }
+        plan.result.replaced = plan.replacing.sorted()
+        return plan
+    }
+
+    /// Whether a referenced file is here with the recorded size and content.
+    private static func fileMatches(_ path: String, _ entry: BundleRecords.Entry) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == entry.size,
+            let (digest, _) = try? ContentStore.digest(ofFileAt: path)
+        else { return false }
+        return digest == entry.sha256
+    }
+
+    /// Adopts the staged content and records every planned asset in one transaction.
+    private func commitImport(_ plan: inout ImportPlan, pins: [String: String], foreign: Bool) throws {
+        let managed = Set(plan.items.filter { $0.storage == .managed }.map(\.entry.sha256))
+        var newContent: [String] = []
+        for digest in managed.sorted() {
+            guard pins[digest] != nil else {
+                throw CatalogError(
+                    .invalidArgument, "The bundle has no payload with SHA-256 \(digest); nothing was imported")
+            }
+            if access(content.objectPath(digest), F_OK) != 0 { newContent.append(digest) }
+        }
+        plan.result.bytesStored = plan.items.filter { $0.storage == .managed && newContent.contains($0.entry.sha256) }
+            .reduce(into: [String: Int64]()) { $0[$1.entry.sha256] = $1.entry.size }.values.reduce(0, +)
+        // New content is journaled for removal before it is linked into objects/: should the
+        // import not commit (an error, a crash), the sweeper removes it; once committed, the
+        // sweep finds it used and only clears the rows.
+        try storeErrors {
+            try withContext { context in
+                for digest in newContent { RemovalPlan(context: context).sha256 = digest }
+                if !newContent.isEmpty { try context.save() }
+            }
+        }
+        do {
+            try content.adoptAll(managed.sorted().map { (pins[$0]!, $0) })
+            FaultPoint.reach(.beforeImportCommit)
+            let (imported, jobs) = try recordImport(plan, pins: pins, foreign: foreign)
+            plan.result.imported = imported
+            plan.result.queuedJobs = jobs
+        } catch {
+            _ = try? runtime.sweep()
+            if let error = error as? CatalogError { throw error }
+            throw CatalogError(.store, "The import could not be recorded, nothing was imported: \(error)", cause: error)
+        }
+        _ = try? runtime.sweep()
+    }
+
+    private func recordImport(_ plan: ImportPlan, pins: [String: String], foreign: Bool) throws -> (
+        [AssetRecord], [Int64]
+    ) {
+        let recorded = try storeErrors {
+            try withContext { context in
+                for id in plan.replacing {
+                    if let asset = try? context.existingObject(
+                        with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)
+                    {
+                        context.delete(asset)
+                    }
+                }
+                var byKey: [Int64: Asset] = [:]
+                var created: [Asset] = []
+                var jobs: [Job] = []
+                for item in plan.items {
+                    let entry = item.entry
+                    let asset = Asset(context: context)
+                    asset.name = item.name
+                    asset.kind = entry.kind
+                    asset.storage = item.storage
+                    asset.size = entry.size
+                    asset.sha256 = entry.sha256
+                    asset.path = entry.path
+                    asset.tags = entry.tags
+                    asset.metadata = entry.metadata
+                    asset.created = entry.created
+                    asset.keptModificationDate = entry.modified
+                    switch item.storage {
+                    case .managed: asset.pin = pins[entry.sha256]
+                    case .referenced: break
+                    case .member:
+                        asset.archive = item.archiveKey.flatMap { byKey[$0] }
+                        asset.member = entry.member
+                        asset.memberOrdinal = entry.memberOrdinal ?? 0
+                        asset.path = nil
+                    }
+                    byKey[entry.key] = asset
+                    created.append(asset)
+                    if foreign {
+                        for kind in [
+                            asset.kind == "archive" ? BuiltInProcessors.indexArchive : nil,
+                            asset.kind == "image" ? BuiltInProcessors.metadata : nil,
+                        ].compactMap({ $0 }) {
+                            let job = Job(context: context)
+                            job.kind = kind
+                            job.assetID = asset.objectID.rowID
+                            jobs.append(job)
+                        }
+                    }
+                }
+                try context.save()
+                return (created.map(AssetRecord.init), jobs.map(\.objectID.rowID))
+            }
+        }
+        if !recorded.1.isEmpty { jobs.wakeWorker() }
+        return recorded
+    }
+
+    /// Checks a bag — a directory or an archive — as an import would, without importing:
+    /// the declaration, every manifest both ways, checksums, `Payload-Oxum`, this
+    /// catalog's records file when present, and the safety of every archive member.
+    ///
+    /// - Returns: The findings; ``BundleValidation/problems`` lists every problem, one
+    ///   line each, naming its file.
+    /// - Throws: ``CatalogError`` `notFound` when there is nothing at `path`.
+    public static func validateBundle(
+        at path: String, policy: ExtractionPolicy = .default, progress: (@Sendable (BundleProgress) -> Void)? = nil
+    ) throws -> BundleValidation {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw CatalogError(.notFound, "No such file or directory: \(path)", path: path)
+        }
+        var validation = BundleValidation(
+            bundle: path, isValid: false, version: nil, payloadFiles: 0, payloadBytes: 0, hasRecords: false,
+            problems: [])
+        do {
+            let bag = try BagReader.read(
+                at: path, options: BagReadOptions(policy: policy, keptTagFiles: [BundleRecords.fileName]),
+                progress: { p in
+                    progress?(
+                        BundleProgress(
+                            filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal))
+                })
+            var problems = bag.problems
+            if let bytes = bag.tagFiles[BundleRecords.fileName] {
+                validation.hasRecords = true
+                do throws(BagError) {
+                    problems += try BundleRecords.decode(bytes).problems(in: bag)
+                } catch {
+                    problems.append(error)
+                }
+            }
+            validation.version = bag.version
+            validation.payloadFiles = bag.payload.count
+            validation.payloadBytes = bag.payloadBytes
+            validation.problems = problems.map(\.description)
+        } catch let error as BagError {
+            validation.problems = [error.description]
+        }
+        validation.isValid = validation.problems.isEmpty
+        return validation
+    }
+}

@@ -1,0 +1,78 @@
+/// A problem with a bag: one that stops reading or writing it (thrown), or
+/// one of the problems a validation lists (``BagContents/problems``).
+///
+/// ``description`` is one line that names the file — the bag's own relative
+/// path (`data/a.txt`, `manifest-sha256.txt`) or the bundle's path.
+public struct BagError: Error, Sendable, CustomStringConvertible, Hashable {
+    /// What kind of problem it is.
+    public enum Code: String, Sendable, Hashable {
+        /// `bagit.txt` is missing: this is not a bag.
+        case notABag
+        /// `bagit.txt` or another tag file cannot be parsed.
+        case malformedTagFile
+        /// The bag declares a BagIt version or tag-file encoding this reader does not support.
+        case unsupportedVersion
+        /// The bag has no payload manifest in a supported algorithm.
+        case missingManifest
+        /// A manifest line cannot be parsed, or names a path outside `data/` (or inside it, for a tag manifest).
+        case malformedManifest
+        /// A manifest lists a file the bag does not hold.
+        case missingFile
+        /// The bag holds a payload file that a manifest does not list.
+        case unlistedFile
+        /// A file's checksum differs from its manifest's.
+        case checksumMismatch
+        /// `Payload-Oxum` in `bag-info.txt` does not match the payload.
+        case oxumMismatch
+        /// The bag needs files fetched from elsewhere (`fetch.txt`), which is not supported.
+        case fetchUnsupported
+        /// An entry is not allowed in a bag: an absolute path, `..`, a link, a device, a
+        /// duplicate, a size or compression-ratio bomb.
+        case hostileEntry
+        /// The archive cannot be read: truncated, corrupt, not an archive.
+        case unreadableArchive
+        /// Reading or writing files failed.
+        case io
+        /// Export: an item's bytes differ from the digest they were listed with.
+        case contentMismatch
+        /// A value given to the API is not acceptable.
+        case invalidArgument
+        /// The work was cancelled.
+        case cancelled
+    }
+
+    public var code: Code
+    /// The file the problem is about, relative to the bag (or a path on disk).
+    public var file: String?
+    /// The problem in words, without the file.
+    public var reason: String
+    /// The error that caused this one, in words.
+    public var underlying: String?
+
+    public init(_ code: Code, file: String?, _ reason: String, underlying: String? = nil) {
+        self.code = code
+        self.file = file
+        self.reason = reason
+        self.underlying = underlying
+    }
+
+    /// `file: reason`, one line.
+    public var description: String {
+        let line = file.map { "\($0): \(reason)" } ?? reason
+        return line.replacingNewlines()
+    }
+}
+
+extension String {
+    func replacingNewlines() -> String {
+        var result = ""
+        for scalar in unicodeScalars {
+            switch scalar {
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+}

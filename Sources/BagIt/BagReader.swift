@@ -1,0 +1,591 @@
+public import ArchiveIO
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Receives the bytes of one payload file as a ``BagReader`` reads them (an
+/// importer stages them; a validator needs no sink).
+public protocol BagPayloadSink: AnyObject {
+    /// The next bytes of the file.
+    func write(_ bytes: UnsafeRawBufferPointer) throws
+    /// The file is complete.
+    func finish() throws
+}
+
+/// Options for reading a bag.
+public struct BagReadOptions: Sendable {
+    /// The rules for an archive's members: limits on count, size and compression
+    /// ratio, and what links may do.
+    public var policy: ExtractionPolicy
+    /// The most bytes a tag file kept in memory (declaration, bag-info, manifests,
+    /// ``keptTagFiles``) may have.
+    public var maxTagFileBytes: Int
+    /// Further tag files (relative to the bag) whose bytes ``BagContents/tagFiles`` keeps.
+    public var keptTagFiles: Set<String>
+
+    public init(policy: ExtractionPolicy = .default, maxTagFileBytes: Int = 256 << 20, keptTagFiles: Set<String> = []) {
+        self.policy = policy
+        self.maxTagFileBytes = maxTagFileBytes
+        self.keptTagFiles = keptTagFiles
+    }
+}
+
+/// How far a read has come: bytes of the bundle (of the archive file, or of the
+/// directory's files) consumed so far, of how many.
+public struct BagProgress: Sendable, Hashable {
+    public var bytesDone: Int64
+    public var bytesTotal: Int64
+    public var filesDone: Int
+}
+
+/// A payload file as read: its size and digests, and the sink that received it.
+public struct BagPayloadFile {
+    /// The path relative to the bag (`data/…`).
+    public var path: String
+    public var size: Int64
+    /// Lowercase hex digests: SHA-256 always, and every algorithm a manifest uses.
+    public var digests: [ChecksumAlgorithm: String]
+    /// The sink that received the bytes, if one did.
+    public var sink: (any BagPayloadSink)?
+    /// For a hard link in an archive: the payload file it repeats.
+    public var linkTarget: String?
+}
+
+/// What reading a bag found: its declaration, fields, manifests, payload, the tag files
+/// asked for — and every problem, each naming its file.
+public struct BagContents {
+    /// The bundle's path (a directory or an archive).
+    public var source: String
+    /// `BagIt-Version`, once `bagit.txt` could be read.
+    public var version: String?
+    /// The bag's top-level directory inside an archive (empty for a directory or an
+    /// archive that holds the bag at its root).
+    public var bagName: String
+    /// `bag-info.txt`'s fields, in order.
+    public var info: [(label: String, value: String)]
+    /// Payload files by path (`data/…`).
+    public var payload: [String: BagPayloadFile]
+    /// Each payload manifest: path → checksum.
+    public var manifests: [ChecksumAlgorithm: [String: String]]
+    /// The bytes of the tag files in ``BagReadOptions/keptTagFiles`` that the bag has.
+    public var tagFiles: [String: [UInt8]]
+    /// Every problem found, sorted by file. Empty for a valid bag.
+    public var problems: [BagError]
+
+    public var isValid: Bool { problems.isEmpty }
+    /// Payload bytes and files (what `Payload-Oxum` counts).
+    public var payloadBytes: Int64 { payload.values.reduce(0) { $0 + $1.size } }
+}
+
+/// Reads a bag — a directory, or any archive libarchive reads — in one streaming
+/// pass, and checks it against RFC 8493: the declaration, every payload and tag
+/// manifest present (MD5, SHA-1, SHA-256, SHA-512), completeness both ways,
+/// `Payload-Oxum`.
+///
+/// Archive members pass an ``ExtractionGuard`` first: absolute paths, `..`,
+/// links leaving the bag, devices, duplicates and size or ratio bombs stop the
+/// read with an error naming the member, before any of their bytes are used.
+/// Symbolic links are refused too (a bag holds regular files); a hard link to
+/// an earlier payload file repeats it.
+///
+/// ```swift
+/// let bag = try BagReader.read(at: "incoming.tar.zst")
+/// for problem in bag.problems { print(problem) }   // "data/a.txt: sha256 checksum mismatch …"
+/// ```
+public enum BagReader {
+    /// The tag files whose bytes a reader always keeps.
+    static func isStandardTag(_ name: String) -> Bool {
+        name == "bagit.txt" || name == "bag-info.txt" || name == "fetch.txt"
+            || ChecksumAlgorithm(manifestName: name, prefix: "manifest-") != nil
+            || ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") != nil
+    }
+
+    /// Reads and checks the bag at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: A bag directory (or a directory holding exactly one bag), or an archive.
+    ///   - options: Limits, and the extra tag files to keep.
+    ///   - sink: Called for each payload file with its path and, when the bag's SHA-256
+    ///     manifest came before it, the checksum it should have; returns where its bytes go,
+    ///     or `nil` to only hash them.
+    ///   - progress: Called as the read advances.
+    ///   - isCancelled: Polled between chunks; `true` stops the read with `cancelled`.
+    /// - Returns: The contents, with every validation problem in ``BagContents/problems``.
+    /// - Throws: ``BagError`` for what stops a read: a missing bundle, an unreadable or
+    ///   hostile archive, a refused entry, a failing sink.
+    public static func read(
+        at path: String, options: BagReadOptions = BagReadOptions(),
+        sink: ((_ path: String, _ expectedSHA256: String?) throws -> (any BagPayloadSink)?)? = nil,
+        progress: ((BagProgress) -> Void)? = nil, isCancelled: @escaping () -> Bool = { false }
+    ) throws -> BagContents {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw BagError(.io, file: path, "does not exist")
+        }
+        let scan = Scan(source: path, options: options, sink: sink, progress: progress, isCancelled: isCancelled)
+        if isDirectory.boolValue {
+            try scan.readDirectory(path)
+        } else {
+            try scan.readArchive(path)
+        }
+        return try scan.contents()
+    }
+}
+
+/// The state of one read.
+final class Scan {
+    struct Seen {
+        var size: Int64
+        var digests: [ChecksumAlgorithm: String]
+        var sink: (any BagPayloadSink)?
+        var linkTarget: String?
+    }
+
+    let source: String
+    let options: BagReadOptions
+    let sink: ((String, String?) throws -> (any BagPayloadSink)?)?
+    let progress: ((BagProgress) -> Void)?
+    let isCancelled: () -> Bool
+
+    /// Every regular file, by its path in the bundle.
+    var files: [String: Seen] = [:]
+    /// Kept tag-file bytes, by path in the bundle.
+    var kept: [String: [UInt8]] = [:]
+    /// A directory bag's root, relative to which paths are given.
+    var directoryRoot: String?
+    var bytesTotal: Int64 = 0
+    var bytesDone: Int64 = 0
+    var filesDone = 0
+
+    init(
+        source: String, options: BagReadOptions, sink: ((String, String?) throws -> (any BagPayloadSink)?)?,
+        progress: ((BagProgress) -> Void)?, isCancelled: @escaping () -> Bool
+    ) {
+        self.source = source
+        self.options = options
+        self.sink = sink
+        self.progress = progress
+        self.isCancelled = isCancelled
+    }
+
+    // MARK: Classifying
+
+    /// The bag root a path would have if it were payload (`X/data/…` → `X/`, `data/…` → ``).
+    static func payloadRoots(_ path: String) -> [String] {
+        let c = path.split(separator: "/", omittingEmptySubsequences: false)
+        var roots: [String] = []
+        if c.count >= 2, c[0] == "data" { roots.append("") }
+        if c.count >= 3, c[1] == "data" { roots.append(String(c[0]) + "/") }
+        return roots
+    }
+
+    func isKeptTag(_ path: String) -> Bool {
+        let c = path.split(separator: "/", omittingEmptySubsequences: false)
+        for root in [c.count >= 2 ? String(c[0]) + "/" : nil, ""].compactMap({ $0 }) where path.hasPrefix(root) {
+            let rest = String(path.dropFirst(root.count))
+            if BagReader.isStandardTag(rest) || options.keptTagFiles.contains(rest) { return true }
+        }
+        return false
+    }
+
+    /// The algorithms to hash a payload file with: SHA-256, and those of the payload
+    /// manifests seen so far (SHA-256 and SHA-512 when none has been).
+    func payloadAlgorithms() -> Set<ChecksumAlgorithm> {
+        var algorithms: Set<ChecksumAlgorithm> = [.sha256]
+        for path in kept.keys {
+            let name = (path as NSString).lastPathComponent
+            if let algorithm = ChecksumAlgorithm(manifestName: name, prefix: "manifest-") {
+                algorithms.insert(algorithm)
+            }
+        }
+        if algorithms.count == 1
+            && !kept.keys.contains(where: { ($0 as NSString).lastPathComponent == "manifest-sha256.txt" })
+        {
+            algorithms.insert(.sha512)
+        }
+        return algorithms
+    }
+
+    /// The SHA-256 the manifest read so far gives `path` (`root/data/…`), if any.
+    func expectedSHA256(_ path: String, root: String) -> String? {
+        guard let declaration = kept[root + "bagit.txt"], let manifest = kept[root + "manifest-sha256.txt"],
+            let version = try? TagFile.parseDeclaration(declaration),
+            let entries = try? TagFile.parseManifest(manifest, file: "", algorithm: .sha256, version: version)
+        else { return nil }
+        return entries[String(path.dropFirst(root.count))]
+    }
+
+    func report(bytes: Int64, file: Bool) {
+        bytesDone += bytes
+        if file { filesDone += 1 }
+        progress?(BagProgress(bytesDone: bytesDone, bytesTotal: bytesTotal, filesDone: filesDone))
+    }
+
+    /// Hashes (and keeps, or passes to a sink) one file's bytes, pushed by `produce`.
+    func consume(
+        _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void,
+        chunkDone: ((Int) throws -> Void)? = nil
+    ) throws {
+        let roots = Self.payloadRoots(path)
+        let isPayload = !roots.isEmpty
+        var target: (any BagPayloadSink)?
+        if isPayload, let sink {
+            var expected: String?
+            for root in roots where expected == nil { expected = expectedSHA256(path, root: root) }
+            target = try sink(path, expected)
+        }
+        let keeps = !isPayload && isKeptTag(path)
+        var hasher = MultiHasher(isPayload ? payloadAlgorithms() : Set(ChecksumAlgorithm.allCases))
+        var bytes: [UInt8] = []
+        var size: Int64 = 0
+        let limit = options.maxTagFileBytes
+        let cancelled = isCancelled
+        try produce { chunk in
+            if cancelled() { throw BagError(.cancelled, file: nil, "cancelled") }
+            hasher.update(chunk)
+            size += Int64(chunk.count)
+            try target?.write(chunk)
+            if keeps {
+                guard bytes.count + chunk.count <= limit else {
+                    throw BagError(
+                        .hostileEntry, file: path, "is a tag file larger than \(limit) bytes, the limit for tag files")
+                }
+                bytes.append(contentsOf: chunk)
+            }
+            try chunkDone?(chunk.count)
+        }
+        try target?.finish()
+        if keeps { kept[path] = bytes }
+        files[path] = Seen(size: size, digests: hasher.finalize(), sink: target)
+    }
+
+    // MARK: Archives
+
+    func readArchive(_ path: String) throws {
+        var info = stat()
+        if stat(path, &info) == 0 { bytesTotal = Int64(info.st_size) }
+        try withArchive(path) { reader in
+            var checker = ExtractionGuard(policy: options.policy, archivePath: path)
+            while let entry = try reader.nextEntry() {
+                guard let safe = try checker.admit(entry) else { continue }
+                let member = safe.description
+                switch entry.kind {
+                case .directory:
+                    continue
+                case .symlink:
+                    throw BagError(
+                        .hostileEntry, file: member,
+                        "is a symbolic link (to \(entry.linkTarget ?? "?")); a bag holds regular files only")
+                case .hardlink:
+                    let target = try checker.validatePath(entry.linkTarget ?? "", of: entry).joined(separator: "/")
+                    guard var seen = files[target] else {
+                        throw BagError(
+                            .hostileEntry, file: member, "is a hard link to \(target), which is not in the bag")
+                    }
+                    seen.linkTarget = target
+                    files[member] = seen
+                case .file:
+                    let start = reader.compressedBytesRead
+                    try consume(member) { write in
+                        try reader.readData { chunk in
+                            if reader.lastChunkIsHole {
+                                try checker.accountHole(bytes: chunk.count)
+                            } else {
+                                try checker.account(bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+                            }
+                            try write(chunk)
+                        }
+                    }
+                    report(bytes: reader.compressedBytesRead - start, file: true)
+                default:
+                    throw BagError(.hostileEntry, file: member, "is a \(entry.kind); a bag holds regular files only")
+                }
+            }
+        }
+    }
+
+    /// Opens an archive and maps ArchiveIO's errors to bag errors naming the member.
+    func withArchive(_ path: String, _ body: (ArchiveReader) throws -> Void) throws {
+        do {
+            let reader = try ArchiveReader(path: path)
+            try body(reader)
+        } catch let error as ArchiveError {
+            throw Self.bagError(error, archive: path)
+        }
+    }
+
+    static func bagError(_ error: ArchiveError, archive: String) -> BagError {
+        switch error.code {
+        case .absolutePath, .parentTraversal, .invalidName, .nameTooLong, .linkOutsideRoot, .hardlinkTargetMissing,
+            .entryTypeNotAllowed, .duplicateEntry, .tooManyEntries, .sizeLimitExceeded, .compressionRatioExceeded:
+            return BagError(.hostileEntry, file: archive, error.message)
+        case .callbackFailed:
+            if let cause = error.cause as? BagError { return cause }
+            return BagError(.io, file: archive, error.message)
+        default:
+            return BagError(.unreadableArchive, file: archive, error.message)
+        }
+    }
+
+    /// Hashes, in a second pass over the archive, what the first could not: payload files
+    /// that came before a manifest in an algorithm they were not hashed with.
+    func completeDigests(_ needs: [String: Set<ChecksumAlgorithm>]) throws {
+        guard !needs.isEmpty else { return }
+        var updated: [String: [ChecksumAlgorithm: String]] = [:]
+        try withArchive(source) { reader in
+            var checker = ExtractionGuard(policy: options.policy, archivePath: source)
+            while let entry = try reader.nextEntry() {
+                guard let safe = try checker.admit(entry), entry.kind == .file, let algorithms = needs[safe.description]
+                else { continue }
+                var hasher = MultiHasher(algorithms)
+                try reader.readData { chunk in
+                    if isCancelled() { throw BagError(.cancelled, file: nil, "cancelled") }
+                    hasher.update(chunk)
+                }
+                updated[safe.description] = hasher.finalize()
+            }
+        }
+        for (path, digests) in updated { files[path]?.digests.merge(digests) { old, _ in old } }
+    }
+
+    // MARK: Directories
+
+    func readDirectory(_ path: String) throws {
+        var root = path
+        let manager = FileManager.default
+        if !manager.fileExists(atPath: path + "/bagit.txt") {
+            let children = (try? manager.contentsOfDirectory(atPath: path)) ?? []
+            if children.count == 1, manager.fileExists(atPath: path + "/" + children[0] + "/bagit.txt") {
+                root = path + "/" + children[0]  // the folder an archive was extracted into
+            }
+        }
+        directoryRoot = root
+        guard let walker = manager.enumerator(atPath: root) else { throw BagError(.io, file: root, "cannot be read") }
+        var tags: [String] = []
+        var payload: [String] = []
+        while let relative = walker.nextObject() as? String {
+            var info = stat()
+            guard lstat(root + "/" + relative, &info) == 0 else {
+                throw BagError(.io, file: relative, "cannot be read")
+            }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: continue
+            case S_IFREG:
+                bytesTotal += Int64(info.st_size)
+                if relative.hasPrefix("data/") { payload.append(relative) } else { tags.append(relative) }
+            case S_IFLNK:
+                let target = (try? manager.destinationOfSymbolicLink(atPath: root + "/" + relative)) ?? "?"
+                let resolved = URL(fileURLWithPath: root + "/" + relative).resolvingSymlinksInPath().path
+                let inside = resolved.hasPrefix(URL(fileURLWithPath: root).resolvingSymlinksInPath().path + "/")
+                throw BagError(
+                    .hostileEntry, file: relative,
+                    inside
+                        ? "is a symbolic link (to \(target)); a bag holds regular files only"
+                        : "is a symbolic link to \(target), outside the bag")
+            default:
+                throw BagError(
+                    .hostileEntry, file: relative, "is a device, FIFO or socket; a bag holds regular files only")
+            }
+        }
+        let byteOrder: (String, String) -> Bool = { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        // Tag files first: the manifests say which digests the payload needs.
+        for relative in tags.sorted(by: byteOrder) + payload.sorted(by: byteOrder) {
+            try readFile(root + "/" + relative, as: relative)
+        }
+    }
+
+    func readFile(_ full: String, as relative: String) throws {
+        let fd = open(full, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw BagError(.io, file: relative, "cannot be opened: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        var total: Int64 = 0
+        try consume(relative) { write in
+            while true {
+                let n = Glibc.read(fd, buffer.baseAddress, size)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw BagError(.io, file: relative, "cannot be read: \(String(cString: strerror(errno)))")
+                }
+                if n == 0 { break }
+                total += Int64(n)
+                try write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            }
+        }
+        report(bytes: total, file: true)
+    }
+
+    // MARK: Checking
+
+    func contents() throws -> BagContents {
+        // Where is the bag? `bagit.txt` at the top, or in exactly one top-level directory.
+        let declarations = files.keys.filter {
+            $0 == "bagit.txt" || ($0.hasSuffix("/bagit.txt") && $0.split(separator: "/").count == 2)
+        }
+        guard !declarations.isEmpty else {
+            throw BagError(.notABag, file: source, "holds no bagit.txt: it is not a BagIt bag")
+        }
+        guard declarations.count == 1 else {
+            throw BagError(
+                .notABag, file: source, "holds more than one bag (\(declarations.sorted().joined(separator: ", ")))")
+        }
+        let root = String(declarations[0].dropLast("bagit.txt".count))
+        var problems: [BagError] = []
+        var result = BagContents(
+            source: source, version: nil, bagName: String(root.dropLast()), info: [], payload: [:], manifests: [:],
+            tagFiles: [:], problems: [])
+
+        for path in files.keys.sorted() where !path.hasPrefix(root) {
+            problems.append(
+                BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
+        }
+        let version: String
+        do {
+            version = try TagFile.parseDeclaration(kept[root + "bagit.txt"] ?? [])
+        } catch {
+            throw error  // nothing else can be read right without the version
+        }
+        result.version = version
+        if let bytes = kept[root + "bag-info.txt"] {
+            do { result.info = try TagFile.parseFields(bytes, file: "bag-info.txt") } catch { problems.append(error) }
+        }
+        for name in options.keptTagFiles { if let bytes = kept[root + name] { result.tagFiles[name] = bytes } }
+
+        // Tag files (anything under the root but outside data/) and payload.
+        var tagDigests: [String: [ChecksumAlgorithm: String]] = [:]
+        for (path, seen) in files where path.hasPrefix(root) {
+            let relative = String(path.dropFirst(root.count))
+            if relative.hasPrefix("data/") {
+                result.payload[relative] = BagPayloadFile(
+                    path: relative, size: seen.size, digests: seen.digests, sink: seen.sink, linkTarget: seen.linkTarget
+                )
+            } else {
+                tagDigests[relative] = seen.digests
+            }
+        }
+
+        // Manifests.
+        var tagManifests: [ChecksumAlgorithm: [String: String]] = [:]
+        for (relative, _) in tagDigests {
+            guard let bytes = kept[root + relative] else { continue }
+            if let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "manifest-") {
+                do {
+                    result.manifests[algorithm] = try TagFile.parseManifest(
+                        bytes, file: relative, algorithm: algorithm, version: version)
+                } catch { problems.append(error) }
+            } else if let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "tagmanifest-") {
+                do {
+                    tagManifests[algorithm] = try TagFile.parseManifest(
+                        bytes, file: relative, algorithm: algorithm, version: version)
+                } catch { problems.append(error) }
+            }
+        }
+        let manifestFiles = tagDigests.keys.filter { $0.hasPrefix("manifest-") && $0.hasSuffix(".txt") }
+        if result.manifests.isEmpty && !problems.contains(where: { $0.code == .malformedManifest }) {
+            problems.append(
+                BagError(
+                    .missingManifest, file: manifestFiles.sorted().first ?? "manifest-sha256.txt",
+                    manifestFiles.isEmpty
+                        ? "is missing: a bag needs a payload manifest"
+                        : "is in an unsupported algorithm; a bag needs a manifest in md5, sha1, sha256 or sha512"))
+        }
+
+        // Payload hashed before a manifest of its algorithm was seen: a second pass (archives).
+        var needs: [String: Set<ChecksumAlgorithm>] = [:]
+        for (relative, file) in result.payload where file.linkTarget == nil {
+            let missing = Set(result.manifests.keys).subtracting(file.digests.keys)
+            if !missing.isEmpty { needs[root + relative] = missing }
+        }
+        if !needs.isEmpty {
+            if directoryRoot == nil {
+                try completeDigests(needs)
+                for (relative, _) in result.payload {
+                    let seen = files[root + relative]
+                    if let target = seen?.linkTarget {
+                        result.payload[relative]?.digests = files[target]?.digests ?? [:]
+                    } else if let digests = seen?.digests {
+                        result.payload[relative]?.digests = digests
+                    }
+                }
+            }
+        }
+
+        // Completeness both ways, and checksums, for every payload manifest.
+        for algorithm in result.manifests.keys.sorted() {
+            let name = "manifest-\(algorithm.rawValue).txt"
+            let entries = result.manifests[algorithm]!
+            for (path, checksum) in entries.sorted(by: { $0.key < $1.key }) {
+                guard path.hasPrefix("data/") else {
+                    problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
+                    continue
+                }
+                guard let file = result.payload[path] else {
+                    problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
+                    continue
+                }
+                if let actual = file.digests[algorithm], actual != checksum {
+                    problems.append(
+                        BagError(
+                            .checksumMismatch, file: path,
+                            "\(algorithm.rawValue) checksum mismatch: \(name) says \(checksum), the file has \(actual)")
+                    )
+                }
+            }
+            for path in result.payload.keys.sorted() where entries[path] == nil {
+                problems.append(BagError(.unlistedFile, file: path, "is in the bag but not listed in \(name)"))
+            }
+        }
+
+        // Tag manifests: what they list must be there and match; they do not list payload.
+        for algorithm in tagManifests.keys.sorted() {
+            let name = "tagmanifest-\(algorithm.rawValue).txt"
+            for (path, checksum) in tagManifests[algorithm]!.sorted(by: { $0.key < $1.key }) {
+                if path.hasPrefix("data/") {
+                    problems.append(BagError(.malformedManifest, file: name, "lists the payload file \(path)"))
+                } else if let digests = tagDigests[path] {
+                    if let actual = digests[algorithm], actual != checksum {
+                        problems.append(
+                            BagError(
+                                .checksumMismatch, file: path,
+                                "\(algorithm.rawValue) checksum mismatch: \(name) says \(checksum), the file has \(actual)"
+                            ))
+                    }
+                } else {
+                    problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
+                }
+            }
+        }
+
+        // Payload-Oxum and fetch.txt.
+        if let oxum = result.info.first(where: { $0.label.lowercased() == "payload-oxum" })?.value {
+            let parts = oxum.split(separator: ".")
+            let actual = "\(result.payloadBytes).\(result.payload.count)"
+            if parts.count != 2 || Int64(parts[0]) == nil || Int(parts[1]) == nil {
+                problems.append(
+                    BagError(.malformedTagFile, file: "bag-info.txt", "Payload-Oxum '\(oxum)' is not 'octets.files'"))
+            } else if oxum != actual {
+                problems.append(
+                    BagError(
+                        .oxumMismatch, file: "bag-info.txt",
+                        "Payload-Oxum is \(oxum) but the payload is \(result.payloadBytes) bytes in \(result.payload.count) files"
+                    ))
+            }
+        }
+        if let fetch = kept[root + "fetch.txt"],
+            fetch.contains(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
+        {
+            problems.append(
+                BagError(
+                    .fetchUnsupported, file: "fetch.txt",
+                    "lists files to fetch from elsewhere; fetch them into the bag first (fetching is not supported)"))
+        }
+        result.problems = problems.sorted { ($0.file ?? "", $0.reason) < ($1.file ?? "", $1.reason) }
+        return result
+    }
+}

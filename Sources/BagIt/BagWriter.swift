@@ -1,0 +1,364 @@
+public import ArchiveIO
+import CFileSync
+public import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One payload file a ``BagWriter`` will write: its path under `data/`, its
+/// size and the SHA-256 its bytes must have.
+public struct BagPayloadItem: Sendable, Hashable {
+    /// The path relative to `data/` (`photos/a.jpg` is written as `data/photos/a.jpg`).
+    public var path: String
+    public var size: Int64
+    /// Lowercase hex; the bytes written are hashed and compared with it.
+    public var sha256: String
+
+    public init(path: String, size: Int64, sha256: String) {
+        self.path = path
+        self.size = size
+        self.sha256 = sha256
+    }
+}
+
+/// Where a bag is written: an archive (one top-level directory holding the
+/// bag) or a plain directory (the bag itself).
+public enum BagFormat: Sendable, Hashable, CustomStringConvertible {
+    case archive(ArchiveFormat)
+    case directory
+
+    /// The format a path's extension names (`.tar`, `.tar.gz`, `.tar.zst`, `.zip`, …), else a directory.
+    public init(path: String) {
+        self = ArchiveFormat(fileExtensionOf: path).map(Self.archive) ?? .directory
+    }
+
+    /// The format named on a command line: `tar`, `tar.gz`, `tgz`, `tar.zst`, `tar.xz`,
+    /// `zip` or `dir`.
+    public init?(name: String) {
+        if ["dir", "directory"].contains(name.lowercased()) {
+            self = .directory
+        } else if let format = ArchiveFormat(fileExtensionOf: "x." + name.lowercased()) {
+            self = .archive(format)
+        } else {
+            return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .archive(let format): format.description
+        case .directory: "directory"
+        }
+    }
+}
+
+/// Writes a BagIt 1.0 bag (RFC 8493), streaming: the tag files first —
+/// `bagit.txt`, `bag-info.txt`, `manifest-sha256.txt`, the caller's own tag
+/// files and `tagmanifest-sha256.txt` — then each payload file as its bytes
+/// are pushed. Every payload byte is hashed on the way; a file whose bytes
+/// differ from its listed SHA-256 or size stops the bag.
+///
+/// The bag appears at its path only when ``finish()`` succeeds: an archive is
+/// written beside it and renamed, a directory is built under a hidden name
+/// and renamed. A writer dropped unfinished removes what it wrote. Memory use
+/// does not depend on the payload's size.
+///
+/// ```swift
+/// let writer = try BagWriter(path: "out.tar.zst", payload: [BagPayloadItem(path: "a.txt", size: 3, sha256: digest)])
+/// try writer.writePayload(0) { write in try Array("hi\n".utf8).withUnsafeBytes(write) }
+/// try writer.finish()
+/// ```
+public final class BagWriter {
+    /// The bag's path.
+    public let path: String
+    public let format: BagFormat
+    /// The bag's top-level directory name inside an archive.
+    public let bagName: String
+    public let payload: [BagPayloadItem]
+
+    private var archive: ArchiveWriter?
+    private var partialDirectory: String?
+    private var written: [Bool]
+    private var finished = false
+    private let date: Date
+
+    /// Starts a bag and writes its tag files.
+    ///
+    /// - Parameters:
+    ///   - path: Where the bag goes. An archive replaces an existing file when finished; a
+    ///     directory must not exist yet.
+    ///   - format: The format; `nil` takes it from `path` (an archive extension, else a directory).
+    ///   - bagName: The top-level directory inside an archive; by default `path`'s file name
+    ///     without its archive extension.
+    ///   - payload: Every payload file, in the order they will be written.
+    ///   - info: Fields added to `bag-info.txt` after the generated ones.
+    ///   - tagFiles: Further tag files (paths relative to the bag, outside `data/`), listed in
+    ///     the tag manifest.
+    ///   - agent: `Bag-Software-Agent`.
+    ///   - compressionLevel: For compressed archives; `nil` for the format's default.
+    /// - Throws: ``BagError`` `invalidArgument` for an unsafe or repeated payload path, `io`
+    ///   if the bag cannot be created.
+    public init(
+        path: String, format: BagFormat? = nil, bagName: String? = nil, payload: [BagPayloadItem],
+        info: [(label: String, value: String)] = [], tagFiles: [(path: String, bytes: [UInt8])] = [],
+        agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date()
+    ) throws(BagError) {
+        let format = format ?? BagFormat(path: path)
+        self.path = path
+        self.format = format
+        self.payload = payload
+        self.date = date
+        self.bagName = bagName ?? Self.defaultName(path, format: format)
+        written = Array(repeating: false, count: payload.count)
+        var seen = Set<String>()
+        for item in payload {
+            try Self.checkRelative(item.path, what: "payload file")
+            guard seen.insert(item.path).inserted else {
+                throw BagError(.invalidArgument, file: "data/" + item.path, "is listed twice")
+            }
+        }
+        for tag in tagFiles {
+            try Self.checkRelative(tag.path, what: "tag file")
+            guard tag.path != "data", !tag.path.hasPrefix("data/") else {
+                throw BagError(.invalidArgument, file: tag.path, "a tag file cannot be under data/")
+            }
+        }
+        try Self.checkRelative(self.bagName, what: "bag name")
+
+        switch format {
+        case .archive(let archiveFormat):
+            do {
+                archive = try ArchiveWriter(
+                    path: path, format: archiveFormat,
+                    options: ArchiveWriteOptions(compressionLevel: compressionLevel, synchronizesOnFinish: true))
+            } catch {
+                throw BagError(.io, file: path, "cannot be written: \(error.message)")
+            }
+        case .directory:
+            if access(path, F_OK) == 0 {
+                throw BagError(.io, file: path, "already exists; give a new path for the bag")
+            }
+            let url = URL(fileURLWithPath: path)
+            let partial =
+                url.deletingLastPathComponent().path
+                + "/.\(url.lastPathComponent).partial-\(UInt32.random(in: 0...UInt32.max))"
+            try Self.makeDirectory(partial)
+            partialDirectory = partial
+        }
+
+        let manifest = TagFile.formatManifest(payload.map { ("data/" + $0.path, $0.sha256) })
+        var tags: [(path: String, bytes: [UInt8])] = [
+            ("bagit.txt", TagFile.declaration),
+            ("bag-info.txt", TagFile.formatFields(bagInfo(agent: agent) + info)),
+            ("manifest-sha256.txt", manifest),
+        ]
+        tags += tagFiles
+        var tagManifest: [(path: String, checksum: String)] = []
+        for tag in tags {
+            var hasher = MultiHasher([.sha256])
+            tag.bytes.withUnsafeBytes { hasher.update($0) }
+            tagManifest.append((tag.path, hasher.finalize()[.sha256]!))
+        }
+        tags.append(("tagmanifest-sha256.txt", TagFile.formatManifest(tagManifest)))
+        if case .archive = format { try writeDirectory("") }
+        for tag in tags { try writeTag(tag.path, tag.bytes) }
+        if case .archive = format { try writeDirectory("data") }
+    }
+
+    deinit {
+        if !finished, let partialDirectory { try? FileManager.default.removeItem(atPath: partialDirectory) }
+        // An unfinished ArchiveWriter removes its own temporary file.
+    }
+
+    private func bagInfo(agent: String) -> [(label: String, value: String)] {
+        let bytes = payload.reduce(Int64(0)) { $0 + $1.size }
+        let day = Date.ISO8601FormatStyle(timeZone: .current).year().month().day().dateSeparator(.dash)
+        return [
+            ("Bagging-Date", date.formatted(day)),
+            ("Bag-Software-Agent", agent),
+            ("Payload-Oxum", "\(bytes).\(payload.count)"),
+            ("Bag-Size", Self.humanSize(bytes)),
+        ]
+    }
+
+    /// Writes payload file `index`: `produce` pushes its bytes, in order, through the
+    /// function it is given.
+    ///
+    /// - Throws: ``BagError`` `contentMismatch` naming the file when the bytes' SHA-256 or
+    ///   size differ from the item's (the bag is then unusable: drop the writer), `io`, or
+    ///   whatever `produce` throws.
+    public func writePayload(
+        _ index: Int, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        guard payload.indices.contains(index), !written[index] else {
+            throw BagError(.invalidArgument, file: nil, "payload item \(index) does not exist or was written")
+        }
+        let item = payload[index]
+        let name = "data/" + item.path
+        var hasher = MultiHasher([.sha256])
+        var size: Int64 = 0
+        let counting: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void = { write in
+            try withoutActuallyEscaping(write) { write in
+                try produce { chunk in
+                    hasher.update(chunk)
+                    size += Int64(chunk.count)
+                    guard size <= item.size else { throw Self.sizeMismatch(name, item.size, size, more: true) }
+                    try write(chunk)
+                }
+            }
+            guard size == item.size else { throw Self.sizeMismatch(name, item.size, size, more: false) }
+        }
+        if let archive {
+            let entry = ArchiveEntry(path: bagName + "/" + name, kind: .file, size: item.size, modificationDate: date)
+            do throws(ArchiveError) {
+                try archive.writeEntry(entry, producing: counting)
+            } catch {
+                throw Self.unwrapped(error, path: path)
+            }
+        } else if let partialDirectory {
+            try writeFile(partialDirectory + "/" + name, producing: counting)
+        }
+        let digest = hasher.finalize()[.sha256]!
+        guard digest == item.sha256 else {
+            throw BagError(
+                .contentMismatch, file: name,
+                "its bytes hash to \(digest.prefix(12))…, not the \(item.sha256.prefix(12))… they were listed with")
+        }
+        written[index] = true
+    }
+
+    /// Completes the bag and moves it to ``path``.
+    ///
+    /// - Throws: ``BagError`` `invalidArgument` if a payload file was not written, `io`.
+    public func finish() throws(BagError) {
+        if let missing = written.firstIndex(of: false) {
+            throw BagError(.invalidArgument, file: "data/" + payload[missing].path, "was never written")
+        }
+        if let archive {
+            do {
+                try archive.finish()
+            } catch {
+                throw BagError(.io, file: path, "cannot be written: \(error.message)")
+            }
+        } else if let partialDirectory {
+            let fd = open(partialDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if fd >= 0 {
+                defer { close(fd) }
+                guard cfilesync_syncfs(fd) == 0 else { throw Self.ioError(partialDirectory, "cannot be synced") }
+            }
+            guard rename(partialDirectory, path) == 0 else { throw Self.ioError(path, "cannot be created") }
+        }
+        finished = true
+    }
+
+    // MARK: - Writing
+
+    private func writeDirectory(_ relative: String) throws(BagError) {
+        guard let archive else { return }
+        let member = relative.isEmpty ? bagName : bagName + "/" + relative
+        do {
+            try archive.writeEntry(ArchiveEntry(path: member, kind: .directory, modificationDate: date))
+        } catch {
+            throw BagError(.io, file: path, "cannot be written: \(error.message)")
+        }
+    }
+
+    private func writeTag(_ relative: String, _ bytes: [UInt8]) throws(BagError) {
+        if let archive {
+            do {
+                try archive.writeEntry(
+                    ArchiveEntry(path: bagName + "/" + relative, kind: .file, modificationDate: date), contents: bytes)
+            } catch {
+                throw BagError(.io, file: path, "cannot be written: \(error.message)")
+            }
+        } else if let partialDirectory {
+            do {
+                try writeFile(partialDirectory + "/" + relative) { write in try bytes.withUnsafeBytes(write) }
+            } catch let error as BagError {
+                throw error
+            } catch {
+                throw BagError(.io, file: relative, "cannot be written: \(error)")
+            }
+        }
+    }
+
+    private func writeFile(
+        _ file: String, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        try Self.makeDirectory((file as NSString).deletingLastPathComponent)
+        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Self.ioError(file, "cannot be created") }
+        defer { close(fd) }
+        try produce { chunk in
+            var offset = 0
+            while offset < chunk.count {
+                let n = write(fd, chunk.baseAddress! + offset, chunk.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw Self.ioError(file, "cannot be written")
+                }
+                offset += n
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func defaultName(_ path: String, format: BagFormat) -> String {
+        var name = (path as NSString).lastPathComponent
+        if case .archive = format {
+            for suffix in [".tar.gz", ".tar.zst", ".tar.xz", ".tgz", ".tzst", ".txz", ".tar", ".zip"]
+            where name.lowercased().hasSuffix(suffix) && name.count > suffix.count {
+                name = String(name.dropLast(suffix.count))
+                break
+            }
+        }
+        return name.isEmpty || name == "." || name == ".." ? "bag" : name
+    }
+
+    static func checkRelative(_ path: String, what: String) throws(BagError) {
+        let components = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard !path.isEmpty, !path.hasPrefix("/"),
+            !components.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
+            !path.utf8.contains(0)
+        else {
+            throw BagError(.invalidArgument, file: path, "is not a safe relative path for a \(what)")
+        }
+    }
+
+    static func makeDirectory(_ path: String) throws(BagError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw BagError(.io, file: path, "cannot be created: \(error.localizedDescription)")
+        }
+    }
+
+    /// The error a chunk source threw (a mismatch, a read error), or the writer's own.
+    static func unwrapped(_ error: ArchiveError, path: String) -> any Error {
+        error.cause ?? BagError(.io, file: path, "cannot be written: \(error.message)")
+    }
+
+    static func ioError(_ path: String, _ what: String) -> BagError {
+        BagError(.io, file: path, "\(what): \(String(cString: strerror(errno)))")
+    }
+
+    static func sizeMismatch(_ name: String, _ expected: Int64, _ actual: Int64, more: Bool) -> BagError {
+        BagError(
+            .contentMismatch, file: name,
+            "holds \(more ? "more than \(expected)" : "\(actual)") bytes, not the \(expected) it was listed with")
+    }
+
+    /// `Bag-Size`: bytes in decimal units, as people read them (`12.3 MB`).
+    static func humanSize(_ bytes: Int64) -> String {
+        let units = ["bytes", "KB", "MB", "GB", "TB"]
+        var value = Double(bytes)
+        var unit = 0
+        while value >= 1000 && unit < units.count - 1 {
+            value /= 1000
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) bytes" : String(format: "%.1f %@", value, units[unit])
+    }
+}

@@ -1,0 +1,205 @@
+/// The tag files of a bag: `bagit.txt`, `bag-info.txt` and the manifests, as
+/// RFC 8493 defines them (sections 2.1.1, 2.2.2, 2.1.3 and 2.2.1).
+public enum TagFile {
+    /// The versions this reader accepts: 1.0 and the drafts before it
+    /// (bagit-python writes 0.97).
+    public static let supportedVersions: Set<String> = ["0.93", "0.94", "0.95", "0.96", "0.97", "1.0"]
+
+    /// Splits text into lines ended by LF, CR or CR LF; a last line without an end counts.
+    static func lines(_ text: String) -> [Substring] {
+        var result: [Substring] = []
+        var start = text.startIndex
+        var index = text.startIndex
+        while index < text.endIndex {
+            let c = text[index]
+            if c == "\n" || c == "\r" || c == "\r\n" {
+                result.append(text[start..<index])
+                index = text.index(after: index)
+                start = index
+            } else {
+                index = text.index(after: index)
+            }
+        }
+        if start < text.endIndex { result.append(text[start...]) }
+        return result
+    }
+
+    /// Decodes a tag file's bytes as UTF-8, refusing invalid bytes and a byte-order mark.
+    static func decode(_ bytes: [UInt8], file: String) throws(BagError) -> String {
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            throw BagError(.malformedTagFile, file: file, "begins with a byte-order mark, which BagIt does not allow")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw BagError(.malformedTagFile, file: file, "is not valid UTF-8")
+        }
+        return text
+    }
+
+    /// Parses `Label: value` lines; a line that begins with a space or tab continues the
+    /// value before it. Labels keep their order and may repeat.
+    public static func parseFields(_ bytes: [UInt8], file: String) throws(BagError) -> [(label: String, value: String)]
+    {
+        let text = try decode(bytes, file: file)
+        var fields: [(label: String, value: String)] = []
+        for (number, line) in lines(text).enumerated() {
+            if line.isEmpty { continue }
+            if line.first == " " || line.first == "\t" {
+                guard !fields.isEmpty else {
+                    throw BagError(.malformedTagFile, file: file, "line \(number + 1) continues no field")
+                }
+                fields[fields.count - 1].value += " " + line.drop { $0 == " " || $0 == "\t" }
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else {
+                throw BagError(.malformedTagFile, file: file, "line \(number + 1) is not 'Label: value'")
+            }
+            let label = line[..<colon].trimmingWhitespace()
+            guard !label.isEmpty else {
+                throw BagError(.malformedTagFile, file: file, "line \(number + 1) has an empty label")
+            }
+            fields.append((String(label), String(line[line.index(after: colon)...].trimmingWhitespace())))
+        }
+        return fields
+    }
+
+    /// Formats fields as a tag file, one `Label: value` line each.
+    public static func formatFields(_ fields: [(label: String, value: String)]) -> [UInt8] {
+        var text = ""
+        for (label, value) in fields { text += "\(label): \(value.replacingNewlines())\n" }
+        return Array(text.utf8)
+    }
+
+    /// The declaration `bagit.txt` of a BagIt 1.0 bag in UTF-8.
+    public static let declaration: [UInt8] = Array("BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n".utf8)
+
+    /// Reads `bagit.txt` and returns the bag's version.
+    ///
+    /// - Throws: `malformedTagFile` unless it holds exactly the two fields, in order;
+    ///   `unsupportedVersion` for a version or encoding this reader does not support.
+    public static func parseDeclaration(_ bytes: [UInt8]) throws(BagError) -> String {
+        let file = "bagit.txt"
+        let fields = try parseFields(bytes, file: file)
+        guard fields.count == 2, fields[0].label == "BagIt-Version", fields[1].label == "Tag-File-Character-Encoding"
+        else {
+            throw BagError(
+                .malformedTagFile, file: file,
+                "must hold exactly 'BagIt-Version: M.N' and 'Tag-File-Character-Encoding: UTF-8'")
+        }
+        let version = fields[0].value
+        guard supportedVersions.contains(version) else {
+            let known = supportedVersions.sorted().joined(separator: ", ")
+            throw BagError(.unsupportedVersion, file: file, "BagIt version \(version) is not supported (only \(known))")
+        }
+        guard fields[1].value.uppercased() == "UTF-8" else {
+            throw BagError(
+                .unsupportedVersion, file: file, "tag files in \(fields[1].value) are not supported (only UTF-8)")
+        }
+        return version
+    }
+
+    // MARK: Manifests
+
+    /// Encodes a path for a manifest line: in BagIt 1.0, `%`, LF and CR are percent-encoded.
+    public static func encodePath(_ path: String) -> String {
+        var result = ""
+        for scalar in path.unicodeScalars {
+            switch scalar {
+            case "%": result += "%25"
+            case "\n": result += "%0A"
+            case "\r": result += "%0D"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    /// Decodes a manifest path. BagIt 1.0 decodes `%25`, `%0A` and `%0D`; earlier
+    /// versions only `%0A` and `%0D` (they left `%` as it is, as bagit-python does).
+    public static func decodePath(_ path: String, version: String) -> String {
+        guard path.contains("%") else { return path }
+        let decodesPercent = version == "1.0"
+        var result = ""
+        var rest = Substring(path)
+        while let percent = rest.firstIndex(of: "%") {
+            result += rest[..<percent]
+            let code = rest[percent...].dropFirst().prefix(2).uppercased()
+            switch code {
+            case "0A": result += "\n"
+            case "0D": result += "\r"
+            case "25" where decodesPercent: result += "%"
+            default:
+                result += "%"
+                rest = rest[rest.index(after: percent)...]
+                continue
+            }
+            rest = rest[rest.index(percent, offsetBy: 3)...]
+        }
+        return result + rest
+    }
+
+    /// Parses a manifest (`checksum path` lines) into path → checksum (lowercased).
+    ///
+    /// - Throws: `malformedManifest` naming the manifest and the line for a line that is not
+    ///   `checksum path`, a checksum of the wrong length, a path that is absolute, has a `..`
+    ///   component, or is listed twice.
+    public static func parseManifest(
+        _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String
+    ) throws(BagError) -> [String: String] {
+        let text = try decode(bytes, file: file)
+        var entries: [String: String] = [:]
+        for (number, line) in lines(text).enumerated() {
+            if line.allSatisfy({ $0 == " " || $0 == "\t" }) { continue }
+            guard let gap = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else {
+                throw BagError(.malformedManifest, file: file, "line \(number + 1) is not 'checksum path'")
+            }
+            let checksum = line[..<gap].lowercased()
+            let rawPath = line[gap...].drop { $0 == " " || $0 == "\t" }
+            guard checksum.count == algorithm.hexLength, checksum.allSatisfy(\.isHexDigit) else {
+                throw BagError(
+                    .malformedManifest, file: file,
+                    "line \(number + 1): '\(checksum)' is not a \(algorithm.rawValue) checksum")
+            }
+            let path = try normalizedPath(decodePath(String(rawPath), version: version), file: file, line: number + 1)
+            guard entries.updateValue(checksum, forKey: path) == nil else {
+                throw BagError(.malformedManifest, file: file, "line \(number + 1) lists \(path) a second time")
+            }
+        }
+        return entries
+    }
+
+    /// Formats a manifest, sorted by path.
+    public static func formatManifest(_ entries: [(path: String, checksum: String)]) -> [UInt8] {
+        var text = ""
+        for (path, checksum) in entries.sorted(by: {
+            Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8))
+        }) {
+            text += "\(checksum)  \(encodePath(path))\n"
+        }
+        return Array(text.utf8)
+    }
+
+    /// A manifest path with `.` components dropped; refuses empty, absolute and `..` paths.
+    static func normalizedPath(_ path: String, file: String, line: Int) throws(BagError) -> String {
+        if path.hasPrefix("/") {
+            throw BagError(.malformedManifest, file: file, "line \(line) names an absolute path, \(path)")
+        }
+        var components: [Substring] = []
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) where component != "." {
+            if component == ".." {
+                throw BagError(.malformedManifest, file: file, "line \(line) names a path with '..', \(path)")
+            }
+            components.append(component)
+        }
+        guard !components.isEmpty else { throw BagError(.malformedManifest, file: file, "line \(line) names no file") }
+        return components.joined(separator: "/")
+    }
+}
+
+extension Substring {
+    func trimmingWhitespace() -> Substring {
+        var s = self
+        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
+        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
+        return s
+    }
+}

@@ -1,0 +1,140 @@
+import ArgumentParser
+import AssetCatalog
+import BagIt
+import Foundation
+
+/// A progress bar for bundle work, drawn on a terminal only.
+private func drawBundleProgress(_ label: String) -> @Sendable (BundleProgress) -> Void {
+    { p in
+        guard p.bytesTotal > 0 else { return }
+        let percent = Int(p.bytesDone * 100 / p.bytesTotal)
+        Terminal.progress(label, done: percent, total: 100, bytes: p.bytesDone)
+    }
+}
+
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write assets as a BagIt bag: .tar, .tar.gz, .tar.zst, .zip, or a directory.",
+        discussion: """
+            Selects every asset unless IDs (or names), --tag or --kind narrow it; an archive brings its \
+            members. Every byte is re-hashed on the way out: a missing or damaged asset stops the export \
+            (no partial bundle is left) unless --skip-damaged leaves it out and lists it.
+            """)
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "The bundle to write (its extension picks the format; none: a directory).") var bundle: String
+    @Argument(help: "IDs or names of the assets to export (default: all).") var assets: [String] = []
+    @Option(help: "tar, tar.gz, tar.zst, tar.xz, zip or dir (default: from the bundle's extension).")
+    var format: String?
+    @Option(help: "Only assets with this tag.") var tag: String?
+    @Option(help: "Only assets of this kind.") var kind: String?
+    @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged = false
+    @Flag(help: "Print a JSON summary.") var json = false
+
+    func validate() throws {
+        if let format, BagFormat(name: format) == nil {
+            throw ValidationError("Unknown format '\(format)': use tar, tar.gz, tar.zst, tar.xz, zip or dir")
+        }
+    }
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let selection = ExportSelection(
+                references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
+            let exportOptions = ExportOptions(format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged)
+            let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
+            let result = try await Interrupt().run {
+                do {
+                    return try await catalog.export(
+                        to: path, selection: selection, options: exportOptions, progress: drawBundleProgress("export"))
+                } catch is CancellationError {
+                    throw CatalogError(.cancelled, "Export cancelled: no bundle was written")
+                }
+            }
+            for skip in result.skipped { Terminal.note("left out \(skip.id) \(skip.name): \(skip.reason)") }
+            if json { return try Terminal.json(result) }
+            print(
+                "exported \(plural(result.assets, "asset")) (\(Terminal.formatBytes(result.bytes))) to \(result.path)"
+                    + (result.skipped.isEmpty ? "" : "; left out \(result.skipped.count) missing or damaged"))
+        }
+    }
+}
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Import a BagIt bag (a directory or any archive), all or nothing.",
+        discussion: """
+            Every payload file is checked against every manifest before one transaction adopts them all; \
+            an invalid or hostile bag changes nothing. A name the catalog already has (with other content) \
+            is a conflict: --on-conflict skip (the default) keeps the catalog's, replace deletes it, \
+            keep-both imports the bundle's as 'name (2)'.
+            """)
+
+    @OptionGroup var options: CatalogOption
+    @Argument(help: "The bag: a directory, or a .tar, .tar.gz, .tar.zst, .zip, … archive.") var bundle: String
+    @Option(name: .customLong("on-conflict"), help: "skip, replace or keep-both.") var onConflict = "skip"
+    @Flag(help: "Print a JSON summary.") var json = false
+
+    func validate() throws {
+        guard ConflictPolicy(rawValue: onConflict) != nil else {
+            throw ValidationError("Unknown --on-conflict '\(onConflict)': use skip, replace or keep-both")
+        }
+    }
+
+    func run() async throws {
+        try await reportingErrors {
+            let catalog = try options.open()
+            defer { catalog.close() }
+            let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
+            let result = try await Interrupt().run {
+                do {
+                    return try await catalog.importBundle(
+                        from: path, options: ImportOptions(onConflict: ConflictPolicy(rawValue: onConflict)!),
+                        progress: drawBundleProgress("import"))
+                } catch let error as CatalogError where error.code == .cancelled {
+                    throw CatalogError(.cancelled, "Import cancelled: nothing was imported")
+                }
+            }
+            if json { return try Terminal.json(result) }
+            var parts = ["imported \(plural(result.imported.count, "asset")) from \(path)"]
+            if !result.alreadyPresent.isEmpty { parts.append("\(result.alreadyPresent.count) already present") }
+            if !result.skipped.isEmpty { parts.append("\(result.skipped.count) skipped (name conflicts)") }
+            if !result.replaced.isEmpty { parts.append("\(result.replaced.count) replaced") }
+            if !result.renamed.isEmpty { parts.append("\(result.renamed.count) renamed") }
+            print(parts.joined(separator: "; "))
+            for skip in result.skipped { Terminal.note("skipped \(skip.name): \(skip.reason)") }
+            for rename in result.renamed { Terminal.note("renamed \(rename.from) -> \(rename.to)") }
+            for name in result.storedAsManaged {
+                Terminal.note("stored \(name) in the catalog: its referenced file is not on this machine")
+            }
+        }
+    }
+}
+
+struct Validate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a BagIt bag (a directory or an archive) without importing it.",
+        discussion: "Exit 0 for a valid bag; otherwise every problem, one per line naming the file, and exit 1.")
+
+    @Argument(help: "The bag: a directory or an archive.") var bundle: String
+    @Flag(help: "Print a JSON report.") var json = false
+
+    func run() async throws {
+        try await reportingErrors {
+            let report = try Catalog.validateBundle(at: bundle, progress: drawBundleProgress("validate"))
+            if json {
+                try Terminal.json(report)
+            } else if report.isValid {
+                print(
+                    "\(bundle) is valid: BagIt \(report.version ?? "?"), \(plural(report.payloadFiles, "payload file")), "
+                        + Terminal.formatBytes(report.payloadBytes))
+            } else {
+                for problem in report.problems { print(problem) }
+                Terminal.note("\(bundle) is not a valid bag: \(plural(report.problems.count, "problem"))")
+            }
+            if !report.isValid { throw ExitCode.failure }
+        }
+    }
+}
