@@ -45,13 +45,15 @@ struct Export: AsyncParsableCommand {
                 references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
             let exportOptions = ExportOptions(format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged)
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
-            let result = try await Interrupt().run {
-                do {
-                    return try await catalog.export(
+            let result: ExportResult
+            do {
+                result = try await Interrupt().run {
+                    try await catalog.export(
                         to: path, selection: selection, options: exportOptions, progress: drawBundleProgress("export"))
-                } catch is CancellationError {
-                    throw CatalogError(.cancelled, "Export cancelled: no bundle was written")
                 }
+            } catch is CancellationError {
+                Terminal.note("interrupted: no bundle was written")
+                throw ExitCode(130)
             }
             for skip in result.skipped { Terminal.note("left out \(skip.id) \(skip.name): \(skip.reason)") }
             if json { return try Terminal.json(result) }
@@ -88,14 +90,16 @@ struct Import: AsyncParsableCommand {
             let catalog = try options.open()
             defer { catalog.close() }
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
-            let result = try await Interrupt().run {
-                do {
-                    return try await catalog.importBundle(
+            let result: ImportResult
+            do {
+                result = try await Interrupt().run {
+                    try await catalog.importBundle(
                         from: path, options: ImportOptions(onConflict: ConflictPolicy(rawValue: onConflict)!),
                         progress: drawBundleProgress("import"))
-                } catch let error as CatalogError where error.code == .cancelled {
-                    throw CatalogError(.cancelled, "Import cancelled: nothing was imported")
                 }
+            } catch let error as CatalogError where error.code == .cancelled {
+                Terminal.note("interrupted: nothing was imported")
+                throw ExitCode(130)
             }
             if json { return try Terminal.json(result) }
             var parts = ["imported \(plural(result.imported.count, "asset")) from \(path)"]

@@ -25,7 +25,9 @@ import Testing
         let writer = try BagWriter(
             path: root + "/" + name,
             payload: files.map { BagPayloadItem(path: $0.0, size: Int64($0.1.count), sha256: sha256($0.1)) })
-        for (i, file) in files.enumerated() { try writer.writePayload(i) { write in try file.1.withUnsafeBytes(write) } }
+        for (i, file) in files.enumerated() {
+            try writer.writePayload(i) { write in try file.1.withUnsafeBytes(write) }
+        }
         try writer.finish()
         let bag = try BagReader.read(at: root + "/" + name)
         #expect(bag.problems.map(\.description) == [])
