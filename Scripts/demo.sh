@@ -49,4 +49,14 @@ run ls --tag demo
 if [ -e "$object" ]; then echo "unexpected: $object still exists"; exit 1; else echo "$object is gone"; fi
 run gc
 
+step "Export the catalog as a BagIt bundle, validate it, import it into a second catalog"
+bundle="$work/demo-bundle.tar.zst"
+run export "$bundle"
+run validate "$bundle"
+second="$work/second.assetcat"
+"$bin" init "$second" >/dev/null
+printf '$ assetcat import --catalog %s %s\n' "$second" "$bundle"
+ASSETCAT_CATALOG="$second" "$bin" import "$bundle"
+ASSETCAT_CATALOG="$second" "$bin" ls
+
 printf '\nThe demo catalog is in %s\n' "$catalog"

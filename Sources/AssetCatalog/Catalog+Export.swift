@@ -235,18 +235,21 @@ extension Catalog {
         wrote: (Int) -> Void
     ) throws {
         guard let archivePath = try memberArchivePath(members[0]) else { return }
-        var wanted: [String: [Int: AssetRecord]] = [:]
-        for member in members { wanted[member.member ?? "", default: [:]][member.memberOrdinal] = member }
-        var seen: [String: Int] = [:]
+        // Keyed by bytes: a Swift String compares NFC and NFD spellings equal, and an
+        // archive can hold both as two members.
+        var wanted: [[UInt8]: [Int: AssetRecord]] = [:]
+        for member in members { wanted[Array((member.member ?? "").utf8), default: [:]][member.memberOrdinal] = member }
+        var seen: [[UInt8]: Int] = [:]
         var remaining = members.count
         do {
             try withArchiveReader(at: archivePath) { reader in
                 while remaining > 0, let entry = try reader.nextEntry() {
                     guard entry.kind == .file || entry.kind == .hardlink else { continue }
-                    let ordinal = seen[entry.path, default: 0]
-                    seen[entry.path] = ordinal + 1
-                    guard let record = wanted[entry.path]?[ordinal] else { continue }
-                    wanted[entry.path]?[ordinal] = nil
+                    let key = Array(entry.path.utf8)
+                    let ordinal = seen[key, default: 0]
+                    seen[key] = ordinal + 1
+                    guard let record = wanted[key]?[ordinal] else { continue }
+                    wanted[key]?[ordinal] = nil
                     remaining -= 1
                     let i = index[record.id]!
                     if entry.kind == .hardlink {
