@@ -208,13 +208,19 @@ final class Scan {
         return algorithms
     }
 
+    /// The SHA-256 manifests read so far, parsed once, by bag root.
+    var parsedSHA256Manifests: [String: [String: String]] = [:]
+
     /// The SHA-256 the manifest read so far gives `path` (`root/data/…`), if any.
     func expectedSHA256(_ path: String, root: String) -> String? {
-        guard let declaration = kept[root + "bagit.txt"], let manifest = kept[root + "manifest-sha256.txt"],
-            let version = try? TagFile.parseDeclaration(declaration),
-            let entries = try? TagFile.parseManifest(manifest, file: "", algorithm: .sha256, version: version)
-        else { return nil }
-        return entries[String(path.dropFirst(root.count))]
+        if parsedSHA256Manifests[root] == nil {
+            guard let declaration = kept[root + "bagit.txt"], let manifest = kept[root + "manifest-sha256.txt"],
+                let version = try? TagFile.parseDeclaration(declaration),
+                let entries = try? TagFile.parseManifest(manifest, file: "", algorithm: .sha256, version: version)
+            else { return nil }
+            parsedSHA256Manifests[root] = entries
+        }
+        return parsedSHA256Manifests[root]?[String(path.dropFirst(root.count))]
     }
 
     func report(bytes: Int64, file: Bool) {
