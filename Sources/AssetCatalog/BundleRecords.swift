@@ -74,9 +74,9 @@ struct BundleRecords: Codable {
         return records
     }
 
-    /// Every way the records contradict the bag: a payload path the bag lacks, a digest
-    /// or size that differs from the manifest's, a dangling or non-archive archive key, a
-    /// key or payload path used twice.
+    /// Every way the records contradict the bag: a payload path the bag lacks, a payload
+    /// file no entry lists, a digest or size that differs from the manifest's, a dangling or
+    /// non-archive archive key, a key or payload path used twice.
     func problems(in bag: BagContents) -> [BagError] {
         var problems: [BagError] = []
         let file = Self.fileName
@@ -117,6 +117,10 @@ struct BundleRecords: Codable {
                         .malformedTagFile, file: file,
                         "says \(entry.payload) has \(entry.size) bytes; it has \(payload.size)"))
             }
+        }
+        // A payload file no entry accounts for would be left out of the import without a word.
+        for path in bag.payload.keys.sorted() where !payloads.contains(path) {
+            problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
         }
         for entry in assets {
             if let archive = entry.archive {

@@ -134,19 +134,29 @@ extension Catalog {
         var staged: [StagingSink] = []
         defer { for sink in staged { unlink(sink.path) } }
         let bag: BagContents = try bundleErrors(path) {
-            try BagReader.read(
-                at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
-                sink: { [content] _, expected in
-                    let sink = try StagingSink(content: content, expected: expected)
-                    staged.append(sink)
-                    return sink
-                },
-                progress: { p in
-                    progress?(
-                        BundleProgress(
-                            filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal))
-                },
-                isCancelled: { Task.isCancelled })
+            do {
+                return try BagReader.read(
+                    at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
+                    sink: { [content] _, expected in
+                        let sink = try StagingSink(content: content, expected: expected)
+                        staged.append(sink)
+                        return sink
+                    },
+                    progress: { p in
+                        progress?(
+                            BundleProgress(
+                                filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal
+                            ))
+                    },
+                    isCancelled: { Task.isCancelled })
+            } catch let error as BagError where error.code != .io && error.code != .cancelled {
+                // What stops a read (a hostile member, a damaged archive, no or a bad bagit.txt)
+                // reads like the problems found after it: the bundle, then the file and reason.
+                let problem = error.file == path ? error.reason : error.description
+                throw CatalogError(
+                    error.code == .unreadableArchive ? .archive : .invalidArgument,
+                    "\(path) is not a valid bag, nothing was imported: \(problem)", path: path, cause: error)
+            }
         }
         var problems = bag.problems
         var records: BundleRecords?
@@ -223,7 +233,8 @@ extension Catalog {
                 ).map(AssetRecord.init)
             }
         }
-        var taken = Set(existing.map(\.name))
+        // Names a renamed asset cannot take: the catalog's, and the bundle's own.
+        var taken = Set(existing.map(\.name)).union(names)
         let byName = Dictionary(grouping: existing, by: \.name)
         var importedArchives = Set<Int64>()
         for entry in topLevel {
@@ -244,8 +255,9 @@ extension Catalog {
                 case .replace:
                     plan.replacing += same.map(\.id).filter { !plan.replacing.contains($0) }
                 case .keepBoth:
+                    // The name must be free in the whole catalog, not only among the bundle's names.
                     var n = 2
-                    while taken.contains(name) {
+                    while try taken.contains(name) || hasTopLevelAsset(named: name) {
                         name = PayloadNamer.numbered(entry.name, n)
                         n += 1
                     }
@@ -269,6 +281,16 @@ extension Catalog {
         }
         plan.result.replaced = plan.replacing.sorted()
         return plan
+    }
+
+    /// Whether a top-level asset (not an archive member) of the catalog has this name.
+    private func hasTopLevelAsset(named name: String) throws -> Bool {
+        try storeErrors {
+            try withContext { context in
+                try context.count(for: FetchRequest<Asset>(predicate: \.name == name && \.storage != Storage.member))
+                    > 0
+            }
+        }
     }
 
     /// Whether a referenced file is here with the recorded size and content.

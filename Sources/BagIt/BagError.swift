@@ -42,7 +42,8 @@ public struct BagError: Error, Sendable, CustomStringConvertible, Hashable {
     }
 
     public var code: Code
-    /// The file the problem is about, relative to the bag (or a path on disk).
+    /// The file the problem is about, relative to the bag (or a path on disk); `nil` when the
+    /// reason names it itself (ArchiveIO's messages name the archive and the member).
     public var file: String?
     /// The problem in words, without the file.
     public var reason: String

@@ -229,11 +229,24 @@ final class Scan {
         progress?(BagProgress(bytesDone: bytesDone, bytesTotal: bytesTotal, filesDone: filesDone))
     }
 
+    /// Refuses a second file whose name is the same string as an earlier one's in another
+    /// Unicode normalisation (`é` as one scalar and as `e` + accent): two files on Linux, one
+    /// key in ``files`` — without this, one of them would silently take the other's place.
+    func checkNameIsNew(_ path: String) throws {
+        guard files[path] == nil else {
+            throw BagError(
+                .hostileEntry, file: path,
+                "is a second file with this name in another Unicode normalisation (NFC and NFD); a bag cannot "
+                    + "hold both")
+        }
+    }
+
     /// Hashes (and keeps, or passes to a sink) one file's bytes, pushed by `produce`.
     func consume(
         _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void,
         chunkDone: ((Int) throws -> Void)? = nil
     ) throws {
+        try checkNameIsNew(path)
         let roots = Self.payloadRoots(path)
         let isPayload = !roots.isEmpty
         var target: (any BagPayloadSink)?
@@ -290,6 +303,7 @@ final class Scan {
                         throw BagError(
                             .hostileEntry, file: member, "is a hard link to \(target), which is not in the bag")
                     }
+                    try checkNameIsNew(member)
                     seen.linkTarget = target
                     files[member] = seen
                 case .file:
@@ -322,16 +336,18 @@ final class Scan {
         }
     }
 
+    /// ArchiveIO's messages already name the archive and the member ("Refusing member 'x' of
+    /// 'in.tar': …"): they are kept whole, without the archive's path once more in front.
     static func bagError(_ error: ArchiveError, archive: String) -> BagError {
         switch error.code {
         case .absolutePath, .parentTraversal, .invalidName, .nameTooLong, .linkOutsideRoot, .hardlinkTargetMissing,
             .entryTypeNotAllowed, .duplicateEntry, .tooManyEntries, .sizeLimitExceeded, .compressionRatioExceeded:
-            return BagError(.hostileEntry, file: archive, error.message)
+            return BagError(.hostileEntry, file: nil, error.message)
         case .callbackFailed:
             if let cause = error.cause as? BagError { return cause }
             return BagError(.io, file: archive, error.message)
         default:
-            return BagError(.unreadableArchive, file: archive, error.message)
+            return BagError(.unreadableArchive, file: nil, error.message)
         }
     }
 

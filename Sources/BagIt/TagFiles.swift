@@ -116,25 +116,32 @@ public enum TagFile {
     /// Decodes a manifest path. BagIt 1.0 decodes `%25`, `%0A` and `%0D`; earlier
     /// versions only `%0A` and `%0D` (they left `%` as it is, as bagit-python does).
     public static func decodePath(_ path: String, version: String) -> String {
-        guard path.contains("%") else { return path }
+        guard path.unicodeScalars.contains("%") else { return path }
         let decodesPercent = version == "1.0"
-        var result = ""
-        var rest = Substring(path)
-        while let percent = rest.firstIndex(of: "%") {
-            result += rest[..<percent]
-            let code = rest[percent...].dropFirst().prefix(2).uppercased()
-            switch code {
-            case "0A": result += "\n"
-            case "0D": result += "\r"
-            case "25" where decodesPercent: result += "%"
-            default:
-                result += "%"
-                rest = rest[rest.index(after: percent)...]
-                continue
+        // By scalars: a combining mark right after `%0A` must not hide the escape in one Character.
+        let scalars = Array(path.unicodeScalars)
+        var result = String.UnicodeScalarView()
+        var i = 0
+        while i < scalars.count {
+            if scalars[i] == "%", i + 2 < scalars.count {
+                let code = String(String.UnicodeScalarView(scalars[(i + 1)...(i + 2)])).uppercased()
+                let decoded: Unicode.Scalar? =
+                    switch code {
+                    case "0A": "\n"
+                    case "0D": "\r"
+                    case "25" where decodesPercent: "%"
+                    default: nil
+                    }
+                if let decoded {
+                    result.append(decoded)
+                    i += 3
+                    continue
+                }
             }
-            rest = rest[rest.index(percent, offsetBy: 3)...]
+            result.append(scalars[i])
+            i += 1
         }
-        return result + rest
+        return String(result)
     }
 
     /// Parses a manifest (`checksum path` lines) into path → checksum (lowercased).

@@ -1,0 +1,651 @@
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+@testable import AssetCatalog
+
+/// Bundles (BagIt bags) end to end: a catalog exported in every format and imported into
+/// an empty one comes back the same; bags go both ways with bagit-python, the reference
+/// implementation; a killed or failed import leaves nothing behind; name conflicts,
+/// damaged content and selections do what the documentation says.
+@Suite struct BundleTests {
+    // MARK: - Round trip
+
+    @Test func everyFormatRoundTripsEveryAsset() async throws {
+        let source = try TestCatalog()
+        let catalog = try await populated(source)
+        defer { catalog.close() }
+        let assets = try catalog.assets()
+        // Twelve names, different byte for byte (NFC and NFD included).
+        try #require(Set(assets.map { Array($0.name.utf8) }).count == 12)
+        #expect(Set(assets.filter { $0.storage == .member }.map(\.name)) == ["inner/doc.txt", "inner/deep/notes.md"])
+        #expect(assets.filter { $0.storage == .referenced }.map(\.name) == ["ref.md"])
+        #expect(try catalog.asset("photo.jpg").metadata["mediaType"] != nil)  // set by the metadata job
+        let expected = try await comparableListing(source)
+        let sourceStats = try catalog.stats()
+
+        for format in ["tar", "tar.gz", "tar.zst", "zip", "dir"] {
+            let bundle = source.directory.appending(path: format == "dir" ? "bundle" : "bundle." + format).path
+            let target = try TestCatalog()
+            if format == "tar.zst" {
+                // Through the CLI, as a user would.
+                let export = try await source.run(["export", bundle])
+                #expect(export.status == 0, "\(export.stderr)")
+                #expect(export.stdout.hasPrefix("exported 12 assets ("))
+                try target.create().close()
+                let run = try await target.run(["import", bundle])
+                #expect(run.status == 0, "\(run.stderr)")
+                #expect(run.stdout == "imported 12 assets from \(bundle)\n")
+                #expect(run.stderr == "")
+            } else {
+                let result = try await catalog.export(to: bundle)
+                #expect(result.assets == 12 && result.files == 12 && result.skipped.isEmpty, "\(format)")
+                #expect(result.bytes == assets.reduce(0) { $0 + $1.size })
+                let imported = try target.create()
+                let r = try await imported.importBundle(from: bundle)
+                #expect(r.imported.count == 12, "\(format)")
+                #expect(r.alreadyPresent.isEmpty && r.skipped.isEmpty && r.renamed.isEmpty && r.replaced.isEmpty)
+                #expect(r.storedAsManaged.isEmpty)  // the referenced file is on this machine
+                #expect(r.queuedJobs.isEmpty)  // our own records: nothing to index again
+                #expect(r.bytesStored == sourceStats.objectBytes)
+                imported.close()
+            }
+            let imported = try target.open()
+            #expect(try await imported.verify().issues.isEmpty, "\(format)")
+            #expect(try imported.stats().objectFiles == sourceStats.objectFiles, "\(format)")
+            #expect(try ownStaging(imported).isEmpty)
+            imported.close()
+            let listing = try await comparableListing(target)
+            #expect(listing == expected, "\(format): \(String(decoding: listing, as: UTF8.self))")
+        }
+    }
+
+    // MARK: - bagit-python, the reference implementation
+
+    @Test func anExportedBagPassesBagitPythonValidation() async throws {
+        let t = try TestCatalog()
+        let catalog = try await populated(t, awkwardNames: false)
+        defer { catalog.close() }
+        let bundle = t.directory.appending(path: "interop.tar.zst").path
+        #expect(try await catalog.export(to: bundle).assets == 8)
+        let extracted = t.directory.appending(path: "extracted")
+        try FileManager.default.createDirectory(at: extracted, withIntermediateDirectories: true)
+        try await tool("bsdtar", ["-xf", bundle, "-C", extracted.path])
+        let fromArchive = try await tool(
+            "python3", ["-m", "bagit", "--validate", extracted.appending(path: "interop").path], checked: false)
+        #expect(fromArchive.status == 0, "\(fromArchive.stderr)")
+
+        let directory = t.directory.appending(path: "interop-dir").path
+        _ = try await catalog.export(to: directory)
+        let fromDirectory = try await tool("python3", ["-m", "bagit", "--validate", directory], checked: false)
+        #expect(fromDirectory.status == 0, "\(fromDirectory.stderr)")
+    }
+
+    @Test(arguments: ["directory", "tar", "zip"])
+    func aBagMadeByBagitPythonImports(_ packaging: String) async throws {
+        let t = try TestCatalog()
+        let contents = ["a.txt": "top\n", "sub/b.txt": "below\n", "sub/naïve.txt": "accented name\n"]
+        let bag = t.directory.appending(path: "foreign")
+        for (name, text) in contents {
+            let url = bag.appending(path: name)
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: url)
+        }
+        try t.file("pack/inner/doc.txt", "inside the archive\n")
+        try await tool(
+            "bsdtar",
+            ["-czf", bag.appending(path: "pack.tar.gz").path, "-C", t.sources.appending(path: "pack").path, "inner"])
+        try await tool("python3", ["-m", "bagit", "--sha512", "--md5", bag.path])  // no SHA-256 manifest at all
+        #expect(FileManager.default.fileExists(atPath: bag.appending(path: "manifest-sha512.txt").path))
+
+        let bundle: String
+        switch packaging {
+        case "tar":
+            bundle = t.directory.appending(path: "foreign.tar").path
+            try await tool("tar", ["cf", bundle, "-C", t.directory.path, "foreign"])
+        case "zip":
+            bundle = t.directory.appending(path: "foreign.zip").path
+            try await tool(
+                "python3",
+                [
+                    "-c", "import shutil, sys; shutil.make_archive(sys.argv[1], 'zip', sys.argv[2], 'foreign')",
+                    t.directory.appending(path: "foreign").path, t.directory.path,
+                ])
+        default:
+            bundle = bag.path
+        }
+
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let result = try await catalog.importBundle(from: bundle)
+        // Named by their payload paths, in byte order.
+        #expect(result.imported.map(\.name) == ["a.txt", "pack.tar.gz", "sub/b.txt", "sub/naïve.txt"])
+        #expect(result.imported.allSatisfy { $0.storage == .managed && $0.tags.isEmpty && $0.path == nil })
+        #expect(result.imported.map(\.kind) == ["text", "archive", "text", "text"])
+        #expect(result.queuedJobs.count == 1)  // the archive is indexed, as an add would
+        for (name, text) in contents { #expect(try bytes(of: name, in: catalog) == Data(text.utf8), "\(name)") }
+        _ = try await catalog.jobs.runUntilIdle()
+        let member = try catalog.asset("inner/doc.txt")
+        #expect(member.storage == .member && member.archive == result.imported[1].id)
+        #expect(try bytes(of: "inner/doc.txt", in: catalog) == Data("inside the archive\n".utf8))
+        #expect(try await catalog.verify().issues.isEmpty)
+        #expect(try ownStaging(catalog).isEmpty)
+    }
+
+    // MARK: - Failures in the middle of an import
+
+    @Test func killedBeforeTheImportCommitsTheNextOpenRemovesTheNewContent() async throws {
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "bundle.tar").path
+        let newContent: [String]
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            let added = try await catalog.add([
+                try source.file("kept.txt", "already in the catalog\n"), try source.file("new.txt", "brand new\n"),
+                try source.file("newer.txt", "newer still\n"),
+            ]).added
+            newContent = added.dropFirst().map(\.sha256)
+            _ = try await catalog.export(to: bundle)
+        }
+
+        let t = try TestCatalog()
+        let kept: AssetRecord
+        do {
+            let catalog = try t.create()
+            defer { catalog.close() }
+            kept = try #require(try await catalog.add([try t.file("kept.txt", "already in the catalog\n")]).added.first)
+        }
+        let run = try await t.run(["import", bundle], environment: ["ASSETCAT_FAULT": "before-import-commit"])
+        #expect(run.status == 86)  // died at the fault point
+        for digest in newContent { #expect(t.hasObject(digest)) }  // linked into objects/, never recorded…
+        #expect(t.stagingEntries().count == 2)  // …and the dead process's staging folder and lock
+
+        let catalog = try t.open()  // …until the next open sweeps the journaled removals
+        defer { catalog.close() }
+        #expect(try catalog.assets().map(\.id) == [kept.id])
+        #expect(try catalog.asset(String(kept.id)).sha256 == kept.sha256)
+        for digest in newContent { #expect(!t.hasObject(digest)) }
+        #expect(t.hasObject(kept.sha256))
+        let stats = try catalog.stats()
+        #expect(stats.objectFiles == 1)
+        #expect(stats.pendingRemovals == 0)
+        let own = catalog.content.owner
+        #expect(t.stagingEntries() == [own, own + ".lock"])  // only this process's own folder
+        #expect(try ownStaging(catalog).isEmpty)
+
+        // The same import, run again, goes through.
+        let result = try await catalog.importBundle(from: bundle)
+        #expect(result.imported.map(\.name) == ["new.txt", "newer.txt"])
+        #expect(result.alreadyPresent == ["kept.txt"])
+        #expect(try catalog.stats().objectFiles == 3)
+    }
+
+    /// In process: linking the second new content into objects/ fails (its folder's name
+    /// is taken by a file — an I/O error even root cannot get past), after the first was
+    /// linked. The import throws, and the first content goes at once.
+    @Test func anImportThatFailsAfterLinkingContentLeavesNothingBehind() async throws {
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "bundle.tar.gz").path
+        let digests: [String]  // in the order the import links them
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            let added = try await catalog.add([
+                try source.file("one.txt", "the first new file\n"), try source.file("two.txt", "the second new file\n"),
+            ]).added
+            digests = added.map(\.sha256).sorted()
+            _ = try await catalog.export(to: bundle)
+        }
+        try #require(digests[0].prefix(2) != digests[1].prefix(2))
+
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let kept = try #require(try await catalog.add([try t.file("kept.txt", "kept\n")]).added.first)
+        try #require(!digests.contains { $0.prefix(2) == kept.sha256.prefix(2) })
+        let blocker = t.root.appending(path: "objects").appending(path: String(digests[1].prefix(2))).path
+        try #require(FileManager.default.createFile(atPath: blocker, contents: Data()))
+
+        let error = await #expect(throws: CatalogError.self) { try await catalog.importBundle(from: bundle) }
+        #expect(error?.code == .io)
+        #expect(error?.message.contains("Could not store") == true, "\(String(describing: error))")
+        #expect(try catalog.assets().map(\.id) == [kept.id])
+        #expect(!t.hasObject(digests[0]))  // it was linked, and removed when the import failed
+        #expect(t.hasObject(kept.sha256))
+        #expect(try ownStaging(catalog).isEmpty)
+
+        try FileManager.default.removeItem(atPath: blocker)
+        try catalog.finishPendingRemovals()  // the blocked content's plan could not be carried out until now
+        #expect(try catalog.stats().pendingRemovals == 0)
+        #expect(try catalog.stats().objectFiles == 1)
+        let result = try await catalog.importBundle(from: bundle)
+        #expect(result.imported.map(\.name) == ["one.txt", "two.txt"])
+        #expect(try catalog.stats().objectFiles == 3)
+        #expect(try await catalog.verify().issues.isEmpty)
+    }
+
+    // MARK: - Conflicts
+
+    @Test func importingTheSameBundleTwiceStoresNothingTwice() async throws {
+        let source = try TestCatalog()
+        let original = try await populated(source, awkwardNames: false)
+        defer { original.close() }
+        let bundle = source.directory.appending(path: "twice.tar.gz").path
+        _ = try await original.export(to: bundle)
+
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let first = try await catalog.importBundle(from: bundle)
+        #expect(first.imported.count == 8)
+        #expect(first.bytesStored == (try original.stats().objectBytes))
+        let stats = try catalog.stats()
+        #expect(stats.objectFiles == 4)  // a.txt and its copy share one file
+
+        let second = try await catalog.importBundle(from: bundle)
+        #expect(second.imported.isEmpty)
+        #expect(second.alreadyPresent.sorted() == first.imported.filter { $0.storage != .member }.map(\.name).sorted())
+        #expect(second.skipped.isEmpty && second.replaced.isEmpty && second.renamed.isEmpty)
+        #expect(second.bytesStored == 0)
+        #expect(try catalog.stats() == stats)
+        #expect(try ownStaging(catalog).isEmpty)
+    }
+
+    @Test func aConflictSkippedKeepsTheCatalogsAsset() async throws {
+        let (t, catalog, old, bundle) = try await conflict()
+        defer { catalog.close() }
+        let result = try await catalog.importBundle(from: bundle)  // skip is the default
+        #expect(result.imported.map(\.name) == ["c.txt"])
+        #expect(result.skipped == [.init(name: "a.txt", reason: "the catalog has an asset with this name (ID 1)")])
+        #expect(try catalog.asset("a.txt").id == old.id)
+        #expect(try bytes(of: "a.txt", in: catalog) == Data("the catalog's version\n".utf8))
+        #expect(!t.hasObject(bundleDigest))  // the skipped asset's content was not stored
+        #expect(result.bytesStored == 4)
+    }
+
+    @Test func aConflictReplacedDeletesTheCatalogsAssetAndItsFile() async throws {
+        let (t, catalog, old, bundle) = try await conflict()
+        defer { catalog.close() }
+        let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
+        #expect(result.replaced == [old.id])
+        #expect(result.imported.map(\.name) == ["a.txt", "c.txt"])
+        let new = try catalog.asset("a.txt")  // the only one left by that name
+        #expect(new.id != old.id && new.sha256 == bundleDigest && new.tags == ["theirs"])
+        #expect(!t.hasObject(old.sha256))  // gone once the import committed
+        #expect(t.hasObject(bundleDigest))
+        #expect(try catalog.stats().pendingRemovals == 0)
+        #expect(try catalog.assets().map(\.name) == ["b.txt", "a.txt", "c.txt"])
+    }
+
+    @Test func aReplacedAssetsFileStaysWhenTheBundleBringsItsContentBack() async throws {
+        let bundle = try await exportedBundle([("a.txt", "new a\n"), ("moved.txt", "old a\n")])
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let old = try #require(try await catalog.add([try t.file("a.txt", "old a\n")]).added.first)
+        let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
+        #expect(result.replaced == [old.id])
+        #expect(result.bytesStored == 6)  // only "new a\n": the other content was there
+        #expect(t.hasObject(old.sha256))  // moved.txt uses it now
+        #expect(try bytes(of: "moved.txt", in: catalog) == Data("old a\n".utf8))
+        #expect(try catalog.stats().objectFiles == 2)
+        #expect(try catalog.stats().pendingRemovals == 0)
+    }
+
+    @Test func aReplacedArchiveTakesItsMembersWithIt() async throws {
+        func archive(_ t: TestCatalog, _ members: [String: String]) async throws -> String {
+            for (name, text) in members { try t.file("pack/" + name, text) }
+            let path = t.sources.appending(path: "pack.tar.gz").path
+            try await tool("bsdtar", ["-czf", path, "-C", t.sources.appending(path: "pack").path, "inner"])
+            return path
+        }
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "new.zip").path
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            let path = try await archive(source, ["inner/doc.txt": "new text\n", "inner/extra.txt": "extra\n"])
+            #expect(try await catalog.addAndRunJobs([path]).count == 3)
+            _ = try await catalog.export(to: bundle)
+        }
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let old = try await catalog.addAndRunJobs([try await archive(t, ["inner/doc.txt": "old text\n"])])
+        #expect(old.map(\.name) == ["pack.tar.gz", "inner/doc.txt"])
+
+        let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
+        #expect(result.replaced == [old[0].id])
+        let assets = try catalog.assets()
+        #expect(assets.first?.name == "pack.tar.gz")
+        #expect(Set(assets.dropFirst().map(\.name)) == ["inner/doc.txt", "inner/extra.txt"])
+        #expect(assets.allSatisfy { !old.map(\.id).contains($0.id) })
+        #expect(assets.dropFirst().allSatisfy { $0.archive == assets[0].id })
+        #expect(try bytes(of: "inner/doc.txt", in: catalog) == Data("new text\n".utf8))
+        #expect(!t.hasObject(old[0].sha256))
+        #expect(try catalog.stats().objectFiles == 1)
+    }
+
+    @Test func aConflictKeptBothImportsUnderTheNextFreeName() async throws {
+        let (_, catalog, old, bundle) = try await conflict()
+        defer { catalog.close() }
+        let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .keepBoth))
+        #expect(result.renamed == [.init(from: "a.txt", to: "a (2).txt")])
+        #expect(result.imported.map(\.name) == ["a (2).txt", "c.txt"])
+        #expect(try catalog.asset("a.txt").id == old.id)
+        #expect(try bytes(of: "a (2).txt", in: catalog) == Data("the bundle's version\n".utf8))
+
+        // A third version: `a (2).txt` is taken too.
+        let third = try await exportedBundle([("a.txt", "a third version\n")])
+        let again = try await catalog.importBundle(from: third, options: ImportOptions(onConflict: .keepBoth))
+        #expect(again.renamed == [.init(from: "a.txt", to: "a (3).txt")])
+        #expect(try bytes(of: "a (3).txt", in: catalog) == Data("a third version\n".utf8))
+
+        // A bundle that holds the next name itself: the renamed asset does not take it.
+        let crowded = try await exportedBundle([("a.txt", "a fourth version\n"), ("a (4).txt", "its own a (4)\n")])
+        let last = try await catalog.importBundle(from: crowded, options: ImportOptions(onConflict: .keepBoth))
+        #expect(last.renamed == [.init(from: "a.txt", to: "a (5).txt")])
+        #expect(last.imported.map(\.name) == ["a (5).txt", "a (4).txt"])
+        #expect(try bytes(of: "a (4).txt", in: catalog) == Data("its own a (4)\n".utf8))
+        #expect(try bytes(of: "a (5).txt", in: catalog) == Data("a fourth version\n".utf8))
+    }
+
+    // MARK: - Export failures
+
+    @Test(arguments: ["out.tar.zst", "out.zip", "out"])
+    func aDamagedAssetStopsTheExportAndLeavesNoBundle(_ name: String) async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let added = try await catalog.add([
+            try t.file("good.txt", "good\n"), try t.file("bad.txt", "soon damaged\n"), try t.file("last.txt", "last\n"),
+        ]).added
+        let bad = added[1]
+        let object = t.objectPath(bad.sha256)
+        #expect(chmod(object, 0o644) == 0)
+        try Data("now damaged\n".utf8).write(to: URL(fileURLWithPath: object))  // same size, other bytes
+
+        let output = t.directory.appending(path: "output")
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let bundle = output.appending(path: name).path
+        let error = await #expect(throws: CatalogError.self) { try await catalog.export(to: bundle) }
+        #expect(error?.code == .damaged)
+        #expect(error?.message.contains("asset \(bad.id) (bad.txt)") == true, "\(String(describing: error))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])  // no bundle, no .partial
+
+        let result = try await catalog.export(to: bundle, options: ExportOptions(skipsDamaged: true))
+        #expect(result.skipped.map(\.id) == [bad.id])
+        #expect(result.skipped.map(\.name) == ["bad.txt"])
+        #expect(result.skipped.first?.reason.contains("damaged") == true)
+        #expect(result.assets == 2)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [name])
+        let target = try TestCatalog()
+        let imported = try target.create()
+        defer { imported.close() }
+        #expect(try await imported.importBundle(from: bundle).imported.map(\.name) == ["good.txt", "last.txt"])
+    }
+
+    @Test func aMissingReferencedFileStopsTheExport() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        _ = try await catalog.add([try t.file("managed.txt", "managed\n")])
+        let path = try t.file("far/away.txt", "referenced\n")
+        let referenced = try #require(
+            try await catalog.add([path], options: AddOptions(mode: .reference)).added.first)
+        try FileManager.default.removeItem(atPath: path)
+
+        let output = t.directory.appending(path: "output")
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        let bundle = output.appending(path: "out.tar").path
+        let error = await #expect(throws: CatalogError.self) { try await catalog.export(to: bundle) }
+        #expect(error?.code == .damaged)
+        #expect(error?.message.contains("asset \(referenced.id) (away.txt)") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("its content is missing") == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path) == [])
+
+        let result = try await catalog.export(to: bundle, options: ExportOptions(skipsDamaged: true))
+        #expect(result.skipped.map(\.id) == [referenced.id])
+        #expect(result.assets == 1)
+    }
+
+    // MARK: - Selection
+
+    @Test func exportSelectsByTagKindOrIDAndAnArchiveBringsItsMembers() async throws {
+        let source = try TestCatalog()
+        let catalog = try await populated(source, awkwardNames: false)
+        defer { catalog.close() }
+        let archive = try catalog.asset("pack.tar.gz")
+
+        func exported(_ selection: ExportSelection) async throws -> [AssetRecord] {
+            let bundle = source.directory.appending(path: "selection-\(UUID().uuidString).tar").path
+            let result = try await catalog.export(to: bundle, selection: selection)
+            let target = try TestCatalog()
+            let imported = try target.create()
+            defer { imported.close() }
+            let assets = try await imported.importBundle(from: bundle).imported
+            #expect(result.assets == assets.count)
+            return assets
+        }
+
+        let byTag = try await exported(ExportSelection(query: AssetQuery(tag: "favourite")))
+        #expect(byTag.map(\.name) == ["a.txt"])
+        #expect(byTag.first?.metadata["rating"] == "5")
+
+        let byIDs = try await exported(ExportSelection(references: ["2", "ref.md"]))
+        #expect(byIDs.map(\.name) == ["copy of a.txt", "ref.md"])
+        #expect(byIDs.map(\.storage) == [.managed, .referenced])
+
+        // An archive brings its members, linked to it in the new catalog.
+        let byKind = try await exported(ExportSelection(query: AssetQuery(kind: "archive")))
+        #expect(byKind.first?.name == "pack.tar.gz")
+        #expect(Set(byKind.dropFirst().map(\.name)) == ["inner/doc.txt", "inner/deep/notes.md"])
+        #expect(byKind.dropFirst().allSatisfy { $0.storage == .member && $0.archive == byKind[0].id })
+        let doc = try #require(byKind.first { $0.name == "inner/doc.txt" })
+        #expect(doc.tags == (try catalog.asset("inner/doc.txt").tags) && doc.tags.contains("member"))
+        #expect(doc.metadata == ["note": "a member's metadata"])
+        let byName = try await exported(ExportSelection(references: [String(archive.id)]))
+        #expect(byName.map(\.name) == byKind.map(\.name))
+
+        // A member without its archive comes on its own, as a managed file.
+        let members = try await exported(ExportSelection(query: AssetQuery(tag: "member")))
+        #expect(members.map(\.name) == ["inner/doc.txt"])
+        #expect(members.map(\.storage) == [.managed] && members[0].archive == nil && members[0].member == nil)
+
+        // A tag and IDs together: the IDs that have the tag.
+        let both = try await exported(ExportSelection(references: ["1", "ref.md"], query: AssetQuery(tag: "trip")))
+        #expect(both.map(\.name) == ["a.txt"])
+    }
+
+    @Test func payloadNameCollisionsAreNumberedDeterministically() async throws {
+        let t = try TestCatalog()
+        try t.file("packed/inner/doc.txt", "member\n")
+        let archive = t.sources.appending(path: "pack.tar").path
+        try await tool("bsdtar", ["-cf", archive, "-C", t.sources.appending(path: "packed").path, "inner"])
+        let catalog = try t.create()
+        defer { catalog.close() }
+        _ = try await catalog.addAndRunJobs([
+            try t.file("one/a.txt", "first a\n"), try t.file("two/a.txt", "second a\n"),
+            try t.file("three/a (2).txt", "a real a (2)\n"),
+            try t.file("pack", "a file named like the members' folder\n"),
+            archive,
+        ])
+        #expect(
+            try catalog.assets().map(\.name) == ["a.txt", "a.txt", "a (2).txt", "pack", "pack.tar", "inner/doc.txt"])
+
+        var manifests: [String] = []
+        for n in 1...2 {
+            let bundle = t.directory.appending(path: "bag\(n)").path
+            _ = try await catalog.export(to: bundle)
+            #expect(
+                files(under: bundle + "/data") == [
+                    "a (2) (2).txt", "a (2).txt", "a.txt", "pack", "pack (2)/inner/doc.txt", "pack.tar",
+                ])
+            #expect(try String(contentsOfFile: bundle + "/data/a.txt", encoding: .utf8) == "first a\n")
+            #expect(try String(contentsOfFile: bundle + "/data/a (2).txt", encoding: .utf8) == "second a\n")
+            manifests.append(try String(contentsOfFile: bundle + "/manifest-sha256.txt", encoding: .utf8))
+        }
+        #expect(manifests[0] == manifests[1])
+
+        // The names, not the payload paths, come back.
+        let target = try TestCatalog()
+        let imported = try target.create()
+        defer { imported.close() }
+        _ = try await imported.importBundle(from: t.directory.appending(path: "bag1").path)
+        #expect(
+            try imported.assets().map(\.name) == ["a.txt", "a.txt", "a (2).txt", "pack", "pack.tar", "inner/doc.txt"])
+        #expect(try bytes(of: "1", in: imported) == Data("first a\n".utf8))
+        #expect(try bytes(of: "2", in: imported) == Data("second a\n".utf8))
+        #expect(try bytes(of: "inner/doc.txt", in: imported) == Data("member\n".utf8))
+    }
+}
+
+// MARK: - Helpers
+
+/// The content of the bundle's `a.txt` in ``conflict()``.
+private let bundleDigest = "a7c3d049feb0e6ee2e3a2f786c0bb8e4ed74eb623ba2da1dbcce5fb9615c4749"
+
+/// A catalog with `a.txt` (ID 1, "the catalog's version", tagged `mine`) and `b.txt`, and
+/// a bundle with another `a.txt` ("the bundle's version", tagged `theirs`) and `c.txt`.
+private func conflict() async throws -> (TestCatalog, Catalog, AssetRecord, String) {
+    let bundle = try await exportedBundle(
+        [("a.txt", "the bundle's version\n"), ("c.txt", "new\n")], tags: ["theirs"])
+    let t = try TestCatalog()
+    let catalog = try t.create()
+    let added = try await catalog.add(
+        [try t.file("a.txt", "the catalog's version\n"), try t.file("b.txt", "unrelated\n")],
+        options: AddOptions(tags: ["mine"])
+    ).added
+    return (t, catalog, added[0], bundle)
+}
+
+/// Exports a new catalog holding `files` (name, contents) and returns the bundle's path.
+private func exportedBundle(_ files: [(String, String)], tags: [String] = []) async throws -> String {
+    let t = try TestCatalog()
+    let catalog = try t.create()
+    defer { catalog.close() }
+    _ = try await catalog.add(try files.map { try t.file($0.0, $0.1) }, options: AddOptions(tags: tags))
+    let path = t.directory.appending(path: "bundle.tar").path
+    _ = try await catalog.export(to: path)
+    return path
+}
+
+/// Starts like a JPEG: the metadata job records a media type for it.
+private let jpegBytes = Data([0xFF, 0xD8, 0xFF, 0xE0] + Array("not really a photo".utf8))
+
+/// A catalog with every kind of asset: managed files (two sharing content), an accented
+/// name, a photo (its metadata set by a job), a `.tar.gz` whose two members are indexed,
+/// a referenced file, tags and metadata set by hand (a member's too). IDs: the files
+/// 1…5, with `awkwardNames` four more, then the referenced file, then the members.
+///
+/// `awkwardNames` adds names that try the bag's path encoding and byte-exact names: `%`,
+/// a literal `%25`, a line break, and the decomposed (NFD) twin of the accented name.
+/// bagit-python does not encode `%`, and bsdtar recomposes NFD names on extraction, so
+/// the interoperability tests leave them out.
+private func populated(_ t: TestCatalog, awkwardNames: Bool = true) async throws -> Catalog {
+    try t.file("pack/inner/doc.txt", "inside the archive\n")
+    try t.file("pack/inner/deep/notes.md", "# deeper\n")
+    let archive = t.sources.appending(path: "pack.tar.gz").path
+    try await tool("bsdtar", ["-czf", archive, "-C", t.sources.appending(path: "pack").path, "inner"])
+    var files = [
+        try t.file("a.txt", "alpha\n"), try t.file("copy of a.txt", "alpha\n"),
+        try t.file("caf\u{E9}.txt", "precomposed\n"), try t.file("photo.jpg", jpegBytes), archive,
+    ]
+    if awkwardNames {
+        files += [
+            try t.file("100% done.txt", "percent\n"), try t.file("50%25 off.txt", "a literal %25\n"),
+            try t.file("line\nbreak.txt", "two lines\n"), try t.file("cafe\u{301}.txt", "decomposed\n"),
+        ]
+    }
+    let catalog = try t.create()
+    let added = try await catalog.add(files, options: AddOptions(tags: ["trip"]))
+    #expect(added.failures.isEmpty)
+    _ = try await catalog.add(
+        [try t.file("elsewhere/ref.md", "# referenced\n")], options: AddOptions(mode: .reference, tags: ["ref"]))
+    _ = try await catalog.jobs.runUntilIdle()
+    try catalog.tag(["a.txt"], adding: ["favourite", "two words"])
+    try catalog.setMetadata("a.txt", ["rating": "5", "caption": "Ünïcode, \"quotes\" & a\nline break"])
+    try catalog.tag(["inner/doc.txt"], adding: ["member"])
+    try catalog.setMetadata("inner/doc.txt", ["note": "a member's metadata"])
+    return catalog
+}
+
+/// `assetcat ls --json` of a catalog, made comparable with another catalog's: without
+/// `id`, and with `archive` (an ID) replaced by the archive's name. Canonical JSON bytes
+/// (sorted keys), compared byte for byte: NFC and NFD names are different names.
+private func comparableListing(_ t: TestCatalog) async throws -> Data {
+    let run = try await t.run(["ls", "--json"])
+    #expect(run.status == 0, "\(run.stderr)")
+    let assets = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: Any]])
+    var names: [Int64: String] = [:]
+    for asset in assets {
+        if let id = (asset["id"] as? NSNumber)?.int64Value { names[id] = asset["name"] as? String }
+    }
+    let comparable = assets.map { asset -> [String: Any] in
+        var asset = asset
+        asset["id"] = nil
+        if let archive = (asset["archive"] as? NSNumber)?.int64Value {
+            asset["archive"] = "the archive named " + (names[archive] ?? "?")
+        }
+        return asset
+    }
+    return try JSONSerialization.data(
+        withJSONObject: comparable, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+}
+
+/// An asset's bytes.
+private func bytes(of reference: String, in catalog: Catalog) throws -> Data {
+    var data = Data()
+    try catalog.read(reference) { data.append(contentsOf: $0) }
+    return data
+}
+
+/// What is in this process's own staging folder.
+private func ownStaging(_ catalog: Catalog) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: catalog.content.ownStaging)
+}
+
+/// The files under a directory, as sorted relative paths.
+private func files(under directory: String) -> [String] {
+    let enumerator = FileManager.default.enumerator(atPath: directory)
+    var result: [String] = []
+    while let path = enumerator?.nextObject() as? String {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory + "/" + path, isDirectory: &isDirectory),
+            !isDirectory.boolValue
+        {
+            result.append(path)
+        }
+    }
+    return result.sorted()
+}
+
+private struct ToolFailed: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Runs a tool found on PATH (bsdtar, tar, python3) in a UTF-8 locale, waiting for it off
+/// the concurrency pool. Unless `checked` is false, a non-zero exit throws.
+@discardableResult
+private func tool(_ name: String, _ arguments: [String], checked: Bool = true) async throws -> (
+    status: Int32, stdout: String, stderr: String
+) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = [name] + arguments
+    var environment = ProcessInfo.processInfo.environment
+    environment["LC_ALL"] = "C.UTF-8"
+    process.environment = environment
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let (stdout, stderr) = try await process.finish(stdout: out, stderr: err)
+    if checked, process.terminationStatus != 0 {
+        throw ToolFailed(description: "\(name) \(arguments) exited \(process.terminationStatus): \(stderr)")
+    }
+    return (process.terminationStatus, stdout, stderr)
+}

@@ -1,0 +1,112 @@
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+@testable import AssetCatalog
+
+/// `assetcat validate` (and a refused `assetcat import`), run as a user would.
+@Suite struct ValidateCLITests {
+    /// A catalog with three text assets (18 bytes), exported as a directory bag at `bundles/NAME`.
+    func exportedBag(_ t: TestCatalog, _ name: String = "bag") async throws -> String {
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let files = try [("a.txt", "alpha\n"), ("b.txt", "bravo\n"), ("c.txt", "gamma\n")].map { try t.file($0, $1) }
+        _ = try await catalog.add(files)
+        let bundles = t.directory.appending(path: "bundles").path
+        try FileManager.default.createDirectory(atPath: bundles, withIntermediateDirectories: true)
+        let bag = bundles + "/" + name
+        _ = try await catalog.export(to: bag)
+        return bag
+    }
+
+    func sha256(_ path: String) throws -> String { try ContentStore.digest(ofFileAt: path).digest }
+
+    @Test func aValidBagExitsZero() async throws {
+        let t = try TestCatalog()
+        let bag = try await exportedBag(t)
+        let run = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(run.status == 0)
+        #expect(run.stdout == "\(bag) is valid: BagIt 1.0, 3 payload files, 18 B\n")
+        #expect(run.stderr == "")
+    }
+
+    @Test func aValidArchiveExitsZero() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        _ = try await catalog.add([try t.file("a.txt", "alpha\n")])
+        let archive = t.directory.appending(path: "bag.tar.zst").path
+        _ = try await catalog.export(to: archive)
+        let run = try await t.run(["validate", archive], namesCatalog: false)
+        #expect(run.status == 0)
+        #expect(run.stdout == "\(archive) is valid: BagIt 1.0, 1 payload file, 6 B\n")
+    }
+
+    @Test func everyProblemIsPrintedOnItsOwnLineAndTheExitIsOne() async throws {
+        let t = try TestCatalog()
+        let bag = try await exportedBag(t)
+        let listed = try sha256(bag + "/data/b.txt")
+        try Data("BRAVO\n".utf8).write(to: URL(fileURLWithPath: bag + "/data/b.txt"))  // same size, other bytes
+        let actual = try sha256(bag + "/data/b.txt")
+        let run = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(run.status == 1)
+        #expect(
+            run.stdout == """
+                data/b.txt: sha256 checksum mismatch: manifest-sha256.txt says \(listed), the file has \(actual)
+                assetcat-records.json: contradicts the payload: data/b.txt hashes to \(actual.prefix(12))…, the records say \(listed.prefix(12))…
+
+                """)
+        #expect(run.stderr == "\(bag) is not a valid bag: 2 problems\n")
+
+        let json = try await t.run(["validate", bag, "--json"], namesCatalog: false)
+        #expect(json.status == 1)
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(report["isValid"] as? Bool == false)
+        #expect(report["hasRecords"] as? Bool == true)
+        #expect((report["problems"] as? [String])?.count == 2)
+    }
+
+    @Test func aSymlinkLeavingTheBagIsOneLine() async throws {
+        let t = try TestCatalog()
+        let bag = try await exportedBag(t)
+        try FileManager.default.createSymbolicLink(atPath: bag + "/data/passwd", withDestinationPath: "/etc/passwd")
+        let run = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(run.status == 1)
+        #expect(run.stdout == "data/passwd: is a symbolic link to /etc/passwd, outside the bag\n")
+        #expect(run.stderr == "\(bag) is not a valid bag: 1 problem\n")
+    }
+
+    @Test func aFolderThatIsNotABag() async throws {
+        let t = try TestCatalog()
+        let run = try await t.run(["validate", t.sources.path], namesCatalog: false)
+        #expect(run.status == 1)
+        #expect(run.stdout == "\(t.sources.path): holds no bagit.txt: it is not a BagIt bag\n")
+    }
+
+    @Test func aMissingBundle() async throws {
+        let t = try TestCatalog()
+        let missing = t.directory.appending(path: "nowhere.tar").path
+        let run = try await t.run(["validate", missing], namesCatalog: false)
+        #expect(run.status == 1)
+        #expect(run.stdout == "")
+        #expect(run.stderr == "assetcat: No such file or directory: \(missing)\n")
+    }
+
+    @Test func importOfAnInvalidBagChangesNothing() async throws {
+        let t = try TestCatalog()
+        let bag = try await exportedBag(t, "other")
+        // Another catalog, empty, imports the broken bag.
+        let u = try TestCatalog()
+        #expect(try await u.run(["init", u.root.path]).status == 0)
+        try FileManager.default.removeItem(atPath: bag + "/data/c.txt")
+        let run = try await u.run(["import", bag])
+        #expect(run.status == 1)
+        #expect(run.stdout == "")
+        #expect(
+            run.stderr
+                == "assetcat: \(bag) is not a valid bag, nothing was imported: bag-info.txt: Payload-Oxum is 18.3 but "
+                + "the payload is 12 bytes in 2 files (and 2 more; `assetcat validate` lists them)\n")
+        #expect(try await u.run(["ls", "--json"]).stdout == "[]\n")
+    }
+}
