@@ -70,6 +70,11 @@ public final class JobQueue: JobProvider, Sendable {
     /// How many times the background worker's loop has turned (for tests).
     var workerTurns: Int { state.withLock { $0.workerTurns } }
 
+    /// How often a working queue looks for commits of other processes (one
+    /// `PRAGMA data_version`): a deletion committed elsewhere stops this
+    /// process's jobs for that asset within this, plus the cancellation.
+    static let externalCheckInterval: TimeInterval = 0.1
+
     /// A run of this process has not ended yet (for tests).
     var isRunningAnything: Bool { state.withLock { !$0.running.isEmpty } }
 
@@ -260,7 +265,7 @@ public final class JobQueue: JobProvider, Sendable {
             while true {
                 try Task.checkCancellation()
                 let started = try claimAndStart(summary: summary, progress: progress)
-                if Date().timeIntervalSince(lastCheck) >= 0.25 {
+                if Date().timeIntervalSince(lastCheck) >= Self.externalCheckInterval {
                     checkExternalChanges()
                     lastCheck = Date()
                 }
@@ -291,7 +296,7 @@ public final class JobQueue: JobProvider, Sendable {
             while !Task.isCancelled, let self {
                 self.state.withLock { $0.workerTurns += 1 }
                 let started = (try? self.claimAndStart(summary: summary, progress: nil)) ?? 0
-                if Date().timeIntervalSince(lastCheck) >= 0.25 {
+                if Date().timeIntervalSince(lastCheck) >= Self.externalCheckInterval {
                     self.checkExternalChanges()
                     lastCheck = Date()
                 }

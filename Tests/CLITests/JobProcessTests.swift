@@ -57,9 +57,8 @@ import Testing
         let catalog = try t.open()
         let deleted = try #require(
             try await whenRunning(catalog) {
-                let deleted = ContinuousClock.now
                 try catalog.remove([String(asset.id)])  // committed here, in this process
-                return deleted
+                return ContinuousClock.now  // from the commit (a referenced file: nothing to unlink after it)
             })
         // The worker's queue is empty once its job is cancelled. The exit is
         // timed on the waiting thread: this task may resume later under load.
