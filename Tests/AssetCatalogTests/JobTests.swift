@@ -107,8 +107,9 @@ final class Flaky: JobProcessor {
     @Test func deletingAnAssetStopsItsRunningJobPromptlyAndNoResultLands() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
-        // Ten steps of two seconds: finishing naturally would take twenty.
-        catalog.jobs.register(Stepper(log: log, steps: 10, stepDuration: .seconds(2)), as: "stepper")
+        // Three steps of thirty seconds: long enough that the suite's load (two cores, a few
+        // hundred tests, child processes) never lets a step end before the deletion comes.
+        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .seconds(30)), as: "stepper")
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
@@ -118,7 +119,7 @@ final class Flaky: JobProcessor {
             context.delete(try context.existingObject(with: asset.objectID))  // prepareForDeletion cancels now
         }
         try await eventually { log.contains("asset \(asset.id) cancelled") }
-        // Stopped inside its first two-second step, not at a step boundary: the
+        // Stopped inside its first thirty-second step, not at a step boundary: the
         // step's sleep was cut short. (Timed, this would measure the suite's
         // load; the jobs benchmark measures the latency.)
         #expect(log.all == ["asset \(asset.id) step 1", "asset \(asset.id) cancelled"])
