@@ -25,7 +25,6 @@ bench: deps
 	$(SWIFT) run -c release --package-path Benchmarks PersistenceBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks ArchiveBenchmarks
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks CatalogBenchmarks
-	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks BundleBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks
 
 lint:
