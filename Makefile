@@ -25,6 +25,7 @@ bench: deps
 	$(SWIFT) run -c release --package-path Benchmarks PersistenceBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks ArchiveBenchmarks
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks CatalogBenchmarks
+	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks BundleBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks
 
 lint:

@@ -31,6 +31,9 @@ let package = Package(
             name: "CatalogBenchmarks",
             dependencies: [.product(name: "AssetCatalog", package: "AssetCatalog")]
         ),
+        // `assetcat export` / `import` of BagIt bundles (the release binary, as a child process)
+        // against bsdtar + openssl dgst -sha256, with each run's peak memory.
+        .executableTarget(name: "BundleBenchmarks"),
         // The durable job queue: no-op throughput against plain tasks, and cancel latency of a
         // deleted asset's running job, in this process and from another (issue 5).
         .executableTarget(

@@ -1,0 +1,433 @@
+// BagIt bundle export and import (`assetcat export` / `assetcat import`) against bsdtar +
+// openssl, in one run.
+//
+//   swift build -c release --scratch-path .build-bench --product assetcat
+//   ASSETCAT=$PWD/.build-bench/release/assetcat \
+//       swift run -c release --package-path Benchmarks BundleBenchmarks \
+//       [--assetcat PATH] [--repeat N] [--work DIR] [--corpus-script PATH] [--skip-small] [--skip-large]
+//
+// Our side is the release-built `assetcat` binary, run as a child process, as users run it. Every
+// child — ours and each baseline step — runs under `/usr/bin/time -f %M`, so its peak memory is the
+// kernel's ru_maxrss of that child (for a shell pipeline: of its largest process), and it is timed
+// wall-clock from spawn to exit. Each timed run starts after `sync`, with its input in the page
+// cache; the two sides of a comparison alternate order from round to round; each figure is the
+// best of N rounds (default 3), each peak the largest of the N.
+//
+// Corpora are made by shared/bench/make_corpus.sh (small: 10,000 files of 1–16 KiB in 100
+// folders; large: 20 × 64 MiB random bytes), found beside the repository
+// (`../shared/bench/make_corpus.sh`) or given with --corpus-script; without it the benchmark stops.
+// They, the catalogs and the bundles live in a temporary directory under --work (default
+// /dev/shm when it has room, else /tmp), deleted at the end. Each corpus is added to a catalog
+// (`assetcat add --recursive`, copy mode; not timed), then:
+//
+//   export  `assetcat export --catalog C OUT.tar.zst` (zstd 3) and `OUT.zip` (deflate 6), against
+//           `bsdtar --zstd -cf` / `bsdtar -a -cf x.zip` of the corpus directory, then
+//           `openssl dgst -sha256` over its files (export re-hashes every byte): the two baseline
+//           steps run one after the other and their times are summed. Target ≤ 1.2×.
+//   import  `assetcat import --catalog EMPTY BUNDLE` of that export, against `bsdtar -xf BUNDLE`
+//           into an empty directory, then `openssl dgst -sha256` over the extracted files.
+//           Target ≤ 1.3×.
+//   memory  peak RSS of every assetcat export and import < 64 MB, whatever the bundle's size.
+//
+// Durability is not in the baselines (bsdtar does not sync; export fsyncs its bundle, import
+// syncs the catalog's file system twice). The `sync` column is how long a `sync` right after the
+// baseline's bsdtar step took: on tmpfs nothing; on a disk, what the baseline would pay to be as
+// durable (plus whatever else the machine had dirty).
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Prints a line and flushes, so that progress shows up in a log as it happens.
+func say(_ line: String = "") {
+    print(line)
+    fflush(nil)
+}
+
+// MARK: Options
+
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+let environment = ProcessInfo.processInfo.environment
+var assetcat = environment["ASSETCAT"] ?? repositoryRoot + "/.build-bench/release/assetcat"
+var repeats = 3
+var corpusScript = URL(fileURLWithPath: repositoryRoot + "/../shared/bench/make_corpus.sh").standardizedFileURL.path
+var skipSmall = false
+var skipLarge = false
+// tmpfs when it has room (the large case needs about 8 GB at its peak): the benchmark then
+// measures the software, not the disk's write-back.
+var work: String = {
+    var info = statvfs()
+    if statvfs("/dev/shm", &info) == 0, UInt64(info.f_bavail) * UInt64(info.f_frsize) > 10 << 30 { return "/dev/shm" }
+    return "/tmp"
+}()
+
+do {
+    let arguments = CommandLine.arguments
+    var i = 1
+    func value() -> String {
+        i += 1
+        guard i < arguments.count else { usage() }
+        return arguments[i]
+    }
+    func usage() -> Never {
+        say(
+            "usage: BundleBenchmarks [--assetcat PATH] [--repeat N] [--work DIR] [--corpus-script PATH] "
+                + "[--skip-small] [--skip-large]")
+        exit(2)
+    }
+    while i < arguments.count {
+        switch arguments[i] {
+        case "--assetcat": assetcat = value()
+        case "--repeat": repeats = max(1, Int(value()) ?? 3)
+        case "--work": work = value()
+        case "--corpus-script": corpusScript = value()
+        case "--skip-small": skipSmall = true
+        case "--skip-large": skipLarge = true
+        default: usage()
+        }
+        i += 1
+    }
+}
+
+func which(_ name: String) -> String? {
+    for directory in (environment["PATH"] ?? "").split(separator: ":") {
+        let candidate = "\(directory)/\(name)"
+        if access(candidate, X_OK) == 0 { return candidate }
+    }
+    return nil
+}
+
+guard access(corpusScript, R_OK) == 0 else {
+    say("no corpus generator at \(corpusScript).")
+    say("This benchmark makes its corpora with shared/bench/make_corpus.sh, from beside the repository")
+    say("(../shared/bench/make_corpus.sh); give its path with --corpus-script PATH.")
+    exit(2)
+}
+guard access(assetcat, X_OK) == 0 else {
+    say("no assetcat at \(assetcat); build it first:")
+    say("  swift build -c release --scratch-path .build-bench --product assetcat")
+    exit(2)
+}
+guard access("/usr/bin/time", X_OK) == 0 else {
+    say("/usr/bin/time is missing (it measures each child's peak memory): apt-get install -y time")
+    exit(2)
+}
+for tool in ["bsdtar", "openssl", "python3", "bash", "find", "xargs"] where which(tool) == nil {
+    say("\(tool) is missing")
+    exit(2)
+}
+setenv("LC_ALL", "C", 1)
+
+// MARK: Processes
+
+struct Run {
+    var seconds: Double
+    var peakKiB: Int
+}
+
+func now() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+let base = work + "/bundle-bench-\(getpid())"
+let timeFile = base + "/time.out"
+let errorFile = base + "/stderr.log"
+
+/// Runs `program` under `/usr/bin/time` (stdout to `stdout`, stderr to a log shown on failure)
+/// and returns its wall time and peak RSS (the child's ru_maxrss).
+@discardableResult
+func spawn(_ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true) -> Run {
+    let argv = (timed ? ["/usr/bin/time", "-f", "%M", "-o", timeFile] : []) + [program] + args
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+    defer { cArgs.forEach { free($0) } }
+    var pid: pid_t = 0
+    let start = now()
+    let status = posix_spawnp(&pid, argv[0], &actions, nil, cArgs, environ)
+    guard status == 0 else { fatalError("cannot start \(argv[0]): \(String(cString: strerror(status)))") }
+    var exitStatus: Int32 = 0
+    while waitpid(pid, &exitStatus, 0) < 0 {
+        guard errno == EINTR else { fatalError("waitpid: \(String(cString: strerror(errno)))") }
+    }
+    let seconds = now() - start
+    guard exitStatus == 0 else {
+        let log = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+        // Leave no corpora behind (they are large), then stop.
+        let words: [String] = ["rm", "-rf", base]
+        let rm: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        if posix_spawnp(&pid, "rm", nil, nil, rm, environ) == 0 { waitpid(pid, nil, 0) }
+        fatalError("\(argv.joined(separator: " ")) failed (status \(exitStatus)):\n\(log.suffix(4000))")
+    }
+    var peak = 0
+    if timed, let text = try? String(contentsOfFile: timeFile, encoding: .utf8) {
+        peak = Int(text.split(separator: "\n").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+    }
+    return Run(seconds: seconds, peakKiB: peak)
+}
+
+func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+
+@discardableResult
+func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -> Run {
+    spawn("/bin/bash", ["-c", "set -eo pipefail; " + script], stdout: stdout, timed: timed)
+}
+
+func output(_ script: String) -> String {
+    let file = base + "/output.txt"
+    shell(script, timed: false, stdout: file)
+    return ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+func removeTree(_ path: String) {
+    if access(path, F_OK) == 0 { shell("rm -rf \(quoted(path))", timed: false) }
+}
+
+/// Regular files under `directory`.
+func fileCount(_ directory: String) -> Int { Int(output("find \(quoted(directory)) -type f | wc -l")) ?? -1 }
+
+func byteCount(_ path: String) -> Int64 { Int64(output("du -sb \(quoted(path)) | cut -f1")) ?? -1 }
+
+/// Rows of the catalog's `Asset` table.
+func assetCount(_ catalog: String) -> Int {
+    let script =
+        "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM Asset').fetchone()[0])"
+    return Int(output("python3 -c \(quoted(script)) \(quoted(catalog + "/catalog.sqlite"))")) ?? -1
+}
+
+/// `openssl dgst -sha256` over every regular file under `directory`: one openssl at a time, as
+/// export and import hash on one thread.
+func hashFiles(_ directory: String) -> Run {
+    shell("find \(quoted(directory)) -type f -print0 | xargs -0 -s 1900000 openssl dgst -sha256 > /dev/null")
+}
+
+// MARK: Rounds
+
+/// One side of a comparison: untimed preparation, then the timed run.
+struct Side {
+    var name: String
+    var prepare: () -> Void = {}
+    var run: () -> Run
+    var check: () -> Void = {}
+}
+
+/// Best time and largest peak of each side over `rounds` rounds, the order rotating each round.
+func measure(_ rounds: Int, _ sides: [Side]) -> [Run] {
+    var runs = Array(repeating: [Run](), count: sides.count)
+    for round in 0..<rounds {
+        for k in 0..<sides.count {
+            let index = (k + round) % sides.count
+            let side = sides[index]
+            side.prepare()
+            let run = side.run()
+            side.check()
+            runs[index].append(run)
+            say(
+                "    round \(round + 1) \(side.name): \(String(format: "%.3f s", run.seconds)), "
+                    + "peak \(String(format: "%.1f MB", Double(run.peakKiB) / 1024))")
+        }
+    }
+    return runs.map { Run(seconds: $0.map(\.seconds).min()!, peakKiB: $0.map(\.peakKiB).max()!) }
+}
+
+/// The baseline: two steps, each after `sync`, timed separately and summed; the `sync` after
+/// the first is timed on its own (reported, not counted).
+struct Baseline {
+    var tar: Run
+    var sync: Double
+    var hash: Run
+    var total: Run { Run(seconds: tar.seconds + hash.seconds, peakKiB: max(tar.peakKiB, hash.peakKiB)) }
+}
+
+func timedSync() -> Double {
+    let start = now()
+    sync()
+    return now() - start
+}
+
+// MARK: Rows
+
+struct Row {
+    var corpus: String
+    var format: String
+    var operation: String
+    var ours: Run
+    var baseline: Baseline
+    var maxRatio: Double
+    var ratio: Double { ours.seconds / baseline.total.seconds }
+    var peakMB: Double { Double(ours.peakKiB) / 1024 }
+    var timeMet: Bool { ratio <= maxRatio }
+    var memoryMet: Bool { peakMB < 64 }
+}
+
+var rows: [Row] = []
+mkdir(base, 0o755)
+defer { removeTree(base) }
+
+@MainActor func catalogInit(_ catalog: String) {
+    removeTree(catalog)
+    spawn(assetcat, ["init", catalog], timed: false)
+}
+
+/// The fastest baseline run (its parts as measured in that run), with the largest peak of all.
+func best(_ runs: [Baseline]) -> Baseline {
+    var fastest = runs.min { $0.total.seconds < $1.total.seconds }!
+    let peak = runs.map(\.total.peakKiB).max()!
+    fastest.tar.peakKiB = max(fastest.tar.peakKiB, peak)
+    return fastest
+}
+
+/// Export and import of one corpus, in both formats.
+@MainActor func bundleCase(kind: String, label: String) {
+    let corpus = base + "/corpus-" + kind
+    say("generating the \(kind) corpus (\(corpusScript))…")
+    shell("bash \(quoted(corpusScript)) \(kind) \(quoted(corpus))", timed: false)
+    let files = fileCount(corpus)
+    let megabytes = Double(byteCount(corpus)) / 1e6
+    say("  \(label): \(files) files, \(String(format: "%.1f", megabytes)) MB")
+
+    let catalog = base + "/catalog-" + kind
+    say("  assetcat add --recursive (copy mode, not timed)…")
+    catalogInit(catalog)
+    spawn(assetcat, ["add", "--catalog", catalog, "--recursive", corpus], timed: false)
+    precondition(assetCount(catalog) == files, "add: wrong asset count")
+
+    for (format, formatLabel, bsdtarCreate) in [
+        ("tar.zst", ".tar.zst (zstd 3)", ["--zstd", "-cf"]), ("zip", ".zip (deflate 6)", ["-a", "-cf"]),
+    ] {
+        let ours = base + "/ours." + format
+        let theirs = base + "/bsdtar." + format
+        var baselineRuns: [Baseline] = []
+
+        say("  export \(formatLabel)")
+        let export = measure(
+            repeats,
+            [
+                Side(
+                    name: "assetcat export",
+                    prepare: {
+                        removeTree(ours)
+                        sync()
+                    },
+                    run: { spawn(assetcat, ["export", "--catalog", catalog, ours]) }),
+                Side(
+                    name: "bsdtar -c + openssl dgst -sha256",
+                    prepare: {
+                        removeTree(theirs)
+                        sync()
+                    },
+                    run: {
+                        let tar = spawn("bsdtar", bsdtarCreate + [theirs, "-C", corpus, "."])
+                        let synced = timedSync()
+                        let hash = hashFiles(corpus)
+                        baselineRuns.append(Baseline(tar: tar, sync: synced, hash: hash))
+                        say(
+                            "      (bsdtar \(String(format: "%.3f s", tar.seconds)), sync \(String(format: "%.3f s", synced)), "
+                                + "openssl \(String(format: "%.3f s", hash.seconds)))")
+                        return baselineRuns.last!.total
+                    }),
+            ])[0]
+        say(
+            "    sizes: ours \(String(format: "%.1f MB", Double(byteCount(ours)) / 1e6)), "
+                + "bsdtar \(String(format: "%.1f MB", Double(byteCount(theirs)) / 1e6))")
+        removeTree(theirs)
+        rows.append(
+            Row(
+                corpus: label, format: formatLabel, operation: "export", ours: export,
+                baseline: best(baselineRuns), maxRatio: 1.2))
+
+        // Both sides read our bundle.
+        say("  import \(formatLabel)")
+        let target = base + "/imported"
+        let extracted = base + "/extracted"
+        baselineRuns = []
+        let imported = measure(
+            repeats,
+            [
+                Side(
+                    name: "assetcat import",
+                    prepare: {
+                        catalogInit(target)
+                        sync()
+                    },
+                    run: { spawn(assetcat, ["import", "--catalog", target, ours]) },
+                    check: {
+                        precondition(assetCount(target) == files, "import: wrong asset count")
+                        precondition(fileCount(target + "/objects") == files, "import: wrong object count")
+                        removeTree(target)
+                    }),
+                Side(
+                    name: "bsdtar -x + openssl dgst -sha256",
+                    prepare: {
+                        removeTree(extracted)
+                        mkdir(extracted, 0o755)
+                        sync()
+                    },
+                    run: {
+                        let tar = spawn("bsdtar", ["-xf", ours, "-C", extracted])
+                        let synced = timedSync()
+                        let hash = hashFiles(extracted)
+                        baselineRuns.append(Baseline(tar: tar, sync: synced, hash: hash))
+                        say(
+                            "      (bsdtar \(String(format: "%.3f s", tar.seconds)), sync \(String(format: "%.3f s", synced)), "
+                                + "openssl \(String(format: "%.3f s", hash.seconds)))")
+                        return baselineRuns.last!.total
+                    },
+                    check: {
+                        precondition(fileCount(extracted) >= files, "bsdtar -x: too few files")
+                        removeTree(extracted)
+                    }),
+            ])[0]
+        rows.append(
+            Row(
+                corpus: label, format: formatLabel, operation: "import", ours: imported,
+                baseline: best(baselineRuns), maxRatio: 1.3))
+        removeTree(ours)
+    }
+    removeTree(catalog)
+    removeTree(corpus)
+}
+
+var load = [Double](repeating: 0, count: 3)
+_ = getloadavg(&load, 3)
+say("assetcat: \(assetcat)")
+say(
+    "best of \(repeats) rounds; work directory \(base); load average \(String(format: "%.2f", load[0])) on "
+        + "\(sysconf(Int32(_SC_NPROCESSORS_ONLN))) CPUs")
+if !skipSmall { bundleCase(kind: "small", label: "small (10,000 × 1–16 KiB)") }
+if !skipLarge { bundleCase(kind: "large", label: "large (20 × 64 MiB)") }
+
+// MARK: Table
+
+func s(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
+
+say("")
+say(
+    "| corpus | format | operation | assetcat s | baseline s (bsdtar + openssl) | ratio | target | sync s | "
+        + "assetcat peak MB | baseline peak MB | target met |")
+say("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|")
+for row in rows {
+    let met =
+        row.timeMet && row.memoryMet
+        ? "yes" : "**NO**" + (row.timeMet ? " (memory)" : row.memoryMet ? " (time)" : " (time, memory)")
+    let b = row.baseline
+    say(
+        "| \(row.corpus) | \(row.format) | \(row.operation) | \(s(row.ours.seconds)) | "
+            + "\(s(b.total.seconds)) (\(s(b.tar.seconds)) + \(s(b.hash.seconds))) | "
+            + "\(String(format: "%.2f×", row.ratio)) | ≤ \(String(format: "%.1f", row.maxRatio))×, < 64 MB | "
+            + "\(s(b.sync)) | \(String(format: "%.1f", row.peakMB)) | "
+            + "\(String(format: "%.1f", Double(b.total.peakKiB) / 1024)) | \(met) |")
+}
+if let worst = rows.max(by: { $0.ours.peakKiB < $1.ours.peakKiB }) {
+    say("")
+    say(
+        "largest assetcat peak: \(String(format: "%.1f MB", worst.peakMB)) (\(worst.corpus), \(worst.format), "
+            + "\(worst.operation)); target < 64 MB")
+}
