@@ -86,18 +86,22 @@ extension Catalog {
         progress: (@Sendable (BundleProgress) -> Void)? = nil
     ) async throws -> ExportResult {
         var records = try selectForExport(selection)
+        if let unhashed = records.first(where: { $0.sha256.isEmpty }) {
+            throw CatalogError(
+                .invalidArgument,
+                "Cannot export asset \(unhashed.id) (\(unhashed.name)): its digest is not computed yet; "
+                    + "run `assetcat jobs run` first")
+        }
         var skipped: [SkippedAsset] = []
         if options.skipsDamaged {
-            var good: [AssetRecord] = []
-            for record in records {
-                if let reason = try damage(of: record) {
-                    skipped.append(SkippedAsset(id: record.id, name: record.name, reason: reason))
-                } else {
-                    good.append(record)
-                }
+            // What `verify` finds missing, damaged or unreadable stays out.
+            let report = try await verify(records.map { String($0.id) })
+            let bad = Dictionary(uniqueKeysWithValues: report.issues.map { ($0.id, $0) })
+            skipped = records.compactMap { record in
+                bad[record.id].map { SkippedAsset(id: record.id, name: record.name, reason: Self.reason($0)) }
             }
             // A member whose archive is left out is still exported, on its own.
-            records = good
+            records.removeAll { bad[$0.id] != nil }
         }
 
         // Payload paths: top-level assets by name, members under their archive's folder.
@@ -196,24 +200,16 @@ extension Catalog {
         return chosen.values.sorted { $0.id < $1.id }
     }
 
-    /// Why an asset cannot be exported (missing or damaged content), or `nil`.
-    private func damage(of record: AssetRecord) throws -> String? {
-        var hasher = MultiHasher([.sha256])
-        var size: Int64 = 0
-        do {
-            try read(record) { chunk in
-                try Task.checkCancellation()
-                hasher.update(chunk)
-                size += Int64(chunk.count)
-            }
-        } catch let error as CatalogError where error.code != .cancelled {
-            return error.code == .notFound ? "its content is missing" : error.message
+    /// Why `verify` found an asset unfit to export, in words.
+    private static func reason(_ issue: VerifyIssue) -> String {
+        switch issue.problem {
+        case .missing: "its content is missing"
+        case .unreadable: issue.detail ?? "its content cannot be read"
+        case .damaged:
+            issue.actualSHA256.map {
+                "its content is damaged (SHA-256 \($0.prefix(12))…, recorded \(issue.expectedSHA256.prefix(12))…)"
+            } ?? issue.detail ?? "its content is damaged"
         }
-        let digest = hasher.finalize()[.sha256]!
-        if digest != record.sha256 || size != record.size {
-            return "its content is damaged (SHA-256 \(digest.prefix(12))…, recorded \(record.sha256.prefix(12))…)"
-        }
-        return nil
     }
 
     private func writePayload(_ writer: BagWriter, _ index: Int, _ record: AssetRecord, path: String) throws {

@@ -1,3 +1,4 @@
+import BagIt
 import CFileSync
 import Crypto
 import Foundation
@@ -320,17 +321,7 @@ final class ContentStore: Sendable {
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    static func hex(_ digest: SHA256.Digest) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        for byte in digest {
-            bytes.append(hexDigits[Int(byte >> 4)])
-            bytes.append(hexDigits[Int(byte & 0xf)])
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    static func hex(_ digest: SHA256.Digest) -> String { BagIt.hex(digest) }
 }
 
 /// Points where a test can make the process die (`ASSETCAT_FAULT=name`),

@@ -243,8 +243,7 @@ final class Scan {
 
     /// Hashes (and keeps, or passes to a sink) one file's bytes, pushed by `produce`.
     func consume(
-        _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void,
-        chunkDone: ((Int) throws -> Void)? = nil
+        _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
         try checkNameIsNew(path)
         let roots = Self.payloadRoots(path)
@@ -273,7 +272,6 @@ final class Scan {
                 }
                 bytes.append(contentsOf: chunk)
             }
-            try chunkDone?(chunk.count)
         }
         try target?.finish()
         if keeps { kept[path] = bytes }
@@ -467,12 +465,8 @@ final class Scan {
             problems.append(
                 BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
         }
-        let version: String
-        do {
-            version = try TagFile.parseDeclaration(kept[root + "bagit.txt"] ?? [])
-        } catch {
-            throw error  // nothing else can be read right without the version
-        }
+        // Nothing else reads right without the version: a bad declaration stops here.
+        let version = try TagFile.parseDeclaration(kept[root + "bagit.txt"] ?? [])
         result.version = version
         if let bytes = kept[root + "bag-info.txt"] {
             do { result.info = try TagFile.parseFields(bytes, file: "bag-info.txt") } catch { problems.append(error) }

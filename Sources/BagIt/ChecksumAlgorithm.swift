@@ -63,7 +63,8 @@ public struct MultiHasher {
 
 private let hexDigits = Array("0123456789abcdef".utf8)
 
-func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
+/// Lowercase hex of a digest's bytes (shared with the catalog's content store).
+package func hex<D: Sequence>(_ digest: D) -> String where D.Element == UInt8 {
     var bytes: [UInt8] = []
     bytes.reserveCapacity(128)
     for byte in digest {

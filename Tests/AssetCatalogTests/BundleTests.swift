@@ -649,3 +649,27 @@ private func tool(_ name: String, _ arguments: [String], checked: Bool = true) a
     }
     return (process.terminationStatus, stdout, stderr)
 }
+
+extension BundleTests {
+    /// An asset added with `--defer-hash` has no digest until its job runs: exporting it
+    /// says so, rather than writing a manifest line without a checksum.
+    @Test func anAssetWithoutADigestYetIsRefusedByName() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let file = try t.file("later.bin", "bytes")
+        let asset = try #require(
+            try await catalog.add([file], options: .init(mode: .reference, defersHashing: true)).added.first)
+        let bundle = t.directory.appending(path: "out.tar").path
+        do {
+            _ = try await catalog.export(to: bundle)
+            Issue.record("the export did not fail")
+        } catch let error as CatalogError {
+            #expect(
+                error.message
+                    == "Cannot export asset \(asset.id) (later.bin): its digest is not computed yet; "
+                    + "run `assetcat jobs run` first")
+        }
+        #expect(!FileManager.default.fileExists(atPath: bundle))
+    }
+}
