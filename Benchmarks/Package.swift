@@ -12,6 +12,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
+        // Child processes timed with their peak memory, for the suites that run `assetcat`.
+        .target(name: "BenchSupport"),
         // Persistence against raw GRDB (inserts, fetches, indexed lookups).
         .executableTarget(
             name: "PersistenceBenchmarks",
@@ -29,11 +31,11 @@ let package = Package(
         // the hashing and copying floors, dvc, rm -rf and python3 (issue 4).
         .executableTarget(
             name: "CatalogBenchmarks",
-            dependencies: [.product(name: "AssetCatalog", package: "AssetCatalog")]
+            dependencies: ["BenchSupport", .product(name: "AssetCatalog", package: "AssetCatalog")]
         ),
         // `assetcat export` / `import` of BagIt bundles (the release binary, as a child process)
         // against bsdtar + openssl dgst -sha256, with each run's peak memory.
-        .executableTarget(name: "BundleBenchmarks"),
+        .executableTarget(name: "BundleBenchmarks", dependencies: ["BenchSupport"]),
         // The durable job queue: no-op throughput against plain tasks, and cancel latency of a
         // deleted asset's running job, in this process and from another (issue 5).
         .executableTarget(

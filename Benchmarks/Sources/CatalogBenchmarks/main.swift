@@ -27,6 +27,7 @@
 //   ls --json   python3: sqlite3 reads the same rows from catalog.sqlite and json.dumps prints
 //               the same fields (indented, keys sorted, dates ISO 8601), to /dev/null.
 import AssetCatalog
+import BenchSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -122,73 +123,22 @@ setenv("LC_ALL", "C", 1)
 
 // MARK: Processes
 
-struct Run {
-    var seconds: Double
-    var peakKiB: Int
-}
-
-func now() -> Double {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-}
-
 let base = work + "/catalog-bench-\(getpid())"
-let timeFile = base + "/time.out"
-let errorFile = base + "/stderr.log"
+let children = ChildProcesses(base: base)
 
-/// Runs `program` under `/usr/bin/time` (stdout to `stdout`, stderr to a log shown on failure)
-/// and returns its wall time and peak RSS (the child's ru_maxrss).
 @discardableResult
 func spawn(_ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true) -> Run {
-    let argv = (timed ? ["/usr/bin/time", "-f", "%M", "-o", timeFile] : []) + [program] + args
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-    defer { cArgs.forEach { free($0) } }
-    var pid: pid_t = 0
-    let start = now()
-    let status = posix_spawnp(&pid, argv[0], &actions, nil, cArgs, environ)
-    guard status == 0 else { fatalError("cannot start \(argv[0]): \(String(cString: strerror(status)))") }
-    var exitStatus: Int32 = 0
-    while waitpid(pid, &exitStatus, 0) < 0 {
-        guard errno == EINTR else { fatalError("waitpid: \(String(cString: strerror(errno)))") }
-    }
-    let seconds = now() - start
-    guard exitStatus == 0 else {
-        let log = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
-        // Leave no corpora behind (they are large), then stop.
-        let words: [String] = ["rm", "-rf", base]
-        let rm: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        if posix_spawnp(&pid, "rm", nil, nil, rm, environ) == 0 { waitpid(pid, nil, 0) }
-        fatalError("\(argv.joined(separator: " ")) failed (status \(exitStatus)):\n\(log.suffix(4000))")
-    }
-    var peak = 0
-    if timed, let text = try? String(contentsOfFile: timeFile, encoding: .utf8) {
-        peak = Int(text.split(separator: "\n").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
-    }
-    return Run(seconds: seconds, peakKiB: peak)
+    children.spawn(program, args, stdout: stdout, timed: timed)
 }
-
-func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 
 @discardableResult
 func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -> Run {
-    spawn("/bin/bash", ["-c", "set -eo pipefail; " + script], stdout: stdout, timed: timed)
+    children.shell(script, timed: timed, stdout: stdout)
 }
 
-func output(_ script: String) -> String {
-    let file = base + "/output.txt"
-    shell(script, timed: false, stdout: file)
-    return (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
-}
+func output(_ script: String) -> String { children.output(script) }
 
-func removeTree(_ path: String) {
-    if access(path, F_OK) == 0 { shell("rm -rf \(quoted(path))", timed: false) }
-}
+func removeTree(_ path: String) { children.removeTree(path) }
 
 /// Regular files under `directory`.
 func fileCount(_ directory: String) -> Int {

@@ -1,0 +1,97 @@
+// Running the benchmarks' child processes: wall time and peak memory of each
+// (`/usr/bin/time -f %M`), shared by the suites that time the assetcat binary.
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One child's wall time and peak RSS (its ru_maxrss, as /usr/bin/time reports it).
+public struct Run: Sendable {
+    public var seconds: Double
+    public var peakKiB: Int
+
+    public init(seconds: Double, peakKiB: Int) {
+        self.seconds = seconds
+        self.peakKiB = peakKiB
+    }
+}
+
+/// A monotonic clock, in seconds.
+public func now() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
+
+/// `text` quoted for bash.
+public func quoted(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+
+/// Starts children with their stderr in a log under `base` (shown if one fails, after
+/// `base` — which holds the corpora — is removed).
+public final class ChildProcesses: Sendable {
+    public let base: String
+    private let timeFile: String
+    private let errorFile: String
+
+    public init(base: String) {
+        self.base = base
+        timeFile = base + "/time.out"
+        errorFile = base + "/stderr.log"
+    }
+
+    /// Runs `program` (under `/usr/bin/time` when `timed`), stdout to `stdout`; returns its
+    /// wall time and peak RSS. A failing child stops the benchmark.
+    @discardableResult
+    public func spawn(_ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true) -> Run {
+        let argv = (timed ? ["/usr/bin/time", "-f", "%M", "-o", timeFile] : []) + [program] + args
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let start = now()
+        let status = posix_spawnp(&pid, argv[0], &actions, nil, cArgs, environ)
+        guard status == 0 else { fatalError("cannot start \(argv[0]): \(String(cString: strerror(status)))") }
+        var exitStatus: Int32 = 0
+        while waitpid(pid, &exitStatus, 0) < 0 {
+            guard errno == EINTR else { fatalError("waitpid: \(String(cString: strerror(errno)))") }
+        }
+        let seconds = now() - start
+        guard exitStatus == 0 else {
+            let log = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+            // Leave no corpora behind (they are large), then stop.
+            let words: [String] = ["rm", "-rf", base]
+            let rm: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+            if posix_spawnp(&pid, "rm", nil, nil, rm, environ) == 0 { waitpid(pid, nil, 0) }
+            fatalError("\(argv.joined(separator: " ")) failed (status \(exitStatus)):\n\(log.suffix(4000))")
+        }
+        var peak = 0
+        if timed, let text = try? String(contentsOfFile: timeFile, encoding: .utf8) {
+            peak = Int(text.split(separator: "\n").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+        }
+        return Run(seconds: seconds, peakKiB: peak)
+    }
+
+    /// Runs a bash script (`set -eo pipefail`).
+    @discardableResult
+    public func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -> Run {
+        spawn("/bin/bash", ["-c", "set -eo pipefail; " + script], stdout: stdout, timed: timed)
+    }
+
+    /// A script's stdout, without leading or trailing white space.
+    public func output(_ script: String) -> String {
+        let file = base + "/output.txt"
+        shell(script, timed: false, stdout: file)
+        return ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").trimmingCharacters(
+            in: .whitespacesAndNewlines)
+    }
+
+    /// Removes a directory tree, if it exists.
+    public func removeTree(_ path: String) {
+        if access(path, F_OK) == 0 { shell("rm -rf \(quoted(path))", timed: false) }
+    }
+}
