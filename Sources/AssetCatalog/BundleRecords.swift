@@ -1,6 +1,10 @@
 import BagIt
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The catalog's own tag file in a bundle: one entry per exported asset, with
 /// what the payload alone cannot say — names, tags, metadata, storage kind,
 /// archive-member links, dates. Its `payload` paths and digests must agree
@@ -35,34 +39,66 @@ struct BundleRecords: Codable {
     var version = 1
     var assets: [Entry]
 
+    /// Dates as ISO 8601 in UTC with milliseconds (`2026-11-21T13:39:06.323Z`), the style made once.
+    private static let dateStyle = Date.ISO8601FormatStyle().year().month().day().time(includingFractionalSeconds: true)
+        .timeZone(separator: .omitted)
+    /// The same without the zone, as the first bundles wrote them (UTC too).
+    private static let zonelessDateStyle = Date.ISO8601FormatStyle().year().month().day()
+        .time(includingFractionalSeconds: true)
+
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)))
+            try container.encode(date.formatted(dateStyle))
         }
         return encoder
     }()
 
-    func encoded() throws -> [UInt8] { Array(try Self.encoder.encode(self)) + [0x0A] }
+    /// Writes the records of `assets` to a new file at `path`, one asset per line —
+    /// streaming, so that memory does not grow with the number of assets.
+    static func write(_ assets: some Sequence<Entry>, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
+        }
+        defer { close(fd) }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(1 << 16)
+        func flush() throws {
+            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: path) }
+            buffer.removeAll(keepingCapacity: true)
+        }
+        buffer += Array("{\"format\":\"\(formatName)\",\"version\":1,\"assets\":[".utf8)
+        for (i, entry) in assets.enumerated() {
+            buffer += i == 0 ? [0x0A] : [0x2C, 0x0A]  // ",\n"
+            buffer += try encoder.encode(entry)
+            if buffer.count >= 1 << 16 { try flush() }
+        }
+        buffer += Array("\n]}\n".utf8)
+        try flush()
+    }
 
     static func decode(_ bytes: [UInt8]) throws(BagError) -> BundleRecords {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)
-            if let date = try? Date(
-                text, strategy: .iso8601.year().month().day().time(includingFractionalSeconds: true))
-            {
-                return date
-            }
+            if let date = try? Date(text, strategy: dateStyle) { return date }
+            if let date = try? Date(text, strategy: zonelessDateStyle) { return date }
             if let date = try? Date(text, strategy: .iso8601) { return date }
             throw DecodingError.dataCorrupted(
                 .init(codingPath: decoder.codingPath, debugDescription: "not a date: \(text)"))
         }
         let records: BundleRecords
         do {
-            records = try decoder.decode(BundleRecords.self, from: Data(bytes))
+            // The bytes as Data without a copy (the Data does not outlive the call).
+            records = try bytes.withUnsafeBytes { buffer in
+                guard let base = buffer.baseAddress else { return try decoder.decode(BundleRecords.self, from: Data()) }
+                let data = Data(
+                    bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: buffer.count, deallocator: .none)
+                return try decoder.decode(BundleRecords.self, from: data)
+            }
         } catch {
             throw BagError(.malformedTagFile, file: fileName, "cannot be read: \(error)")
         }

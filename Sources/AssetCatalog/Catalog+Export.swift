@@ -2,6 +2,10 @@ import ArchiveIO
 public import BagIt
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Which assets an export takes. An archive brings its members with it.
 public struct ExportSelection: Sendable, Hashable {
     /// IDs or names; `nil` selects by ``query`` alone.
@@ -120,7 +124,7 @@ extension Catalog {
             payloadPath[record.id] = namer.claim(archiveNames[archiveID]! + "/" + (record.member ?? record.name))
         }
 
-        let entries = records.map { record in
+        let entries = records.lazy.map { record in
             BundleRecords.Entry(
                 key: record.id, name: record.name, kind: record.kind, storage: record.storage, size: record.size,
                 sha256: record.sha256, payload: "data/" + payloadPath[record.id]!, path: record.path,
@@ -129,10 +133,14 @@ extension Catalog {
                 metadata: record.metadata, created: record.created, modified: record.modified)
         }
         let items = records.map { BagPayloadItem(path: payloadPath[$0.id]!, size: $0.size, sha256: $0.sha256) }
+        // The records go through a file in this process's staging folder, not memory.
+        let recordsFile = content.ownStaging + "/" + UUID().uuidString + ".records.json"
+        defer { unlink(recordsFile) }
+        try BundleRecords.write(entries, to: recordsFile)
         let writer = try bundleErrors(path) {
             try BagWriter(
                 path: path, format: options.format, payload: items,
-                tagFiles: [(BundleRecords.fileName, try BundleRecords(assets: entries).encoded())],
+                tagFiles: [.file(BundleRecords.fileName, from: recordsFile)],
                 agent: Self.bagSoftwareAgent, compressionLevel: options.compressionLevel)
         }
         var done = BundleProgress(

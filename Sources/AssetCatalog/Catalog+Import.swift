@@ -131,16 +131,45 @@ extension Catalog {
         from path: String, options: ImportOptions = ImportOptions(),
         progress: (@Sendable (BundleProgress) -> Void)? = nil
     ) async throws -> ImportResult {
-        var staged: [StagingSink] = []
-        defer { for sink in staged { unlink(sink.path) } }
+        let staged = StagedFiles()
+        defer { for file in staged.paths { unlink(file) } }
+        // The bag, read and checked, is let go before the commit: only the entries and the
+        // staged copies are needed from here on.
+        let (entries, pins, foreign) = try await readForImport(
+            path, options: options, staged: staged, progress: progress)
+        var plan = try planImport(entries, policy: options.onConflict)
+        plan.result.bundle = path
+        try commitImport(&plan, pins: pins, foreign: foreign)
+        return plan.result
+    }
+
+    /// The staging files of one import, removed when it ends (adopted content stays in
+    /// `objects/` as a second link).
+    final class StagedFiles {
+        var paths: [String] = []
+    }
+
+    /// Reads and checks a bag, staging its payload: returns the assets to import, the
+    /// staged copy of each content by SHA-256, and whether the bag came without our records.
+    private func readForImport(
+        _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?
+    ) async throws -> (entries: [BundleRecords.Entry], pins: [String: String], foreign: Bool) {
+        // Our records come before the payload: they are decoded while the payload is read.
+        var early: (bytes: [UInt8], records: Task<Result<BundleRecords, BagError>, Never>)?
         let bag: BagContents = try bundleErrors(path) {
             do {
                 return try BagReader.read(
                     at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
                     sink: { [content] _, expected in
                         let sink = try StagingSink(content: content, expected: expected)
-                        staged.append(sink)
+                        staged.paths.append(sink.path)
                         return sink
+                    },
+                    tagFileRead: { name, bytes in
+                        guard name == BundleRecords.fileName, early == nil else { return }
+                        early = (
+                            bytes, Task.detached { Result { () throws(BagError) in try BundleRecords.decode(bytes) } }
+                        )
                     },
                     progress: { p in
                         progress?(
@@ -162,12 +191,17 @@ extension Catalog {
         var records: BundleRecords?
         if let bytes = bag.tagFiles[BundleRecords.fileName] {
             do throws(BagError) {
-                records = try BundleRecords.decode(bytes)
+                if let early, early.bytes == bytes {
+                    records = try await early.records.value.get()
+                } else {
+                    records = try BundleRecords.decode(bytes)
+                }
                 problems += records!.problems(in: bag)
             } catch {
                 problems.append(error)
             }
         }
+        early = nil
         if let first = problems.first {
             let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
             throw CatalogError(
@@ -183,11 +217,7 @@ extension Catalog {
             }
             if pins[digest] == nil { pins[digest] = sink.path }
         }
-        let entries = records?.assets ?? Self.plainEntries(bag)
-        var plan = try planImport(entries, policy: options.onConflict)
-        plan.result.bundle = path
-        try commitImport(&plan, pins: pins, foreign: records == nil)
-        return plan.result
+        return (records?.assets ?? Self.plainEntries(bag), pins, records == nil)
     }
 
     /// A bag without our records: one managed asset per payload file, named by its path.
@@ -218,19 +248,26 @@ extension Catalog {
             bytesStored: 0, queuedJobs: [])
     }
 
+    /// The most values put in one SQL `IN (…)`.
+    static let sqlBatch = 10_000
+
     /// Decides, entry by entry, how each asset is stored and what a name conflict does.
     private func planImport(_ entries: [BundleRecords.Entry], policy: ConflictPolicy) throws -> ImportPlan {
         var plan = ImportPlan()
         let keys = Set(entries.map(\.key))
         let topLevel = entries.filter { !($0.storage == .member && $0.archive.map(keys.contains) == true) }
         let names = Array(Set(topLevel.map(\.name)))
+        // In batches: SQLite limits the values one statement takes.
         let existing: [AssetRecord] = try storeErrors {
             try withContext { context in
-                try context.fetch(
-                    FetchRequest<Asset>(
-                        predicate: .in(\.name, names) && \.storage != Storage.member,
-                        sortBy: [SortDescriptor(\.name)])
-                ).map(AssetRecord.init)
+                try stride(from: 0, to: names.count, by: Self.sqlBatch).flatMap { start in
+                    try context.fetch(
+                        FetchRequest<Asset>(
+                            predicate: .in(\.name, names[start..<min(start + Self.sqlBatch, names.count)])
+                                && \.storage != Storage.member,
+                            sortBy: [SortDescriptor(\.name)])
+                    ).map(AssetRecord.init)
+                }
             }
         }
         // Names a renamed asset cannot take: the catalog's, and the bundle's own.
@@ -318,12 +355,16 @@ extension Catalog {
         plan.result.bytesStored = plan.items.filter { $0.storage == .managed && isNew.contains($0.entry.sha256) }
             .reduce(into: [String: Int64]()) { $0[$1.entry.sha256] = $1.entry.size }.values.reduce(0, +)
         // New content is journaled for removal before it is linked into objects/: should the
-        // import not commit (an error, a crash), the sweeper removes it; once committed, the
-        // sweep finds it used and only clears the rows.
-        try storeErrors {
-            try withContext { context in
-                for digest in newContent { RemovalPlan(context: context).sha256 = digest }
-                if !newContent.isEmpty { try context.save() }
+        // import not commit (an error, a crash), the sweeper removes it. One statement for
+        // all the rows.
+        let journal: [ManagedObjectID] = try storeErrors {
+            guard !newContent.isEmpty else { return [] }
+            let now = Date()
+            return try withContext { context in
+                try context.batchInsert(RemovalPlan.self, count: newContent.count) { i, row in
+                    row[\.sha256] = newContent[i]
+                    row[\.created] = now
+                }
             }
         }
         do {
@@ -337,7 +378,18 @@ extension Catalog {
             if let error = error as? CatalogError { throw error }
             throw CatalogError(.store, "The import could not be recorded, nothing was imported: \(error)", cause: error)
         }
-        _ = try? runtime.sweep()
+        // Committed: the imported assets use all that content, so its journal rows — these
+        // rows, not a later deletion's for the same content — go without a sweep. Should
+        // this fail (or a crash come first), the next sweep finds the content used and
+        // clears them then.
+        if !journal.isEmpty {
+            _ = try? withContext { context in
+                for start in stride(from: 0, to: journal.count, by: Self.sqlBatch) {
+                    let ids = journal[start..<min(start + Self.sqlBatch, journal.count)]
+                    try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs(ids)))
+                }
+            }
+        }
     }
 
     private func recordImport(_ plan: ImportPlan, pins: [String: String], foreign: Bool) throws -> (

@@ -209,7 +209,8 @@ final class ContentStore: Sendable {
     func adoptAll(_ staged: [(path: String, digest: String)]) throws {
         guard !staged.isEmpty else { return }
         try syncFileSystem()
-        for file in staged { try adopt(staged: file.path, digest: file.digest, syncs: false) }
+        var folders = Set<String>()  // the fan-out folders known to exist: no access(2) per file
+        for file in staged { try adopt(staged: file.path, digest: file.digest, syncs: false, knownFolders: &folders) }
         try syncFileSystem()
     }
 
@@ -258,10 +259,10 @@ final class ContentStore: Sendable {
     /// keeps the content until the record commits (then ``unpin(_:)``). When
     /// `objects/` already has the content (stored once), the staged copy is
     /// replaced by a link to the existing object, which pins that one.
-    func adopt(staged: String, digest: String, syncs: Bool = true) throws {
+    func adopt(staged: String, digest: String, syncs: Bool = true, knownFolders: inout Set<String>) throws {
         let target = objectPath(digest)
-        let folder = (target as NSString).deletingLastPathComponent
-        if access(folder, F_OK) != 0 {
+        let folder = objects + "/" + digest.prefix(2)
+        if !knownFolders.contains(folder), access(folder, F_OK) != 0 {
             try Self.makeDirectory(folder)
             if syncs { try Self.syncDirectory(objects) }
         }
@@ -283,6 +284,13 @@ final class ContentStore: Sendable {
             }
         }
         if syncs { try Self.syncDirectory(folder) }
+        knownFolders.insert(folder)
+    }
+
+    /// ``adopt(staged:digest:syncs:knownFolders:)`` of one file.
+    func adopt(staged: String, digest: String, syncs: Bool = true) throws {
+        var folders = Set<String>()
+        try adopt(staged: staged, digest: digest, syncs: syncs, knownFolders: &folders)
     }
 
     /// Releases a pin once its record committed (or will never commit).

@@ -110,6 +110,10 @@ public enum BagReader {
     ///   - sink: Called for each payload file with its path and, when the bag's SHA-256
     ///     manifest came before it, the checksum it should have; returns where its bytes go,
     ///     or `nil` to only hash them.
+    ///   - tagFileRead: Called as soon as a tag file of ``BagReadOptions/keptTagFiles`` has
+    ///     been read, with its name and bytes — before the payload that follows it, so that
+    ///     work on it can start early. A guess until the read ends: the bytes that count are
+    ///     those in ``BagContents/tagFiles``.
     ///   - progress: Called as the read advances.
     ///   - isCancelled: Polled between chunks; `true` stops the read with `cancelled`.
     /// - Returns: The contents, with every validation problem in ``BagContents/problems``.
@@ -118,6 +122,7 @@ public enum BagReader {
     public static func read(
         at path: String, options: BagReadOptions = BagReadOptions(),
         sink: ((_ path: String, _ expectedSHA256: String?) throws -> (any BagPayloadSink)?)? = nil,
+        tagFileRead: ((_ name: String, _ bytes: [UInt8]) -> Void)? = nil,
         progress: ((BagProgress) -> Void)? = nil, isCancelled: @escaping () -> Bool = { false }
     ) throws -> BagContents {
         var isDirectory: ObjCBool = false
@@ -125,6 +130,7 @@ public enum BagReader {
             throw BagError(.io, file: path, "does not exist")
         }
         let scan = Scan(source: path, options: options, sink: sink, progress: progress, isCancelled: isCancelled)
+        scan.tagFileRead = tagFileRead
         if isDirectory.boolValue {
             try scan.readDirectory(path)
         } else {
@@ -148,6 +154,7 @@ final class Scan {
     let sink: ((String, String?) throws -> (any BagPayloadSink)?)?
     let progress: ((BagProgress) -> Void)?
     let isCancelled: () -> Bool
+    var tagFileRead: ((String, [UInt8]) -> Void)?
 
     /// Every regular file, by its path in the bundle.
     var files: [String: Seen] = [:]
@@ -182,42 +189,55 @@ final class Scan {
     }
 
     func isKeptTag(_ path: String) -> Bool {
-        let c = path.split(separator: "/", omittingEmptySubsequences: false)
-        for root in [c.count >= 2 ? String(c[0]) + "/" : nil, ""].compactMap({ $0 }) where path.hasPrefix(root) {
-            let rest = String(path.dropFirst(root.count))
-            if BagReader.isStandardTag(rest) || options.keptTagFiles.contains(rest) { return true }
-        }
-        return false
+        tagNames(path).contains { BagReader.isStandardTag($0) || options.keptTagFiles.contains($0) }
     }
+
+    /// The names a tag file could have in the bag: its path relative to each possible root.
+    func tagNames(_ path: String) -> [String] {
+        let c = path.split(separator: "/", omittingEmptySubsequences: false)
+        return [c.count >= 2 ? String(c[0]) + "/" : nil, ""].compactMap { $0 }.filter(path.hasPrefix).map {
+            String(path.dropFirst($0.count))
+        }
+    }
+
+    /// The algorithms of the payload manifests read so far, and whether one was SHA-256's.
+    var manifestAlgorithms: Set<ChecksumAlgorithm> = []
+    var sawSHA256Manifest = false
 
     /// The algorithms to hash a payload file with: SHA-256, and those of the payload
     /// manifests seen so far (SHA-256 and SHA-512 when none has been).
     func payloadAlgorithms() -> Set<ChecksumAlgorithm> {
-        var algorithms: Set<ChecksumAlgorithm> = [.sha256]
-        for path in kept.keys {
-            let name = (path as NSString).lastPathComponent
-            if let algorithm = ChecksumAlgorithm(manifestName: name, prefix: "manifest-") {
-                algorithms.insert(algorithm)
-            }
-        }
-        if algorithms.count == 1
-            && !kept.keys.contains(where: { ($0 as NSString).lastPathComponent == "manifest-sha256.txt" })
-        {
-            algorithms.insert(.sha512)
-        }
+        var algorithms = manifestAlgorithms.union([.sha256])
+        if algorithms.count == 1 && !sawSHA256Manifest { algorithms.insert(.sha512) }
         return algorithms
+    }
+
+    /// Notes a kept tag file that is a payload manifest (found by its last path component).
+    func noteKept(_ path: String) {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        if let algorithm = ChecksumAlgorithm(manifestName: name, prefix: "manifest-") {
+            manifestAlgorithms.insert(algorithm)
+        }
+        if name == "manifest-sha256.txt" { sawSHA256Manifest = true }
     }
 
     /// The SHA-256 manifests read so far, parsed once, by bag root.
     var parsedSHA256Manifests: [String: [String: String]] = [:]
+    /// Bag roots whose declaration or SHA-256 manifest could not be parsed.
+    var unparsableManifestRoots: Set<String> = []
 
     /// The SHA-256 the manifest read so far gives `path` (`root/data/…`), if any.
     func expectedSHA256(_ path: String, root: String) -> String? {
         if parsedSHA256Manifests[root] == nil {
-            guard let declaration = kept[root + "bagit.txt"], let manifest = kept[root + "manifest-sha256.txt"],
-                let version = try? TagFile.parseDeclaration(declaration),
-                let entries = try? TagFile.parseManifest(manifest, file: "", algorithm: .sha256, version: version)
+            guard !unparsableManifestRoots.contains(root), let declaration = kept[root + "bagit.txt"],
+                let manifest = kept[root + "manifest-sha256.txt"]
             else { return nil }
+            guard let version = try? TagFile.parseDeclaration(declaration),
+                let entries = try? TagFile.parseManifest(manifest, file: "", algorithm: .sha256, version: version)
+            else {
+                unparsableManifestRoots.insert(root)  // once: the checks after the read report why
+                return nil
+            }
             parsedSHA256Manifests[root] = entries
         }
         return parsedSHA256Manifests[root]?[String(path.dropFirst(root.count))]
@@ -255,7 +275,9 @@ final class Scan {
             target = try sink(path, expected)
         }
         let keeps = !isPayload && isKeptTag(path)
-        var hasher = MultiHasher(isPayload ? payloadAlgorithms() : Set(ChecksumAlgorithm.allCases))
+        // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
+        // manifests the bag turns out to have; any other is hashed with all of them now.
+        var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : Set(ChecksumAlgorithm.allCases))
         var bytes: [UInt8] = []
         var size: Int64 = 0
         let limit = options.maxTagFileBytes
@@ -274,7 +296,13 @@ final class Scan {
             }
         }
         try target?.finish()
-        if keeps { kept[path] = bytes }
+        if keeps {
+            kept[path] = bytes
+            noteKept(path)
+            if let tagFileRead, let name = tagNames(path).first(where: options.keptTagFiles.contains) {
+                tagFileRead(name, bytes)
+            }
+        }
         files[path] = Seen(size: size, digests: hasher.finalize(), sink: target)
     }
 
@@ -491,6 +519,10 @@ final class Scan {
         for (relative, _) in tagDigests {
             guard let bytes = kept[root + relative] else { continue }
             if let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "manifest-") {
+                if relative == "manifest-sha256.txt", let parsed = parsedSHA256Manifests[root] {
+                    result.manifests[algorithm] = parsed  // parsed during the read
+                    continue
+                }
                 do {
                     result.manifests[algorithm] = try TagFile.parseManifest(
                         bytes, file: relative, algorithm: algorithm, version: version)
@@ -500,6 +532,17 @@ final class Scan {
                     tagManifests[algorithm] = try TagFile.parseManifest(
                         bytes, file: relative, algorithm: algorithm, version: version)
                 } catch { problems.append(error) }
+            }
+        }
+        // Kept tag files were not hashed as they were read: hash them now, in the tag
+        // manifests' algorithms.
+        if !tagManifests.isEmpty {
+            let algorithms = Set(tagManifests.keys)
+            for relative in tagDigests.keys {
+                guard let bytes = kept[root + relative] else { continue }
+                var hasher = MultiHasher(algorithms)
+                bytes.withUnsafeBytes { hasher.update($0) }
+                tagDigests[relative] = hasher.finalize()
             }
         }
         let manifestFiles = tagDigests.keys.filter { $0.hasPrefix("manifest-") && $0.hasSuffix(".txt") }

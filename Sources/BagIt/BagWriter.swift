@@ -22,6 +22,27 @@ public struct BagPayloadItem: Sendable, Hashable {
     }
 }
 
+/// A tag file a ``BagWriter`` adds to a bag (outside `data/`): bytes in memory, or a
+/// file whose bytes are copied in chunks — for a large tag file, which then need not
+/// fit in memory.
+public struct BagTagFile: Sendable, Hashable {
+    enum Contents: Sendable, Hashable {
+        case bytes([UInt8])
+        case file(String)
+    }
+
+    /// The path relative to the bag.
+    public var path: String
+    var contents: Contents
+
+    /// A tag file holding `bytes`.
+    public static func bytes(_ path: String, _ bytes: [UInt8]) -> Self { Self(path: path, contents: .bytes(bytes)) }
+
+    /// A tag file holding the bytes of the file at `source`, which must not change until
+    /// the writer has written its tag files (when its initializer returns).
+    public static func file(_ path: String, from source: String) -> Self { Self(path: path, contents: .file(source)) }
+}
+
 /// Where a bag is written: an archive (one top-level directory holding the
 /// bag) or a plain directory (the bag itself).
 public enum BagFormat: Sendable, Hashable, CustomStringConvertible {
@@ -101,7 +122,7 @@ public final class BagWriter {
     ///   if the bag cannot be created.
     public init(
         path: String, format: BagFormat? = nil, bagName: String? = nil, payload: [BagPayloadItem],
-        info: [(label: String, value: String)] = [], tagFiles: [(path: String, bytes: [UInt8])] = [],
+        info: [(label: String, value: String)] = [], tagFiles: [BagTagFile] = [],
         agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date()
     ) throws(BagError) {
         let format = format ?? BagFormat(path: path)
@@ -148,21 +169,29 @@ public final class BagWriter {
         }
 
         let manifest = TagFile.formatManifest(payload.map { ("data/" + $0.path, $0.sha256) })
-        var tags: [(path: String, bytes: [UInt8])] = [
-            ("bagit.txt", TagFile.declaration),
-            ("bag-info.txt", TagFile.formatFields(bagInfo(agent: agent) + info)),
-            ("manifest-sha256.txt", manifest),
+        var tags: [BagTagFile] = [
+            .bytes("bagit.txt", TagFile.declaration),
+            .bytes("bag-info.txt", TagFile.formatFields(bagInfo(agent: agent) + info)),
+            .bytes("manifest-sha256.txt", manifest),
         ]
         tags += tagFiles
         var tagManifest: [(path: String, checksum: String)] = []
+        var sizes: [String: Int64] = [:]
         for tag in tags {
             var hasher = MultiHasher([.sha256])
-            tag.bytes.withUnsafeBytes { hasher.update($0) }
+            var size: Int64 = 0
+            try Self.read(tag) { chunk in
+                hasher.update(chunk)
+                size += Int64(chunk.count)
+            }
             tagManifest.append((tag.path, hasher.finalize()[.sha256]!))
+            sizes[tag.path] = size
         }
-        tags.append(("tagmanifest-sha256.txt", TagFile.formatManifest(tagManifest)))
+        tags.append(.bytes("tagmanifest-sha256.txt", TagFile.formatManifest(tagManifest)))
         if case .archive = format { try writeDirectory("") }
-        for tag in tags { try writeTag(tag.path, tag.bytes) }
+        for (tag, listed) in zip(tags, tagManifest.map(\.checksum) + [nil]) {
+            try writeTag(tag, size: sizes[tag.path], sha256: listed)
+        }
         if case .archive = format { try writeDirectory("data") }
     }
 
@@ -264,23 +293,73 @@ public final class BagWriter {
         }
     }
 
-    private func writeTag(_ relative: String, _ bytes: [UInt8]) throws(BagError) {
-        if let archive {
-            do {
-                try archive.writeEntry(
-                    ArchiveEntry(path: bagName + "/" + relative, kind: .file, modificationDate: date), contents: bytes)
-            } catch {
-                throw BagError(.io, file: path, "cannot be written: \(error.message)")
-            }
-        } else if let partialDirectory {
-            do {
-                try writeFile(partialDirectory + "/" + relative) { write in try bytes.withUnsafeBytes(write) }
-            } catch let error as BagError {
-                throw error
-            } catch {
-                throw BagError(.io, file: relative, "cannot be written: \(error)")
+    /// Writes a tag file; one read from a file must still have the size and SHA-256 it
+    /// had when it was listed in the tag manifest.
+    private func writeTag(_ tag: BagTagFile, size listedSize: Int64?, sha256 listed: String?) throws(BagError) {
+        var hasher = MultiHasher([.sha256])
+        var size: Int64 = 0
+        let produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void = { write in
+            try Self.read(tag) { chunk in
+                hasher.update(chunk)
+                size += Int64(chunk.count)
+                try write(chunk)
             }
         }
+        do {
+            if let archive {
+                let entry = ArchiveEntry(
+                    path: bagName + "/" + tag.path, kind: .file, size: listedSize ?? 0, modificationDate: date)
+                if case .bytes(let bytes) = tag.contents {
+                    try archive.writeEntry(entry, contents: bytes)
+                } else {
+                    do throws(ArchiveError) {
+                        try archive.writeEntry(entry, producing: produce)
+                    } catch {
+                        throw Self.unwrapped(error, path: path)
+                    }
+                }
+            } else if let partialDirectory {
+                try writeFile(partialDirectory + "/" + tag.path, producing: produce)
+            }
+        } catch {
+            if let error = error as? BagError { throw error }
+            if let error = error as? ArchiveError {
+                throw BagError(.io, file: path, "cannot be written: \(error.message)")
+            }
+            throw BagError(.io, file: tag.path, "cannot be written: \(error)")
+        }
+        if case .file = tag.contents, let listed, hasher.finalize()[.sha256] != listed || size != listedSize {
+            throw BagError(.contentMismatch, file: tag.path, "changed while the bag was written")
+        }
+    }
+
+    /// Pushes a tag file's bytes through `body`, in chunks for a file.
+    static func read(_ tag: BagTagFile, _ body: (UnsafeRawBufferPointer) throws -> Void) throws(BagError) {
+        switch tag.contents {
+        case .bytes(let bytes):
+            do { try bytes.withUnsafeBytes(body) } catch { throw wrapped(error, tag.path) }
+        case .file(let source):
+            let fd = open(source, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw ioError(source, "cannot be opened") }
+            defer { close(fd) }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+            defer { buffer.deallocate() }
+            while true {
+                let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw ioError(source, "cannot be read")
+                }
+                if n == 0 { return }
+                do { try body(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) } catch {
+                    throw wrapped(error, tag.path)
+                }
+            }
+        }
+    }
+
+    private static func wrapped(_ error: any Error, _ file: String) -> BagError {
+        error as? BagError ?? BagError(.io, file: file, "cannot be written: \(error)")
     }
 
     private func writeFile(

@@ -7,20 +7,24 @@ public enum TagFile {
 
     /// Splits text into lines ended by LF, CR or CR LF; a last line without an end counts.
     static func lines(_ text: String) -> [Substring] {
+        // By UTF-8 code units: CR and LF are ASCII, so every cut falls between scalars (and
+        // no grapheme joins a CR or LF to what follows: Unicode always breaks after them).
+        let utf8 = text.utf8
         var result: [Substring] = []
-        var start = text.startIndex
-        var index = text.startIndex
-        while index < text.endIndex {
-            let c = text[index]
-            if c == "\n" || c == "\r" || c == "\r\n" {
-                result.append(text[start..<index])
-                index = text.index(after: index)
-                start = index
-            } else {
-                index = text.index(after: index)
+        var start = utf8.startIndex
+        var index = utf8.startIndex
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            guard byte == 0x0A || byte == 0x0D else {
+                utf8.formIndex(after: &index)
+                continue
             }
+            result.append(text[start..<index])
+            utf8.formIndex(after: &index)
+            if byte == 0x0D, index < utf8.endIndex, utf8[index] == 0x0A { utf8.formIndex(after: &index) }
+            start = index
         }
-        if start < text.endIndex { result.append(text[start...]) }
+        if start < utf8.endIndex { result.append(text[start...]) }
         return result
     }
 
@@ -154,14 +158,18 @@ public enum TagFile {
     ) throws(BagError) -> [String: String] {
         let text = try decode(bytes, file: file)
         var entries: [String: String] = [:]
+        entries.reserveCapacity(bytes.count / (algorithm.hexLength + 16))
+        let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
         for (number, line) in lines(text).enumerated() {
-            if line.allSatisfy({ $0 == " " || $0 == "\t" }) { continue }
-            guard let gap = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else {
+            // By UTF-8 code units: the separators and the checksum's digits are ASCII.
+            let utf8 = line.utf8
+            if utf8.allSatisfy(isBlank) { continue }
+            guard let gap = utf8.firstIndex(where: isBlank) else {
                 throw BagError(.malformedManifest, file: file, "line \(number + 1) is not 'checksum path'")
             }
             let checksum = line[..<gap].lowercased()
-            let rawPath = line[gap...].drop { $0 == " " || $0 == "\t" }
-            guard checksum.count == algorithm.hexLength, checksum.allSatisfy(\.isHexDigit) else {
+            let rawPath = line[utf8[gap...].firstIndex(where: { !isBlank($0) })!...]
+            guard checksum.utf8.count == algorithm.hexLength, checksum.utf8.allSatisfy(Self.isHexDigit) else {
                 throw BagError(
                     .malformedManifest, file: file,
                     "line \(number + 1): '\(checksum)' is not a \(algorithm.rawValue) checksum")
@@ -185,8 +193,13 @@ public enum TagFile {
         return Array(text.utf8)
     }
 
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte)
+    }
+
     /// A manifest path with `.` components dropped; refuses empty, absolute and `..` paths.
     static func normalizedPath(_ path: String, file: String, line: Int) throws(BagError) -> String {
+        if isNormal(path) { return path }
         if path.hasPrefix("/") {
             throw BagError(.malformedManifest, file: file, "line \(line) names an absolute path, \(path)")
         }
@@ -199,6 +212,23 @@ public enum TagFile {
         }
         guard !components.isEmpty else { throw BagError(.malformedManifest, file: file, "line \(line) names no file") }
         return components.joined(separator: "/")
+    }
+
+    /// Whether a path is already relative and has no empty, `.` or `..` component.
+    static func isNormal(_ path: String) -> Bool {
+        var componentLength = 0
+        var dots = 0
+        for byte in path.utf8 {
+            if byte == 0x2F {
+                if componentLength == 0 || componentLength == dots && dots <= 2 { return false }
+                componentLength = 0
+                dots = 0
+            } else {
+                componentLength += 1
+                if byte == 0x2E { dots += 1 }
+            }
+        }
+        return componentLength > 0 && !(componentLength == dots && dots <= 2)
     }
 }
 

@@ -52,12 +52,50 @@ import Testing
             }
             let imported = try target.open()
             #expect(try await imported.verify().issues.isEmpty, "\(format)")
+            // The import's own journal rows went with it, without waiting for a sweep.
+            #expect(try imported.stats().pendingRemovals == 0, "\(format)")
             #expect(try imported.stats().objectFiles == sourceStats.objectFiles, "\(format)")
             #expect(try ownStaging(imported).isEmpty)
             imported.close()
             let listing = try await comparableListing(target)
             #expect(listing == expected, "\(format): \(String(decoding: listing, as: UTF8.self))")
         }
+    }
+
+    // MARK: - The records file
+
+    @Test func theRecordsFileHoldsOneAssetPerLineWithUTCDates() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        _ = try await catalog.add([try t.file("a.txt", "alpha\n"), try t.file("b.txt", "bravo\n")])
+        let bag = t.directory.appending(path: "bag").path
+        _ = try await catalog.export(to: bag)
+        #expect(try ownStaging(catalog).isEmpty)  // the records went through a file there
+        let text = try String(contentsOfFile: bag + "/assetcat-records.json", encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 5)
+        #expect(lines.first == #"{"format":"assetcat-records","version":1,"assets":["#)
+        #expect(lines[1].hasPrefix(#"{"created":""#) && lines[1].hasSuffix(#""tags":[]},"#))
+        #expect(lines[1].contains(#""name":"a.txt""#) && lines[2].contains(#""name":"b.txt""#))
+        #expect(lines[3] == "]}" && lines[4] == "")
+        let created = try #require(lines[1].firstMatch(of: /"created":"([^"]+)"/)?.1)
+        #expect(created.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
+        let records = try BundleRecords.decode(Array(text.utf8))
+        #expect(records.assets.map(\.name) == ["a.txt", "b.txt"])
+        #expect(abs(records.assets[0].created.timeIntervalSince(try catalog.asset("a.txt").created)) < 0.001)
+    }
+
+    @Test func recordsWithDatesWithoutAZoneReadAsUTC() throws {
+        let entry = """
+            {"created":"2026-11-21T13:39:06.323","key":1,"kind":"text","metadata":{},"modified":"2026-11-21T13:39:06Z",\
+            "name":"a.txt","payload":"data/a.txt","sha256":"\(String(repeating: "0", count: 64))","size":6,\
+            "storage":"managed","tags":[]}
+            """
+        let text = #"{"format":"assetcat-records","version":1,"assets":["# + "\n" + entry + "\n]}\n"
+        let records = try BundleRecords.decode(Array(text.utf8))
+        #expect(abs(records.assets[0].created.timeIntervalSince1970 - 1_795_268_346.323) < 0.0005)
+        #expect(records.assets[0].modified == Date(timeIntervalSince1970: 1_795_268_346))
     }
 
     // MARK: - bagit-python, the reference implementation

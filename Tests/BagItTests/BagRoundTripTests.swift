@@ -35,4 +35,73 @@ import Testing
         #expect(bag.payload["data/日本/é 100%.bin"]?.digests[.sha256] == sha256([1, 2, 3]))
         #expect(bag.info.first { $0.label == "Payload-Oxum" }?.value == "9.2")
     }
+
+    /// A directory bag with one payload file and two tag files of the caller's: one from
+    /// memory, one copied from a file.
+    func writtenDirectoryBag(_ root: String) throws -> String {
+        let extra = root + "/extra-source.json"
+        try Data(#"{"large": "tag file"}"#.utf8).write(to: URL(fileURLWithPath: extra))
+        let bag = root + "/bag"
+        let payload: [UInt8] = Array("hello\n".utf8)
+        let writer = try BagWriter(
+            path: bag, payload: [BagPayloadItem(path: "a.txt", size: 6, sha256: sha256(payload))],
+            tagFiles: [.bytes("notes.txt", Array("a note\n".utf8)), .file("extra.json", from: extra)])
+        try writer.writePayload(0) { write in try payload.withUnsafeBytes(write) }
+        try writer.finish()
+        return bag
+    }
+
+    @Test func tagFilesFromMemoryAndFromAFileAreWrittenAndListed() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let bag = try writtenDirectoryBag(root)
+        let extra = Array(#"{"large": "tag file"}"#.utf8)
+        #expect(Array(try Data(contentsOf: URL(fileURLWithPath: bag + "/extra.json"))) == extra)
+        let tagManifest = try String(contentsOfFile: bag + "/tagmanifest-sha256.txt", encoding: .utf8)
+        #expect(tagManifest.contains("\(sha256(extra))  extra.json\n"))
+        #expect(tagManifest.contains("\(sha256(Array("a note\n".utf8)))  notes.txt\n"))
+        let read = try BagReader.read(at: bag, options: BagReadOptions(keptTagFiles: ["extra.json"]))
+        #expect(read.problems.map(\.description) == [])
+        #expect(read.tagFiles["extra.json"] == extra)
+    }
+
+    /// Tag files — those a reader keeps (manifests, bagit.txt, the caller's) and those it
+    /// does not — are checked against every tag manifest, whatever its algorithm.
+    @Test func aTagFileThatDiffersFromATagManifestIsReported() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let bag = try writtenDirectoryBag(root)
+        let manifest = try String(contentsOfFile: bag + "/manifest-sha256.txt", encoding: .utf8)
+        try Data((manifest + "\n").utf8).write(to: URL(fileURLWithPath: bag + "/manifest-sha256.txt"))
+        try Data("another note\n".utf8).write(to: URL(fileURLWithPath: bag + "/notes.txt"))
+        // An MD5 tag manifest too, one of whose lines is wrong.
+        let wrongMD5 = String(repeating: "0", count: 32)
+        try Data("\(wrongMD5)  bagit.txt\n".utf8).write(to: URL(fileURLWithPath: bag + "/tagmanifest-md5.txt"))
+        var md5 = MultiHasher([.md5])
+        TagFile.declaration.withUnsafeBytes { md5.update($0) }
+        let realMD5 = md5.finalize()[.md5]!
+
+        let read = try BagReader.read(at: bag, options: BagReadOptions(keptTagFiles: ["extra.json"]))
+        let problems = read.problems.map(\.description)
+        #expect(problems.count == 3)
+        #expect(
+            problems.contains(
+                "bagit.txt: md5 checksum mismatch: tagmanifest-md5.txt says \(wrongMD5), the file has \(realMD5)"))
+        #expect(
+            problems.contains {
+                $0.hasPrefix("manifest-sha256.txt: sha256 checksum mismatch: tagmanifest-sha256.txt says ")
+            })
+        #expect(problems.contains { $0.hasPrefix("notes.txt: sha256 checksum mismatch: tagmanifest-sha256.txt says ") })
+    }
+
+    @Test func aTagFileThatCannotBeReadStopsTheWriterWithItsName() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #expect {
+            try BagWriter(path: root + "/bag.tar", payload: [], tagFiles: [.file("x.json", from: root + "/missing")])
+        } throws: { error in
+            (error as? BagError)?.description == "\(root)/missing: cannot be opened: No such file or directory"
+        }
+        #expect(!FileManager.default.fileExists(atPath: root + "/bag.tar"))
+    }
 }

@@ -137,6 +137,18 @@ import Testing
         #expect(entries == ["data/a.txt": Self.sha, "data/b c.txt": Self.otherSha, "data/d.txt": Self.sha])
     }
 
+    @Test func lineEndsMayBeLFCRLFOrCR() throws {
+        let entries = try manifest(
+            "\(Self.sha)  data/a\r\(Self.sha)  data/b\r\n\(Self.sha)  data/c\n\r\(Self.sha)  data/d")
+        #expect(entries.keys.sorted() == ["data/a", "data/b", "data/c", "data/d"])
+    }
+
+    @Test func pathsAreKeptAsTheyAreUnlessTheyNeedNormalizing() throws {
+        let entries = try manifest(
+            "\(Self.sha)  data/.../a..b/.hidden\n\(Self.sha)  data/x/./y//z/\n\(Self.sha)  data/é 日本/..c\n")
+        #expect(entries.keys.sorted() == ["data/.../a..b/.hidden", "data/x/y/z", "data/é 日本/..c"])
+    }
+
     @Test func percentEncodingInVersion1() throws {
         let entries = try manifest(
             "\(Self.sha)  data/100%25.txt\n\(Self.sha)  data/two%0Alines%0d.txt\n\(Self.sha)  data/%41%.txt%")
