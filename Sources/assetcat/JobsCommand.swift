@@ -76,6 +76,7 @@ struct JobsRun: AsyncParsableCommand {
             print(
                 "ran jobs: \(summary.succeeded) succeeded, \(summary.failed) failed, \(summary.cancelled) cancelled"
                     + (summary.retried > 0 ? ", \(summary.retried) retried" : ""))
+            fflush(nil)  // the queue is done: say so now, not after the store has closed
             if summary.wasInterrupted {
                 Terminal.note("interrupted: the jobs that were running are queued again; `assetcat jobs run` resumes")
                 throw ExitCode(130)
