@@ -76,8 +76,9 @@ extension Catalog {
     /// archive's members as files of their own, beside it), `assetcat-records.json` with
     /// names, tags, metadata, storage and member links, and the manifests.
     ///
-    /// Streams the content: memory does not grow with the bytes (it grows with the
-    /// number of assets, for the records and manifest). Every byte is hashed on the way out
+    /// Streams the content and the records file: memory does not grow with the bytes (it
+    /// grows with the number of assets, for the selection and the manifest, about 2.5 KB
+    /// each). Every byte is hashed on the way out
     /// and compared with the catalog's digest; a missing or damaged asset stops the export
     /// with an error naming it (unless ``ExportOptions/skipsDamaged``), and no partial
     /// bundle is left at `path`. Cancelling the task stops it the same way.
