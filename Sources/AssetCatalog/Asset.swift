@@ -74,6 +74,10 @@ public final class Asset: ManagedObject {
             return (try? JSONDecoder().decode([String: String].self, from: Data(metadataJSON.utf8))) ?? [:]
         }
         set {
+            guard !newValue.isEmpty else {
+                metadataJSON = "{}"  // what the encoder writes, without making one
+                return
+            }
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             metadataJSON = (try? encoder.encode(newValue)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"

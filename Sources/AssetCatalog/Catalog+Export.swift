@@ -198,13 +198,14 @@ extension Catalog {
                 }
             }
         } else {
-            for record in try assets(selection.query) { chosen[record.id] = record }
+            // A page at a time: the records are kept, not the objects they were read from.
+            try forEachAsset(selection.query) { chosen[$0.id] = $0 }
         }
         // An archive brings its members.
-        let archives = chosen.values.filter { $0.storage != .member && $0.kind == "archive" }.map(\.id)
+        let archives = Set(chosen.values.filter { $0.storage != .member && $0.kind == "archive" }.map(\.id))
         if !archives.isEmpty {
-            for member in try assets(AssetQuery(storage: .member)) where archives.contains(member.archive ?? -1) {
-                chosen[member.id] = member
+            try forEachAsset(AssetQuery(storage: .member)) { member in
+                if archives.contains(member.archive ?? -1) { chosen[member.id] = member }
             }
         }
         return chosen.values.sorted { $0.id < $1.id }

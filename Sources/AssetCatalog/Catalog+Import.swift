@@ -223,7 +223,7 @@ extension Catalog {
     /// A bag without our records: one managed asset per payload file, named by its path.
     static func plainEntries(_ bag: BagContents) -> [BundleRecords.Entry] {
         let now = Date()
-        return bag.payload.values.sorted { Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8)) }
+        return bag.payload.values.sorted { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
             .enumerated().map { i, file in
                 let name = String(file.path.dropFirst("data/".count))
                 return BundleRecords.Entry(

@@ -181,10 +181,12 @@ final class Scan {
 
     /// The bag root a path would have if it were payload (`X/data/…` → `X/`, `data/…` → ``).
     static func payloadRoots(_ path: String) -> [String] {
-        let c = path.split(separator: "/", omittingEmptySubsequences: false)
+        // The first three components, by UTF-8 code units.
+        let c = path.utf8.split(separator: 0x2F, maxSplits: 2, omittingEmptySubsequences: false)
+        let data: [UInt8] = Array("data".utf8)
         var roots: [String] = []
-        if c.count >= 2, c[0] == "data" { roots.append("") }
-        if c.count >= 3, c[1] == "data" { roots.append(String(c[0]) + "/") }
+        if c.count >= 2, c[0].elementsEqual(data) { roots.append("") }
+        if c.count >= 3, c[1].elementsEqual(data) { roots.append(String(Substring(c[0])) + "/") }
         return roots
     }
 
@@ -437,7 +439,7 @@ final class Scan {
                     .hostileEntry, file: relative, "is a device, FIFO or socket; a bag holds regular files only")
             }
         }
-        let byteOrder: (String, String) -> Bool = { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        let byteOrder: (String, String) -> Bool = { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         // Tag files first: the manifests say which digests the payload needs.
         for relative in tags.sorted(by: byteOrder) + payload.sorted(by: byteOrder) {
             try readFile(root + "/" + relative, as: relative)

@@ -397,11 +397,7 @@ public final class BagWriter {
     }
 
     static func checkRelative(_ path: String, what: String) throws(BagError) {
-        let components = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard !path.isEmpty, !path.hasPrefix("/"),
-            !components.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
-            !path.utf8.contains(0)
-        else {
+        guard TagFile.isNormal(path), !path.utf8.contains(0) else {
             throw BagError(.invalidArgument, file: path, "is not a safe relative path for a \(what)")
         }
     }

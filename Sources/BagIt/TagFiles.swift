@@ -105,6 +105,7 @@ public enum TagFile {
 
     /// Encodes a path for a manifest line: in BagIt 1.0, `%`, LF and CR are percent-encoded.
     public static func encodePath(_ path: String) -> String {
+        guard path.utf8.contains(where: { $0 == 0x25 || $0 == 0x0A || $0 == 0x0D }) else { return path }
         var result = ""
         for scalar in path.unicodeScalars {
             switch scalar {
@@ -184,13 +185,15 @@ public enum TagFile {
 
     /// Formats a manifest, sorted by path.
     public static func formatManifest(_ entries: [(path: String, checksum: String)]) -> [UInt8] {
-        var text = ""
-        for (path, checksum) in entries.sorted(by: {
-            Array($0.path.utf8).lexicographicallyPrecedes(Array($1.path.utf8))
-        }) {
-            text += "\(checksum)  \(encodePath(path))\n"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(entries.count * 100)
+        for (path, checksum) in entries.sorted(by: { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }) {
+            bytes += checksum.utf8
+            bytes += [0x20, 0x20]
+            bytes += encodePath(path).utf8
+            bytes.append(0x0A)
         }
-        return Array(text.utf8)
+        return bytes
     }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {
@@ -215,7 +218,7 @@ public enum TagFile {
     }
 
     /// Whether a path is already relative and has no empty, `.` or `..` component.
-    static func isNormal(_ path: String) -> Bool {
+    package static func isNormal(_ path: String) -> Bool {
         var componentLength = 0
         var dots = 0
         for byte in path.utf8 {

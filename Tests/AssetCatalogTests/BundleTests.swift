@@ -86,6 +86,34 @@ import Testing
         #expect(abs(records.assets[0].created.timeIntervalSince(try catalog.asset("a.txt").created)) < 0.001)
     }
 
+    @Test(arguments: [
+        "plain.txt", "quote \" and back\\slash", "a/b/c.txt", "tab\tnew\nline\rcr", "nul\u{0} bell\u{7} us\u{1F}",
+        "caf\u{E9} cafe\u{301} 日本 🎨", "del\u{7F} and \u{2028}",
+    ])
+    func aRecordLineIsTheJSONThatJSONEncoderWouldWrite(name: String) throws {
+        let entry = BundleRecords.Entry(
+            key: 7, name: name, kind: "text", storage: .member, size: 12, sha256: String(repeating: "a", count: 64),
+            payload: "data/" + name, path: name == "plain.txt" ? nil : "/src/" + name, archive: 3, member: name,
+            memberOrdinal: 2, tags: ["b", name, "a"], metadata: ["z": name, "a": "1", name: "key"],
+            created: Date(timeIntervalSince1970: 1_795_268_346.323), modified: Date(timeIntervalSince1970: 0))
+        var line: [UInt8] = []
+        entry.appendJSON(to: &line)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(BundleRecords.dateStyle))
+        }
+        #expect(String(decoding: line, as: UTF8.self) == String(decoding: try encoder.encode(entry), as: UTF8.self))
+        let text =
+            #"{"format":"assetcat-records","version":1,"assets":["# + "\n" + String(decoding: line, as: UTF8.self)
+            + "\n]}\n"
+        let decoded = try BundleRecords.decode(Array(text.utf8)).assets[0]
+        #expect(Array(decoded.name.utf8) == Array(name.utf8) && decoded.tags == entry.tags)
+        #expect(decoded.metadata == entry.metadata && decoded.path == entry.path)
+        #expect(abs(decoded.created.timeIntervalSince(entry.created)) <= 0.001 && decoded.modified == entry.modified)
+    }
+
     @Test func recordsWithDatesWithoutAZoneReadAsUTC() throws {
         let entry = """
             {"created":"2026-11-21T13:39:06.323","key":1,"kind":"text","metadata":{},"modified":"2026-11-21T13:39:06Z",\
@@ -94,7 +122,7 @@ import Testing
             """
         let text = #"{"format":"assetcat-records","version":1,"assets":["# + "\n" + entry + "\n]}\n"
         let records = try BundleRecords.decode(Array(text.utf8))
-        #expect(abs(records.assets[0].created.timeIntervalSince1970 - 1_795_268_346.323) < 0.0005)
+        #expect(abs(records.assets[0].created.timeIntervalSince1970 - 1_795_268_346.323) <= 0.001)
         #expect(records.assets[0].modified == Date(timeIntervalSince1970: 1_795_268_346))
     }
 

@@ -104,4 +104,26 @@ import Testing
         }
         #expect(!FileManager.default.fileExists(atPath: root + "/bag.tar"))
     }
+
+    @Test(arguments: ["", "/etc/passwd", "a//b.txt", "a/", "./a.txt", "a/../b", "..", "nul\u{0}.txt"])
+    func anUnsafePayloadPathIsRefused(path: String) throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #expect {
+            try BagWriter(path: root + "/bag", payload: [BagPayloadItem(path: path, size: 0, sha256: sha256([]))])
+        } throws: { error in
+            (error as? BagError)?.description == "\(path): is not a safe relative path for a payload file"
+        }
+    }
+
+    @Test(arguments: ["a.txt", "...", "a..b/.hidden", "日本/é 100%.bin"])
+    func anUnusualButSafePayloadPathIsKept(path: String) throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let writer = try BagWriter(
+            path: root + "/bag", payload: [BagPayloadItem(path: path, size: 0, sha256: sha256([]))])
+        try writer.writePayload(0) { _ in }
+        try writer.finish()
+        #expect(FileManager.default.fileExists(atPath: root + "/bag/data/" + path))
+    }
 }
