@@ -57,13 +57,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Temporary directories for the tests, removed when the test process exits.
+        .target(name: "TestScratch"),
         // Temporary catalogs, fixtures and crash helpers for the tests.
-        .target(name: "AssetCatalogTestSupport", dependencies: ["AssetCatalog", "Persistence"]),
+        .target(name: "AssetCatalogTestSupport", dependencies: ["AssetCatalog", "Persistence", "TestScratch"]),
         // `make demo` until the catalog exists: prints each lifecycle event as it fires.
         .executableTarget(name: "PersistenceDemo", dependencies: ["Persistence"]),
         // A separate process for the tests that need two writers or a crash.
         .executableTarget(name: "persistence-fixture", dependencies: ["Persistence"], path: "Tests/PersistenceFixture"),
-        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "persistence-fixture"]),
+        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "persistence-fixture", "TestScratch"]),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO"]),
         .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO"]),
         .testTarget(

@@ -1,5 +1,6 @@
 public import AssetCatalog
 public import Foundation
+import TestScratch
 
 /// A catalog in a fresh temporary directory, with helpers to make source
 /// files, find the `assetcat` binary, and run it (for crash tests).
@@ -10,7 +11,7 @@ public struct TestCatalog: Sendable {
     public var sources: URL { directory.appending(path: "sources") }
 
     public init() throws {
-        directory = FileManager.default.temporaryDirectory.appending(path: "assetcat-tests-\(UUID().uuidString)")
+        directory = ScratchDirectory.path("assetcat-tests")
         try FileManager.default.createDirectory(
             at: directory.appending(path: "sources"), withIntermediateDirectories: true)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
 enum Mood: String, AttributeValue {
@@ -27,7 +28,7 @@ final class Everything: ManagedObject {
     ("a\u{301}ccent (NFD)", Data([0])),
 ])
 func everyAttributeTypeRoundTripsExactly(text: String, data: Data) throws {
-    let directory = FileManager.default.temporaryDirectory.appending(path: "types-\(UUID().uuidString)")
+    let directory = ScratchDirectory.path("types")
     let url = directory.appending(path: "store.sqlite")
     let id: ManagedObjectID
     let uuid = UUID()

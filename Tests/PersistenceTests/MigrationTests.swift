@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
 /// Version 1 of an entity…
@@ -21,7 +22,7 @@ final class JournalV2: ManagedObject {
     }
 
     func temporaryStore() throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appending(path: "migration-\(UUID().uuidString)")
+        let directory = ScratchDirectory.path("migration")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         return directory.appending(path: "store.sqlite")
     }

@@ -1,10 +1,11 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
 @Suite struct QuarantineTests {
     func directory(with fixture: String) throws -> (URL, URL, Data) {
-        let directory = FileManager.default.temporaryDirectory.appending(path: "quarantine-\(UUID().uuidString)")
+        let directory = ScratchDirectory.path("quarantine")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = directory.appending(path: "store.sqlite")
         let bytes = try Data(contentsOf: testAsset("stores/\(fixture)"))

@@ -1,4 +1,5 @@
 import Foundation
+import TestScratch
 import Testing
 
 /// The README's example is ReadmeExample.swift, word for word; this runs it.
@@ -10,6 +11,6 @@ import Testing
         encoding: .utf8)
     #expect(readme.contains("```swift\n" + example + "```\n"), "README.md must show ReadmeExample.swift verbatim")
 
-    let directory = FileManager.default.temporaryDirectory.appending(path: "readme-\(UUID().uuidString)")
+    let directory = ScratchDirectory.path("readme")
     #expect(try await bookshelfExample(in: directory) == ["Bread", "Soup"])
 }

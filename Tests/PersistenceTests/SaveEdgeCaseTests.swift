@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
 /// Deletes the Doc whose row ID it holds from its own willSave when it is
@@ -30,7 +31,7 @@ struct Unchecked<T>: @unchecked Sendable {
 
 @Suite struct SaveEdgeCaseTests {
     func store(with extra: [ManagedObject.Type]) throws -> (PersistentContainer, HookLog) {
-        let directory = FileManager.default.temporaryDirectory.appending(path: "edge-\(UUID().uuidString)")
+        let directory = ScratchDirectory.path("edge")
         let container = try PersistentContainer(
             storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities + extra))
         return (container, HookLog())

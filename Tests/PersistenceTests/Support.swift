@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
 /// Records lifecycle events, in order, for one test.
@@ -156,7 +157,7 @@ struct TestStore {
     var storeURL: URL { directory.appending(path: "store.sqlite") }
 
     init(options: PersistentContainer.Options = .init()) throws {
-        directory = FileManager.default.temporaryDirectory.appending(path: "persistence-tests-\(UUID().uuidString)")
+        directory = ScratchDirectory.path("persistence-tests")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         container = try PersistentContainer(
             storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities), options: options)
