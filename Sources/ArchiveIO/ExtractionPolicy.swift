@@ -241,7 +241,8 @@ public struct ExtractionGuard: Sendable {
                 .nameTooLong, entry,
                 "its path is \(length) bytes long, more than the policy's limit of \(policy.maxPathLength)")
         }
-        if path.hasPrefix("/") { throw refusal(.absolutePath, entry, "its path is absolute") }
+        // By bytes: `/` followed by a combining mark is one Character, not a "/" prefix.
+        if path.utf8.first == 0x2F { throw refusal(.absolutePath, entry, "its path is absolute") }
         var components: [String] = []
         // By UTF-8 code units ('/' and '.' are ASCII): splitting by Character costs a
         // grapheme walk per member.
@@ -274,7 +275,7 @@ public struct ExtractionGuard: Sendable {
                 "it is a symbolic link whose target is \(target.utf8.count) bytes long, more than the policy's "
                     + "limit of \(policy.maxPathLength)")
         }
-        if target.hasPrefix("/") {
+        if target.utf8.first == 0x2F {
             throw refusal(.linkOutsideRoot, entry, "it is a symbolic link to the absolute path '\(shown)'")
         }
         // Leading '..' components climb real directories created by the extraction (never
@@ -282,8 +283,11 @@ public struct ExtractionGuard: Sendable {
         // symbolic link instead, which cannot be checked safely: refuse it.
         var ups = 0
         var sawName = false
-        for component in target.split(separator: "/", omittingEmptySubsequences: true) where component != "." {
-            if component == ".." {
+        // By bytes, as the kernel resolves it: split by Character, `../` + a combining mark
+        // would be one name, not a climb.
+        for component in target.utf8.split(separator: 0x2F, omittingEmptySubsequences: true)
+        where !component.elementsEqual([0x2E]) {
+            if component.elementsEqual([0x2E, 0x2E]) {
                 if sawName {
                     throw refusal(
                         .linkOutsideRoot, entry,
@@ -304,14 +308,16 @@ public struct ExtractionGuard: Sendable {
     private func validateHardlink(_ entry: ArchiveEntry) throws(ArchiveError) {
         let target = entry.linkTarget ?? ""
         let shown = displayName(target)
-        if target.hasPrefix("/") {
+        if target.utf8.first == 0x2F {
             throw refusal(.linkOutsideRoot, entry, "it is a hard link to the absolute path '\(shown)'")
         }
-        let components = target.split(separator: "/").filter { $0 != "." }
+        let components = target.utf8.split(separator: 0x2F).filter { !$0.elementsEqual([0x2E]) }.map {
+            String(Substring($0))
+        }
         if target.utf8.contains(0) || components.isEmpty {
             throw refusal(.invalidName, entry, "it is a hard link with an empty or invalid target")
         }
-        if components.contains("..") {
+        if components.contains(where: { $0.utf8.elementsEqual([0x2E, 0x2E]) }) {
             throw refusal(.linkOutsideRoot, entry, "it is a hard link to '\(shown)', which leaves the extraction root")
         }
         guard regularFiles.contains(Array(components.joined(separator: "/").utf8)) else {

@@ -204,7 +204,10 @@ extension BundleRecords.Entry {
         }
         key("metadata")
         out.append(0x7B)
-        for (i, (name, value)) in metadata.sorted(by: { $0.key < $1.key }).enumerated() {
+        // By UTF-8 bytes, as JSONEncoder sorts keys (String's < compares canonical equivalents).
+        for (i, (name, value)) in metadata.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })
+            .enumerated()
+        {
             if i > 0 { out.append(0x2C) }
             string(name)
             out.append(0x3A)
@@ -256,6 +259,8 @@ extension BundleRecords {
             case 0x0A: out += [0x5C, 0x6E]  // \n
             case 0x0D: out += [0x5C, 0x72]  // \r
             case 0x09: out += [0x5C, 0x74]  // \t
+            case 0x08: out += [0x5C, 0x62]  // \b
+            case 0x0C: out += [0x5C, 0x66]  // \f
             case 0x00..<0x20: out += [0x5C, 0x75, 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]  // \u00XX
             default: out.append(byte)
             }

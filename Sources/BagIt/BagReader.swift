@@ -197,8 +197,8 @@ final class Scan {
     /// The names a tag file could have in the bag: its path relative to each possible root.
     func tagNames(_ path: String) -> [String] {
         let c = path.split(separator: "/", omittingEmptySubsequences: false)
-        return [c.count >= 2 ? String(c[0]) + "/" : nil, ""].compactMap { $0 }.filter(path.hasPrefix).map {
-            String(path.dropFirst($0.count))
+        return [c.count >= 2 ? String(c[0]) + "/" : nil, ""].compactMap { $0 }.filter(path.hasBytePrefix).map {
+            path.droppingBytePrefix($0)
         }
     }
 
@@ -242,7 +242,7 @@ final class Scan {
             }
             parsedSHA256Manifests[root] = entries
         }
-        return parsedSHA256Manifests[root]?[String(path.dropFirst(root.count))]
+        return parsedSHA256Manifests[root]?[path.droppingBytePrefix(root)]
     }
 
     func report(bytes: Int64, file: Bool) {
@@ -424,7 +424,7 @@ final class Scan {
             case S_IFDIR: continue
             case S_IFREG:
                 bytesTotal += Int64(info.st_size)
-                if relative.hasPrefix("data/") { payload.append(relative) } else { tags.append(relative) }
+                if relative.hasBytePrefix("data/") { payload.append(relative) } else { tags.append(relative) }
             case S_IFLNK:
                 let target = (try? manager.destinationOfSymbolicLink(atPath: root + "/" + relative)) ?? "?"
                 let resolved = URL(fileURLWithPath: root + "/" + relative).resolvingSymlinksInPath().path
@@ -473,10 +473,35 @@ final class Scan {
 
     // MARK: Checking
 
+    /// A file whose digest differs from the one `manifest` lists — or that was not hashed in
+    /// that algorithm, which must not pass for a match.
+    static func checksumProblem(
+        _ path: String, listed: String, in manifest: String, _ algorithm: ChecksumAlgorithm,
+        _ digests: [ChecksumAlgorithm: String]
+    ) -> [BagError] {
+        guard let actual = digests[algorithm] else {
+            return [
+                BagError(
+                    .checksumMismatch, file: path,
+                    "\(manifest) lists it, but it could not be hashed in \(algorithm.rawValue) to check")
+            ]
+        }
+        guard actual == listed else {
+            return [
+                BagError(
+                    .checksumMismatch, file: path,
+                    "\(algorithm.rawValue) checksum mismatch: \(manifest) says \(listed), the file has \(actual)")
+            ]
+        }
+        return []
+    }
+
     func contents() throws -> BagContents {
         // Where is the bag? `bagit.txt` at the top, or in exactly one top-level directory.
         let declarations = files.keys.filter {
-            $0 == "bagit.txt" || ($0.hasSuffix("/bagit.txt") && $0.split(separator: "/").count == 2)
+            $0 == "bagit.txt"
+                || ($0.utf8.reversed().starts(with: "/bagit.txt".utf8.reversed())
+                    && $0.utf8.split(separator: 0x2F).count == 2)
         }
         guard !declarations.isEmpty else {
             throw BagError(.notABag, file: source, "holds no bagit.txt: it is not a BagIt bag")
@@ -491,7 +516,7 @@ final class Scan {
             source: source, version: nil, bagName: String(root.dropLast()), info: [], payload: [:], manifests: [:],
             tagFiles: [:], problems: [])
 
-        for path in files.keys.sorted() where !path.hasPrefix(root) {
+        for path in files.keys.sorted() where !path.hasBytePrefix(root) {
             problems.append(
                 BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
         }
@@ -505,9 +530,9 @@ final class Scan {
 
         // Tag files (anything under the root but outside data/) and payload.
         var tagDigests: [String: [ChecksumAlgorithm: String]] = [:]
-        for (path, seen) in files where path.hasPrefix(root) {
-            let relative = String(path.dropFirst(root.count))
-            if relative.hasPrefix("data/") {
+        for (path, seen) in files where path.hasBytePrefix(root) {
+            let relative = path.droppingBytePrefix(root)
+            if relative.hasBytePrefix("data/") {
                 result.payload[relative] = BagPayloadFile(
                     path: relative, size: seen.size, digests: seen.digests, sink: seen.sink, linkTarget: seen.linkTarget
                 )
@@ -541,7 +566,9 @@ final class Scan {
         if !tagManifests.isEmpty {
             let algorithms = Set(tagManifests.keys)
             for relative in tagDigests.keys {
-                guard let bytes = kept[root + relative] else { continue }
+                // A hard link to a kept tag file has that file's bytes.
+                let source = files[root + relative]?.linkTarget ?? root + relative
+                guard let bytes = kept[source] else { continue }
                 var hasher = MultiHasher(algorithms)
                 bytes.withUnsafeBytes { hasher.update($0) }
                 tagDigests[relative] = hasher.finalize()
@@ -582,7 +609,7 @@ final class Scan {
             let name = "manifest-\(algorithm.rawValue).txt"
             let entries = result.manifests[algorithm]!
             for (path, checksum) in entries.sorted(by: { $0.key < $1.key }) {
-                guard path.hasPrefix("data/") else {
+                guard path.hasBytePrefix("data/") else {
                     problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
                     continue
                 }
@@ -590,13 +617,7 @@ final class Scan {
                     problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
                     continue
                 }
-                if let actual = file.digests[algorithm], actual != checksum {
-                    problems.append(
-                        BagError(
-                            .checksumMismatch, file: path,
-                            "\(algorithm.rawValue) checksum mismatch: \(name) says \(checksum), the file has \(actual)")
-                    )
-                }
+                problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, file.digests)
             }
             for path in result.payload.keys.sorted() where entries[path] == nil {
                 problems.append(BagError(.unlistedFile, file: path, "is in the bag but not listed in \(name)"))
@@ -607,16 +628,10 @@ final class Scan {
         for algorithm in tagManifests.keys.sorted() {
             let name = "tagmanifest-\(algorithm.rawValue).txt"
             for (path, checksum) in tagManifests[algorithm]!.sorted(by: { $0.key < $1.key }) {
-                if path.hasPrefix("data/") {
+                if path.hasBytePrefix("data/") {
                     problems.append(BagError(.malformedManifest, file: name, "lists the payload file \(path)"))
                 } else if let digests = tagDigests[path] {
-                    if let actual = digests[algorithm], actual != checksum {
-                        problems.append(
-                            BagError(
-                                .checksumMismatch, file: path,
-                                "\(algorithm.rawValue) checksum mismatch: \(name) says \(checksum), the file has \(actual)"
-                            ))
-                    }
+                    problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, digests)
                 } else {
                     problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
                 }
@@ -649,4 +664,15 @@ final class Scan {
         result.problems = problems.sorted { ($0.file ?? "", $0.reason) < ($1.file ?? "", $1.reason) }
         return result
     }
+}
+
+extension String {
+    /// Whether the UTF-8 bytes begin with `prefix`'s. Paths are compared as bytes, everywhere
+    /// in a read: as Characters, `data/` followed by a combining mark would not begin with
+    /// `data/`, and one file could count as payload in one place and as a tag file in another.
+    func hasBytePrefix(_ prefix: String) -> Bool { utf8.starts(with: prefix.utf8) }
+
+    /// The string after `prefix`, which must begin it (``hasBytePrefix(_:)``) and end with an
+    /// ASCII byte.
+    func droppingBytePrefix(_ prefix: String) -> String { String(Substring(utf8.dropFirst(prefix.utf8.count))) }
 }

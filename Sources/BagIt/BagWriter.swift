@@ -340,7 +340,7 @@ public final class BagWriter {
             do { try bytes.withUnsafeBytes(body) } catch { throw wrapped(error, tag.path) }
         case .file(let source):
             let fd = open(source, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw ioError(source, "cannot be opened") }
+            guard fd >= 0 else { throw ioError(tag.path, "cannot be read from \(source)") }
             defer { close(fd) }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
             defer { buffer.deallocate() }
@@ -348,7 +348,7 @@ public final class BagWriter {
                 let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
                 if n < 0 {
                     if errno == EINTR { continue }
-                    throw ioError(source, "cannot be read")
+                    throw ioError(tag.path, "cannot be read from \(source)")
                 }
                 if n == 0 { return }
                 do { try body(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) } catch {
@@ -365,7 +365,9 @@ public final class BagWriter {
     private func writeFile(
         _ file: String, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
-        try Self.makeDirectory((file as NSString).deletingLastPathComponent)
+        // The folder by bytes: NSString's path functions see `/` + a combining mark as no `/`.
+        let slash = file.utf8.lastIndex(of: 0x2F) ?? file.utf8.startIndex
+        try Self.makeDirectory(String(Substring(file.utf8[..<slash])))
         let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Self.ioError(file, "cannot be created") }
         defer { close(fd) }

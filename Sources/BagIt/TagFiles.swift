@@ -169,7 +169,10 @@ public enum TagFile {
                 throw BagError(.malformedManifest, file: file, "line \(number + 1) is not 'checksum path'")
             }
             let checksum = line[..<gap].lowercased()
-            let rawPath = line[utf8[gap...].firstIndex(where: { !isBlank($0) })!...]
+            guard let pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
+                throw BagError(.malformedManifest, file: file, "line \(number + 1) names no file")
+            }
+            let rawPath = line[pathStart...]
             guard checksum.utf8.count == algorithm.hexLength, checksum.utf8.allSatisfy(Self.isHexDigit) else {
                 throw BagError(
                     .malformedManifest, file: file,
@@ -203,12 +206,14 @@ public enum TagFile {
     /// A manifest path with `.` components dropped; refuses empty, absolute and `..` paths.
     static func normalizedPath(_ path: String, file: String, line: Int) throws(BagError) -> String {
         if isNormal(path) { return path }
-        if path.hasPrefix("/") {
+        if path.utf8.first == 0x2F {
             throw BagError(.malformedManifest, file: file, "line \(line) names an absolute path, \(path)")
         }
         var components: [Substring] = []
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) where component != "." {
-            if component == ".." {
+        for bytes in path.utf8.split(separator: 0x2F, omittingEmptySubsequences: true) {
+            let component = Substring(bytes)
+            if bytes.elementsEqual([0x2E]) { continue }
+            if bytes.elementsEqual([0x2E, 0x2E]) {
                 throw BagError(.malformedManifest, file: file, "line \(line) names a path with '..', \(path)")
             }
             components.append(component)

@@ -423,4 +423,35 @@ import Testing
             }
         }
     }
+
+    /// Paths are checked as the kernel reads them, byte by byte: `/` or `..` followed by a
+    /// combining mark is still a root or a climb, though Swift sees one Character there.
+    @Test(arguments: [
+        (ArchiveEntry(path: "/\u{301}etc/x", kind: .file), "its path is absolute"),
+        (ArchiveEntry(path: "a/../\u{301}x", kind: .file), "its path contains a '..' component"),
+        (
+            ArchiveEntry(path: "link", kind: .symlink, linkTarget: "../\u{301}x"),
+            "it is a symbolic link to '../\u{301}x', which leaves the extraction root"
+        ),
+        (
+            ArchiveEntry(path: "link", kind: .symlink, linkTarget: "/\u{301}etc"),
+            "it is a symbolic link to the absolute path '/\u{301}etc'"
+        ),
+        (
+            ArchiveEntry(path: "link", kind: .hardlink, linkTarget: "../\u{301}x"),
+            "it is a hard link to '../\u{301}x', which leaves the extraction root"
+        ),
+        (
+            ArchiveEntry(path: "link", kind: .hardlink, linkTarget: "/\u{301}etc"),
+            "it is a hard link to the absolute path '/\u{301}etc'"
+        ),
+    ])
+    func aCombiningMarkDoesNotHideARootOrAClimb(entry: ArchiveEntry, reason: String) {
+        var checker = ExtractionGuard(policy: .default, archivePath: "x.tar")
+        #expect {
+            _ = try checker.admit(entry)
+        } throws: { error in
+            (error as? ArchiveError)?.message.hasSuffix(": \(reason)") == true
+        }
+    }
 }

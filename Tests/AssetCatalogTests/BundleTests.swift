@@ -88,13 +88,14 @@ import Testing
 
     @Test(arguments: [
         "plain.txt", "quote \" and back\\slash", "a/b/c.txt", "tab\tnew\nline\rcr", "nul\u{0} bell\u{7} us\u{1F}",
-        "caf\u{E9} cafe\u{301} 日本 🎨", "del\u{7F} and \u{2028}",
+        "caf\u{E9} cafe\u{301} 日本 🎨", "del\u{7F} and \u{2028}", "backspace\u{8} formfeed\u{C}",
     ])
     func aRecordLineIsTheJSONThatJSONEncoderWouldWrite(name: String) throws {
         let entry = BundleRecords.Entry(
             key: 7, name: name, kind: "text", storage: .member, size: 12, sha256: String(repeating: "a", count: 64),
             payload: "data/" + name, path: name == "plain.txt" ? nil : "/src/" + name, archive: 3, member: name,
-            memberOrdinal: 2, tags: ["b", name, "a"], metadata: ["z": name, "a": "1", name: "key"],
+            memberOrdinal: 2, tags: ["b", name, "a"],
+            metadata: ["z": name, "a": "1", name: "key", "f": "2", "e\u{301}": "3", "\u{E9}clair": "4"],
             created: Date(timeIntervalSince1970: 1_795_268_346.323), modified: Date(timeIntervalSince1970: 0))
         var line: [UInt8] = []
         entry.appendJSON(to: &line)

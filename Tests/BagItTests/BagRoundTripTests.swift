@@ -100,7 +100,8 @@ import Testing
         #expect {
             try BagWriter(path: root + "/bag.tar", payload: [], tagFiles: [.file("x.json", from: root + "/missing")])
         } throws: { error in
-            (error as? BagError)?.description == "\(root)/missing: cannot be opened: No such file or directory"
+            (error as? BagError)?.description
+                == "x.json: cannot be read from \(root)/missing: No such file or directory"
         }
         #expect(!FileManager.default.fileExists(atPath: root + "/bag.tar"))
     }
@@ -125,5 +126,49 @@ import Testing
         try writer.writePayload(0) { _ in }
         try writer.finish()
         #expect(FileManager.default.fileExists(atPath: root + "/bag/data/" + path))
+    }
+
+    /// A payload name that begins with a combining mark is payload everywhere in a read
+    /// (`data/` + the mark is one Character, but its bytes begin with `data/`).
+    @Test(arguments: ["bag.tar", "bagdir"])
+    func aPayloadNameBeginningWithACombiningMarkReadsBack(name: String) throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let bytes: [UInt8] = [1, 2, 3]
+        let writer = try BagWriter(
+            path: root + "/" + name,
+            payload: [BagPayloadItem(path: "\u{301}x.bin", size: 3, sha256: sha256(bytes))])
+        try writer.writePayload(0) { write in try bytes.withUnsafeBytes(write) }
+        try writer.finish()
+        let bag = try BagReader.read(at: root + "/" + name)
+        #expect(bag.problems.map(\.description) == [])
+        #expect(Array(bag.payload.keys.first?.utf8 ?? "".utf8) == Array("data/\u{301}x.bin".utf8))
+    }
+
+    /// A hard link to a tag file the reader keeps is checked against the tag manifest with
+    /// that file's bytes.
+    @Test func aHardLinkToAKeptTagFileIsCheckedByTheTagManifest() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let payload: [UInt8] = Array("hello\n".utf8)
+        let info: [UInt8] = Array("Payload-Oxum: 6.1\n".utf8)
+        let wrong = String(repeating: "0", count: 64)
+        let tar = root + "/bag.tar"
+        let writer = try ArchiveWriter(path: tar, format: .tar)
+        func file(_ path: String, _ bytes: [UInt8]) throws {
+            try writer.writeEntry(ArchiveEntry(path: "bag/" + path, kind: .file), contents: bytes)
+        }
+        try file("bagit.txt", TagFile.declaration)
+        try file("bag-info.txt", info)
+        try writer.writeEntry(ArchiveEntry(path: "bag/notes.txt", kind: .hardlink, linkTarget: "bag/bag-info.txt"))
+        try file("manifest-sha256.txt", TagFile.formatManifest([("data/a.txt", sha256(payload))]))
+        try file("tagmanifest-sha256.txt", Array("\(wrong)  notes.txt\n".utf8))
+        try file("data/a.txt", payload)
+        try writer.finish()
+        let bag = try BagReader.read(at: tar)
+        #expect(
+            bag.problems.map(\.description) == [
+                "notes.txt: sha256 checksum mismatch: tagmanifest-sha256.txt says \(wrong), the file has \(sha256(info))"
+            ])
     }
 }

@@ -190,6 +190,8 @@ import Testing
             "manifest-sha256.txt: line 1 names a path with '..', data/../../etc/passwd"
         ),
         ("\(TagFileTests.sha)  ./.\n", "manifest-sha256.txt: line 1 names no file"),
+        ("\(TagFileTests.sha)  \n", "manifest-sha256.txt: line 1 names no file"),
+        ("\(TagFileTests.sha) \t", "manifest-sha256.txt: line 1 names no file"),
         (
             "\(TagFileTests.sha)  data/a.txt\n\(TagFileTests.otherSha)  data/./a.txt\n",
             "manifest-sha256.txt: line 2 lists data/a.txt a second time"
