@@ -77,7 +77,7 @@ extension Catalog {
     /// names, tags, metadata, storage and member links, and the manifests.
     ///
     /// Streams the content and the records file: memory does not grow with the bytes (it
-    /// grows with the number of assets, for the selection and the manifest, about 2.5 KB
+    /// grows with the number of assets, for the selection and the manifest, about 2 KB
     /// each). Every byte is hashed on the way out
     /// and compared with the catalog's digest; a missing or damaged asset stops the export
     /// with an error naming it (unless ``ExportOptions/skipsDamaged``), and no partial
