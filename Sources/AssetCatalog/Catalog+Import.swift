@@ -292,6 +292,11 @@ extension Catalog {
                 case .replace:
                     plan.replacing += same.map(\.id).filter { !plan.replacing.contains($0) }
                 case .keepBoth:
+                    // Kept before under a numbered name: the same asset, not one more copy.
+                    if try hasNumberedCopy(of: entry) {
+                        plan.result.alreadyPresent.append(entry.name)
+                        continue
+                    }
                     // The name must be free in the whole catalog, not only among the bundle's names.
                     var n = 2
                     while try taken.contains(name) || hasTopLevelAsset(named: name) {
@@ -318,6 +323,34 @@ extension Catalog {
         }
         plan.result.replaced = plan.replacing.sorted()
         return plan
+    }
+
+    /// Whether a top-level asset has the entry's content, tags and metadata under a numbered
+    /// form of its name (`a (2).txt` for `a.txt`) — what an earlier keep-both import made.
+    private func hasNumberedCopy(of entry: BundleRecords.Entry) throws -> Bool {
+        // `a (0).txt` gives the text around the number: `a (` and `).txt`.
+        let zero = Array(PayloadNamer.numbered(entry.name, 0).utf8)
+        let mark: [UInt8] = Array(" (0)".utf8)
+        guard let at = (0...(zero.count - mark.count)).last(where: { zero[$0..<($0 + mark.count)].elementsEqual(mark) })
+        else { return false }
+        let prefix = zero[..<(at + 2)]
+        let suffix = zero[(at + 3)...]
+        let copies: [AssetRecord] = try storeErrors {
+            try withContext { context in
+                try context.fetch(
+                    FetchRequest<Asset>(predicate: \.sha256 == entry.sha256 && \.storage != Storage.member)
+                ).map(AssetRecord.init)
+            }
+        }
+        return copies.contains { copy in
+            let name = Array(copy.name.utf8)
+            guard name.count > prefix.count + suffix.count, name.starts(with: prefix),
+                name.reversed().starts(with: suffix.reversed())
+            else { return false }
+            let number = name[prefix.count..<(name.count - suffix.count)]
+            return number.first != 0x30 && number.allSatisfy { (0x30...0x39).contains($0) }
+                && copy.tags == entry.tags.sorted() && copy.metadata == entry.metadata
+        }
     }
 
     /// Whether a top-level asset (not an archive member) of the catalog has this name.

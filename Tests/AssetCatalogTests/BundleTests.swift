@@ -404,6 +404,13 @@ import Testing
         #expect(try catalog.asset("a.txt").id == old.id)
         #expect(try bytes(of: "a (2).txt", in: catalog) == Data("the bundle's version\n".utf8))
 
+        // The same bundle again: its `a.txt` is already here, as `a (2).txt`; no third copy.
+        let count = try catalog.assets().count
+        let repeated = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .keepBoth))
+        #expect(repeated.imported.isEmpty && repeated.renamed.isEmpty)
+        #expect(repeated.alreadyPresent == ["a.txt", "c.txt"])
+        #expect(try catalog.assets().count == count)
+
         // A third version: `a (2).txt` is taken too.
         let third = try await exportedBundle([("a.txt", "a third version\n")])
         let again = try await catalog.importBundle(from: third, options: ImportOptions(onConflict: .keepBoth))
