@@ -212,22 +212,7 @@ extension Catalog {
             throw CatalogError(.io, "Could not read \(path): \(ContentStore.errnoText())", path: path)
         }
         defer { Glibc.close(fd) }
-        // A buffer the size of the file, up to 1 MiB: a small file costs one small
-        // allocation and two reads, not a megabyte per chunk.
-        var info = stat()
-        let size = fstat(fd, &info) == 0 ? Int(info.st_size) : ContentStore.bufferSize
-        let capacity = min(max(size + 1, 4096), ContentStore.bufferSize)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let count = Glibc.read(fd, buffer.baseAddress, capacity)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw CatalogError(.io, "Could not read \(path): \(ContentStore.errnoText())", path: path)
-            }
-            if count == 0 { return }
-            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-        }
+        try ContentStore.readChunks(fd, path: path, body)
     }
 
     /// Counts and sizes.

@@ -160,27 +160,39 @@ final class ContentStore: Sendable {
             }
         }
         defer { if output >= 0 { close(output) } }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
-        defer { buffer.deallocate() }
         var hasher = SHA256()
         var size: Int64 = 0
-        while true {
-            if isCancelled() { throw CatalogError(.cancelled, "Stopped while reading \(path)", path: path) }
-            let count = read(input, buffer.baseAddress, bufferSize)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw CatalogError(.io, "Could not read \(path): \(errnoText())", path: path)
-            }
-            if count == 0 { break }
-            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+        let stopped = CatalogError(.cancelled, "Stopped while reading \(path)", path: path)
+        if isCancelled() { throw stopped }
+        try readChunks(input, path: path) { chunk in
+            if isCancelled() { throw stopped }
             hasher.update(bufferPointer: chunk)
-            size += Int64(count)
+            size += Int64(chunk.count)
             if output >= 0 { try writeAll(output, chunk, path: destination!) }
         }
         if output >= 0, syncsCopy, fsync(output) != 0 {
             throw CatalogError(.io, "Could not sync \(destination!): \(errnoText())", path: destination)
         }
         return (hex(hasher.finalize()), size)
+    }
+
+    /// Reads an open file to its end, chunk by chunk, into a buffer the size of the file up
+    /// to ``bufferSize``: a small file costs one small allocation and two reads.
+    static func readChunks(_ fd: Int32, path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var info = stat()
+        let size = fstat(fd, &info) == 0 ? Int(info.st_size) : bufferSize
+        let capacity = min(max(size + 1, 4096), bufferSize)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(fd, buffer.baseAddress, capacity)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw CatalogError(.io, "Could not read \(path): \(errnoText())", path: path)
+            }
+            if count == 0 { return }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        }
     }
 
     /// Copies a file into staging, hashing it on the way. The copy is not
