@@ -135,7 +135,7 @@ extension Catalog {
         }
         let items = records.map { BagPayloadItem(path: payloadPath[$0.id]!, size: $0.size, sha256: $0.sha256) }
         // The records go through a file in this process's staging folder, not memory.
-        let recordsFile = content.ownStaging + "/" + UUID().uuidString + ".records.json"
+        let recordsFile = content.newStagingPath(suffix: ".records.json")
         defer { unlink(recordsFile) }
         try BundleRecords.write(entries, to: recordsFile)
         let writer = try bundleErrors(path) {

@@ -84,19 +84,20 @@ final class StagingSink: BagPayloadSink {
     let path: String
     /// The digest the manifest announced, when the content was already in `objects/`.
     let linkedDigest: String?
+    /// The digest the manifest announced, when `objects/` did not have it.
+    let absentDigest: String?
     private var fd: Int32 = -1
 
     init(content: ContentStore, expected: String?) throws {
-        path = content.ownStaging + "/" + UUID().uuidString
-        if let expected, ContentStore.isDigest(expected), link(content.objectPath(expected), path) == 0 {
+        if let expected, let pin = content.pinObject(expected) {
+            path = pin
             linkedDigest = expected
+            absentDigest = nil
             return
         }
         linkedDigest = nil
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
-        guard fd >= 0 else {
-            throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
-        }
+        absentDigest = expected
+        (path, fd) = try content.createStagingFile()
     }
 
     deinit { if fd >= 0 { close(fd) } }
@@ -132,14 +133,14 @@ extension Catalog {
         progress: (@Sendable (BundleProgress) -> Void)? = nil
     ) async throws -> ImportResult {
         let staged = StagedFiles()
-        defer { for file in staged.paths { unlink(file) } }
+        defer { for file in staged.paths { content.unpin(file) } }
         // The bag, read and checked, is let go before the commit: only the entries and the
         // staged copies are needed from here on.
-        let (entries, pins, foreign) = try await readForImport(
+        let (entries, pins, absent, foreign) = try await readForImport(
             path, options: options, staged: staged, progress: progress)
         var plan = try planImport(entries, policy: options.onConflict)
         plan.result.bundle = path
-        try commitImport(&plan, pins: pins, foreign: foreign)
+        try commitImport(&plan, pins: pins, absent: absent, foreign: foreign)
         return plan.result
     }
 
@@ -150,10 +151,11 @@ extension Catalog {
     }
 
     /// Reads and checks a bag, staging its payload: returns the assets to import, the
-    /// staged copy of each content by SHA-256, and whether the bag came without our records.
+    /// staged copy of each content by SHA-256, the content `objects/` did not have while
+    /// the bag was read, and whether the bag came without our records.
     private func readForImport(
         _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?
-    ) async throws -> (entries: [BundleRecords.Entry], pins: [String: String], foreign: Bool) {
+    ) async throws -> (entries: [BundleRecords.Entry], pins: [String: String], absent: Set<String>, foreign: Bool) {
         // Our records come before the payload: they are decoded while the payload is read.
         var early: (bytes: [UInt8], records: Task<Result<BundleRecords, BagError>, Never>)?
         let bag: BagContents = try bundleErrors(path) {
@@ -209,15 +211,17 @@ extension Catalog {
         }
         // The staged copy of each content, by SHA-256.
         var pins: [String: String] = [:]
+        var absent = Set<String>()
         for file in bag.payload.values.sorted(by: { $0.path < $1.path }) {
             guard let sink = file.sink as? StagingSink, let digest = file.digests[.sha256] else { continue }
             if let linked = sink.linkedDigest, linked != digest {
                 throw CatalogError(
                     .damaged, "\(path): \(file.path) changed while it was read; nothing was imported", path: path)
             }
+            if sink.absentDigest == digest { absent.insert(digest) }
             if pins[digest] == nil { pins[digest] = sink.path }
         }
-        return (records?.assets ?? Self.plainEntries(bag), pins, records == nil)
+        return (records?.assets ?? Self.plainEntries(bag), pins, absent, records == nil)
     }
 
     /// A bag without our records: one managed asset per payload file, named by its path.
@@ -373,7 +377,9 @@ extension Catalog {
     }
 
     /// Adopts the staged content and records every planned asset in one transaction.
-    private func commitImport(_ plan: inout ImportPlan, pins: [String: String], foreign: Bool) throws {
+    private func commitImport(
+        _ plan: inout ImportPlan, pins: [String: String], absent: Set<String>, foreign: Bool
+    ) throws {
         let managed = Set(plan.items.filter { $0.storage == .managed }.map(\.entry.sha256))
         var newContent: [String] = []
         for digest in managed.sorted() {
@@ -381,7 +387,9 @@ extension Catalog {
                 throw CatalogError(
                     .invalidArgument, "The bundle has no payload with SHA-256 \(digest); nothing was imported")
             }
-            if access(content.objectPath(digest), F_OK) != 0 { newContent.append(digest) }
+            // What the read found missing needs no second look. Should another process store
+            // it meanwhile, the journal row is harmless: a sweep keeps content in use.
+            if absent.contains(digest) || !content.hasObject(digest) { newContent.append(digest) }
         }
         // A set: `newContent.contains` for every item was quadratic (10,000 files: 10⁸ compares).
         let isNew = Set(newContent)

@@ -25,6 +25,12 @@ final class ContentStore: Sendable {
     /// This process, as job rows and staging folders name it (`pid-id`).
     var owner: String { (ownStaging as NSString).lastPathComponent }
     private let lockDescriptor: Int32
+    /// `objects/` and this process's staging folder, open: the `*at` calls resolve a file's
+    /// short path from them instead of walking the whole absolute path each time.
+    private let objectsDirectory: Int32
+    private let stagingDirectory: Int32
+    /// Names new staging files: a counter, where a UUID would read `/dev/urandom` per file.
+    private let stagedCount = Atomic<Int>(0)
 
     static let bufferSize = 1 << 20
 
@@ -47,6 +53,14 @@ final class ContentStore: Sendable {
             throw CatalogError(.io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
         }
         try Self.makeDirectory(ownStaging)
+        objectsDirectory = try Self.openDirectory(objects)
+        stagingDirectory = try Self.openDirectory(ownStaging)
+    }
+
+    private static func openDirectory(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw CatalogError(.io, "Could not open \(path): \(errnoText())", path: path) }
+        return fd
     }
 
     private let isClosed = Mutex(false)
@@ -65,6 +79,8 @@ final class ContentStore: Sendable {
         try? FileManager.default.removeItem(atPath: ownStaging)
         unlink(ownStaging + ".lock")
         close(lockDescriptor)
+        close(objectsDirectory)
+        close(stagingDirectory)
     }
 
     /// Whether the process that owns `owner`'s staging folder is alive (it holds its lock).
@@ -112,9 +128,51 @@ final class ContentStore: Sendable {
     }
 
     func objectPath(_ digest: String) -> String {
+        objects + "/" + Self.objectName(digest)
+    }
+
+    /// The object file of `digest` relative to `objects/`: `ab/cdef…`.
+    static func objectName(_ digest: String) -> String {
         let u = Array(digest.utf8)
-        return objects + "/" + String(decoding: u[0..<2], as: UTF8.self) + "/"
-            + String(decoding: u[2...], as: UTF8.self)
+        return String(decoding: u[0..<2], as: UTF8.self) + "/" + String(decoding: u[2...], as: UTF8.self)
+    }
+
+    /// A staged path as the `*at` calls take it from `stagingDirectory`: a file of this
+    /// process's staging folder by its name, any other by its absolute path (which they
+    /// resolve from the root).
+    private func stagingName(_ path: String) -> String {
+        let folder = ownStaging.utf8.count
+        guard path.utf8.count > folder + 1, path.utf8.starts(with: ownStaging.utf8),
+            path.utf8.dropFirst(folder).first == UInt8(ascii: "/")
+        else { return path }
+        return String(path.utf8.dropFirst(folder + 1))!
+    }
+
+    /// A path in this process's staging folder that no file has had.
+    func newStagingPath(suffix: String = "") -> String {
+        ownStaging + "/" + String(stagedCount.add(1, ordering: .relaxed).newValue) + suffix
+    }
+
+    /// Creates a new file in staging, for writing; returns its path and descriptor.
+    func createStagingFile() throws -> (path: String, fd: Int32) {
+        let path = newStagingPath()
+        let fd = openat(stagingDirectory, stagingName(path), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
+        guard fd >= 0 else { throw CatalogError(.io, "Could not create \(path): \(Self.errnoText())", path: path) }
+        return (path, fd)
+    }
+
+    /// Links the object of `digest` to a new staging path, a pin that keeps the content
+    /// until the record commits; returns the path, or nil when `objects/` has no such content.
+    func pinObject(_ digest: String) -> String? {
+        guard Self.isDigest(digest) else { return nil }
+        let path = newStagingPath()
+        return linkat(objectsDirectory, Self.objectName(digest), stagingDirectory, stagingName(path), 0) == 0
+            ? path : nil
+    }
+
+    /// Whether `objects/` has the content of `digest`.
+    func hasObject(_ digest: String) -> Bool {
+        faccessat(objectsDirectory, Self.objectName(digest), F_OK, 0) == 0
     }
 
     /// Throws unless the object file of `digest` exists. When it does not but
@@ -122,9 +180,9 @@ final class ContentStore: Sendable {
     /// linked back from it: a sweep or purge that ran between the add's link
     /// and its commit loses nothing. Run under the store's write lock.
     func requireObject(_ digest: String, for name: String, pin: String? = nil) throws {
+        if hasObject(digest) { return }
         let target = objectPath(digest)
-        if access(target, F_OK) == 0 { return }
-        if let pin, access(pin, F_OK) == 0 {
+        if let pin, faccessat(stagingDirectory, stagingName(pin), F_OK, 0) == 0 {
             try adopt(staged: pin, digest: digest)
             return
         }
@@ -201,7 +259,7 @@ final class ContentStore: Sendable {
     func stage(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (
         digest: String, size: Int64, staged: String
     ) {
-        let staged = ownStaging + "/" + UUID().uuidString
+        let staged = newStagingPath()
         FaultPoint.reach(.slowIngest)
         do {
             let (digest, size) = try Self.digest(
@@ -240,11 +298,7 @@ final class ContentStore: Sendable {
     func ingest(producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> (
         digest: String, size: Int64, pin: String
     ) {
-        let staged = ownStaging + "/" + UUID().uuidString
-        let output = open(staged, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
-        guard output >= 0 else {
-            throw CatalogError(.io, "Could not create \(staged): \(Self.errnoText())", path: staged)
-        }
+        let (staged, output) = try createStagingFile()
         var hasher = SHA256()
         var size: Int64 = 0
         do {
@@ -273,20 +327,22 @@ final class ContentStore: Sendable {
     /// replaced by a link to the existing object, which pins that one.
     func adopt(staged: String, digest: String, syncs: Bool = true, knownFolders: inout Set<String>) throws {
         let target = objectPath(digest)
+        let name = Self.objectName(digest)
+        let stagedName = stagingName(staged)
         let folder = objects + "/" + digest.prefix(2)
         if !knownFolders.contains(folder), access(folder, F_OK) != 0 {
             try Self.makeDirectory(folder)
             if syncs { try Self.syncDirectory(objects) }
         }
         while true {
-            if link(staged, target) == 0 { break }
+            if linkat(stagingDirectory, stagedName, objectsDirectory, name, 0) == 0 { break }
             guard errno == EEXIST else {
                 throw CatalogError(.io, "Could not store \(target): \(Self.errnoText())", path: target)
             }
-            let pin = staged + ".pin"
-            if link(target, pin) == 0 {
-                if rename(pin, staged) != 0 {
-                    unlink(pin)
+            let pin = stagingName(staged + ".pin")
+            if linkat(objectsDirectory, name, stagingDirectory, pin, 0) == 0 {
+                if renameat(stagingDirectory, pin, stagingDirectory, stagedName) != 0 {
+                    unlinkat(stagingDirectory, pin, 0)
                     throw CatalogError(.io, "Could not pin \(target): \(Self.errnoText())", path: staged)
                 }
                 return
@@ -307,7 +363,7 @@ final class ContentStore: Sendable {
 
     /// Releases a pin once its record committed (or will never commit).
     func unpin(_ pin: String) {
-        unlink(pin)
+        unlinkat(stagingDirectory, stagingName(pin), 0)
     }
 
     // MARK: - Helpers
