@@ -200,3 +200,32 @@ final class RemovalPlan: ManagedObject {
         }
     }
 }
+
+/// The journal of one import in progress: the content it links into `objects/` before
+/// its records commit, in one row rather than a removal plan per file.
+///
+/// The import's own transaction deletes the row together with writing its records, so the
+/// row exists exactly as long as the content is not yet recorded. Should the import fail,
+/// the import itself turns the row into removal plans; should its process die first, the
+/// next sweep does, once the lock of the row's ``owner`` is free. A sweep leaves the rows
+/// of live imports alone.
+final class PendingImport: ManagedObject {
+    /// The staging folder (``ContentStore/owner``) of the process importing; empty for a
+    /// row given up, which any sweep carries out.
+    @Attribute var owner = ""
+    /// The SHA-256 of each content linked, one per line.
+    @Attribute var digests = ""
+    @Attribute var created = Date(timeIntervalSince1970: 0)
+
+    override func awakeFromInsert() {
+        setPrimitiveValue(Date(), for: \.created)
+    }
+
+    /// Replaces the row with a removal plan per content, in the same save: the sweeper
+    /// then removes each content that no asset uses.
+    func giveUp() {
+        guard let context = managedObjectContext else { return }
+        for digest in digests.split(separator: "\n") { RemovalPlan(context: context).sha256 = String(digest) }
+        context.delete(self)
+    }
+}

@@ -1,6 +1,7 @@
 public import ArchiveIO
 import BagIt
 import Foundation
+import Logging
 import Persistence
 
 #if canImport(Glibc)
@@ -395,49 +396,54 @@ extension Catalog {
         let isNew = Set(newContent)
         plan.result.bytesStored = plan.items.filter { $0.storage == .managed && isNew.contains($0.entry.sha256) }
             .reduce(into: [String: Int64]()) { $0[$1.entry.sha256] = $1.entry.size }.values.reduce(0, +)
-        // New content is journaled for removal before it is linked into objects/: should the
-        // import not commit (an error, a crash), the sweeper removes it. One statement for
-        // all the rows.
-        let journal: [ManagedObjectID] = try storeErrors {
-            guard !newContent.isEmpty else { return [] }
-            let now = Date()
+        // New content is journaled before it is linked into objects/: should the import not
+        // commit (an error, a crash), it is removed again. One row for all of it, which the
+        // import's own transaction deletes.
+        let journal: ManagedObjectID? = try storeErrors {
+            guard !newContent.isEmpty else { return nil }
             return try withContext { context in
-                try context.batchInsert(RemovalPlan.self, count: newContent.count) { i, row in
-                    row[\.sha256] = newContent[i]
-                    row[\.created] = now
-                }
+                let pending = PendingImport(context: context)
+                pending.owner = content.owner
+                pending.digests = newContent.joined(separator: "\n")
+                try context.save()
+                return pending.objectID
             }
         }
         do {
             try content.adoptAll(managed.sorted().map { (pins[$0]!, $0) })
             FaultPoint.reach(.beforeImportCommit)
-            let (imported, jobs) = try recordImport(plan, pins: pins, foreign: foreign)
+            let (imported, jobs) = try recordImport(plan, pins: pins, journal: journal, foreign: foreign)
             plan.result.imported = imported
             plan.result.queuedJobs = jobs
         } catch {
-            _ = try? runtime.sweep()
+            if let journal { giveUp(journal) }
             if let error = error as? CatalogError { throw error }
             throw CatalogError(.store, "The import could not be recorded, nothing was imported: \(error)", cause: error)
         }
-        // Committed: the imported assets use all that content, so its journal rows — these
-        // rows, not a later deletion's for the same content — go without a sweep. Should
-        // this fail (or a crash come first), the next sweep finds the content used and
-        // clears them then.
-        if !journal.isEmpty {
-            _ = try? withContext { context in
-                for start in stride(from: 0, to: journal.count, by: Self.sqlBatch) {
-                    let ids = journal[start..<min(start + Self.sqlBatch, journal.count)]
-                    try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs(ids)))
-                }
+    }
+
+    /// Turns the journal of an import that did not commit into removal plans, and sweeps:
+    /// its content goes, unless another asset uses it by now. Should that fail, the row is
+    /// left to the sweep after this process ends.
+    private func giveUp(_ journal: ManagedObjectID) {
+        do {
+            try withContext { context in
+                try context.existingObject(with: journal, as: PendingImport.self).giveUp()
+                try context.save()
             }
+            _ = try runtime.sweep()
+        } catch {
+            runtime.logger.warning("content of a failed import stays in objects/ until the next sweep: \(error)")
         }
     }
 
-    private func recordImport(_ plan: ImportPlan, pins: [String: String], foreign: Bool) throws -> (
-        [AssetRecord], [Int64]
-    ) {
+    private func recordImport(
+        _ plan: ImportPlan, pins: [String: String], journal: ManagedObjectID?, foreign: Bool
+    ) throws -> ([AssetRecord], [Int64]) {
         let recorded = try storeErrors {
             try withContext { context in
+                // The records make the journal moot: both in one transaction.
+                if let journal { context.delete(try context.existingObject(with: journal)) }
                 for id in plan.replacing {
                     if let asset = try? context.existingObject(
                         with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)

@@ -53,6 +53,17 @@ final class CatalogRuntime: Sendable {
                 // the others.
                 var done = 0
                 var firstError: (any Error)?
+                // Journals of imports whose process is gone (or that gave up) become plans first.
+                for pending in try context.fetch(FetchRequest<PendingImport>())
+                where pending.owner.isEmpty || !content.isOwnerAlive(pending.owner) {
+                    pending.giveUp()
+                    do {
+                        try context.save()
+                    } catch {
+                        context.rollback()
+                        firstError = firstError ?? error
+                    }
+                }
                 let plans = try context.fetch(FetchRequest<RemovalPlan>())
                 for start in stride(from: 0, to: plans.count, by: 256) {
                     let batch = plans[start..<min(start + 256, plans.count)]
@@ -124,7 +135,7 @@ public final class Catalog: Sendable {
     var content: ContentStore { runtime.content }
 
     static let storeName = "catalog.sqlite"
-    static let entities: [ManagedObject.Type] = [Asset.self, RemovalPlan.self, Job.self]
+    static let entities: [ManagedObject.Type] = [Asset.self, RemovalPlan.self, PendingImport.self, Job.self]
 
     /// The catalog's job provider: register processors, run the queue.
     public let jobs: JobQueue

@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Persistence
 import Testing
 
 @testable import AssetCatalog
@@ -247,6 +248,42 @@ import Testing
         #expect(result.imported.map(\.name) == ["new.txt", "newer.txt"])
         #expect(result.alreadyPresent == ["kept.txt"])
         #expect(try catalog.stats().objectFiles == 3)
+    }
+
+    /// An import journals its new content in one row, owned by its process's staging folder.
+    /// A sweep meanwhile — from another catalog of the same process here, another process in
+    /// life — leaves the content of a live import alone; once its owner is gone, the next
+    /// sweep removes what no asset uses.
+    @Test func aSweepLeavesTheContentOfALiveImportAlone() async throws {
+        let t = try TestCatalog()
+        let sweeper = try t.create()
+        defer { sweeper.close() }
+        let kept = try #require(try await sweeper.add([try t.file("kept.txt", "kept\n")]).added.first)
+        let importer = try t.open()
+        var importerOpen = true
+        defer { if importerOpen { importer.close() } }
+        // What an import has done just before its records commit: content linked, journaled.
+        let staged = try t.file("linked.bin", "linked, not recorded yet\n")
+        let (linked, _) = try ContentStore.digest(ofFileAt: staged)
+        try importer.withContext { context in
+            let pending = PendingImport(context: context)
+            pending.owner = importer.content.owner
+            pending.digests = [linked, kept.sha256].joined(separator: "\n")
+            try context.save()
+        }
+        try importer.content.adopt(staged: staged, digest: linked)
+
+        #expect(try sweeper.finishPendingRemovals() == 0)
+        #expect(t.hasObject(linked))
+        #expect(try sweeper.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 1)
+
+        importer.close()  // the importing process is gone: its lock is free
+        importerOpen = false
+        #expect(try sweeper.finishPendingRemovals() == 2)  // a plan per content of the journal
+        #expect(!t.hasObject(linked))
+        #expect(t.hasObject(kept.sha256))  // an asset uses it
+        #expect(try sweeper.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 0)
+        #expect(try sweeper.stats().pendingRemovals == 0)
     }
 
     /// In process: linking the second new content into objects/ fails (its folder's name
