@@ -57,14 +57,15 @@ public final class Asset: ManagedObject {
     /// holds this asset's content (see ``ContentStore/adopt(staged:digest:)``).
     var pin: String?
 
-    /// Not persistent: a modification date to keep (an imported record's) instead of
-    /// the save's own time, which ``willSave()`` otherwise sets.
-    var keptModificationDate: Date?
-
     /// The asset's tags, sorted.
     public var tags: [String] {
         get { tagText.split(separator: "\n").map(String.init).sorted() }
-        set { tagText = "\n" + Set(newValue).sorted().joined(separator: "\n") + (newValue.isEmpty ? "" : "\n") }
+        set { tagText = Self.tagText(newValue) }
+    }
+
+    /// How ``tagText`` stores `tags`: `\n`-delimited, sorted, without duplicates.
+    static func tagText(_ tags: [String]) -> String {
+        "\n" + Set(tags).sorted().joined(separator: "\n") + (tags.isEmpty ? "" : "\n")
     }
 
     /// The asset's free-form metadata.
@@ -73,15 +74,15 @@ public final class Asset: ManagedObject {
             guard metadataJSON != "{}" else { return [:] }
             return (try? JSONDecoder().decode([String: String].self, from: Data(metadataJSON.utf8))) ?? [:]
         }
-        set {
-            guard !newValue.isEmpty else {
-                metadataJSON = "{}"  // what the encoder writes, without making one
-                return
-            }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            metadataJSON = (try? encoder.encode(newValue)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        }
+        set { metadataJSON = Self.metadataJSON(newValue) }
+    }
+
+    /// How ``metadataJSON`` stores `metadata`: a JSON object, keys sorted.
+    static func metadataJSON(_ metadata: [String: String]) -> String {
+        guard !metadata.isEmpty else { return "{}" }  // what the encoder writes, without making one
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(metadata)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     override public func awakeFromInsert() {
@@ -119,7 +120,7 @@ public final class Asset: ManagedObject {
             effects.afterCommit { runtime?.didCommitRemovals() }
             return
         }
-        setPrimitiveValue(keptModificationDate ?? Date(), for: \.modified)
+        setPrimitiveValue(Date(), for: \.modified)
         if isInserted, storage == .managed, let runtime {
             // A committed record never points at a missing file: checked under
             // the write lock, where no sweep can remove the file meanwhile.
@@ -140,6 +141,35 @@ public final class Asset: ManagedObject {
         }
     }
 
+    /// The key of a context's `userInfo` under which an import leaves its pins: the staged
+    /// copy of each content, by SHA-256 (see ``pin``).
+    static let pinsKey = "AssetCatalog.pins"
+
+    /// Rows inserted in bulk (an import) get what ``validateForInsert()`` and ``willSave()``
+    /// give an inserted asset: a check of their shape, and — under the write lock, before
+    /// the commit — of the content of every managed one in `objects/`.
+    override public class func willInsertRows(
+        _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
+    ) throws {
+        var managed: [String: String] = [:]  // digest → the name of an asset with it
+        for row in rows {
+            let name = row.value(for: \Asset.name) ?? ""
+            let storage = row.value(for: \Asset.storage) ?? .managed
+            try validateShape(
+                name: name, storage: storage, sha256: row.value(for: \Asset.sha256) ?? "",
+                path: row.value(for: \Asset.path) ?? nil, hasArchive: row.objectID(for: \Asset.archive) != nil,
+                member: row.value(for: \Asset.member) ?? nil)
+            if storage == .managed, let digest = row.value(for: \Asset.sha256), managed[digest] == nil {
+                managed[digest] = name
+            }
+        }
+        guard !managed.isEmpty, let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
+        let pins = context.userInfo[pinsKey] as? [String: String] ?? [:]
+        effects.beforeCommit { _ in
+            for (digest, name) in managed { try runtime.content.requireObject(digest, for: name, pin: pins[digest]) }
+        }
+    }
+
     override public func validateForInsert() throws {
         try validateShape()
     }
@@ -149,6 +179,13 @@ public final class Asset: ManagedObject {
     }
 
     private func validateShape() throws {
+        try Self.validateShape(
+            name: name, storage: storage, sha256: sha256, path: path, hasArchive: archive != nil, member: member)
+    }
+
+    private static func validateShape(
+        name: String, storage: Storage, sha256: String, path: String?, hasArchive: Bool, member: String?
+    ) throws {
         switch storage {
         case .managed:
             guard ContentStore.isDigest(sha256) else {
@@ -159,7 +196,7 @@ public final class Asset: ManagedObject {
                 throw CatalogError(.invalidArgument, "\(name): a referenced asset needs an absolute path")
             }
         case .member:
-            guard archive != nil, member != nil else {
+            guard hasArchive, member != nil else {
                 throw CatalogError(.invalidArgument, "\(name): an archive member needs its archive and member path")
             }
         }

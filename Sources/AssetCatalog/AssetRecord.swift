@@ -44,6 +44,27 @@ public struct AssetRecord: Sendable, Hashable, Codable {
         metadata = asset.metadata
     }
 
+    init(
+        id: Int64, name: String, kind: String, size: Int64, sha256: String, storage: Storage, path: String?,
+        archive: Int64?, member: String?, memberOrdinal: Int, tags: [String], created: Date, modified: Date,
+        metadata: [String: String]
+    ) {
+        self.id = id
+        self.name = name
+        self.kind = kind
+        self.size = size
+        self.sha256 = sha256
+        self.storage = storage
+        self.path = path
+        self.archive = archive
+        self.member = member
+        self.memberOrdinal = memberOrdinal
+        self.tags = tags
+        self.created = created
+        self.modified = modified
+        self.metadata = metadata
+    }
+
     /// The asset's ID in the object graph.
     public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id) }
 

@@ -451,51 +451,72 @@ extension Catalog {
                         context.delete(asset)
                     }
                 }
-                var byKey: [Int64: Asset] = [:]
-                var created: [Asset] = []
+                // The assets as rows, without an object each: archives (and every other
+                // top-level asset) first, then the members, which point at their archive's ID.
+                // Asset.willInsertRows checks them as an insert's hooks would, and that
+                // the content of each managed one is in objects/ (the pins put it back).
+                context.userInfo[Asset.pinsKey] = pins
+                let top = plan.items.filter { $0.storage != .member }
+                let members = plan.items.filter { $0.storage == .member }
+                let topIDs = try context.insertRows(Asset.self, count: top.count) { i, row in
+                    Self.fill(&row, top[i], archive: nil)
+                }
+                let archives = Dictionary(zip(top.map(\.entry.key), topIDs), uniquingKeysWith: { a, _ in a })
+                let memberIDs = try context.insertRows(Asset.self, count: members.count) { i, row in
+                    Self.fill(&row, members[i], archive: members[i].archiveKey.flatMap { archives[$0] })
+                }
                 var jobs: [Job] = []
-                for item in plan.items {
-                    let entry = item.entry
-                    let asset = Asset(context: context)
-                    asset.name = item.name
-                    asset.kind = entry.kind
-                    asset.storage = item.storage
-                    asset.size = entry.size
-                    asset.sha256 = entry.sha256
-                    asset.path = entry.path
-                    asset.tags = entry.tags
-                    asset.metadata = entry.metadata
-                    asset.created = entry.created
-                    asset.keptModificationDate = entry.modified
-                    switch item.storage {
-                    case .managed: asset.pin = pins[entry.sha256]
-                    case .referenced: break
-                    case .member:
-                        asset.archive = item.archiveKey.flatMap { byKey[$0] }
-                        asset.member = entry.member
-                        asset.memberOrdinal = entry.memberOrdinal ?? 0
-                        asset.path = nil
-                    }
-                    byKey[entry.key] = asset
-                    created.append(asset)
-                    if foreign {
+                if foreign {
+                    for (item, id) in zip(top, topIDs) {
                         for kind in [
-                            asset.kind == "archive" ? BuiltInProcessors.indexArchive : nil,
-                            asset.kind == "image" ? BuiltInProcessors.metadata : nil,
+                            item.entry.kind == "archive" ? BuiltInProcessors.indexArchive : nil,
+                            item.entry.kind == "image" ? BuiltInProcessors.metadata : nil,
                         ].compactMap({ $0 }) {
                             let job = Job(context: context)
                             job.kind = kind
-                            job.assetID = asset.objectID.rowID
+                            job.assetID = id.rowID
                             jobs.append(job)
                         }
                     }
                 }
                 try context.save()
-                return (created.map(AssetRecord.init), jobs.map(\.objectID.rowID))
+                let records = zip(top + members, topIDs + memberIDs).map { item, id in
+                    AssetRecord(
+                        id: id.rowID, name: item.name, kind: item.entry.kind, size: item.entry.size,
+                        sha256: item.entry.sha256, storage: item.storage,
+                        path: item.storage == .member ? nil : item.entry.path,
+                        archive: item.archiveKey.flatMap { archives[$0]?.rowID },
+                        member: item.storage == .member ? item.entry.member : nil,
+                        memberOrdinal: item.storage == .member ? item.entry.memberOrdinal ?? 0 : 0,
+                        tags: Set(item.entry.tags).sorted(), created: item.entry.created,
+                        modified: item.entry.modified, metadata: item.entry.metadata)
+                }
+                return (records, jobs.map(\.objectID.rowID))
             }
         }
         if !recorded.1.isEmpty { jobs.wakeWorker() }
         return recorded
+    }
+
+    /// The row of a planned asset.
+    private static func fill(_ row: inout BatchInsertRow<Asset>, _ item: ImportPlan.Item, archive: ManagedObjectID?) {
+        let entry = item.entry
+        row[\.name] = item.name
+        row[\.kind] = entry.kind
+        row[\.storage] = item.storage
+        row[\.size] = entry.size
+        row[\.sha256] = entry.sha256
+        row[\.tagText] = Asset.tagText(entry.tags)
+        row[\.metadataJSON] = Asset.metadataJSON(entry.metadata)
+        row[\.created] = entry.created
+        row[\.modified] = entry.modified
+        if item.storage == .member {
+            row[\.archive] = archive
+            row[\.member] = entry.member
+            row[\.memberOrdinal] = entry.memberOrdinal ?? 0
+        } else {
+            row[\.path] = entry.path
+        }
     }
 
     /// Checks a bag — a directory or an archive — as an import would, without importing:

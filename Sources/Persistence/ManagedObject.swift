@@ -191,6 +191,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `afterCommit` work runs only if the batch delete commits.
     open class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {}
 
+    /// Called in a save with a snapshot of every row of this entity that
+    /// ``ManagedObjectContext/insertRows(_:count:_:)`` added to it, after the objects'
+    /// `willSave` and before the transaction is written.
+    ///
+    /// No object stands for these rows, so ``validateForInsert()`` and ``willSave()``
+    /// do not run for them: override this to do, for all of them at once, what those
+    /// hooks do for one object — throw to refuse the save, or plan work through
+    /// `effects` (a ``SaveEffects/beforeCommit(_:)`` check, rows, `afterCommit` work).
+    open class func willInsertRows(
+        _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
+    ) throws {}
+
     // MARK: - State
 
     /// Whether the object was inserted and that insertion is not saved yet.

@@ -169,7 +169,7 @@ public final class ManagedObjectContext {
     public var registeredObjects: [ManagedObject] { Array(registered.values) }
     /// Whether a save would write anything.
     public var hasChanges: Bool {
-        !insertedList.isEmpty || !deletedList.isEmpty || updatedList.contains { $0.isUpdated }
+        !insertedList.isEmpty || !deletedList.isEmpty || !pendingRows.isEmpty || updatedList.contains { $0.isUpdated }
     }
 
     func entity(for type: ManagedObject.Type) -> EntityDescription {
@@ -189,6 +189,9 @@ public final class ManagedObjectContext {
             return ManagedObjectID(entityName: entity.name, rowID: core.ids.provisional())
         }
     }
+
+    /// Rows added by ``insertRows(_:count:_:)``, written by the next save.
+    private var pendingRows: [StoreChanges.Insert] = []
 
     func registerInserted(_ object: ManagedObject) {
         object.pendingInsert = true
@@ -602,7 +605,7 @@ public final class ManagedObjectContext {
             let (cascaded, nullified) = completedRules
             completedRules = ([], [])
             let note = SaveNotification(
-                inserted: saved.inserted.map(\.objectID)
+                inserted: saved.inserted.map(\.objectID) + saved.rows
                     + effects.rows.map { .init(entityName: $0.entity.name, rowID: $0.id) },
                 updated: saved.updated.map(\.objectID) + nullified,
                 deleted: saved.deleted.map(\.objectID) + cascaded, contextName: name)
@@ -653,6 +656,8 @@ public final class ManagedObjectContext {
         var inserted: [ManagedObject] = []
         var updated: [ManagedObject] = []
         var deleted: [ManagedObject] = []
+        /// Rows of ``insertRows(_:count:_:)`` (the store's saves only).
+        var rows: [ManagedObjectID] = []
         var all: [ManagedObject] { inserted + updated + deleted }
     }
 
@@ -697,6 +702,7 @@ public final class ManagedObjectContext {
             pass += 1
         }
         try throwDeferredErrors()
+        try announcePendingRows(effects)
         var saved = SavedObjects()
         saved.inserted = insertedList.filter { !$0.pendingDelete }
         saved.updated = updatedList.filter(\.isUpdated)
@@ -722,6 +728,8 @@ public final class ManagedObjectContext {
         insertedList = []
         updatedList = []
         deletedList = []
+        saved.rows = pendingRows.map { ManagedObjectID(entityName: $0.entity.name, rowID: $0.id) }
+        pendingRows = []
         return saved
     }
 
@@ -792,6 +800,7 @@ public final class ManagedObjectContext {
         for o in saved.inserted {
             changes.inserts.append(.init(entity: o.entity, id: o.objectID.rowID, values: o.values))
         }
+        changes.inserts += pendingRows
         let checksVersions = mergePolicy != .overwrite
         for o in saved.updated where !gone.contains(o.objectID) {
             let slots = o.values.indices.filter {
@@ -932,6 +941,7 @@ public final class ManagedObjectContext {
     /// committed state.
     public func rollback() {
         deferredErrors = []
+        pendingRows = []
         for o in insertedList {
             registered[o.objectID] = nil
             o.pendingInsert = false
@@ -970,6 +980,7 @@ public final class ManagedObjectContext {
         insertedList = []
         updatedList = []
         deletedList = []
+        pendingRows = []
         deferredErrors = []
         for o in objects {
             o.pendingInsert = false
@@ -1039,6 +1050,64 @@ public final class ManagedObjectContext {
     }
 
     // MARK: - Batch operations
+
+    /// Adds `count` rows of `T` to the next ``save()``, written in its transaction together
+    /// with the context's own changes, without making objects: the bulk form of inserting
+    /// objects, for an import of many records that must commit with other changes or not
+    /// at all. `configure` sets each row's values (others keep their defaults; a to-one
+    /// relationship is set by ID). Returns the rows' IDs, reserved now, so that later rows
+    /// and objects can point at them.
+    ///
+    /// No object stands for these rows, so `awakeFromInsert`, `validateForInsert` and
+    /// `willSave` do not run for them: the save calls the entity's
+    /// ``ManagedObject/willInsertRows(_:in:effects:)`` once, with all of them, instead.
+    /// The context does not register them (fetch them to work with them as objects);
+    /// ``rollback()`` and ``reset()`` drop them, and a failed save keeps them for the
+    /// next. Only a context without a parent takes rows: they go to the store.
+    ///
+    /// ```swift
+    /// let ids = try context.insertRows(Note.self, count: titles.count) { i, row in
+    ///     row[\.title] = titles[i]
+    /// }
+    /// context.delete(draft)
+    /// try context.save()  // the notes and the deletion: one transaction
+    /// ```
+    @discardableResult
+    public func insertRows<T: ManagedObject>(
+        _ type: T.Type, count: Int, _ configure: (Int, inout BatchInsertRow<T>) -> Void
+    ) throws -> [ManagedObjectID] {
+        guard parent == nil else {
+            throw PersistenceError(
+                .misuse, "Rows are written to the store; insert them in a context without a parent")
+        }
+        guard count > 0 else { return [] }
+        let entity = self.entity(for: type)
+        let ids = try core.store.reserveIDs(entity: entity, count: count)
+        var row = BatchInsertRow<T>(entity: entity)
+        pendingRows.reserveCapacity(pendingRows.count + count)
+        for (i, id) in ids.enumerated() {
+            row.values = entity.defaultValues
+            configure(i, &row)
+            pendingRows.append(.init(entity: entity, id: id, values: row.values))
+        }
+        return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
+    }
+
+    /// Hands each entity's pending rows to its ``ManagedObject/willInsertRows(_:in:effects:)``.
+    private func announcePendingRows(_ effects: SaveEffects) throws {
+        guard !pendingRows.isEmpty else { return }
+        var order: [ObjectIdentifier] = []
+        var byEntity: [ObjectIdentifier: [ObjectSnapshot]] = [:]
+        for row in pendingRows {
+            let key = ObjectIdentifier(row.entity)
+            if byEntity[key] == nil { order.append(key) }
+            byEntity[key, default: []].append(ObjectSnapshot(entity: row.entity, id: row.id, values: row.values))
+        }
+        for key in order {
+            let rows = byEntity[key]!
+            try rows[0].entity.objectType.willInsertRows(rows, in: self, effects: effects)
+        }
+    }
 
     /// Inserts `count` rows of `T` with one prepared statement in one
     /// transaction, without creating objects (so `awakeFromInsert` does not
@@ -1121,6 +1190,15 @@ public struct BatchInsertRow<Root: ManagedObject> {
             return Value(storeValue: values[property.slot!]) ?? Value(storeValue: property.defaultValue)!
         }
         set { values[entity.propertyOrDie(for: keyPath).slot!] = newValue.storeValue }
+    }
+
+    /// The destination of a to-one relationship of this row, by ID.
+    public subscript<Destination: ManagedObject>(keyPath: KeyPath<Root, Destination?>) -> ManagedObjectID? {
+        get {
+            guard case .integer(let row) = values[entity.propertyOrDie(for: keyPath).slot!] else { return nil }
+            return ManagedObjectID(entityName: Destination.entityName, rowID: row)
+        }
+        set { values[entity.propertyOrDie(for: keyPath).slot!] = newValue.map { .integer($0.rowID) } ?? .null }
     }
 }
 

@@ -125,9 +125,13 @@ public struct ObjectSnapshot: Sendable {
     let values: [StoreValue]
 
     init(entity: EntityDescription, row: StoreRow) {
+        self.init(entity: entity, id: row.id, values: row.values)
+    }
+
+    init(entity: EntityDescription, id: Int64, values: [StoreValue]) {
         self.entity = entity
-        objectID = ManagedObjectID(entityName: entity.name, rowID: row.id)
-        values = row.values
+        objectID = ManagedObjectID(entityName: entity.name, rowID: id)
+        self.values = values
     }
 
     /// The stored value of the property named `name`.

@@ -286,6 +286,41 @@ import Testing
         #expect(try sweeper.stats().pendingRemovals == 0)
     }
 
+    /// An import records its assets as rows, without an object each: they are checked as
+    /// inserted assets are — their shape, and their content in objects/ under the write lock,
+    /// put back from the import's pin when a removal took it in between.
+    @Test func assetRowsAreCheckedAsInsertedAssetsAre() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let pin = try t.file("pin.txt", "held by the import's pin\n")
+        let (digest, size) = try ContentStore.digest(ofFileAt: pin)
+        func save(name: String, sha256: String, pins: [String: String]) throws {
+            try catalog.withContext { context in
+                context.userInfo[Asset.pinsKey] = pins
+                try context.insertRows(Asset.self, count: 1) { _, row in
+                    row[\.name] = name
+                    row[\.sha256] = sha256
+                    row[\.size] = size
+                }
+                try context.save()
+            }
+        }
+
+        let shape = #expect(throws: CatalogError.self) { try save(name: "a.txt", sha256: "", pins: [:]) }
+        #expect(shape?.message == "a.txt: a managed asset needs a SHA-256 digest")
+        let missing = #expect(throws: (any Error).self) { try save(name: "a.txt", sha256: digest, pins: [:]) }
+        #expect(
+            "\(String(describing: missing))".contains(
+                "The content of a.txt (\(digest.prefix(12))…) is missing from objects/; add the file again"))
+        #expect(try catalog.assets().isEmpty)
+
+        try save(name: "a.txt", sha256: digest, pins: [digest: pin])
+        #expect(t.hasObject(digest))
+        #expect(try catalog.assets().map(\.name) == ["a.txt"])
+        #expect(try await catalog.verify().issues.isEmpty)
+    }
+
     /// In process: linking the second new content into objects/ fails (its folder's name
     /// is taken by a file — an I/O error even root cannot get past), after the first was
     /// linked. The import throws, and the first content goes at once.

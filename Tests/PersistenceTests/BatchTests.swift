@@ -21,6 +21,95 @@ import Testing
         #expect(next.objectID.rowID > ids.last!.rowID)
     }
 
+    // MARK: - Rows in a save
+
+    @Test func insertedRowsCommitWithTheContextsOwnChangesInOneTransaction() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let folder = Folder(context: context)
+        folder.name = "inbox"
+        let old = Note(context: context)
+        try context.save()
+        store.log.clear()
+
+        let ids = try context.insertRows(Note.self, count: 3) { i, row in
+            row[\.title] = "row \(i)"
+            row[\.folder] = i == 1 ? folder.objectID : nil
+        }
+        #expect(ids.map(\.rowID) == [old.objectID.rowID + 1, old.objectID.rowID + 2, old.objectID.rowID + 3])
+        #expect(context.hasChanges)
+        #expect(try store.stored(FetchRequest<Note>()).count == 1)  // nothing before the save
+        context.delete(old)
+        let later = Note(context: context)  // its ID comes after the rows'
+        later.title = "object"
+        #expect(later.objectID.rowID > ids[2].rowID)
+        try context.save()
+        let events = store.log.events
+
+        let reader = store.context("reader")
+        let stored = try reader.fetch(FetchRequest<Note>(sortBy: [.init(\.title)]))
+        #expect(stored.map(\.title) == ["object", "row 0", "row 1", "row 2"])
+        #expect(stored.map(\.objectID) == [later.objectID] + ids)
+        #expect(stored[2].folder?.name == "inbox")
+        #expect(stored[1].folder == nil)
+        // No object stood for the rows: no hook of theirs ran.
+        #expect(events.contains("willSave \(later.objectID) @test"))
+        #expect(!events.contains { event in ids.contains { event.contains("\($0) ") } })
+        #expect(!context.hasChanges)
+        try context.save()  // nothing left to write
+        #expect(try store.stored(FetchRequest<Note>()).count == 4)
+    }
+
+    @Test func theEntityHookSeesEveryRowAndCanRefuseTheSave() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let kept = Doc(context: context)
+        kept.path = "kept"
+        try context.save()
+        try context.insertRows(Doc.self, count: 3) { i, row in row[\.path] = ["a", "", "c"][i] }
+        context.delete(kept)
+
+        #expect(throws: ValidationMessage.self) { try context.save() }
+        #expect(store.log.events.contains("willInsertRows a,,c"))
+        #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["kept"])  // neither rows nor deletion
+        #expect(try store.stored(FetchRequest<Plan>()).isEmpty)
+
+        context.rollback()  // drops the rows, undoes the deletion
+        #expect(!context.hasChanges)
+        try context.save()
+        #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["kept"])
+    }
+
+    @Test func rowsOfAFailedCommitAreWrittenByTheNextSave() throws {
+        let store = try TestStore()
+        let context = store.context()
+        var refuses = true
+        let check: (TransactionReader) throws -> Void = { reader in
+            #expect(try reader.count(for: FetchRequest<Doc>()) == 2)  // the rows are in the transaction
+            if refuses { throw ValidationMessage("not yet") }
+        }
+        context.userInfo["beforeCommit"] = check
+        let ids = try context.insertRows(Doc.self, count: 2) { i, row in row[\.path] = "doc \(i)" }
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.message.hasSuffix(": not yet") == true, "\(String(describing: error))")
+        #expect(try store.stored(FetchRequest<Doc>()).isEmpty)
+        #expect(context.hasChanges)
+
+        refuses = false
+        try context.save()
+        #expect(try store.stored(FetchRequest<Doc>(sortBy: [.init(\.path)])).map(\.objectID) == ids)
+    }
+
+    @Test func onlyAContextWithoutAParentTakesRows() throws {
+        let store = try TestStore()
+        let child = store.child(of: store.context())
+        let error = #expect(throws: PersistenceError.self) {
+            try child.insertRows(Note.self, count: 1) { _, row in row[\.title] = "x" }
+        }
+        #expect(error?.code == .misuse)
+        #expect(error?.message == "Rows are written to the store; insert them in a context without a parent")
+    }
+
     @Test func batchDeleteReturnsIDsAndCallsTheDeletionHook() throws {
         let store = try TestStore()
         let context = store.context()

@@ -129,6 +129,18 @@ final class Doc: ManagedObject {
         effects.onFailure { log?.record("onFailure \(path)") }
     }
 
+    /// Logs the rows, refuses a row without a path, and registers `userInfo["beforeCommit"]`.
+    override class func willInsertRows(
+        _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
+    ) throws {
+        let paths = rows.map { $0.value(for: \Doc.path) ?? "?" }
+        (context.userInfo["log"] as? HookLog)?.record("willInsertRows \(paths.joined(separator: ","))")
+        if paths.contains("") { throw ValidationMessage("a doc needs a path") }
+        if let check = context.userInfo["beforeCommit"] as? (TransactionReader) throws -> Void {
+            effects.beforeCommit(check)
+        }
+    }
+
     override class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
         for row in rows {
             let path = row.value(for: \Doc.path) ?? "?"
