@@ -141,9 +141,10 @@ public final class Asset: ManagedObject {
         }
     }
 
-    /// The key of a context's `userInfo` under which an import leaves its pins: the staged
-    /// copy of each content, by SHA-256 (see ``pin``).
-    static let pinsKey = "AssetCatalog.pins"
+    /// The key of a context's `userInfo` under which an import leaves its
+    /// ``ContentAdoption``: the staged copy of each content (see ``pin``), and the linking
+    /// that the commit waits for.
+    static let adoptionKey = "AssetCatalog.adoption"
 
     /// Rows inserted in bulk (an import) get what ``validateForInsert()`` and ``willSave()``
     /// give an inserted asset: a check of their shape, and — under the write lock, before
@@ -164,9 +165,12 @@ public final class Asset: ManagedObject {
             }
         }
         guard !managed.isEmpty, let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
-        let pins = context.userInfo[pinsKey] as? [String: String] ?? [:]
+        let adoption = context.userInfo[adoptionKey] as? ContentAdoption
         effects.beforeCommit { _ in
-            for (digest, name) in managed { try runtime.content.requireObject(digest, for: name, pin: pins[digest]) }
+            try adoption?.wait()
+            for (digest, name) in managed {
+                try runtime.content.requireObject(digest, for: name, pin: adoption?.pins[digest])
+            }
         }
     }
 

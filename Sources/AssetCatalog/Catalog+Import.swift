@@ -114,6 +114,45 @@ final class StagingSink: BagPayloadSink {
     }
 }
 
+/// An import's staged content on its way into `objects/`: the pin of each content, by
+/// SHA-256, and the linking, which runs on another thread while the records are written.
+/// The commit waits for it under the write lock (``Asset/willInsertRows(_:in:effects:)``),
+/// then checks that every content is there.
+final class ContentAdoption: @unchecked Sendable {
+    /// The staged copy of each content, by SHA-256.
+    let pins: [String: String]
+    private let done = DispatchGroup()
+    /// Written before `done` is left, read after it is waited for.
+    private var failure: (any Error)?
+
+    /// Starts linking the content of `digests` from its pins into `objects/`.
+    init(content: ContentStore, pins: [String: String], adopting digests: [String]) {
+        self.pins = pins
+        let files = digests.map { (pins[$0]!, $0) }
+        done.enter()
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            do {
+                try content.adoptAll(files)
+                FaultPoint.reach(.beforeImportCommit)
+            } catch {
+                failure = error
+            }
+            done.leave()
+        }
+    }
+
+    /// Content already in `objects/`, held by its pins.
+    init(pins: [String: String]) {
+        self.pins = pins
+    }
+
+    /// Waits until the content is linked; throws what stopped it.
+    func wait() throws {
+        done.wait()
+        if let failure { throw failure }
+    }
+}
+
 extension Catalog {
     /// Imports a BagIt bag — a directory or any archive libarchive reads — all or nothing.
     ///
@@ -137,9 +176,9 @@ extension Catalog {
         defer { for file in staged.paths { content.unpin(file) } }
         // The bag, read and checked, is let go before the commit: only the entries and the
         // staged copies are needed from here on.
-        let (entries, pins, absent, foreign) = try await readForImport(
+        let (entries, pins, absent, foreign, earlyPlan) = try await readForImport(
             path, options: options, staged: staged, progress: progress)
-        var plan = try planImport(entries, policy: options.onConflict)
+        var plan = try earlyPlan?.get() ?? planImport(entries, policy: options.onConflict)
         plan.result.bundle = path
         try commitImport(&plan, pins: pins, absent: absent, foreign: foreign)
         return plan.result
@@ -151,51 +190,58 @@ extension Catalog {
         var paths: [String] = []
     }
 
+    /// What an import works out from our records while the payload is still being read.
+    private struct EarlyWork: Sendable {
+        var records: Result<BundleRecords, BagError>
+        /// The plan, when the records could be decoded.
+        var plan: Result<ImportPlan, any Error>?
+    }
+
     /// Reads and checks a bag, staging its payload: returns the assets to import, the
     /// staged copy of each content by SHA-256, the content `objects/` did not have while
-    /// the bag was read, and whether the bag came without our records.
+    /// the bag was read, whether the bag came without our records, and the import's plan
+    /// when it could be made during the read.
     private func readForImport(
         _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?
-    ) async throws -> (entries: [BundleRecords.Entry], pins: [String: String], absent: Set<String>, foreign: Bool) {
-        // Our records come before the payload: they are decoded while the payload is read.
-        var early: (bytes: [UInt8], records: Task<Result<BundleRecords, BagError>, Never>)?
-        let bag: BagContents = try bundleErrors(path) {
-            do {
-                return try BagReader.read(
-                    at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
-                    sink: { [content] _, expected in
-                        let sink = try StagingSink(content: content, expected: expected)
-                        staged.paths.append(sink.path)
-                        return sink
-                    },
-                    tagFileRead: { name, bytes in
-                        guard name == BundleRecords.fileName, early == nil else { return }
-                        early = (
-                            bytes, Task.detached { Result { () throws(BagError) in try BundleRecords.decode(bytes) } }
-                        )
-                    },
-                    progress: { p in
-                        progress?(
-                            BundleProgress(
-                                filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal
-                            ))
-                    },
-                    isCancelled: { Task.isCancelled })
-            } catch let error as BagError where error.code != .io && error.code != .cancelled {
-                // What stops a read (a hostile member, a damaged archive, no or a bad bagit.txt)
-                // reads like the problems found after it: the bundle, then the file and reason.
-                let problem = error.file == path ? error.reason : error.description
-                throw CatalogError(
-                    error.code == .unreadableArchive ? .archive : .invalidArgument,
-                    "\(path) is not a valid bag, nothing was imported: \(problem)", path: path, cause: error)
+    ) async throws -> (
+        entries: [BundleRecords.Entry], pins: [String: String], absent: Set<String>, foreign: Bool,
+        plan: Result<ImportPlan, any Error>?
+    ) {
+        // Our records come before the payload: they are decoded, and the import planned from
+        // them, on another core while the payload is read.
+        var early: (bytes: [UInt8], work: Task<EarlyWork, Never>)?
+        let policy = options.onConflict
+        let bag: BagContents
+        do {
+            bag = try readBag(path, options: options, staged: staged, progress: progress) { bytes in
+                guard early == nil else { return }
+                early = (
+                    bytes,
+                    Task.detached { [self] in
+                        let records = Result { () throws(BagError) in try BundleRecords.decode(bytes) }
+                        guard case .success(let decoded) = records, !Task.isCancelled else {
+                            return EarlyWork(records: records)
+                        }
+                        return EarlyWork(
+                            records: records, plan: Result { try self.planImport(decoded.assets, policy: policy) })
+                    }
+                )
             }
+        } catch {
+            // The early work reads the catalog: it ends before the import does.
+            early?.work.cancel()
+            _ = await early?.work.value
+            throw error
         }
+        let work = await early?.work.value
         var problems = bag.problems
         var records: BundleRecords?
+        var plan: Result<ImportPlan, any Error>?
         if let bytes = bag.tagFiles[BundleRecords.fileName] {
             do throws(BagError) {
-                if let early, early.bytes == bytes {
-                    records = try await early.records.value.get()
+                if let work, early?.bytes == bytes {
+                    records = try work.records.get()
+                    plan = work.plan
                 } else {
                     records = try BundleRecords.decode(bytes)
                 }
@@ -222,7 +268,43 @@ extension Catalog {
             if sink.absentDigest == digest { absent.insert(digest) }
             if pins[digest] == nil { pins[digest] = sink.path }
         }
-        return (records?.assets ?? Self.plainEntries(bag), pins, absent, records == nil)
+        return (records?.assets ?? Self.plainEntries(bag), pins, absent, records == nil, plan)
+    }
+
+    /// Reads a bag for an import, staging its payload; `recordsRead` gets our records file
+    /// as soon as it is read.
+    private func readBag(
+        _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?,
+        recordsRead: @escaping ([UInt8]) -> Void
+    ) throws -> BagContents {
+        try bundleErrors(path) {
+            do {
+                return try BagReader.read(
+                    at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
+                    sink: { [content] _, expected in
+                        let sink = try StagingSink(content: content, expected: expected)
+                        staged.paths.append(sink.path)
+                        return sink
+                    },
+                    tagFileRead: { name, bytes in
+                        if name == BundleRecords.fileName { recordsRead(bytes) }
+                    },
+                    progress: { p in
+                        progress?(
+                            BundleProgress(
+                                filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal
+                            ))
+                    },
+                    isCancelled: { Task.isCancelled })
+            } catch let error as BagError where error.code != .io && error.code != .cancelled {
+                // What stops a read (a hostile member, a damaged archive, no or a bad bagit.txt)
+                // reads like the problems found after it: the bundle, then the file and reason.
+                let problem = error.file == path ? error.reason : error.description
+                throw CatalogError(
+                    error.code == .unreadableArchive ? .archive : .invalidArgument,
+                    "\(path) is not a valid bag, nothing was imported: \(problem)", path: path, cause: error)
+            }
+        }
     }
 
     /// A bag without our records: one managed asset per payload file, named by its path.
@@ -409,13 +491,16 @@ extension Catalog {
                 return pending.objectID
             }
         }
+        // The content is linked on another thread while the records are written; the
+        // commit waits for it.
+        let adoption = ContentAdoption(content: content, pins: pins, adopting: managed.sorted())
         do {
-            try content.adoptAll(managed.sorted().map { (pins[$0]!, $0) })
-            FaultPoint.reach(.beforeImportCommit)
-            let (imported, jobs) = try recordImport(plan, pins: pins, journal: journal, foreign: foreign)
+            let (imported, jobs) = try recordImport(plan, adoption: adoption, journal: journal, foreign: foreign)
             plan.result.imported = imported
             plan.result.queuedJobs = jobs
         } catch {
+            var error = error
+            do { try adoption.wait() } catch let failure { error = failure }  // what stopped the linking comes first
             if let journal { giveUp(journal) }
             if let error = error as? CatalogError { throw error }
             throw CatalogError(.store, "The import could not be recorded, nothing was imported: \(error)", cause: error)
@@ -438,7 +523,7 @@ extension Catalog {
     }
 
     private func recordImport(
-        _ plan: ImportPlan, pins: [String: String], journal: ManagedObjectID?, foreign: Bool
+        _ plan: ImportPlan, adoption: ContentAdoption, journal: ManagedObjectID?, foreign: Bool
     ) throws -> ([AssetRecord], [Int64]) {
         let recorded = try storeErrors {
             try withContext { context in
@@ -455,7 +540,7 @@ extension Catalog {
                 // top-level asset) first, then the members, which point at their archive's ID.
                 // Asset.willInsertRows checks them as an insert's hooks would, and that
                 // the content of each managed one is in objects/ (the pins put it back).
-                context.userInfo[Asset.pinsKey] = pins
+                context.userInfo[Asset.adoptionKey] = adoption
                 let top = plan.items.filter { $0.storage != .member }
                 let members = plan.items.filter { $0.storage == .member }
                 let topIDs = try context.insertRows(Asset.self, count: top.count) { i, row in
