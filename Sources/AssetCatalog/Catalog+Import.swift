@@ -256,17 +256,19 @@ extension Catalog {
             throw CatalogError(
                 .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
         }
-        // The staged copy of each content, by SHA-256.
+        // The staged copy of each content, by SHA-256 (any copy of the same content will do).
         var pins: [String: String] = [:]
         var absent = Set<String>()
-        for file in bag.payload.values.sorted(by: { $0.path < $1.path }) {
+        var changed: [String] = []
+        for file in bag.payload.values {
             guard let sink = file.sink as? StagingSink, let digest = file.digests[.sha256] else { continue }
-            if let linked = sink.linkedDigest, linked != digest {
-                throw CatalogError(
-                    .damaged, "\(path): \(file.path) changed while it was read; nothing was imported", path: path)
-            }
+            if let linked = sink.linkedDigest, linked != digest { changed.append(file.path) }
             if sink.absentDigest == digest { absent.insert(digest) }
             if pins[digest] == nil { pins[digest] = sink.path }
+        }
+        if let first = changed.min() {
+            throw CatalogError(
+                .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
         return (records?.assets ?? Self.plainEntries(bag), pins, absent, records == nil, plan)
     }
@@ -321,13 +323,17 @@ extension Catalog {
     }
 
     struct ImportPlan {
+        /// One asset to import: an entry of ``entries``, by index (an entry is large; the
+        /// plan does not copy it).
         struct Item {
-            var entry: BundleRecords.Entry
+            var index: Int
             var name: String
             var storage: Storage
             /// For a member: its archive's key.
             var archiveKey: Int64?
         }
+        /// The bundle's assets.
+        var entries: [BundleRecords.Entry] = []
         var items: [Item] = []
         var replacing: [Int64] = []
         var result = ImportResult(
@@ -341,9 +347,12 @@ extension Catalog {
     /// Decides, entry by entry, how each asset is stored and what a name conflict does.
     private func planImport(_ entries: [BundleRecords.Entry], policy: ConflictPolicy) throws -> ImportPlan {
         var plan = ImportPlan()
+        plan.entries = entries
         let keys = Set(entries.map(\.key))
-        let topLevel = entries.filter { !($0.storage == .member && $0.archive.map(keys.contains) == true) }
-        let names = Array(Set(topLevel.map(\.name)))
+        let topLevel = entries.indices.filter {
+            !(entries[$0].storage == .member && entries[$0].archive.map(keys.contains) == true)
+        }
+        let names = Array(Set(topLevel.map { entries[$0].name }))
         // In batches: SQLite limits the values one statement takes.
         let existing: [AssetRecord] = try storeErrors {
             try withContext { context in
@@ -361,7 +370,8 @@ extension Catalog {
         var taken = Set(existing.map(\.name)).union(names)
         let byName = Dictionary(grouping: existing, by: \.name)
         var importedArchives = Set<Int64>()
-        for entry in topLevel {
+        for index in topLevel {
+            let entry = entries[index]
             var name = entry.name
             if let same = byName[entry.name] {
                 if same.contains(where: {
@@ -400,13 +410,13 @@ extension Catalog {
             } else if entry.storage == .referenced {
                 plan.result.storedAsManaged.append(entry.name)
             }
-            plan.items.append(.init(entry: entry, name: name, storage: storage, archiveKey: nil))
+            plan.items.append(.init(index: index, name: name, storage: storage, archiveKey: nil))
             importedArchives.insert(entry.key)
         }
-        for entry in entries where entry.storage == .member {
+        for (index, entry) in entries.enumerated() where entry.storage == .member {
             guard let archive = entry.archive, keys.contains(archive) else { continue }
             guard importedArchives.contains(archive) else { continue }  // its archive is skipped or already present
-            plan.items.append(.init(entry: entry, name: entry.name, storage: .member, archiveKey: archive))
+            plan.items.append(.init(index: index, name: entry.name, storage: .member, archiveKey: archive))
         }
         plan.result.replaced = plan.replacing.sorted()
         return plan
@@ -463,7 +473,8 @@ extension Catalog {
     private func commitImport(
         _ plan: inout ImportPlan, pins: [String: String], absent: Set<String>, foreign: Bool
     ) throws {
-        let managed = Set(plan.items.filter { $0.storage == .managed }.map(\.entry.sha256))
+        let entries = plan.entries
+        let managed = Set(plan.items.filter { $0.storage == .managed }.map { entries[$0.index].sha256 })
         var newContent: [String] = []
         for digest in managed.sorted() {
             guard pins[digest] != nil else {
@@ -476,8 +487,11 @@ extension Catalog {
         }
         // A set: `newContent.contains` for every item was quadratic (10,000 files: 10⁸ compares).
         let isNew = Set(newContent)
-        plan.result.bytesStored = plan.items.filter { $0.storage == .managed && isNew.contains($0.entry.sha256) }
-            .reduce(into: [String: Int64]()) { $0[$1.entry.sha256] = $1.entry.size }.values.reduce(0, +)
+        var newSizes: [String: Int64] = [:]
+        for item in plan.items where item.storage == .managed && isNew.contains(entries[item.index].sha256) {
+            newSizes[entries[item.index].sha256] = entries[item.index].size
+        }
+        plan.result.bytesStored = newSizes.values.reduce(0, +)
         // New content is journaled before it is linked into objects/: should the import not
         // commit (an error, a crash), it is removed again. One row for all of it, which the
         // import's own transaction deletes.
@@ -543,19 +557,24 @@ extension Catalog {
                 context.userInfo[Asset.adoptionKey] = adoption
                 let top = plan.items.filter { $0.storage != .member }
                 let members = plan.items.filter { $0.storage == .member }
+                let entries = plan.entries
                 let topIDs = try context.insertRows(Asset.self, count: top.count) { i, row in
-                    Self.fill(&row, top[i], archive: nil)
+                    Self.fill(&row, top[i], entries[top[i].index], archive: nil)
                 }
-                let archives = Dictionary(zip(top.map(\.entry.key), topIDs), uniquingKeysWith: { a, _ in a })
+                let archives = Dictionary(
+                    zip(top.map { entries[$0.index].key }, topIDs), uniquingKeysWith: { a, _ in a })
                 let memberIDs = try context.insertRows(Asset.self, count: members.count) { i, row in
-                    Self.fill(&row, members[i], archive: members[i].archiveKey.flatMap { archives[$0] })
+                    Self.fill(
+                        &row, members[i], entries[members[i].index],
+                        archive: members[i].archiveKey.flatMap { archives[$0] })
                 }
                 var jobs: [Job] = []
                 if foreign {
                     for (item, id) in zip(top, topIDs) {
+                        let kind = entries[item.index].kind
                         for kind in [
-                            item.entry.kind == "archive" ? BuiltInProcessors.indexArchive : nil,
-                            item.entry.kind == "image" ? BuiltInProcessors.metadata : nil,
+                            kind == "archive" ? BuiltInProcessors.indexArchive : nil,
+                            kind == "image" ? BuiltInProcessors.metadata : nil,
                         ].compactMap({ $0 }) {
                             let job = Job(context: context)
                             job.kind = kind
@@ -566,15 +585,15 @@ extension Catalog {
                 }
                 try context.save()
                 let records = zip(top + members, topIDs + memberIDs).map { item, id in
-                    AssetRecord(
-                        id: id.rowID, name: item.name, kind: item.entry.kind, size: item.entry.size,
-                        sha256: item.entry.sha256, storage: item.storage,
-                        path: item.storage == .member ? nil : item.entry.path,
+                    let entry = entries[item.index]
+                    return AssetRecord(
+                        id: id.rowID, name: item.name, kind: entry.kind, size: entry.size, sha256: entry.sha256,
+                        storage: item.storage, path: item.storage == .member ? nil : entry.path,
                         archive: item.archiveKey.flatMap { archives[$0]?.rowID },
-                        member: item.storage == .member ? item.entry.member : nil,
-                        memberOrdinal: item.storage == .member ? item.entry.memberOrdinal ?? 0 : 0,
-                        tags: Set(item.entry.tags).sorted(), created: item.entry.created,
-                        modified: item.entry.modified, metadata: item.entry.metadata)
+                        member: item.storage == .member ? entry.member : nil,
+                        memberOrdinal: item.storage == .member ? entry.memberOrdinal ?? 0 : 0,
+                        tags: Set(entry.tags).sorted(), created: entry.created, modified: entry.modified,
+                        metadata: entry.metadata)
                 }
                 return (records, jobs.map(\.objectID.rowID))
             }
@@ -584,8 +603,10 @@ extension Catalog {
     }
 
     /// The row of a planned asset.
-    private static func fill(_ row: inout BatchInsertRow<Asset>, _ item: ImportPlan.Item, archive: ManagedObjectID?) {
-        let entry = item.entry
+    private static func fill(
+        _ row: inout BatchInsertRow<Asset>, _ item: ImportPlan.Item, _ entry: BundleRecords.Entry,
+        archive: ManagedObjectID?
+    ) {
         row[\.name] = item.name
         row[\.kind] = entry.kind
         row[\.storage] = item.storage
