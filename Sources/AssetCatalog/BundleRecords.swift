@@ -107,10 +107,10 @@ struct BundleRecords: Codable {
         var problems: [BagError] = []
         let file = Self.fileName
         let manifest = bag.manifests[.sha256]
-        var keys: [Int64: Entry] = [:]
+        var keys = Set<Int64>()
         var payloads = Set<String>()
         for entry in assets {
-            if keys.updateValue(entry, forKey: entry.key) != nil {
+            if !keys.insert(entry.key).inserted {
                 problems.append(BagError(.malformedTagFile, file: file, "lists the key \(entry.key) twice"))
             }
             guard payloads.insert(entry.payload).inserted else {
@@ -145,12 +145,12 @@ struct BundleRecords: Codable {
             }
         }
         // A payload file no entry accounts for would be left out of the import without a word.
-        for path in bag.payload.keys.sorted() where !payloads.contains(path) {
+        for path in bag.payload.keys.filter({ !payloads.contains($0) }).sorted() {
             problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
         }
         for entry in assets {
             if let archive = entry.archive {
-                if keys[archive] == nil {
+                if !keys.contains(archive) {
                     problems.append(
                         BagError(
                             .malformedTagFile, file: file,
