@@ -71,8 +71,12 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// Key paths resolved so far, by object identity: the compiler passes the
     /// same key path object at each use, so no key path is hashed on the hot
     /// path. Each entry retains its key path, so an identity is never reused.
-    private let storageSlots = Locked<[ObjectIdentifier: (AnyKeyPath, Int)]>([:])
+    private let storageSlots = Locked<(slots: [ObjectIdentifier: Int], kept: [AnyKeyPath])>(([:], []))
     private let wrappedProperties = Locked<[ObjectIdentifier: (AnyKeyPath, PropertyDescription)]>([:])
+    /// Slots by key path, for the hot accessors (rows, snapshots, primitive values): a
+    /// lookup that copies no ``PropertyDescription``. Holds its key paths, so that an
+    /// identifier is never reused for another.
+    private let keyPathSlots = Locked<(slots: [ObjectIdentifier: Int], kept: [AnyKeyPath])>(([:], []))
     /// Key paths made at run time are new objects each time; stop caching past this.
     private static let cacheLimit = 4096
 
@@ -141,7 +145,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         forStorage storage: ReferenceWritableKeyPath<Object, Wrapper>
     ) -> Int {
         let key = ObjectIdentifier(storage)
-        if let slot = storageSlots.withLock({ $0[key]?.1 }) { return slot }
+        if let slot = storageSlots.withLock({ $0.slots[key] }) { return slot }
         let name: String? = probe.withLock { probe in
             guard let prototype = probe.prototype as? Object else { return nil }
             let marker = probe.nextMarker
@@ -152,7 +156,11 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         guard let name, let slot = propertyByName[name]?.slot else {
             preconditionFailure("\(storage) is not a stored persistent property of \(self.name)")
         }
-        storageSlots.withLock { if $0.count < Self.cacheLimit { $0[key] = (storage, slot) } }
+        storageSlots.withLock { cache in
+            guard cache.slots.count < Self.cacheLimit, cache.slots[key] == nil else { return }
+            cache.slots[key] = slot
+            cache.kept.append(storage)
+        }
         return slot
     }
 
@@ -202,6 +210,29 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         }
         inverses.withLock { $0[toMany.name] = found }
         return found
+    }
+
+    /// The storage slot of the property `keyPath` names: `nil` when it names no persistent
+    /// property, or a to-many relationship (which stores nothing on this side).
+    func slot(for keyPath: AnyKeyPath) -> Int? {
+        let key = ObjectIdentifier(keyPath)
+        if let slot = keyPathSlots.withLock({ $0.slots[key] }) { return slot }
+        guard let slot = property(for: keyPath)?.slot else { return nil }
+        keyPathSlots.withLock { cache in
+            guard cache.slots.count < Self.cacheLimit, cache.slots[key] == nil else { return }
+            cache.slots[key] = slot
+            cache.kept.append(keyPath)
+        }
+        return slot
+    }
+
+    /// The storage slot of the stored property `keyPath` names; anything else is a
+    /// programming error caught at the first use.
+    func slotOrDie(for keyPath: AnyKeyPath) -> Int {
+        guard let slot = slot(for: keyPath) else {
+            preconditionFailure("\(keyPath) is not a stored persistent property of \(name)")
+        }
+        return slot
     }
 
     /// The property for `keyPath`, or a misuse error naming the key path.

@@ -323,7 +323,7 @@ extension ManagedObjectAccessors {
     /// saves (because it is inserted, deleted or changed otherwise). Use it in
     /// ``ManagedObject/awakeFromInsert()`` and ``ManagedObject/willSave()``.
     public func setPrimitiveValue<Value: AttributeValue>(_ value: Value, for keyPath: KeyPath<Self, Value>) {
-        setValue(value.storeValue, atSlot: entity.propertyOrDie(for: keyPath).slot!, observed: false)
+        setValue(value.storeValue, atSlot: entity.slotOrDie(for: keyPath), observed: false)
     }
 
     /// Changes a to-one relationship without notifying observers and without
@@ -331,7 +331,7 @@ extension ManagedObjectAccessors {
     public func setPrimitiveValue<Destination: ManagedObject>(
         _ value: Destination?, for keyPath: KeyPath<Self, Destination?>
     ) {
-        let slot = entity.propertyOrDie(for: keyPath).slot!
+        let slot = entity.slotOrDie(for: keyPath)
         setValue(value.map { .integer($0.objectID.rowID) } ?? .null, atSlot: slot, observed: false)
     }
 
@@ -339,7 +339,7 @@ extension ManagedObjectAccessors {
     public func committedValue<Value: AttributeValue>(for keyPath: KeyPath<Self, Value>) -> Value? {
         fireFaultIfNeeded()
         guard !snapshot.isEmpty else { return nil }
-        return Value(storeValue: snapshot[entity.propertyOrDie(for: keyPath).slot!])
+        return Value(storeValue: snapshot[entity.slotOrDie(for: keyPath)])
     }
 
     /// The committed values of the given properties (`committedValues(forKeys:)`

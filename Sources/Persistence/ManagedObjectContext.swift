@@ -1189,16 +1189,16 @@ public struct BatchInsertRow<Root: ManagedObject> {
             let property = entity.propertyOrDie(for: keyPath)
             return Value(storeValue: values[property.slot!]) ?? Value(storeValue: property.defaultValue)!
         }
-        set { values[entity.propertyOrDie(for: keyPath).slot!] = newValue.storeValue }
+        set { values[entity.slotOrDie(for: keyPath)] = newValue.storeValue }
     }
 
     /// The destination of a to-one relationship of this row, by ID.
     public subscript<Destination: ManagedObject>(keyPath: KeyPath<Root, Destination?>) -> ManagedObjectID? {
         get {
-            guard case .integer(let row) = values[entity.propertyOrDie(for: keyPath).slot!] else { return nil }
+            guard case .integer(let row) = values[entity.slotOrDie(for: keyPath)] else { return nil }
             return ManagedObjectID(entityName: Destination.entityName, rowID: row)
         }
-        set { values[entity.propertyOrDie(for: keyPath).slot!] = newValue.map { .integer($0.rowID) } ?? .null }
+        set { values[entity.slotOrDie(for: keyPath)] = newValue.map { .integer($0.rowID) } ?? .null }
     }
 }
 

@@ -141,7 +141,7 @@ public struct ObjectSnapshot: Sendable {
 
     /// The value of an attribute, by key path.
     public func value<Root: ManagedObject, Value: AttributeValue>(for keyPath: KeyPath<Root, Value>) -> Value? {
-        guard let slot = entity.property(for: keyPath)?.slot else { return nil }
+        guard let slot = entity.slot(for: keyPath) else { return nil }
         return Value(storeValue: values[slot])
     }
 
@@ -149,7 +149,7 @@ public struct ObjectSnapshot: Sendable {
     public func objectID<Root: ManagedObject, Destination: ManagedObject>(
         for keyPath: KeyPath<Root, Destination?>
     ) -> ManagedObjectID? {
-        guard let slot = entity.property(for: keyPath)?.slot, case .integer(let row) = values[slot] else { return nil }
+        guard let slot = entity.slot(for: keyPath), case .integer(let row) = values[slot] else { return nil }
         return ManagedObjectID(entityName: Destination.entityName, rowID: row)
     }
 }
