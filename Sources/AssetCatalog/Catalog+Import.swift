@@ -641,9 +641,15 @@ extension Catalog {
         var validation = BundleValidation(
             bundle: path, isValid: false, version: nil, payloadFiles: 0, payloadBytes: 0, hasRecords: false,
             problems: [])
+        // Our records come before the payload: they are decoded on another core meanwhile.
+        let early = EarlyRecords()
+        defer { early.wait() }  // the decode never outlives the call
         do {
             let bag = try BagReader.read(
                 at: path, options: BagReadOptions(policy: policy, keptTagFiles: [BundleRecords.fileName]),
+                tagFileRead: { name, bytes in
+                    if name == BundleRecords.fileName { early.start(bytes) }
+                },
                 progress: { p in
                     progress?(
                         BundleProgress(
@@ -653,7 +659,13 @@ extension Catalog {
             if let bytes = bag.tagFiles[BundleRecords.fileName] {
                 validation.hasRecords = true
                 do throws(BagError) {
-                    problems += try BundleRecords.decode(bytes).problems(in: bag)
+                    let records: BundleRecords
+                    if let decoded = try early.records(of: bytes) {
+                        records = decoded
+                    } else {
+                        records = try BundleRecords.decode(bytes)
+                    }
+                    problems += records.problems(in: bag)
                 } catch {
                     problems.append(error)
                 }
@@ -668,4 +680,34 @@ extension Catalog {
         validation.isValid = validation.problems.isEmpty
         return validation
     }
+}
+
+/// Our records file, decoded on another thread while the rest of the bag is read (for
+/// ``Catalog/validateBundle(at:policy:progress:)``, which does not run in a task).
+private final class EarlyRecords: @unchecked Sendable {
+    private let done = DispatchGroup()
+    /// Set by `start`, on the reading thread; the result is written before `done` is left.
+    private var bytes: [UInt8]?
+    private var result: Result<BundleRecords, BagError>?
+
+    /// Starts decoding `bytes`, once.
+    func start(_ bytes: [UInt8]) {
+        guard self.bytes == nil else { return }
+        self.bytes = bytes
+        done.enter()
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            result = Result { () throws(BagError) in try BundleRecords.decode(bytes) }
+            done.leave()
+        }
+    }
+
+    /// The decoded records, when these very bytes were decoded; `nil` otherwise.
+    func records(of bytes: [UInt8]) throws(BagError) -> BundleRecords? {
+        guard self.bytes == bytes else { return nil }
+        done.wait()
+        return try result?.get()
+    }
+
+    /// Waits for a decode in progress.
+    func wait() { done.wait() }
 }
