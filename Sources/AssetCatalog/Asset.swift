@@ -59,8 +59,13 @@ public final class Asset: ManagedObject {
 
     /// The asset's tags, sorted.
     public var tags: [String] {
-        get { tagText.split(separator: "\n").map(String.init).sorted() }
+        get { Self.tags(fromText: tagText) }
         set { tagText = Self.tagText(newValue) }
+    }
+
+    /// The tags ``tagText`` holds, sorted.
+    static func tags(fromText text: String) -> [String] {
+        text.split(separator: "\n").map(String.init).sorted()
     }
 
     /// How ``tagText`` stores `tags`: `\n`-delimited, sorted, without duplicates.
@@ -167,7 +172,7 @@ public final class Asset: ManagedObject {
         guard !managed.isEmpty, let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
         let adoption = context.userInfo[adoptionKey] as? ContentAdoption
         effects.beforeCommit { _ in
-            try adoption?.wait()
+            try adoption?.wait()  // the links, made while the rows were written
             for (digest, name) in managed {
                 try runtime.content.requireObject(digest, for: name, pin: adoption?.pins[digest])
             }

@@ -114,30 +114,44 @@ final class StagingSink: BagPayloadSink {
     }
 }
 
-/// An import's staged content on its way into `objects/`: the pin of each content, by
-/// SHA-256, and the linking, which runs on another thread while the records are written.
-/// The commit waits for it under the write lock (``Asset/willInsertRows(_:in:effects:)``),
-/// then checks that every content is there.
+/// An import's staged content on its way into `objects/`, on another thread while the rows
+/// are built and written: the pin of each content, by SHA-256, and the adoption in two
+/// stages. The import waits for the first — the staged bytes made durable, a `syncfs` that
+/// for a large bundle can take seconds — before its transaction takes the write lock. The
+/// links (and the `syncfs` that makes them durable) overlap the transaction's writes; its
+/// check before the commit waits for them, then looks for every content
+/// (``Asset/willInsertRows(_:in:effects:)``).
 final class ContentAdoption: @unchecked Sendable {
     /// The staged copy of each content, by SHA-256.
     let pins: [String: String]
-    private let done = DispatchGroup()
-    /// Written before `done` is left, read after it is waited for.
-    private var failure: (any Error)?
+    private let durable = DispatchGroup()
+    private let linked = DispatchGroup()
+    /// What stopped each stage: written before its group is left, read after it is waited for.
+    private var durableFailure: (any Error)?
+    private var linkFailure: (any Error)?
 
-    /// Starts linking the content of `digests` from its pins into `objects/`.
+    /// Starts adopting the content of `digests` from its pins.
     init(content: ContentStore, pins: [String: String], adopting digests: [String]) {
         self.pins = pins
         let files = digests.map { (pins[$0]!, $0) }
-        done.enter()
+        durable.enter()
+        linked.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             do {
-                try content.adoptAll(files)
-                FaultPoint.reach(.beforeImportCommit)
+                try content.makeStagedDurable()
             } catch {
-                failure = error
+                durableFailure = error
             }
-            done.leave()
+            durable.leave()
+            if durableFailure == nil {
+                do {
+                    try content.linkAll(files)
+                    FaultPoint.reach(.beforeImportCommit)
+                } catch {
+                    linkFailure = error
+                }
+            }
+            linked.leave()
         }
     }
 
@@ -146,10 +160,16 @@ final class ContentAdoption: @unchecked Sendable {
         self.pins = pins
     }
 
-    /// Waits until the content is linked; throws what stopped it.
+    /// Waits until the staged bytes are durable; throws what stopped that.
+    func waitUntilDurable() throws {
+        durable.wait()
+        if let durableFailure { throw durableFailure }
+    }
+
+    /// Waits until the content is linked and the links durable; throws what stopped it.
     func wait() throws {
-        done.wait()
-        if let failure { throw failure }
+        linked.wait()
+        if let failure = durableFailure ?? linkFailure { throw failure }
     }
 }
 
@@ -178,7 +198,10 @@ extension Catalog {
         // staged copies are needed from here on.
         let (entries, pins, absent, foreign, earlyPlan) = try await readForImport(
             path, options: options, staged: staged, progress: progress)
-        var plan = try earlyPlan?.get() ?? planImport(entries, policy: options.onConflict)
+        // A plan made during the read is made again if the catalog changed meanwhile.
+        var plan =
+            try earlyPlan.flatMap { early in try early.get() }.flatMap { try isCurrent($0) ? $0 : nil }
+            ?? planImport(entries, policy: options.onConflict)
         plan.result.bundle = path
         try commitImport(&plan, pins: pins, absent: absent, foreign: foreign)
         return plan.result
@@ -233,6 +256,7 @@ extension Catalog {
             _ = await early?.work.value
             throw error
         }
+        if !bag.problems.isEmpty { early?.work.cancel() }  // the plan is moot: stop it, keep the decode
         let work = await early?.work.value
         var problems = bag.problems
         var records: BundleRecords?
@@ -334,6 +358,10 @@ extension Catalog {
         }
         /// The bundle's assets.
         var entries: [BundleRecords.Entry] = []
+        /// The names of its top-level assets, and the catalog's top-level assets with one of
+        /// them when the plan was made.
+        var names: [String] = []
+        var existing: [AssetRecord] = []
         var items: [Item] = []
         var replacing: [Int64] = []
         var result = ImportResult(
@@ -344,6 +372,28 @@ extension Catalog {
     /// The most values put in one SQL `IN (…)`.
     static let sqlBatch = 10_000
 
+    /// The catalog's top-level assets (not archive members) with one of these names, by ID.
+    private func topLevelAssets(named names: [String]) throws -> [AssetRecord] {
+        // In batches: SQLite limits the values one statement takes.
+        try storeErrors {
+            try withContext { context in
+                try stride(from: 0, to: names.count, by: Self.sqlBatch).flatMap { start in
+                    try context.fetch(
+                        FetchRequest<Asset>(
+                            predicate: .in(\.name, names[start..<min(start + Self.sqlBatch, names.count)])
+                                && \.storage != Storage.member)
+                    ).map(AssetRecord.init)
+                }
+            }
+        }.sorted { $0.id < $1.id }
+    }
+
+    /// Whether the catalog's assets that share a name with the bundle's are still those the
+    /// plan was made from (a plan made during a long read may be stale by its end).
+    private func isCurrent(_ plan: ImportPlan) throws -> Bool {
+        try topLevelAssets(named: plan.names) == plan.existing
+    }
+
     /// Decides, entry by entry, how each asset is stored and what a name conflict does.
     private func planImport(_ entries: [BundleRecords.Entry], policy: ConflictPolicy) throws -> ImportPlan {
         var plan = ImportPlan()
@@ -353,24 +403,16 @@ extension Catalog {
             !(entries[$0].storage == .member && entries[$0].archive.map(keys.contains) == true)
         }
         let names = Array(Set(topLevel.map { entries[$0].name }))
-        // In batches: SQLite limits the values one statement takes.
-        let existing: [AssetRecord] = try storeErrors {
-            try withContext { context in
-                try stride(from: 0, to: names.count, by: Self.sqlBatch).flatMap { start in
-                    try context.fetch(
-                        FetchRequest<Asset>(
-                            predicate: .in(\.name, names[start..<min(start + Self.sqlBatch, names.count)])
-                                && \.storage != Storage.member,
-                            sortBy: [SortDescriptor(\.name)])
-                    ).map(AssetRecord.init)
-                }
-            }
-        }
+        let existing = try topLevelAssets(named: names)
+        plan.names = names
+        plan.existing = existing
         // Names a renamed asset cannot take: the catalog's, and the bundle's own.
         var taken = Set(existing.map(\.name)).union(names)
         let byName = Dictionary(grouping: existing, by: \.name)
         var importedArchives = Set<Int64>()
         for index in topLevel {
+            // Planning reads the catalog and hashes referenced files: it stops when the import does.
+            if Task.isCancelled { throw CatalogError(.cancelled, "The import was stopped; nothing was imported") }
             let entry = entries[index]
             var name = entry.name
             if let same = byName[entry.name] {
@@ -464,7 +506,7 @@ extension Catalog {
     private static func fileMatches(_ path: String, _ entry: BundleRecords.Entry) -> Bool {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == entry.size,
-            let (digest, _) = try? ContentStore.digest(ofFileAt: path)
+            let (digest, _) = try? ContentStore.digest(ofFileAt: path, isCancelled: { Task.isCancelled })
         else { return false }
         return digest == entry.sha256
     }
@@ -505,9 +547,10 @@ extension Catalog {
                 return pending.objectID
             }
         }
-        // The content is linked on another thread while the records are written; the
-        // commit waits for it.
-        let adoption = ContentAdoption(content: content, pins: pins, adopting: managed.sorted())
+        // The content is adopted on another thread while the rows are built and written.
+        let adoption =
+            managed.isEmpty
+            ? ContentAdoption(pins: pins) : ContentAdoption(content: content, pins: pins, adopting: managed.sorted())
         do {
             let (imported, jobs) = try recordImport(plan, adoption: adoption, journal: journal, foreign: foreign)
             plan.result.imported = imported
@@ -522,13 +565,20 @@ extension Catalog {
     }
 
     /// Turns the journal of an import that did not commit into removal plans, and sweeps:
-    /// its content goes, unless another asset uses it by now. Should that fail, the row is
-    /// left to the sweep after this process ends.
+    /// its content goes, unless another asset uses it by now. Should that fail, the row
+    /// loses its owner, so that the next sweep (from any process) takes it up.
     private func giveUp(_ journal: ManagedObjectID) {
         do {
             try withContext { context in
-                try context.existingObject(with: journal, as: PendingImport.self).giveUp()
-                try context.save()
+                do {
+                    try context.existingObject(with: journal, as: PendingImport.self).giveUp()
+                    try context.save()
+                } catch {
+                    context.rollback()
+                    try context.existingObject(with: journal, as: PendingImport.self).owner = ""
+                    try context.save()
+                    throw error
+                }
             }
             _ = try runtime.sweep()
         } catch {
@@ -568,6 +618,9 @@ extension Catalog {
                         &row, members[i], entries[members[i].index],
                         archive: members[i].archiveKey.flatMap { archives[$0] })
                 }
+                // The bytes durable before the transaction takes the write lock (the links
+                // follow meanwhile; the check before the commit waits for them).
+                try adoption.waitUntilDurable()
                 var jobs: [Job] = []
                 if foreign {
                     for (item, id) in zip(top, topIDs) {
@@ -583,6 +636,9 @@ extension Catalog {
                         }
                     }
                 }
+                if FaultPoint.isActive(.failImportCommit) {
+                    container.failNextCommit(with: CatalogError(.io, "the disk is full (injected)"))
+                }
                 try context.save()
                 let records = zip(top + members, topIDs + memberIDs).map { item, id in
                     let entry = entries[item.index]
@@ -592,7 +648,8 @@ extension Catalog {
                         archive: item.archiveKey.flatMap { archives[$0]?.rowID },
                         member: item.storage == .member ? entry.member : nil,
                         memberOrdinal: item.storage == .member ? entry.memberOrdinal ?? 0 : 0,
-                        tags: Set(entry.tags).sorted(), created: entry.created, modified: entry.modified,
+                        tags: Asset.tags(fromText: Asset.tagText(entry.tags)), created: entry.created,
+                        modified: entry.modified,
                         metadata: entry.metadata)
                 }
                 return (records, jobs.map(\.objectID.rowID))

@@ -65,7 +65,13 @@ final class ContentStore: Sendable {
 
     private let isClosed = Mutex(false)
 
-    deinit { release() }
+    deinit {
+        release()
+        // Closed only now, not by release(): work still in flight holds this store, and a
+        // descriptor closed under it could be reused for another folder by then.
+        close(objectsDirectory)
+        close(stagingDirectory)
+    }
 
     /// Removes this process's staging folder and releases its lock. A clean
     /// close leaves nothing in staging; a crash leaves the folder to the next
@@ -79,14 +85,15 @@ final class ContentStore: Sendable {
         try? FileManager.default.removeItem(atPath: ownStaging)
         unlink(ownStaging + ".lock")
         close(lockDescriptor)
-        close(objectsDirectory)
-        close(stagingDirectory)
     }
 
     /// Whether the process that owns `owner`'s staging folder is alive (it holds its lock).
+    /// This process is; a lock file that is gone means its owner is not; a lock file that
+    /// cannot be opened (permissions, no descriptors left) is taken for alive.
     func isOwnerAlive(_ owner: String) -> Bool {
-        let fd = open(staging + "/" + owner + ".lock", O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        if owner == self.owner { return true }
+        let fd = open(staging + "/" + owner + ".lock", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return errno != ENOENT }
         defer { close(fd) }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 {
             flock(fd, LOCK_UN)
@@ -278,7 +285,18 @@ final class ContentStore: Sendable {
     /// of two fsyncs per file. Each staged path stays as a pin.
     func adoptAll(_ staged: [(path: String, digest: String)]) throws {
         guard !staged.isEmpty else { return }
+        try makeStagedDurable()
+        try linkAll(staged)
+    }
+
+    /// The first half of ``adoptAll(_:)``: the staged bytes made durable, one `syncfs`.
+    func makeStagedDurable() throws {
         try syncFileSystem()
+    }
+
+    /// The second half of ``adoptAll(_:)``: durable staged copies linked into `objects/`,
+    /// and the links made durable with one `syncfs`.
+    func linkAll(_ staged: [(path: String, digest: String)]) throws {
         var folders = Set<String>()  // the fan-out folders known to exist: no access(2) per file
         for file in staged { try adopt(staged: file.path, digest: file.digest, syncs: false, knownFolders: &folders) }
         try syncFileSystem()
@@ -411,6 +429,9 @@ enum FaultPoint: String {
     case beforeUnlink = "before-unlink"
     /// An import's content is linked into objects/, its records not committed.
     case beforeImportCommit = "before-import-commit"
+    /// Not a crash: an import's records fail to commit (``isActive(_:)``), its content
+    /// linked into objects/.
+    case failImportCommit = "fail-import-commit"
     /// Not a crash: each file added takes 20 ms longer, so a test can
     /// interrupt an add while it runs.
     case slowIngest = "slow-ingest"
@@ -419,6 +440,9 @@ enum FaultPoint: String {
     case slowJobs = "slow-jobs"
 
     private static let active = ProcessInfo.processInfo.environment["ASSETCAT_FAULT"]
+
+    /// Whether a test chose `point` (for the points that are not a crash).
+    static func isActive(_ point: FaultPoint) -> Bool { active == point.rawValue }
 
     static func reach(_ point: FaultPoint) {
         guard active == point.rawValue else { return }

@@ -1080,6 +1080,10 @@ public final class ManagedObjectContext {
             throw PersistenceError(
                 .misuse, "Rows are written to the store; insert them in a context without a parent")
         }
+        guard !isSaving else {
+            throw PersistenceError(
+                .misuse, "insertRows was called during a save (from a save hook); add rows before save()")
+        }
         guard count > 0 else { return [] }
         let entity = self.entity(for: type)
         let ids = try core.store.reserveIDs(entity: entity, count: count)
@@ -1093,12 +1097,24 @@ public final class ManagedObjectContext {
         return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
     }
 
-    /// Hands each entity's pending rows to its ``ManagedObject/willInsertRows(_:in:effects:)``.
+    /// Hands each entity's pending rows to its ``ManagedObject/willInsertRows(_:in:effects:)``,
+    /// after checking, as for objects, that no row points at an object this save deletes.
     private func announcePendingRows(_ effects: SaveEffects) throws {
         guard !pendingRows.isEmpty else { return }
         var order: [ObjectIdentifier] = []
         var byEntity: [ObjectIdentifier: [ObjectSnapshot]] = [:]
         for row in pendingRows {
+            for property in row.entity.storedProperties {
+                guard case .toOne(let destination) = property.kind,
+                    case .integer(let target) = row.values[property.slot!],
+                    let object = registered[ManagedObjectID(entityName: destination, rowID: target)],
+                    object.pendingDelete
+                else { continue }
+                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+                throw PersistenceError(
+                    .validation, "\(id).\(property.name) points at \(object.objectID), which is being deleted",
+                    objectIDs: [id])
+            }
             let key = ObjectIdentifier(row.entity)
             if byEntity[key] == nil { order.append(key) }
             byEntity[key, default: []].append(ObjectSnapshot(entity: row.entity, id: row.id, values: row.values))

@@ -1,6 +1,7 @@
 import AssetCatalogTestSupport
 import Foundation
 import Persistence
+import Synchronization
 import Testing
 
 @testable import AssetCatalog
@@ -250,6 +251,44 @@ import Testing
         #expect(try catalog.stats().objectFiles == 3)
     }
 
+    /// The content is linked into objects/, then the transaction that records the assets
+    /// fails: the import turns its journal into removal plans at once, and nothing is left —
+    /// no asset, no journal row, no new content, nothing in staging.
+    @Test func anImportWhoseRecordsFailToCommitLeavesNothingBehind() async throws {
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "bundle.tar").path
+        let newContent: [String]
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            let added = try await catalog.add([
+                try source.file("kept.txt", "already in the catalog\n"), try source.file("new.txt", "brand new\n"),
+            ]).added
+            newContent = [added[1].sha256]
+            _ = try await catalog.export(to: bundle)
+        }
+        let t = try TestCatalog()
+        let kept: AssetRecord
+        do {
+            let catalog = try t.create()
+            defer { catalog.close() }
+            kept = try #require(try await catalog.add([try t.file("kept.txt", "already in the catalog\n")]).added.first)
+        }
+
+        let run = try await t.run(["import", bundle], environment: ["ASSETCAT_FAULT": "fail-import-commit"])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("the disk is full (injected)"), "\(run.stderr)")
+        for digest in newContent { #expect(!t.hasObject(digest)) }  // removed by the import itself, not the next open
+        let catalog = try t.open()
+        defer { catalog.close() }
+        #expect(try catalog.assets().map(\.id) == [kept.id])
+        for digest in newContent { #expect(!t.hasObject(digest)) }
+        #expect(t.hasObject(kept.sha256))
+        #expect(try catalog.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 0)
+        #expect(try catalog.stats().pendingRemovals == 0)
+        #expect(t.stagingEntries() == [catalog.content.owner, catalog.content.owner + ".lock"])
+    }
+
     /// An import journals its new content in one row, owned by its process's staging folder.
     /// A sweep meanwhile — from another catalog of the same process here, another process in
     /// life — leaves the content of a live import alone; once its owner is gone, the next
@@ -273,8 +312,21 @@ import Testing
         }
         try importer.content.adopt(staged: staged, digest: linked)
 
+        // A journal of the sweeping process's own import is left alone too.
+        try sweeper.withContext { context in
+            let own = PendingImport(context: context)
+            own.owner = sweeper.content.owner
+            own.digests = linked
+            try context.save()
+        }
         #expect(try sweeper.finishPendingRemovals() == 0)
         #expect(t.hasObject(linked))
+        try sweeper.withContext { context in
+            for own in try context.fetch(FetchRequest<PendingImport>(predicate: \.owner == sweeper.content.owner)) {
+                context.delete(own)
+            }
+            try context.save()
+        }
         #expect(try sweeper.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 1)
 
         importer.close()  // the importing process is gone: its lock is free
@@ -366,6 +418,46 @@ import Testing
     }
 
     // MARK: - Conflicts
+
+    /// The plan is made from our records while the payload is read. Should the catalog gain
+    /// a conflicting asset meanwhile, the import plans again: here it skips the bundle's
+    /// `a.txt`, as `skip` says, instead of importing a second one.
+    @Test func aConflictThatAppearsDuringTheReadIsSeen() async throws {
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "bundle.tar").path
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            _ = try await catalog.add([
+                try source.file("a.txt", "the bundle's\n"),
+                try source.file("b.txt", String(repeating: "b", count: 1 << 20)),
+            ])
+            _ = try await catalog.export(to: bundle)
+        }
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let theirs = try t.file("a.txt", "the catalog's own\n")
+        let added = Mutex(false)
+        let result = try await catalog.importBundle(from: bundle) { progress in
+            // Past half the bytes: in the payload (the big b.txt), long after our records.
+            guard progress.bytesDone > progress.bytesTotal / 2, !added.withLock({ $0 }) else { return }
+            usleep(300_000)  // time for the plan, made on another thread, to be made
+            try? catalog.withContext { context in
+                let asset = Asset(context: context)
+                asset.name = "a.txt"
+                asset.storage = .referenced
+                asset.path = theirs
+                asset.sha256 = String(repeating: "0", count: 64)
+                try context.save()
+            }
+            added.withLock { $0 = true }
+        }
+        #expect(added.withLock { $0 })
+        #expect(result.imported.map(\.name) == ["b.txt"])
+        #expect(result.skipped.map(\.name) == ["a.txt"])
+        #expect(try catalog.assets().filter { $0.name == "a.txt" }.count == 1)
+    }
 
     @Test func importingTheSameBundleTwiceStoresNothingTwice() async throws {
         let source = try TestCatalog()

@@ -100,6 +100,63 @@ import Testing
         #expect(try store.stored(FetchRequest<Doc>(sortBy: [.init(\.path)])).map(\.objectID) == ids)
     }
 
+    @Test func rowsAndObjectChangesAreRefusedTogetherBeforeTheCommit() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let refusal: (TransactionReader) throws -> Void = { _ in throw ValidationMessage("refused") }
+        context.userInfo["beforeCommit"] = refusal
+        Checked(context: context).label = "object"
+        try context.insertRows(Doc.self, count: 2) { i, row in row[\.path] = "row \(i)" }
+        #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(try store.stored(FetchRequest<Checked>()).isEmpty)
+        #expect(try store.stored(FetchRequest<Doc>()).isEmpty)
+    }
+
+    @Test func savedRowsAreAnnouncedAndResetDropsUnsavedOnes() async throws {
+        let store = try TestStore()
+        let context = store.context()
+        let notifications = store.container.saveNotifications()
+        let ids = try context.insertRows(Note.self, count: 2) { i, row in row[\.title] = "n\(i)" }
+        try context.save()
+        var iterator = notifications.makeAsyncIterator()
+        let note = try #require(await iterator.next())
+        #expect(note.insertedObjectIDs == Set(ids))
+
+        try context.insertRows(Note.self, count: 3) { _, row in row[\.title] = "dropped" }
+        context.reset()
+        #expect(!context.hasChanges)
+        try context.save()
+        #expect(try store.stored(FetchRequest<Note>()).count == 2)
+    }
+
+    @Test func aRowMustNotPointAtAnObjectTheSaveDeletes() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let folder = Folder(context: context)
+        folder.name = "going"
+        try context.save()
+        let ids = try context.insertRows(Note.self, count: 1) { _, row in row[\.folder] = folder.objectID }
+        context.delete(folder)
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .validation)
+        #expect(error?.message == "\(ids[0]).folder points at \(folder.objectID), which is being deleted")
+        #expect(try store.stored(FetchRequest<Folder>()).count == 1)
+    }
+
+    @Test func rowsCannotBeAddedFromASaveHook() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let addRow: (TransactionReader) throws -> Void = { _ in
+            try context.insertRows(Note.self, count: 1) { _, row in row[\.title] = "late" }
+        }
+        context.userInfo["beforeCommit"] = addRow
+        Checked(context: context).label = "x"
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .misuse)
+        #expect(error?.message == "insertRows was called during a save (from a save hook); add rows before save()")
+        context.userInfo["beforeCommit"] = nil
+    }
+
     @Test func onlyAContextWithoutAParentTakesRows() throws {
         let store = try TestStore()
         let child = store.child(of: store.context())
