@@ -46,15 +46,29 @@ final class ContentStore: Sendable {
         // an open in another process never sees it unlocked, and it exists
         // before the folder does.
         let pending = ownStaging + ".lock.new"
-        lockDescriptor = open(pending, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard lockDescriptor >= 0, flock(lockDescriptor, LOCK_EX | LOCK_NB) == 0,
-            rename(pending, ownStaging + ".lock") == 0
-        else {
-            throw CatalogError(.io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
+        let lock = open(pending, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0, rename(pending, ownStaging + ".lock") == 0 else {
+            let error = CatalogError(.io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
+            if lock >= 0 { close(lock) }
+            unlink(pending)
+            throw error
         }
-        try Self.makeDirectory(ownStaging)
-        objectsDirectory = try Self.openDirectory(objects)
-        stagingDirectory = try Self.openDirectory(ownStaging)
+        lockDescriptor = lock
+        var opened: [Int32] = []
+        do {
+            try Self.makeDirectory(ownStaging)
+            opened.append(try Self.openDirectory(objects))
+            opened.append(try Self.openDirectory(ownStaging))
+        } catch {
+            // Nothing half-made stays behind: the folder, its lock, the descriptors.
+            for fd in opened { close(fd) }
+            try? FileManager.default.removeItem(atPath: ownStaging)
+            unlink(ownStaging + ".lock")
+            close(lock)
+            throw error
+        }
+        objectsDirectory = opened[0]
+        stagingDirectory = opened[1]
     }
 
     private static func openDirectory(_ path: String) throws -> Int32 {
