@@ -516,7 +516,7 @@ final class Scan {
             source: source, version: nil, bagName: String(root.dropLast()), info: [], payload: [:], manifests: [:],
             tagFiles: [:], problems: [])
 
-        for path in files.keys.sorted() where !path.hasBytePrefix(root) {
+        for path in files.keys.filter({ !$0.hasBytePrefix(root) }).sorted() {
             problems.append(
                 BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
         }
@@ -604,11 +604,12 @@ final class Scan {
             }
         }
 
-        // Completeness both ways, and checksums, for every payload manifest.
+        // Completeness both ways, and checksums, for every payload manifest. (In any order:
+        // the problems are sorted by file at the end.)
         for algorithm in result.manifests.keys.sorted() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let entries = result.manifests[algorithm]!
-            for (path, checksum) in entries.sorted(by: { $0.key < $1.key }) {
+            for (path, checksum) in entries {
                 guard path.hasBytePrefix("data/") else {
                     problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
                     continue
@@ -619,7 +620,7 @@ final class Scan {
                 }
                 problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, file.digests)
             }
-            for path in result.payload.keys.sorted() where entries[path] == nil {
+            for path in result.payload.keys where entries[path] == nil {
                 problems.append(BagError(.unlistedFile, file: path, "is in the bag but not listed in \(name)"))
             }
         }
