@@ -113,13 +113,13 @@ extension Catalog {
         // Payload paths: top-level assets by name, members under their archive's folder.
         var namer = PayloadNamer()
         var payloadPath: [Int64: String] = [:]
-        let byID = Dictionary(uniqueKeysWithValues: records.map { ($0.id, $0) })
+        let selected = Set(records.map(\.id))  // IDs only: a copy of every record would double the memory
         var archiveNames: [Int64: String] = [:]
         for record in records where record.storage != .member { payloadPath[record.id] = namer.claim(record.name) }
         for record in records where record.storage == .member {
             let archiveID = record.archive ?? 0
             if archiveNames[archiveID] == nil {
-                let archiveName = byID[archiveID].flatMap { payloadPath[$0.id] } ?? (try? asset(String(archiveID)).name)
+                let archiveName = payloadPath[archiveID] ?? (try? asset(String(archiveID)).name)
                 archiveNames[archiveID] = Self.membersFolder(archiveName ?? "archive-\(archiveID)")
             }
             payloadPath[record.id] = namer.claim(archiveNames[archiveID]! + "/" + (record.member ?? record.name))
@@ -129,7 +129,7 @@ extension Catalog {
             BundleRecords.Entry(
                 key: record.id, name: record.name, kind: record.kind, storage: record.storage, size: record.size,
                 sha256: record.sha256, payload: "data/" + payloadPath[record.id]!, path: record.path,
-                archive: record.archive.flatMap { byID[$0] != nil ? $0 : nil }, member: record.member,
+                archive: record.archive.flatMap { selected.contains($0) ? $0 : nil }, member: record.member,
                 memberOrdinal: record.storage == .member ? record.memberOrdinal : nil, tags: record.tags,
                 metadata: record.metadata, created: record.created, modified: record.modified)
         }
