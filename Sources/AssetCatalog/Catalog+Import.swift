@@ -502,10 +502,12 @@ extension Catalog {
         }
     }
 
-    /// Whether a referenced file is here with the recorded size and content.
+    /// Whether a referenced file is here with the recorded size and content. A relative
+    /// path never is: it would name a file relative to wherever the import runs.
     private static func fileMatches(_ path: String, _ entry: BundleRecords.Entry) -> Bool {
         var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == entry.size,
+        guard path.hasPrefix("/"), stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+            Int64(info.st_size) == entry.size,
             let (digest, _) = try? ContentStore.digest(ofFileAt: path, isCancelled: { Task.isCancelled })
         else { return false }
         return digest == entry.sha256

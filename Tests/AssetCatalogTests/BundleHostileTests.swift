@@ -646,6 +646,34 @@ import Testing
                 == f.invalid(bag, "assetcat-records.json: does not list data/a.txt, which the bag holds"))
     }
 
+    /// A referenced asset whose recorded path is relative — one that happens to reach a file
+    /// with its content from where the import runs — is stored from the bundle's bytes,
+    /// never recorded as a reference to a relative path.
+    @Test func aReferencedRecordWithARelativePathIsStoredFromTheBundle() async throws {
+        let f = try await Fixture()
+        let bag = try await f.exportBag()
+        let copy = f.work + "/alpha-copy.txt"
+        try write(copy, Array("alpha\n".utf8))
+        // From any working directory, enough `../` reach the root: a relative path to the copy.
+        let relative = String(repeating: "../", count: 64) + copy.dropFirst()
+        let recordsPath = bag + "/assetcat-records.json"
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: recordsPath)))
+        var object = try #require(json as? [String: Any])
+        var assets = try #require(object["assets"] as? [[String: Any]])
+        let index = try #require(assets.firstIndex { $0["payload"] as? String == "data/a.txt" })
+        assets[index]["storage"] = "referenced"
+        assets[index]["path"] = relative
+        object["assets"] = assets
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: recordsPath))
+        try f.resealTagManifest(bag)
+
+        let result = try await f.catalog.importBundle(from: bag)
+        #expect(result.storedAsManaged == ["a.txt"])
+        let imported = try #require(result.imported.first { $0.name == "a.txt" })
+        #expect(imported.storage == .managed)
+        #expect(try f.catalog.asset(String(imported.id)).storage == .managed)
+    }
+
     @Test func aFetchTxtWithEntriesIsRefused() async throws {
         let f = try await Fixture()
         let bag = try f.writeBag()
