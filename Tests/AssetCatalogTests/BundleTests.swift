@@ -204,7 +204,11 @@ import Testing
 
     // MARK: - Failures in the middle of an import
 
-    @Test func killedBeforeTheImportCommitsTheNextOpenRemovesTheNewContent() async throws {
+    /// A bundle of `kept.txt`, `new.txt` and `newer.txt`, and a catalog that has only `kept.txt`:
+    /// the bundle, the digests the catalog lacks, the catalog and its asset.
+    private func bundleWithNewContent() async throws -> (
+        bundle: String, newContent: [String], t: TestCatalog, kept: AssetRecord
+    ) {
         let source = try TestCatalog()
         let bundle = source.directory.appending(path: "bundle.tar").path
         let newContent: [String]
@@ -218,14 +222,15 @@ import Testing
             newContent = added.dropFirst().map(\.sha256)
             _ = try await catalog.export(to: bundle)
         }
-
         let t = try TestCatalog()
-        let kept: AssetRecord
-        do {
-            let catalog = try t.create()
-            defer { catalog.close() }
-            kept = try #require(try await catalog.add([try t.file("kept.txt", "already in the catalog\n")]).added.first)
-        }
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let kept = try #require(try await catalog.add([try t.file("kept.txt", "already in the catalog\n")]).added.first)
+        return (bundle, newContent, t, kept)
+    }
+
+    @Test func killedBeforeTheImportCommitsTheNextOpenRemovesTheNewContent() async throws {
+        let (bundle, newContent, t, kept) = try await bundleWithNewContent()
         let run = try await t.run(["import", bundle], environment: ["ASSETCAT_FAULT": "before-import-commit"])
         #expect(run.status == 86)  // died at the fault point
         for digest in newContent { #expect(t.hasObject(digest)) }  // linked into objects/, never recorded…
@@ -255,26 +260,7 @@ import Testing
     /// fails: the import turns its journal into removal plans at once, and nothing is left —
     /// no asset, no journal row, no new content, nothing in staging.
     @Test func anImportWhoseRecordsFailToCommitLeavesNothingBehind() async throws {
-        let source = try TestCatalog()
-        let bundle = source.directory.appending(path: "bundle.tar").path
-        let newContent: [String]
-        do {
-            let catalog = try source.create()
-            defer { catalog.close() }
-            let added = try await catalog.add([
-                try source.file("kept.txt", "already in the catalog\n"), try source.file("new.txt", "brand new\n"),
-            ]).added
-            newContent = [added[1].sha256]
-            _ = try await catalog.export(to: bundle)
-        }
-        let t = try TestCatalog()
-        let kept: AssetRecord
-        do {
-            let catalog = try t.create()
-            defer { catalog.close() }
-            kept = try #require(try await catalog.add([try t.file("kept.txt", "already in the catalog\n")]).added.first)
-        }
-
+        let (bundle, newContent, t, kept) = try await bundleWithNewContent()
         let run = try await t.run(["import", bundle], environment: ["ASSETCAT_FAULT": "fail-import-commit"])
         #expect(run.status == 1)
         #expect(run.stderr.contains("the disk is full (injected)"), "\(run.stderr)")
