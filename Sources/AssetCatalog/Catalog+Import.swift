@@ -198,9 +198,10 @@ extension Catalog {
         // staged copies are needed from here on.
         let (entries, pins, absent, foreign, earlyPlan) = try await readForImport(
             path, options: options, staged: staged, progress: progress)
-        // A plan made during the read is made again if the catalog changed meanwhile.
+        // A plan made during the read is made again if the catalog changed meanwhile (or if
+        // making it failed: the error, should it last, comes from the second attempt).
         var plan =
-            try earlyPlan.flatMap { early in try early.get() }.flatMap { try isCurrent($0) ? $0 : nil }
+            try earlyPlan.flatMap { try? $0.get() }.flatMap { try isCurrent($0) ? $0 : nil }
             ?? planImport(entries, policy: options.onConflict)
         plan.result.bundle = path
         try commitImport(&plan, pins: pins, absent: absent, foreign: foreign)
