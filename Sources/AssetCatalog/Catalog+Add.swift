@@ -248,39 +248,54 @@ extension Catalog {
         }
     }
 
-    /// Records ingested files, and the jobs they need, in one transaction.
+    /// Records ingested files, and the jobs they need, in one transaction: the assets as
+    /// rows (``Asset/willInsertRows(_:in:effects:)`` checks them and, under the write lock,
+    /// their content, which the pins put back should a removal have taken it).
     private func record(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
+        let storage: Storage = options.mode == .copy ? .managed : .referenced
+        let tagText = Asset.tagText(options.tags)
+        let tags = Asset.tags(fromText: tagText)
+        let kinds = files.map { ContentKind.of($0.name) }
+        let now = Date()
         let recorded = try storeErrors {
             try withContext { context in
-                var created: [Asset] = []
+                var pins: [String: String] = [:]
+                for file in files { if let pin = file.pin, pins[file.digest] == nil { pins[file.digest] = pin } }
+                context.userInfo[Asset.adoptionKey] = ContentAdoption(pins: pins)
+                let ids = try context.insertRows(Asset.self, count: files.count) { i, row in
+                    let file = files[i]
+                    row[\.name] = file.name
+                    row[\.kind] = kinds[i]
+                    row[\.storage] = storage
+                    row[\.size] = file.size
+                    row[\.sha256] = file.digest
+                    row[\.path] = file.source
+                    row[\.tagText] = tagText
+                    row[\.created] = now
+                    row[\.modified] = now
+                }
                 var jobs: [Job] = []
-                func queue(_ kind: String, for asset: Asset) {
+                func queue(_ kind: String, for id: ManagedObjectID) {
                     let job = Job(context: context)
                     job.kind = kind
-                    job.assetID = asset.objectID.rowID
+                    job.assetID = id.rowID
                     jobs.append(job)
                 }
-                for file in files {
-                    let asset = Asset(context: context)
-                    asset.name = file.name
-                    asset.kind = ContentKind.of(file.name)
-                    asset.storage = options.mode == .copy ? .managed : .referenced
-                    asset.size = file.size
-                    asset.sha256 = file.digest
-                    asset.path = file.source
-                    asset.tags = options.tags
-                    asset.pin = file.pin
-                    created.append(asset)
-                    if file.digest.isEmpty { queue(BuiltInProcessors.digest, for: asset) }
-                    if options.indexesArchives && asset.kind == "archive" {
-                        queue(BuiltInProcessors.indexArchive, for: asset)
+                for (i, id) in ids.enumerated() {
+                    if files[i].digest.isEmpty { queue(BuiltInProcessors.digest, for: id) }
+                    if options.indexesArchives && kinds[i] == "archive" {
+                        queue(BuiltInProcessors.indexArchive, for: id)
                     }
-                    if options.extractsMetadata && asset.kind == "image" {
-                        queue(BuiltInProcessors.metadata, for: asset)
-                    }
+                    if options.extractsMetadata && kinds[i] == "image" { queue(BuiltInProcessors.metadata, for: id) }
                 }
                 try context.save()
-                return (created.map(AssetRecord.init), jobs.map(\.objectID.rowID))
+                let records = zip(files.indices, ids).map { i, id in
+                    AssetRecord(
+                        id: id.rowID, name: files[i].name, kind: kinds[i], size: files[i].size,
+                        sha256: files[i].digest, storage: storage, path: files[i].source, archive: nil, member: nil,
+                        memberOrdinal: 0, tags: tags, created: now, modified: now, metadata: [:])
+                }
+                return (records, jobs.map(\.objectID.rowID))
             }
         }
         if !recorded.1.isEmpty { jobs.wakeWorker() }
