@@ -53,10 +53,6 @@ public final class Asset: ManagedObject {
     /// For an archive: its members. Deleting an archive deletes them.
     @ToMany(inverse: \Asset.archive, deleteRule: .cascade) public var members: [Asset]
 
-    /// Not persistent: while an add is being recorded, the staged link that
-    /// holds this asset's content (see ``ContentStore/adopt(staged:digest:)``).
-    var pin: String?
-
     /// The asset's tags, sorted.
     public var tags: [String] {
         get { Self.tags(fromText: tagText) }
@@ -131,8 +127,7 @@ public final class Asset: ManagedObject {
             // the write lock, where no sweep can remove the file meanwhile.
             let digest = sha256
             let name = name
-            let pin = pin
-            effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name, pin: pin) }
+            effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name) }
         }
     }
 
@@ -146,9 +141,10 @@ public final class Asset: ManagedObject {
         }
     }
 
-    /// The key of a context's `userInfo` under which an import leaves its
-    /// ``ContentAdoption``: the staged copy of each content (see ``pin``), and the linking
-    /// that the commit waits for.
+    /// The key of a context's `userInfo` under which an add or an import leaves its
+    /// ``ContentAdoption``: the staged copy of each content — a pin, a second link that
+    /// keeps the bytes should a removal take the object meanwhile — and the linking that
+    /// the commit waits for.
     static let adoptionKey = "AssetCatalog.adoption"
 
     /// Rows inserted in bulk (an import) get what ``validateForInsert()`` and ``willSave()``

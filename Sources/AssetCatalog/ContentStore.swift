@@ -432,6 +432,66 @@ final class ContentStore: Sendable {
     static func hex(_ digest: SHA256.Digest) -> String { BagIt.hex(digest) }
 }
 
+/// Staged content on its way into `objects/` for the assets one save records: the pin of
+/// each content, by SHA-256 (a second link that keeps the bytes should a removal take the
+/// object before the commit), and — for an import — the adoption, on another thread while
+/// the rows are built and written, in two stages. The import waits for the first (the
+/// staged bytes made durable, a `syncfs` that for a large bundle can take seconds) before
+/// its transaction takes the write lock. The links, and the `syncfs` that makes them
+/// durable, overlap the transaction's writes; its check before the commit waits for them,
+/// then looks for every content (``Asset/willInsertRows(_:in:effects:)``).
+final class ContentAdoption: @unchecked Sendable {
+    /// The staged copy of each content, by SHA-256.
+    let pins: [String: String]
+    private let durable = DispatchGroup()
+    private let linked = DispatchGroup()
+    /// What stopped each stage: written before its group is left, read after it is waited for.
+    private var durableFailure: (any Error)?
+    private var linkFailure: (any Error)?
+
+    /// Starts adopting the content of `digests` from its pins.
+    init(content: ContentStore, pins: [String: String], adopting digests: [String]) {
+        self.pins = pins
+        let files = digests.map { (pins[$0]!, $0) }
+        durable.enter()
+        linked.enter()
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            do {
+                try content.makeStagedDurable()
+            } catch {
+                durableFailure = error
+            }
+            durable.leave()
+            if durableFailure == nil {
+                do {
+                    try content.linkAll(files)
+                    FaultPoint.reach(.beforeImportCommit)
+                } catch {
+                    linkFailure = error
+                }
+            }
+            linked.leave()
+        }
+    }
+
+    /// Content already in `objects/` (an add adopts before it records), held by its pins.
+    init(pins: [String: String]) {
+        self.pins = pins
+    }
+
+    /// Waits until the staged bytes are durable; throws what stopped that.
+    func waitUntilDurable() throws {
+        durable.wait()
+        if let durableFailure { throw durableFailure }
+    }
+
+    /// Waits until the content is linked and the links durable; throws what stopped it.
+    func wait() throws {
+        linked.wait()
+        if let failure = durableFailure ?? linkFailure { throw failure }
+    }
+}
+
 /// Points where a test can make the process die (`ASSETCAT_FAULT=name`),
 /// to prove that a crash there loses nothing.
 enum FaultPoint: String {
