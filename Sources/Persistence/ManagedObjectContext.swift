@@ -1087,14 +1087,24 @@ public final class ManagedObjectContext {
         guard count > 0 else { return [] }
         let entity = self.entity(for: type)
         let ids = try core.store.reserveIDs(entity: entity, count: count)
+        let rows = Self.rowValues(entity, count: count, configure)
+        pendingRows += zip(ids, rows).map { .init(entity: entity, id: $0, values: $1) }
+        return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
+    }
+
+    /// The values of `count` rows of an entity: its defaults, then what `configure` sets.
+    private static func rowValues<T: ManagedObject>(
+        _ entity: EntityDescription, count: Int, _ configure: (Int, inout BatchInsertRow<T>) -> Void
+    ) -> [[StoreValue]] {
+        var rows: [[StoreValue]] = []
+        rows.reserveCapacity(count)
         var row = BatchInsertRow<T>(entity: entity)
-        pendingRows.reserveCapacity(pendingRows.count + count)
-        for (i, id) in ids.enumerated() {
+        for i in 0..<count {
             row.values = entity.defaultValues
             configure(i, &row)
-            pendingRows.append(.init(entity: entity, id: id, values: row.values))
+            rows.append(row.values)
         }
-        return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
+        return rows
     }
 
     /// Hands each entity's pending rows to its ``ManagedObject/willInsertRows(_:in:effects:)``,
@@ -1144,14 +1154,7 @@ public final class ManagedObjectContext {
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
         let entity = self.entity(for: type)
-        var rows: [[StoreValue]] = []
-        rows.reserveCapacity(count)
-        var row = BatchInsertRow<T>(entity: entity)
-        for i in 0..<count {
-            row.values = entity.defaultValues
-            configure(i, &row)
-            rows.append(row.values)
-        }
+        let rows = Self.rowValues(entity, count: count, configure)
         let ids = try core.store.batchInsert(entity: entity, rows: rows).map {
             ManagedObjectID(entityName: entity.name, rowID: $0)
         }
