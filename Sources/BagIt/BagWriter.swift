@@ -1,5 +1,6 @@
 public import ArchiveIO
 import CFileSync
+import Crypto
 public import Foundation
 
 #if canImport(Glibc)
@@ -22,6 +23,26 @@ public struct BagPayloadItem: Sendable, Hashable {
     }
 }
 
+/// The payload a ``BagWriter`` will write, declared before any of it is: the
+/// SHA-256 manifest as a file, with the number of files and bytes it lists. For a
+/// bag of any size — nothing per payload file is held in memory.
+public struct BagPayloadManifest: Sendable, Hashable {
+    /// A file of `checksum  data/path` lines (lowercase SHA-256, two spaces, the path
+    /// encoded as ``TagFile/encodePath(_:)`` does), sorted by the paths' UTF-8 bytes, with
+    /// no path twice: what ``TagFile/formatManifest(_:)`` writes. It must not change until
+    /// the writer's initializer returns.
+    public var file: String
+    /// How many payload files it lists, and their total size (`Payload-Oxum`).
+    public var files: Int
+    public var bytes: Int64
+
+    public init(file: String, files: Int, bytes: Int64) {
+        self.file = file
+        self.files = files
+        self.bytes = bytes
+    }
+}
+
 /// A tag file a ``BagWriter`` adds to a bag (outside `data/`): bytes in memory, or a
 /// file whose bytes are copied in chunks — for a large tag file, which then need not
 /// fit in memory.
@@ -29,6 +50,11 @@ public struct BagTagFile: Sendable, Hashable {
     enum Contents: Sendable, Hashable {
         case bytes([UInt8])
         case file(String)
+
+        /// The file the bytes come from, if they do.
+        var source: String? {
+            if case .file(let source) = self { source } else { nil }
+        }
     }
 
     /// The path relative to the bag.
@@ -96,6 +122,8 @@ public final class BagWriter {
     public let format: BagFormat
     /// The bag's top-level directory name inside an archive.
     public let bagName: String
+    /// The payload items given to ``init(path:format:bagName:payload:info:tagFiles:agent:compressionLevel:date:)``;
+    /// empty for a bag declared by a ``BagPayloadManifest``.
     public let payload: [BagPayloadItem]
 
     private var archive: ArchiveWriter?
@@ -103,8 +131,13 @@ public final class BagWriter {
     private var written: [Bool]
     private var finished = false
     private let date: Date
+    /// What the manifest declares, and what has been written: counts, bytes, and a sum of
+    /// the SHA-256 of each `checksum  path` line, which are equal only when the same lines
+    /// were listed and written, in whatever order — checked in constant memory.
+    private let declared: ManifestSummary
+    private var wrote = ManifestSummary()
 
-    /// Starts a bag and writes its tag files.
+    /// Starts a bag whose payload is the list `payload`, and writes its tag files.
     ///
     /// - Parameters:
     ///   - path: Where the bag goes. An archive replaces an existing file when finished; a
@@ -112,7 +145,8 @@ public final class BagWriter {
     ///   - format: The format; `nil` takes it from `path` (an archive extension, else a directory).
     ///   - bagName: The top-level directory inside an archive; by default `path`'s file name
     ///     without its archive extension.
-    ///   - payload: Every payload file, in the order they will be written.
+    ///   - payload: Every payload file, in the order they will be written
+    ///     (``writePayload(_:producing:)`` takes their indices).
     ///   - info: Fields added to `bag-info.txt` after the generated ones.
     ///   - tagFiles: Further tag files (paths relative to the bag, outside `data/`), listed in
     ///     the tag manifest.
@@ -120,10 +154,51 @@ public final class BagWriter {
     ///   - compressionLevel: For compressed archives; `nil` for the format's default.
     /// - Throws: ``BagError`` `invalidArgument` for an unsafe or repeated payload path, `io`
     ///   if the bag cannot be created.
-    public init(
+    public convenience init(
         path: String, format: BagFormat? = nil, bagName: String? = nil, payload: [BagPayloadItem],
         info: [(label: String, value: String)] = [], tagFiles: [BagTagFile] = [],
         agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date()
+    ) throws(BagError) {
+        var seen = Set<String>()
+        for item in payload {
+            try Self.checkRelative(item.path, what: "payload file")
+            guard seen.insert(item.path).inserted else {
+                throw BagError(.invalidArgument, file: "data/" + item.path, "is listed twice")
+            }
+        }
+        try self.init(
+            path: path, format: format, bagName: bagName, payload: payload,
+            manifest: .bytes(
+                "manifest-sha256.txt", TagFile.formatManifest(payload.map { ("data/" + $0.path, $0.sha256) })),
+            files: payload.count, bytes: payload.reduce(0) { $0 + $1.size }, info: info, tagFiles: tagFiles,
+            agent: agent, compressionLevel: compressionLevel, date: date)
+    }
+
+    /// Starts a bag whose payload `manifest` declares, and writes its tag files: for a bag of
+    /// any size, since nothing per payload file is kept in memory. Each file is then written
+    /// with ``writePayload(_:producing:)-(BagPayloadItem,_)``, in any order.
+    ///
+    /// - Parameter manifest: The SHA-256 manifest, as a sorted file, with its file count
+    ///   and total size.
+    /// - Throws: ``BagError`` `invalidArgument` naming the manifest and the line for a line
+    ///   that is not `checksum  data/path`, a path that is unsafe or out of order (or listed
+    ///   twice), a count that differs from `manifest.files`; `io`.
+    public convenience init(
+        path: String, format: BagFormat? = nil, bagName: String? = nil, payload manifest: BagPayloadManifest,
+        info: [(label: String, value: String)] = [], tagFiles: [BagTagFile] = [],
+        agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date()
+    ) throws(BagError) {
+        try self.init(
+            path: path, format: format, bagName: bagName, payload: [],
+            manifest: BagTagFile(path: "manifest-sha256.txt", contents: .file(manifest.file)), files: manifest.files,
+            bytes: manifest.bytes, info: info, tagFiles: tagFiles, agent: agent, compressionLevel: compressionLevel,
+            date: date)
+    }
+
+    private init(
+        path: String, format: BagFormat?, bagName: String?, payload: [BagPayloadItem], manifest: BagTagFile,
+        files: Int, bytes: Int64, info: [(label: String, value: String)], tagFiles: [BagTagFile], agent: String,
+        compressionLevel: Int?, date: Date
     ) throws(BagError) {
         let format = format ?? BagFormat(path: path)
         self.path = path
@@ -132,20 +207,28 @@ public final class BagWriter {
         self.date = date
         self.bagName = bagName ?? Self.defaultName(path, format: format)
         written = Array(repeating: false, count: payload.count)
-        var seen = Set<String>()
-        for item in payload {
-            try Self.checkRelative(item.path, what: "payload file")
-            guard seen.insert(item.path).inserted else {
-                throw BagError(.invalidArgument, file: "data/" + item.path, "is listed twice")
-            }
-        }
         for tag in tagFiles {
             try Self.checkRelative(tag.path, what: "tag file")
             guard tag.path != "data", !tag.path.hasPrefix("data/") else {
                 throw BagError(.invalidArgument, file: tag.path, "a tag file cannot be under data/")
             }
+            guard !["bagit.txt", "bag-info.txt", manifest.path, "tagmanifest-sha256.txt"].contains(tag.path) else {
+                throw BagError(.invalidArgument, file: tag.path, "is a tag file the writer makes itself")
+            }
         }
         try Self.checkRelative(self.bagName, what: "bag name")
+        // The manifest first: a bad one must not leave a file behind.
+        var summary = ManifestSummary()
+        var lines = ManifestLines(file: manifest.contents.source ?? manifest.path)
+        try Self.read(manifest) { chunk in try lines.add(chunk, into: &summary) }
+        try lines.finish(into: &summary)
+        guard summary.files == files else {
+            throw BagError(
+                .invalidArgument, file: manifest.contents.source ?? manifest.path,
+                "lists \(summary.files) payload files, not the \(files) declared")
+        }
+        summary.bytes = bytes
+        declared = summary
 
         switch format {
         case .archive(let archiveFormat):
@@ -168,11 +251,10 @@ public final class BagWriter {
             partialDirectory = partial
         }
 
-        let manifest = TagFile.formatManifest(payload.map { ("data/" + $0.path, $0.sha256) })
         var tags: [BagTagFile] = [
             .bytes("bagit.txt", TagFile.declaration),
-            .bytes("bag-info.txt", TagFile.formatFields(bagInfo(agent: agent) + info)),
-            .bytes("manifest-sha256.txt", manifest),
+            .bytes("bag-info.txt", TagFile.formatFields(bagInfo(agent: agent, files: files, bytes: bytes) + info)),
+            manifest,
         ]
         tags += tagFiles
         var tagManifest: [(path: String, checksum: String)] = []
@@ -200,19 +282,18 @@ public final class BagWriter {
         // An unfinished ArchiveWriter removes its own temporary file.
     }
 
-    private func bagInfo(agent: String) -> [(label: String, value: String)] {
-        let bytes = payload.reduce(Int64(0)) { $0 + $1.size }
+    private func bagInfo(agent: String, files: Int, bytes: Int64) -> [(label: String, value: String)] {
         let day = Date.ISO8601FormatStyle(timeZone: .current).year().month().day().dateSeparator(.dash)
         return [
             ("Bagging-Date", date.formatted(day)),
             ("Bag-Software-Agent", agent),
-            ("Payload-Oxum", "\(bytes).\(payload.count)"),
+            ("Payload-Oxum", "\(bytes).\(files)"),
             ("Bag-Size", Self.humanSize(bytes)),
         ]
     }
 
-    /// Writes payload file `index`: `produce` pushes its bytes, in order, through the
-    /// function it is given.
+    /// Writes payload file `index` of the list the writer was made with: `produce` pushes
+    /// its bytes, in order, through the function it is given.
     ///
     /// - Throws: ``BagError`` `contentMismatch` naming the file when the bytes' SHA-256 or
     ///   size differ from the item's (the bag is then unusable: drop the writer), `io`, or
@@ -223,7 +304,21 @@ public final class BagWriter {
         guard payload.indices.contains(index), !written[index] else {
             throw BagError(.invalidArgument, file: nil, "payload item \(index) does not exist or was written")
         }
-        let item = payload[index]
+        try writePayload(payload[index], producing: produce)
+        written[index] = true
+    }
+
+    /// Writes one payload file: `produce` pushes its bytes, in order, through the function
+    /// it is given. The file must be one the manifest lists, written once; ``finish()``
+    /// checks that every one was.
+    ///
+    /// - Throws: ``BagError`` `contentMismatch` naming the file when the bytes' SHA-256 or
+    ///   size differ from the item's (the bag is then unusable: drop the writer),
+    ///   `invalidArgument` for an unsafe path, `io`, or whatever `produce` throws.
+    public func writePayload(
+        _ item: BagPayloadItem, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        try Self.checkRelative(item.path, what: "payload file")
         let name = "data/" + item.path
         var hasher = MultiHasher([.sha256])
         var size: Int64 = 0
@@ -254,7 +349,8 @@ public final class BagWriter {
                 .contentMismatch, file: name,
                 "its bytes hash to \(digest.prefix(12))…, not the \(item.sha256.prefix(12))… they were listed with")
         }
-        written[index] = true
+        wrote.add(line: Array((digest + "  " + TagFile.encodePath(name)).utf8))
+        wrote.bytes += size
     }
 
     /// Completes the bag and moves it to ``path``.
@@ -263,6 +359,14 @@ public final class BagWriter {
     public func finish() throws(BagError) {
         if let missing = written.firstIndex(of: false) {
             throw BagError(.invalidArgument, file: "data/" + payload[missing].path, "was never written")
+        }
+        guard wrote.files == declared.files, wrote.bytes == declared.bytes, wrote.sum == declared.sum else {
+            throw BagError(
+                .invalidArgument, file: "manifest-sha256.txt",
+                wrote.files < declared.files
+                    ? "lists \(declared.files) payload files; \(wrote.files) were written"
+                    : "lists \(declared.files) payload files of \(declared.bytes) bytes; the \(wrote.files) written "
+                        + "(\(wrote.bytes) bytes) are not those")
         }
         if let archive {
             do {
@@ -437,5 +541,80 @@ public final class BagWriter {
             unit += 1
         }
         return unit == 0 ? "\(bytes) bytes" : String(format: "%.1f %@", value, units[unit])
+    }
+}
+
+/// A count of payload files and bytes, and a sum (modulo 2²⁵⁶) of the SHA-256 of their
+/// manifest lines: two summaries are equal when they were made of the same lines, in any
+/// order, which lets a writer check what it wrote against its manifest without keeping either.
+struct ManifestSummary: Equatable {
+    var files = 0
+    var bytes: Int64 = 0
+    var sum: [UInt64] = [0, 0, 0, 0]
+
+    mutating func add(line: [UInt8]) {
+        files += 1
+        let digest = Array(SHA256.hash(data: line))
+        var carry: UInt64 = 0
+        for word in 0..<4 {
+            var value: UInt64 = 0
+            for byte in digest[(word * 8)..<(word * 8 + 8)] { value = value << 8 | UInt64(byte) }
+            let (partial, overflow1) = sum[word].addingReportingOverflow(value)
+            let (total, overflow2) = partial.addingReportingOverflow(carry)
+            sum[word] = total
+            carry = (overflow1 ? 1 : 0) + (overflow2 ? 1 : 0)
+        }
+    }
+}
+
+/// Reads a SHA-256 payload manifest a chunk at a time, checking each line as a
+/// ``BagWriter`` needs it: `checksum  data/path`, a safe path, in strictly increasing
+/// order of the paths' bytes (so no path is listed twice).
+struct ManifestLines {
+    let file: String
+    private var line: [UInt8] = []
+    private var previous: [UInt8]?
+    private var number = 0
+
+    init(file: String) { self.file = file }
+
+    mutating func add(_ chunk: UnsafeRawBufferPointer, into summary: inout ManifestSummary) throws(BagError) {
+        var start = 0
+        for (i, byte) in chunk.enumerated() where byte == 0x0A {
+            line.append(contentsOf: chunk[start..<i])
+            try take(into: &summary)
+            start = i + 1
+        }
+        line.append(contentsOf: chunk[start...])
+    }
+
+    mutating func finish(into summary: inout ManifestSummary) throws(BagError) {
+        guard line.isEmpty else {
+            throw BagError(.invalidArgument, file: file, "line \(number + 1) does not end with a newline")
+        }
+    }
+
+    private mutating func take(into summary: inout ManifestSummary) throws(BagError) {
+        number += 1
+        defer { line.removeAll(keepingCapacity: true) }
+        let hexLength = ChecksumAlgorithm.sha256.hexLength
+        guard line.count > hexLength + 2, line[hexLength] == 0x20, line[hexLength + 1] == 0x20,
+            line[..<hexLength].allSatisfy(TagFile.isHexDigit),
+            let encoded = String(validating: line[(hexLength + 2)...], as: UTF8.self)
+        else {
+            throw BagError(.invalidArgument, file: file, "line \(number) is not 'sha256  data/path'")
+        }
+        let path = TagFile.decodePath(encoded, version: "1.0")
+        guard path.hasBytePrefix("data/"), TagFile.isNormal(path), !path.utf8.contains(0) else {
+            throw BagError(.invalidArgument, file: file, "line \(number) names \(path), not a safe path under data/")
+        }
+        let bytes = Array(path.utf8)
+        if let previous, !previous.lexicographicallyPrecedes(bytes) {
+            throw BagError(
+                .invalidArgument, file: file,
+                "line \(number) lists \(path) out of order or a second time (paths must be sorted by their bytes)")
+        }
+        previous = bytes
+        summary.add(line: line)
     }
 }
