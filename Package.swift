@@ -44,6 +44,8 @@ let package = Package(
             name: "AssetCatalog",
             dependencies: [
                 "Persistence", "ArchiveIO", "BagIt", "CFileSync",
+                // For an export's temporary database of its selection (ExportScratch).
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -46,28 +46,43 @@ struct BundleRecords: Codable {
     private static let zonelessDateStyle = Date.ISO8601FormatStyle().year().month().day()
         .time(includingFractionalSeconds: true)
 
-    /// Writes the records of `assets` to a new file at `path`, one asset per line —
-    /// streaming, so that memory does not grow with the number of assets.
-    static func write(_ assets: some Sequence<Entry>, to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
+    /// Writes records to a new file, one asset per line, as they come — so that memory does
+    /// not grow with the number of assets.
+    final class Writer {
+        let path: String
+        private let fd: Int32
+        private var buffer: [UInt8] = []
+        private var count = 0
+
+        init(path: String) throws {
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
+            }
+            self.path = path
+            buffer.reserveCapacity(1 << 16)
+            buffer += Array("{\"format\":\"\(formatName)\",\"version\":1,\"assets\":[".utf8)
         }
-        defer { close(fd) }
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(1 << 16)
-        func flush() throws {
-            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: path) }
-            buffer.removeAll(keepingCapacity: true)
-        }
-        buffer += Array("{\"format\":\"\(formatName)\",\"version\":1,\"assets\":[".utf8)
-        for (i, entry) in assets.enumerated() {
-            buffer += i == 0 ? [0x0A] : [0x2C, 0x0A]  // ",\n"
+
+        deinit { close(fd) }
+
+        func append(_ entry: Entry) throws {
+            buffer += count == 0 ? [0x0A] : [0x2C, 0x0A]  // ",\n"
+            count += 1
             entry.appendJSON(to: &buffer)
             if buffer.count >= 1 << 16 { try flush() }
         }
-        buffer += Array("\n]}\n".utf8)
-        try flush()
+
+        /// Ends the file; its bytes are all written when this returns.
+        func finish() throws {
+            buffer += Array("\n]}\n".utf8)
+            try flush()
+        }
+
+        private func flush() throws {
+            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: path) }
+            buffer.removeAll(keepingCapacity: true)
+        }
     }
 
     static func decode(_ bytes: [UInt8]) throws(BagError) -> BundleRecords {
@@ -271,10 +286,12 @@ extension BundleRecords {
 
 /// Payload paths for exported assets: names kept, made safe (no empty, `.` or `..`
 /// components) and unique — a name already taken, as a file or as a folder, gets
-/// ` (2)`, ` (3)`, … before its extension, in the order the assets come.
+/// ` (2)`, ` (3)`, … before its extension, in the order the assets come. Names that are
+/// the same string in another Unicode normalisation (`é` as one scalar or two) are the
+/// same name: a bag reader refuses such twins. The names taken are kept in the export's
+/// ``ExportScratch``, not in memory.
 struct PayloadNamer {
-    private var files = Set<String>()
-    private var folders = Set<String>()
+    let names: ExportScratch.Batch
 
     static func safe(_ name: String) -> String {
         if TagFile.isNormal(name) { return name }
@@ -294,39 +311,55 @@ struct PayloadNamer {
         return (components + [numberedLast]).joined(separator: "/")
     }
 
-    private func isFree(_ path: String) -> Bool {
-        if files.contains(path) || folders.contains(path) { return false }
-        guard path.utf8.contains(0x2F) else { return true }  // no folder on the way
+    /// The key a path is taken under: its NFC form (ASCII is its own).
+    static func key(_ path: String) -> String {
+        path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
+    }
+
+    /// The folders on the way to `path`: `a`, `a/b` for `a/b/c`.
+    static func folders(_ path: String) -> [String] {
+        var result: [String] = []
         var prefix = ""
         for component in path.split(separator: "/").dropLast() {
             prefix += prefix.isEmpty ? String(component) : "/" + component
-            if files.contains(prefix) { return false }
+            result.append(prefix)
         }
-        return true
+        return result
+    }
+
+    /// Whether a folder on the way to `path` is taken by a file.
+    private func folderIsAFile(_ path: String) throws -> Bool {
+        for folder in Self.folders(path) {
+            let name = try names.name(Self.key(folder))
+            if name.taken && !name.folder { return true }
+        }
+        return false
+    }
+
+    private func isFree(_ path: String) throws -> Bool {
+        try !names.name(Self.key(path)).taken && !folderIsAFile(path)
     }
 
     /// Claims a unique path for `name` (relative to `data/`).
-    mutating func claim(_ name: String) -> String {
+    func claim(_ name: String) throws -> String {
         let base = Self.safe(name)
+        let nested = base.utf8.contains(0x2F)
+        // The usual case, one statement: a name with no folder, free.
+        if !nested, try names.takeIfFree(Self.key(base)) { return base }
         var candidate = base
         var n = 2
-        while !isFree(candidate) {
+        while try !isFree(candidate) {
             // A folder on the way is taken by a file: number the top folder instead.
             let top = base.split(separator: "/").first.map(String.init) ?? base
-            if base.contains("/"), files.contains(where: { base.hasPrefix($0 + "/") }) {
+            if nested, try folderIsAFile(base) {
                 candidate = "\(top) (\(n))" + base.dropFirst(top.count)
             } else {
                 candidate = Self.numbered(base, n)
             }
             n += 1
         }
-        files.insert(candidate)
-        guard candidate.utf8.contains(0x2F) else { return candidate }
-        var prefix = ""
-        for component in candidate.split(separator: "/").dropLast() {
-            prefix += prefix.isEmpty ? String(component) : "/" + component
-            folders.insert(prefix)
-        }
+        try names.take(Self.key(candidate), folder: false)
+        for folder in Self.folders(candidate) { try names.take(Self.key(folder), folder: true) }
         return candidate
     }
 }

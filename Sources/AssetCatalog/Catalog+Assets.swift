@@ -51,16 +51,21 @@ extension Catalog {
     ) throws {
         var after: Int64 = 0
         while true {
-            let page = try storeErrors {
-                try withContext { context in
-                    let request = FetchRequest<Asset>(
-                        predicate: query.predicate && .objectIDs(after: after), sortBy: [.objectID()], limit: pageSize)
-                    return try context.fetch(request).map(AssetRecord.init)
-                }
-            }
+            let page = try assetPage(query, after: after, limit: pageSize)
             for record in page { try body(record) }
             guard page.count == pageSize, let last = page.last else { return }
             after = last.id
+        }
+    }
+
+    /// Up to `limit` assets that `query` selects, with IDs above `after`, by ID.
+    func assetPage(_ query: AssetQuery, after: Int64, limit: Int) throws -> [AssetRecord] {
+        try storeErrors {
+            try withContext { context in
+                let request = FetchRequest<Asset>(
+                    predicate: query.predicate && .objectIDs(after: after), sortBy: [.objectID()], limit: limit)
+                return try context.fetch(request).map(AssetRecord.init)
+            }
         }
     }
 

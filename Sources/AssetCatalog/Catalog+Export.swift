@@ -76,12 +76,13 @@ extension Catalog {
     /// archive's members as files of their own, beside it), `assetcat-records.json` with
     /// names, tags, metadata, storage and member links, and the manifests.
     ///
-    /// Streams the content and the records file: memory does not grow with the bytes (it
-    /// grows with the number of assets, for the selection and the manifest, about 2 KB
-    /// each). Every byte is hashed on the way out
-    /// and compared with the catalog's digest; a missing or damaged asset stops the export
-    /// with an error naming it (unless ``ExportOptions/skipsDamaged``), and no partial
-    /// bundle is left at `path`. Cancelling the task stops it the same way.
+    /// Streams: the assets are read from the catalog a page at a time, and what the export
+    /// must remember of each (its payload path, digest, whether it was written) goes to a
+    /// temporary database, the records and the manifest to files in the catalog's staging
+    /// folder — memory does not grow with the number of assets or their bytes. Every byte is
+    /// hashed on the way out and compared with the catalog's digest; a missing or damaged
+    /// asset stops the export with an error naming it (unless ``ExportOptions/skipsDamaged``),
+    /// and no partial bundle is left at `path`. Cancelling the task stops it the same way.
     ///
     /// ```swift
     /// let result = try await catalog.export(to: "trip.tar.zst", selection: .init(query: .init(tag: "trip")))
@@ -91,88 +92,159 @@ extension Catalog {
         to path: String, selection: ExportSelection = .all, options: ExportOptions = ExportOptions(),
         progress: (@Sendable (BundleProgress) -> Void)? = nil
     ) async throws -> ExportResult {
-        var records = try selectForExport(selection)
-        if let unhashed = records.first(where: { $0.sha256.isEmpty }) {
-            throw CatalogError(
-                .invalidArgument,
-                "Cannot export asset \(unhashed.id) (\(unhashed.name)): its digest is not computed yet; "
-                    + "run `assetcat jobs run` first")
-        }
-        var skipped: [SkippedAsset] = []
-        if options.skipsDamaged {
-            // What `verify` finds missing, damaged or unreadable stays out.
-            let report = try await verify(records.map { String($0.id) })
-            let bad = Dictionary(uniqueKeysWithValues: report.issues.map { ($0.id, $0) })
-            skipped = records.compactMap { record in
-                bad[record.id].map { SkippedAsset(id: record.id, name: record.name, reason: Self.reason($0)) }
-            }
-            // A member whose archive is left out is still exported, on its own.
-            records.removeAll { bad[$0.id] != nil }
-        }
-
-        // Payload paths: top-level assets by name, members under their archive's folder.
-        var namer = PayloadNamer()
-        var payloadPath: [Int64: String] = [:]
-        let selected = Set(records.map(\.id))  // IDs only: a copy of every record would double the memory
-        var archiveNames: [Int64: String] = [:]
-        for record in records where record.storage != .member { payloadPath[record.id] = namer.claim(record.name) }
-        for record in records where record.storage == .member {
-            let archiveID = record.archive ?? 0
-            if archiveNames[archiveID] == nil {
-                let archiveName = payloadPath[archiveID] ?? (try? asset(String(archiveID)).name)
-                archiveNames[archiveID] = Self.membersFolder(archiveName ?? "archive-\(archiveID)")
-            }
-            payloadPath[record.id] = namer.claim(archiveNames[archiveID]! + "/" + (record.member ?? record.name))
-        }
-
-        let entries = records.lazy.map { record in
-            BundleRecords.Entry(
-                key: record.id, name: record.name, kind: record.kind, storage: record.storage, size: record.size,
-                sha256: record.sha256, payload: "data/" + payloadPath[record.id]!, path: record.path,
-                archive: record.archive.flatMap { selected.contains($0) ? $0 : nil }, member: record.member,
-                memberOrdinal: record.storage == .member ? record.memberOrdinal : nil, tags: record.tags,
-                metadata: record.metadata, created: record.created, modified: record.modified)
-        }
-        let items = records.map { BagPayloadItem(path: payloadPath[$0.id]!, size: $0.size, sha256: $0.sha256) }
-        // The records go through a file in this process's staging folder, not memory.
+        let scratch = try ExportScratch()
         let recordsFile = content.newStagingPath(suffix: ".records.json")
-        defer { unlink(recordsFile) }
-        try BundleRecords.write(entries, to: recordsFile)
+        let manifestFile = content.newStagingPath(suffix: ".manifest.txt")
+        defer {
+            unlink(recordsFile)
+            unlink(manifestFile)
+        }
+        let records = try BundleRecords.Writer(path: recordsFile)
+        var skipped: [SkippedAsset] = []
+
+        /// Adds an asset to the bundle: its payload path, its line of records.
+        func add(_ record: AssetRecord, as payloadPath: String, archiveKey: Int64?, to batch: ExportScratch.Batch)
+            throws
+        {
+            try records.append(
+                BundleRecords.Entry(
+                    key: record.id, name: record.name, kind: record.kind, storage: record.storage, size: record.size,
+                    sha256: record.sha256, payload: "data/" + payloadPath, path: record.path, archive: archiveKey,
+                    member: record.member, memberOrdinal: record.storage == .member ? record.memberOrdinal : nil,
+                    tags: record.tags, metadata: record.metadata, created: record.created, modified: record.modified))
+            try batch.add(
+                ExportScratch.Payload(
+                    id: record.id, path: payloadPath, name: record.name, size: record.size, sha256: record.sha256,
+                    storage: record.storage, file: record.path, archive: record.archive, member: record.member,
+                    ordinal: record.memberOrdinal))
+        }
+        /// The assets of `page` fit to export (all of them, unless skipping the damaged).
+        func fit(_ page: [AssetRecord]) async throws -> (fit: [AssetRecord], bad: Set<Int64>) {
+            if let unhashed = page.first(where: { $0.sha256.isEmpty }) {
+                throw CatalogError(
+                    .invalidArgument,
+                    "Cannot export asset \(unhashed.id) (\(unhashed.name)): its digest is not computed yet; "
+                        + "run `assetcat jobs run` first")
+            }
+            guard options.skipsDamaged else { return (page, []) }
+            // What `verify` finds missing, damaged or unreadable stays out.
+            let report = try await check(page)
+            try Task.checkCancellation()
+            for issue in report.issues {
+                skipped.append(SkippedAsset(id: issue.id, name: issue.name, reason: Self.reason(issue)))
+            }
+            let bad = Set(report.issues.map(\.id))
+            return (page.filter { !bad.contains($0.id) }, bad)
+        }
+
+        // Top-level assets by ID; the members chosen wait until every archive is named.
+        try await forEachChosenPage(selection) { page in
+            let (good, bad) = try await fit(page.filter { $0.storage != .member })
+            try scratch.batch { batch in
+                for record in page where record.storage == .member || record.kind == "archive" {
+                    try batch.choose(record.id, archive: record.storage != .member, skipped: bad.contains(record.id))
+                }
+                let namer = PayloadNamer(names: batch)
+                for record in good { try add(record, as: namer.claim(record.name), archiveKey: nil, to: batch) }
+            }
+        }
+        // Members, by ID: those chosen, and every member of a chosen archive (kept even when
+        // their archive is left out as damaged, then on their own). An archive's members go
+        // under a folder named after it.
+        if try scratch.choseArchivesOrMembers() {
+            var folder: (archive: Int64, name: String)?
+            var after: Int64 = 0
+            while true {
+                let page = try assetPage(AssetQuery(storage: .member), after: after, limit: 1_000)
+                guard let last = page.last else { break }
+                after = last.id
+                let wanted = try scratch.batch { batch in
+                    try page.filter { try batch.isChosen(member: $0.id, archive: $0.archive) }
+                }
+                let good = try await fit(wanted).fit
+                try scratch.batch { batch in
+                    let namer = PayloadNamer(names: batch)
+                    for record in good {
+                        let archiveID = record.archive ?? 0
+                        let archivePayload = try batch.payloadPath(archiveID)
+                        if folder?.archive != archiveID {
+                            let name = archivePayload ?? (try? asset(String(archiveID)).name)
+                            folder = (archiveID, Self.membersFolder(name ?? "archive-\(archiveID)"))
+                        }
+                        let path = try namer.claim(folder!.name + "/" + (record.member ?? record.name))
+                        try add(record, as: path, archiveKey: archivePayload != nil ? archiveID : nil, to: batch)
+                    }
+                }
+                if page.count < 1_000 { break }
+            }
+        }
+        try records.finish()
+        try scratch.writeManifest(to: manifestFile)
+
         let writer = try bundleErrors(path) {
             try BagWriter(
-                path: path, format: options.format, payload: items,
+                path: path, format: options.format,
+                payload: BagPayloadManifest(file: manifestFile, files: scratch.files, bytes: scratch.bytes),
                 tagFiles: [.file(BundleRecords.fileName, from: recordsFile)],
                 agent: Self.bagSoftwareAgent, compressionLevel: options.compressionLevel)
         }
-        var done = BundleProgress(
-            filesDone: 0, filesTotal: records.count, bytesDone: 0, bytesTotal: items.reduce(0) { $0 + $1.size })
+        var done = BundleProgress(filesDone: 0, filesTotal: scratch.files, bytesDone: 0, bytesTotal: scratch.bytes)
         progress?(done)
-        func wrote(_ index: Int) {
+        func wrote(_ payload: ExportScratch.Payload) {
             done.filesDone += 1
-            done.bytesDone += items[index].size
+            done.bytesDone += payload.size
             progress?(done)
         }
 
         // Files first, by ID; then each archive's members in one pass over the archive.
-        let index = Dictionary(uniqueKeysWithValues: records.enumerated().map { ($1.id, $0) })
-        var membersByArchive: [Int64: [AssetRecord]] = [:]
-        for (i, record) in records.enumerated() {
-            try Task.checkCancellation()
-            if record.storage == .member, record.archive != nil {
-                membersByArchive[record.archive!, default: []].append(record)
-                continue
+        var after: Int64 = 0
+        while true {
+            let page = try scratch.files(after: after, limit: 500)
+            guard let last = page.last else { break }
+            after = last.id
+            for payload in page {
+                try Task.checkCancellation()
+                try writePayload(writer, payload, bundle: path)
+                wrote(payload)
             }
-            try writePayload(writer, i, record, path: path)
-            wrote(i)
         }
-        for archiveID in membersByArchive.keys.sorted() {
-            let members = membersByArchive[archiveID]!
-            try writeMembers(members, of: archiveID, to: writer, index: index, bundle: path, wrote: wrote)
+        var archive: Int64 = 0
+        while let next = try scratch.nextArchive(after: archive) {
+            archive = next.id
+            try writeMembers(of: next.id, count: next.members, scratch: scratch, to: writer, bundle: path, wrote: wrote)
         }
         try bundleErrors(path) { try writer.finish() }
         return ExportResult(
-            path: path, format: writer.format.description, assets: records.count, files: items.count,
-            bytes: done.bytesTotal, skipped: skipped)
+            path: path, format: writer.format.description, assets: scratch.files, files: scratch.files,
+            bytes: scratch.bytes, skipped: skipped.sorted { $0.id < $1.id })
+    }
+
+    /// Calls `body` with the assets `selection` chooses, a page at a time, by ID.
+    private func forEachChosenPage(
+        _ selection: ExportSelection, _ body: ([AssetRecord]) async throws -> Void
+    ) async throws {
+        if let references = selection.references {
+            let filter = selection.query
+            var chosen: [Int64: AssetRecord] = [:]
+            for reference in references {
+                let record = try asset(reference)
+                if filter.tag.map(record.tags.contains) ?? true, filter.kind.map({ $0 == record.kind }) ?? true,
+                    filter.storage.map({ $0 == record.storage }) ?? true
+                {
+                    chosen[record.id] = record
+                }
+            }
+            try await body(chosen.values.sorted { $0.id < $1.id })
+            return
+        }
+        var after: Int64 = 0
+        while true {
+            let page = try assetPage(selection.query, after: after, limit: 1_000)
+            guard let last = page.last else { return }
+            try await body(page)
+            after = last.id
+            if page.count < 1_000 { return }
+        }
     }
 
     /// The folder an archive's members go in: its payload name without the archive extension.
@@ -183,32 +255,6 @@ extension Catalog {
             return String(archiveName.dropLast(suffix.count))
         }
         return archiveName + ".members"
-    }
-
-    private func selectForExport(_ selection: ExportSelection) throws -> [AssetRecord] {
-        var chosen: [Int64: AssetRecord] = [:]
-        if let references = selection.references {
-            let filter = selection.query
-            for reference in references {
-                let record = try asset(reference)
-                if filter.tag.map(record.tags.contains) ?? true, filter.kind.map({ $0 == record.kind }) ?? true,
-                    filter.storage.map({ $0 == record.storage }) ?? true
-                {
-                    chosen[record.id] = record
-                }
-            }
-        } else {
-            // A page at a time: the records are kept, not the objects they were read from.
-            try forEachAsset(selection.query) { chosen[$0.id] = $0 }
-        }
-        // An archive brings its members.
-        let archives = Set(chosen.values.filter { $0.storage != .member && $0.kind == "archive" }.map(\.id))
-        if !archives.isEmpty {
-            try forEachAsset(AssetQuery(storage: .member)) { member in
-                if archives.contains(member.archive ?? -1) { chosen[member.id] = member }
-            }
-        }
-        return chosen.values.sorted { $0.id < $1.id }
     }
 
     /// Why `verify` found an asset unfit to export, in words.
@@ -223,57 +269,55 @@ extension Catalog {
         }
     }
 
-    private func writePayload(_ writer: BagWriter, _ index: Int, _ record: AssetRecord, path: String) throws {
+    private func writePayload(_ writer: BagWriter, _ payload: ExportScratch.Payload, bundle: String) throws {
+        let record = payload.record
         do {
-            try writer.writePayload(index) { write in
+            try writer.writePayload(payload.item) { write in
                 try read(record) { chunk in
                     try Task.checkCancellation()
                     try write(chunk)
                 }
             }
         } catch {
-            throw exportFailure(error, record, bundle: path)
+            throw exportFailure(error, record, bundle: bundle)
         }
     }
 
-    /// Writes members of one archive, reading the archive once, in its own order.
+    /// Writes the `count` members of archive `archiveID` in the bundle, reading the archive
+    /// once, in its own order.
     private func writeMembers(
-        _ members: [AssetRecord], of archiveID: Int64, to writer: BagWriter, index: [Int64: Int], bundle: String,
-        wrote: (Int) -> Void
+        of archiveID: Int64, count: Int, scratch: ExportScratch, to writer: BagWriter, bundle: String,
+        wrote: (ExportScratch.Payload) -> Void
     ) throws {
-        guard let archivePath = try memberArchivePath(members[0]) else { return }
-        // Keyed by bytes: a Swift String compares NFC and NFD spellings equal, and an
-        // archive can hold both as two members.
-        var wanted: [[UInt8]: [Int: AssetRecord]] = [:]
-        for member in members { wanted[Array((member.member ?? "").utf8), default: [:]][member.memberOrdinal] = member }
-        var seen: [[UInt8]: Int] = [:]
-        var remaining = members.count
+        guard let first = try scratch.unwrittenMember(of: archiveID),
+            let archivePath = try memberArchivePath(first.record)
+        else { return }
+        var remaining = count
         do {
             try withArchiveReader(at: archivePath) { reader in
                 while remaining > 0, let entry = try reader.nextEntry() {
                     guard entry.kind == .file || entry.kind == .hardlink else { continue }
-                    let key = Array(entry.path.utf8)
-                    let ordinal = seen[key, default: 0]
-                    seen[key] = ordinal + 1
-                    guard let record = wanted[key]?[ordinal] else { continue }
-                    wanted[key]?[ordinal] = nil
+                    // By bytes: a Swift String compares NFC and NFD spellings equal, and an
+                    // archive can hold both as two members.
+                    guard let payload = try scratch.member(of: archiveID, path: Array(entry.path.utf8)) else {
+                        continue
+                    }
                     remaining -= 1
-                    let i = index[record.id]!
                     if entry.kind == .hardlink {
-                        try writePayload(writer, i, record, path: bundle)  // its bytes are an earlier member's
+                        try writePayload(writer, payload, bundle: bundle)  // its bytes are an earlier member's
                     } else {
                         do {
-                            try writer.writePayload(i) { write in
+                            try writer.writePayload(payload.item) { write in
                                 try reader.readData { chunk in
                                     try Task.checkCancellation()
                                     try write(chunk)
                                 }
                             }
                         } catch {
-                            throw exportFailure(error, record, bundle: bundle)
+                            throw exportFailure(error, payload.record, bundle: bundle)
                         }
                     }
-                    wrote(i)
+                    wrote(payload)
                 }
             }
         } catch let error as CatalogError {
@@ -283,7 +327,7 @@ extension Catalog {
         } catch {
             throw CatalogError(.archive, "Could not read \(archivePath): \(error)", path: archivePath, cause: error)
         }
-        if let missing = wanted.values.flatMap(\.values).min(by: { $0.id < $1.id }) {
+        if let missing = try scratch.unwrittenMember(of: archiveID) {
             throw CatalogError(
                 .damaged,
                 "Cannot export asset \(missing.id) (\(missing.name)): its member is missing from \(archivePath); "

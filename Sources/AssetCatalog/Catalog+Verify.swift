@@ -70,6 +70,14 @@ extension Catalog {
         -> VerifyReport
     {
         let records = try references.map { try $0.map { try asset($0) } } ?? assets()
+        return try await check(records, progress: progress)
+    }
+
+    /// What is missing, damaged or unreadable among `records`: a file per core at a time.
+    /// A cancelled check stops early, reporting what it checked.
+    func check(_ records: [AssetRecord], progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
+        -> VerifyReport
+    {
         var issues: [VerifyIssue] = []
         var checked = 0
         try await withThrowingTaskGroup(of: VerifyIssue?.self) { group in

@@ -611,6 +611,38 @@ import Testing
         #expect(try await imported.importBundle(from: bundle).imported.map(\.name) == ["good.txt", "last.txt"])
     }
 
+    /// An export reads the catalog a page of 1,000 assets at a time, and names, skips and
+    /// writes across pages as within one; an archive past the first page still brings its
+    /// members, under its own folder.
+    @Test func anExportOfMoreThanAPageOfAssetsKeepsEveryAssetAndSkipsAcrossPages() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let paths = try (0..<1_002).map { try t.file("many/\($0 % 2)/f\($0 / 2).txt", "file \($0)\n") }
+        _ = try await catalog.add(paths, options: AddOptions(mode: .reference))
+        try t.file("packed/f0.txt", "a member named like a file\n")
+        let archive = t.sources.appending(path: "pack.tar").path
+        try await tool("bsdtar", ["-cf", archive, "-C", t.sources.appending(path: "packed").path, "f0.txt"])
+        _ = try await catalog.addAndRunJobs([archive])
+        let all = try catalog.assets()
+        #expect(all.count == 1_004)
+        let gone = try #require(all.first { $0.id == 1_001 })
+        try FileManager.default.removeItem(atPath: try #require(gone.path))
+
+        let bundle = t.directory.appending(path: "many.tar").path
+        let result = try await catalog.export(to: bundle, options: ExportOptions(skipsDamaged: true))
+        #expect(result.skipped.map(\.id) == [1_001])
+        #expect(result.assets == 1_003)
+        let target = try TestCatalog()
+        let imported = try target.create()
+        defer { imported.close() }
+        let back = try await imported.importBundle(from: bundle).imported
+        let expected = all.filter { $0.id != 1_001 }
+        #expect(back.map(\.name).sorted() == expected.map(\.name).sorted())
+        #expect(Set(back.map(\.sha256)) == Set(expected.map(\.sha256)))
+        #expect(back.first { $0.storage == .member }?.name == "f0.txt")
+    }
+
     @Test func aMissingReferencedFileStopsTheExport() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()

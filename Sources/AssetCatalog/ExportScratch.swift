@@ -1,0 +1,271 @@
+import BagIt
+import Foundation
+import GRDB
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An export's per-asset state, kept out of memory: which assets were chosen, the payload
+/// paths claimed, what each payload file is and whether it was written. A private temporary
+/// SQLite database — on disk once it outgrows its page cache (a few MB), deleted by SQLite
+/// when closed or when the process dies — so that an export's memory does not grow with the
+/// number of assets.
+final class ExportScratch {
+    /// One payload file of the bundle.
+    struct Payload {
+        var id: Int64
+        /// Relative to `data/`.
+        var path: String
+        var name: String
+        var size: Int64
+        var sha256: String
+        var storage: Storage
+        var file: String?
+        var archive: Int64?
+        var member: String?
+        var ordinal: Int
+
+        /// The asset as far as reading its content needs.
+        var record: AssetRecord {
+            AssetRecord(
+                id: id, name: name, kind: "", size: size, sha256: sha256, storage: storage, path: file,
+                archive: archive, member: member, memberOrdinal: ordinal, tags: [], created: Date(), modified: Date(),
+                metadata: [:])
+        }
+
+        var item: BagPayloadItem { BagPayloadItem(path: path, size: size, sha256: sha256) }
+    }
+
+    private let queue: DatabaseQueue
+    /// Payload files recorded so far, and their bytes.
+    fileprivate(set) var files = 0
+    fileprivate(set) var bytes: Int64 = 0
+
+    init() throws {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            // Nothing here outlives the export: no journal, no syncs, no other connection.
+            try db.execute(
+                sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; "
+                    + "PRAGMA cache_size = -4096; PRAGMA temp_store = FILE")
+        }
+        do {
+            queue = try DatabaseQueue(path: "", configuration: configuration)
+            try queue.inDatabase { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE chosen(id INTEGER PRIMARY KEY, archive INTEGER NOT NULL, skipped INTEGER NOT NULL);
+                        CREATE TABLE names(key TEXT PRIMARY KEY, folder INTEGER NOT NULL) WITHOUT ROWID;
+                        CREATE TABLE payload(
+                            id INTEGER PRIMARY KEY, path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
+                            sha256 TEXT NOT NULL, storage TEXT NOT NULL, file TEXT, archive INTEGER, member BLOB,
+                            ordinal INTEGER NOT NULL, written INTEGER NOT NULL DEFAULT 0);
+                        CREATE INDEX payload_member ON payload(archive, member, ordinal) WHERE storage = 'member';
+                        CREATE TABLE occurrences(member BLOB PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;
+                        """)
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    static func failure(_ error: any Error) -> CatalogError {
+        CatalogError(.io, "Could not keep the export's list of assets in a temporary database: \(error)", cause: error)
+    }
+
+    /// Runs `body` on the database, in one transaction, mapping its errors.
+    private func run<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            var result: T?
+            try queue.inTransaction { db in
+                result = try body(db)
+                return .commit
+            }
+            return result!
+        } catch let error as CatalogError {
+            throw error
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// Runs `body` with the database, in one transaction: a page of assets at a time.
+    func batch<T>(_ body: (Batch) throws -> T) throws -> T {
+        try run { db in try body(Batch(db: db, scratch: self)) }
+    }
+
+    /// The database during a ``ExportScratch/batch(_:)``.
+    struct Batch {
+        let db: Database
+        let scratch: ExportScratch
+
+        // MARK: The selection
+
+        /// Notes an asset the selection chose: an archive (whose members follow it), or a
+        /// member (named once every archive is); `skipped` when it is left out as damaged.
+        func choose(_ id: Int64, archive: Bool, skipped: Bool) throws {
+            try db.cachedStatement(sql: "INSERT INTO chosen(id, archive, skipped) VALUES (?, ?, ?)")
+                .execute(arguments: [id, archive, skipped])
+        }
+
+        /// Whether the member `id`, or its archive, was chosen.
+        func isChosen(member id: Int64, archive: Int64?) throws -> Bool {
+            try Bool.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT EXISTS (SELECT 1 FROM chosen WHERE id = ? OR (id = ? AND archive = 1))"),
+                arguments: [id, archive ?? 0]) ?? false
+        }
+
+        // MARK: Names
+
+        /// Whether `key` is taken, and as a folder or a file.
+        func name(_ key: String) throws -> (taken: Bool, folder: Bool) {
+            guard
+                let folder = try Bool.fetchOne(
+                    db.cachedStatement(sql: "SELECT folder FROM names WHERE key = ?"), arguments: [key])
+            else { return (false, false) }
+            return (true, folder)
+        }
+
+        /// Takes `key` as a file, or as a folder (a folder may be taken again).
+        func take(_ key: String, folder: Bool) throws {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO names(key, folder) VALUES (?, ?)")
+                .execute(arguments: [key, folder])
+        }
+
+        /// Takes `key` as a file if it is free (as a file and as a folder).
+        func takeIfFree(_ key: String) throws -> Bool {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO names(key, folder) VALUES (?, 0)")
+                .execute(arguments: [key])
+            return db.changesCount == 1
+        }
+
+        // MARK: Payload
+
+        /// Adds a payload file to the bundle.
+        func add(_ payload: Payload) throws {
+            try db.cachedStatement(
+                sql: "INSERT INTO payload(id, path, name, size, sha256, storage, file, archive, member, ordinal) "
+                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ).execute(arguments: [
+                payload.id, payload.path, payload.name, payload.size, payload.sha256, payload.storage.rawValue,
+                payload.file, payload.archive, payload.member.map { Data($0.utf8) }, payload.ordinal,
+            ])
+            scratch.files += 1
+            scratch.bytes += payload.size
+        }
+
+        /// The payload path of asset `id`, if it is in the bundle.
+        func payloadPath(_ id: Int64) throws -> String? {
+            try String.fetchOne(db.cachedStatement(sql: "SELECT path FROM payload WHERE id = ?"), arguments: [id])
+        }
+    }
+
+    /// Whether any archive or member was chosen.
+    func choseArchivesOrMembers() throws -> Bool {
+        try run { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM chosen)") ?? false }
+    }
+
+    /// Writes the SHA-256 manifest of the payload to `file`, sorted by path (SQLite compares
+    /// text by its bytes).
+    func writeManifest(to file: String) throws {
+        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CatalogError(.io, "Could not create \(file): \(ContentStore.errnoText())", path: file)
+        }
+        defer { close(fd) }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(1 << 16)
+        func flush() throws {
+            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: file) }
+            buffer.removeAll(keepingCapacity: true)
+        }
+        try run { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT sha256, path FROM payload ORDER BY path")
+            while let row = try rows.next() {
+                buffer += (row[0] as String).utf8
+                buffer += [0x20, 0x20]
+                buffer += TagFile.encodePath("data/" + (row[1] as String)).utf8
+                buffer.append(0x0A)
+                if buffer.count >= 1 << 16 { try flush() }
+            }
+        }
+        try flush()
+    }
+
+    private static let columns = "id, path, name, size, sha256, storage, file, archive, member, ordinal"
+
+    private static func payload(_ row: Row) -> Payload {
+        Payload(
+            id: row[0], path: row[1], name: row[2], size: row[3], sha256: row[4],
+            storage: Storage(rawValue: row[5]) ?? .managed, file: row[6], archive: row[7],
+            member: (row[8] as Data?).map { String(decoding: $0, as: UTF8.self) }, ordinal: row[9])
+    }
+
+    /// Up to `limit` payload files read on their own (not through an archive), with IDs above `after`, by ID.
+    func files(after: Int64, limit: Int) throws -> [Payload] {
+        try run { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT \(Self.columns) FROM payload WHERE (storage != 'member' OR archive IS NULL) AND id > ? "
+                    + "ORDER BY id LIMIT ?", arguments: [after, limit]
+            ).map(Self.payload)
+        }
+    }
+
+    /// The next archive (above `after`) whose members are in the bundle, and how many of them.
+    func nextArchive(after: Int64) throws -> (id: Int64, members: Int)? {
+        try run { db in
+            guard
+                let id = try Int64.fetchOne(
+                    db,
+                    sql: "SELECT min(archive) FROM payload WHERE storage = 'member' AND archive > ?", arguments: [after]
+                )
+            else { return nil }
+            let count = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM payload WHERE storage = 'member' AND archive = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM occurrences")
+            return (id, count ?? 0)
+        }
+    }
+
+    /// The member of `archive` an entry with path bytes `member` is, if the bundle takes it
+    /// and it was not written yet (it is then marked written). Entries with the same path are
+    /// counted, the first being ordinal 0, as the catalog's archive index counts them — when
+    /// the bundle takes a later one; otherwise the first unwritten one is it.
+    func member(of archive: Int64, path member: [UInt8]) throws -> Payload? {
+        try run { db in
+            let key = Data(member)
+            let rows = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT \(Self.columns), written FROM payload "
+                        + "WHERE storage = 'member' AND archive = ? AND member = ? ORDER BY ordinal"),
+                arguments: [archive, key])
+            guard let last = rows.last else { return nil }
+            var ordinal = 0
+            if last[9] as Int > 0 {
+                ordinal =
+                    try Int.fetchOne(
+                        db.cachedStatement(sql: "SELECT count FROM occurrences WHERE member = ?"), arguments: [key])
+                    ?? 0
+                try db.cachedStatement(sql: "INSERT OR REPLACE INTO occurrences(member, count) VALUES (?, ?)")
+                    .execute(arguments: [key, ordinal + 1])
+            }
+            guard let row = rows.first(where: { $0[9] == ordinal && $0[10] == false }) else { return nil }
+            try db.cachedStatement(sql: "UPDATE payload SET written = 1 WHERE id = ?").execute(arguments: [row[0]])
+            return Self.payload(row)
+        }
+    }
+
+    /// The member of `archive` with the lowest ID that was not written.
+    func unwrittenMember(of archive: Int64) throws -> Payload? {
+        try run { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT \(Self.columns) FROM payload WHERE storage = 'member' AND archive = ? AND written = 0 "
+                    + "ORDER BY id LIMIT 1", arguments: [archive]
+            ).map(Self.payload)
+        }
+    }
+}
