@@ -109,7 +109,8 @@ public enum BagFormat: Sendable, Hashable, CustomStringConvertible {
 /// The bag appears at its path only when ``finish()`` succeeds: an archive is
 /// written beside it and renamed, a directory is built under a hidden name
 /// and renamed. A writer dropped unfinished removes what it wrote. Memory use
-/// does not depend on the payload's size.
+/// does not depend on the payload's size — nor on its number of files, for a
+/// writer given its manifest as a file (``BagPayloadManifest``).
 ///
 /// ```swift
 /// let writer = try BagWriter(path: "out.tar.zst", payload: [BagPayloadItem(path: "a.txt", size: 3, sha256: digest)])
