@@ -67,9 +67,16 @@ struct BundleRecords: Codable {
         deinit { close(fd) }
 
         func append(_ entry: Entry) throws {
+            var line: [UInt8] = []
+            entry.appendJSON(to: &line)
+            try append(line: line)
+        }
+
+        /// Appends an entry already encoded by ``Entry/appendJSON(to:)``.
+        func append(line: [UInt8]) throws {
             buffer += count == 0 ? [0x0A] : [0x2C, 0x0A]  // ",\n"
             count += 1
-            entry.appendJSON(to: &buffer)
+            buffer += line
             if buffer.count >= 1 << 16 { try flush() }
         }
 

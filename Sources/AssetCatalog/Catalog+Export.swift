@@ -76,7 +76,8 @@ extension Catalog {
     /// archive's members as files of their own, beside it), `assetcat-records.json` with
     /// names, tags, metadata, storage and member links, and the manifests.
     ///
-    /// Streams: the assets are read from the catalog a page at a time, and what the export
+    /// Streams: the assets are read from the catalog a page at a time (those named in
+    /// ``ExportSelection/references`` all at once), and what the export
     /// must remember of each (its payload path, digest, whether it was written) goes to a
     /// temporary database, the records and the manifest to files in the catalog's staging
     /// folder — memory does not grow with the number of assets or their bytes. Every byte is
@@ -99,24 +100,25 @@ extension Catalog {
             unlink(recordsFile)
             unlink(manifestFile)
         }
-        let records = try BundleRecords.Writer(path: recordsFile)
         var skipped: [SkippedAsset] = []
 
         /// Adds an asset to the bundle: its payload path, its line of records.
         func add(_ record: AssetRecord, as payloadPath: String, archiveKey: Int64?, to batch: ExportScratch.Batch)
             throws
         {
-            try records.append(
-                BundleRecords.Entry(
-                    key: record.id, name: record.name, kind: record.kind, storage: record.storage, size: record.size,
-                    sha256: record.sha256, payload: "data/" + payloadPath, path: record.path, archive: archiveKey,
-                    member: record.member, memberOrdinal: record.storage == .member ? record.memberOrdinal : nil,
-                    tags: record.tags, metadata: record.metadata, created: record.created, modified: record.modified))
+            var line: [UInt8] = []
+            BundleRecords.Entry(
+                key: record.id, name: record.name, kind: record.kind, storage: record.storage, size: record.size,
+                sha256: record.sha256, payload: "data/" + payloadPath, path: record.path, archive: archiveKey,
+                member: record.member, memberOrdinal: record.storage == .member ? record.memberOrdinal : nil,
+                tags: record.tags, metadata: record.metadata, created: record.created, modified: record.modified
+            ).appendJSON(to: &line)
             try batch.add(
                 ExportScratch.Payload(
                     id: record.id, path: payloadPath, name: record.name, size: record.size, sha256: record.sha256,
                     storage: record.storage, file: record.path, archive: record.archive, member: record.member,
-                    ordinal: record.memberOrdinal))
+                    ordinal: record.memberOrdinal),
+                record: line)
         }
         /// The assets of `page` fit to export (all of them, unless skipping the damaged).
         func fit(_ page: [AssetRecord]) async throws -> (fit: [AssetRecord], bad: Set<Int64>) {
@@ -125,6 +127,12 @@ extension Catalog {
                     .invalidArgument,
                     "Cannot export asset \(unhashed.id) (\(unhashed.name)): its digest is not computed yet; "
                         + "run `assetcat jobs run` first")
+            }
+            if let odd = page.first(where: { !ContentStore.isDigest($0.sha256) }) {
+                throw CatalogError(
+                    .damaged,
+                    "Cannot export asset \(odd.id) (\(odd.name)): its recorded digest '\(odd.sha256)' is not a SHA-256; "
+                        + "run `assetcat verify`")
             }
             guard options.skipsDamaged else { return (page, []) }
             // What `verify` finds missing, damaged or unreadable stays out.
@@ -139,10 +147,10 @@ extension Catalog {
 
         // Top-level assets by ID; the members chosen wait until every archive is named.
         try await forEachChosenPage(selection) { page in
-            let (good, bad) = try await fit(page.filter { $0.storage != .member })
+            let good = try await fit(page.filter { $0.storage != .member }).fit
             try scratch.batch { batch in
                 for record in page where record.storage == .member || record.kind == "archive" {
-                    try batch.choose(record.id, archive: record.storage != .member, skipped: bad.contains(record.id))
+                    try batch.choose(record.id, archive: record.storage != .member)
                 }
                 let namer = PayloadNamer(names: batch)
                 for record in good { try add(record, as: namer.claim(record.name), archiveKey: nil, to: batch) }
@@ -178,6 +186,9 @@ extension Catalog {
                 if page.count < 1_000 { break }
             }
         }
+        // The records by ID, as the catalog lists them.
+        let records = try BundleRecords.Writer(path: recordsFile)
+        try scratch.forEachRecord { try records.append(line: $0) }
         try records.finish()
         try scratch.writeManifest(to: manifestFile)
 
@@ -289,9 +300,13 @@ extension Catalog {
         of archiveID: Int64, count: Int, scratch: ExportScratch, to writer: BagWriter, bundle: String,
         wrote: (ExportScratch.Payload) -> Void
     ) throws {
-        guard let first = try scratch.unwrittenMember(of: archiveID),
-            let archivePath = try memberArchivePath(first.record)
-        else { return }
+        guard let first = try scratch.unwrittenMember(of: archiveID) else { return }
+        guard let archivePath = try memberArchivePath(first.record) else {
+            throw CatalogError(
+                .damaged,
+                "Cannot export asset \(first.id) (\(first.name)): its archive (asset \(archiveID)) has no file; "
+                    + "run `assetcat verify`, or export with --skip-damaged")
+        }
         var remaining = count
         do {
             try withArchiveReader(at: archivePath) { reader in

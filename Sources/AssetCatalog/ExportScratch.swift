@@ -55,12 +55,12 @@ final class ExportScratch {
             try queue.inDatabase { db in
                 try db.execute(
                     sql: """
-                        CREATE TABLE chosen(id INTEGER PRIMARY KEY, archive INTEGER NOT NULL, skipped INTEGER NOT NULL);
+                        CREATE TABLE chosen(id INTEGER PRIMARY KEY, archive INTEGER NOT NULL);
                         CREATE TABLE names(key TEXT PRIMARY KEY, folder INTEGER NOT NULL) WITHOUT ROWID;
                         CREATE TABLE payload(
                             id INTEGER PRIMARY KEY, path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
                             sha256 TEXT NOT NULL, storage TEXT NOT NULL, file TEXT, archive INTEGER, member BLOB,
-                            ordinal INTEGER NOT NULL, written INTEGER NOT NULL DEFAULT 0);
+                            ordinal INTEGER NOT NULL, record BLOB NOT NULL, written INTEGER NOT NULL DEFAULT 0);
                         CREATE INDEX payload_member ON payload(archive, member, ordinal) WHERE storage = 'member';
                         CREATE TABLE occurrences(member BLOB PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;
                         """)
@@ -102,11 +102,11 @@ final class ExportScratch {
 
         // MARK: The selection
 
-        /// Notes an asset the selection chose: an archive (whose members follow it), or a
-        /// member (named once every archive is); `skipped` when it is left out as damaged.
-        func choose(_ id: Int64, archive: Bool, skipped: Bool) throws {
-            try db.cachedStatement(sql: "INSERT INTO chosen(id, archive, skipped) VALUES (?, ?, ?)")
-                .execute(arguments: [id, archive, skipped])
+        /// Notes an asset the selection chose: an archive (whose members follow it, even
+        /// when it is left out as damaged), or a member (named once every archive is).
+        func choose(_ id: Int64, archive: Bool) throws {
+            try db.cachedStatement(sql: "INSERT INTO chosen(id, archive) VALUES (?, ?)")
+                .execute(arguments: [id, archive])
         }
 
         /// Whether the member `id`, or its archive, was chosen.
@@ -143,14 +143,15 @@ final class ExportScratch {
 
         // MARK: Payload
 
-        /// Adds a payload file to the bundle.
-        func add(_ payload: Payload) throws {
+        /// Adds a payload file to the bundle, with its asset's line of the records file.
+        func add(_ payload: Payload, record: [UInt8]) throws {
             try db.cachedStatement(
-                sql: "INSERT INTO payload(id, path, name, size, sha256, storage, file, archive, member, ordinal) "
-                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                sql:
+                    "INSERT INTO payload(id, path, name, size, sha256, storage, file, archive, member, ordinal, record) "
+                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ).execute(arguments: [
                 payload.id, payload.path, payload.name, payload.size, payload.sha256, payload.storage.rawValue,
-                payload.file, payload.archive, payload.member.map { Data($0.utf8) }, payload.ordinal,
+                payload.file, payload.archive, payload.member.map { Data($0.utf8) }, payload.ordinal, Data(record),
             ])
             scratch.files += 1
             scratch.bytes += payload.size
@@ -165,6 +166,16 @@ final class ExportScratch {
     /// Whether any archive or member was chosen.
     func choseArchivesOrMembers() throws -> Bool {
         try run { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM chosen)") ?? false }
+    }
+
+    /// Passes each asset's line of the records file to `body`, by ID.
+    func forEachRecord(_ body: ([UInt8]) throws -> Void) throws {
+        try run { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT record FROM payload ORDER BY id")
+            while let row = try rows.next() {
+                try (row[0] as Data).withUnsafeBytes { try body(Array($0.bindMemory(to: UInt8.self))) }
+            }
+        }
     }
 
     /// Writes the SHA-256 manifest of the payload to `file`, sorted by path (SQLite compares

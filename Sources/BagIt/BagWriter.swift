@@ -305,7 +305,7 @@ public final class BagWriter {
         guard payload.indices.contains(index), !written[index] else {
             throw BagError(.invalidArgument, file: nil, "payload item \(index) does not exist or was written")
         }
-        try writePayload(payload[index], producing: produce)
+        try write(payload[index], producing: produce)
         written[index] = true
     }
 
@@ -315,8 +315,20 @@ public final class BagWriter {
     ///
     /// - Throws: ``BagError`` `contentMismatch` naming the file when the bytes' SHA-256 or
     ///   size differ from the item's (the bag is then unusable: drop the writer),
-    ///   `invalidArgument` for an unsafe path, `io`, or whatever `produce` throws.
+    ///   `invalidArgument` for an unsafe path or a writer made with a list of items (write
+    ///   those by index), `io`, or whatever `produce` throws.
     public func writePayload(
+        _ item: BagPayloadItem, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        guard payload.isEmpty else {
+            throw BagError(
+                .invalidArgument, file: "data/" + item.path,
+                "this writer was given a list of payload items: write them by their index")
+        }
+        try write(item, producing: produce)
+    }
+
+    private func write(
         _ item: BagPayloadItem, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
         try Self.checkRelative(item.path, what: "payload file")
@@ -356,7 +368,9 @@ public final class BagWriter {
 
     /// Completes the bag and moves it to ``path``.
     ///
-    /// - Throws: ``BagError`` `invalidArgument` if a payload file was not written, `io`.
+    /// - Throws: ``BagError`` `invalidArgument` if a payload file was not written, or (for a
+    ///   writer given a ``BagPayloadManifest``) if the files written are not those the
+    ///   manifest lists; `io`.
     public func finish() throws(BagError) {
         if let missing = written.firstIndex(of: false) {
             throw BagError(.invalidArgument, file: "data/" + payload[missing].path, "was never written")
@@ -479,7 +493,7 @@ public final class BagWriter {
         try produce { chunk in
             var offset = 0
             while offset < chunk.count {
-                let n = write(fd, chunk.baseAddress! + offset, chunk.count - offset)
+                let n = Glibc.write(fd, chunk.baseAddress! + offset, chunk.count - offset)
                 if n < 0 {
                     if errno == EINTR { continue }
                     throw Self.ioError(file, "cannot be written")
@@ -608,6 +622,12 @@ struct ManifestLines {
         let path = TagFile.decodePath(encoded, version: "1.0")
         guard path.hasBytePrefix("data/"), TagFile.isNormal(path), !path.utf8.contains(0) else {
             throw BagError(.invalidArgument, file: file, "line \(number) names \(path), not a safe path under data/")
+        }
+        // Encoded as the writer encodes the files it writes: otherwise none could match it.
+        guard TagFile.encodePath(path).utf8.elementsEqual(encoded.utf8) else {
+            throw BagError(
+                .invalidArgument, file: file,
+                "line \(number): '\(encoded)' is not encoded as BagIt 1.0 encodes paths (only %25, %0A and %0D)")
         }
         let bytes = Array(path.utf8)
         if let previous, !previous.lexicographicallyPrecedes(bytes) {

@@ -88,6 +88,26 @@ import Testing
         #expect(abs(records.assets[0].created.timeIntervalSince(try catalog.asset("a.txt").created)) < 0.001)
     }
 
+    /// The records list every asset by ID, members among the others, though the export
+    /// names the top-level assets before the members.
+    @Test func theRecordsListTheAssetsByID() async throws {
+        let t = try TestCatalog()
+        try t.file("packed/inner.txt", "member\n")
+        let archive = t.sources.appending(path: "pack.tar").path
+        try await tool("bsdtar", ["-cf", archive, "-C", t.sources.appending(path: "packed").path, "inner.txt"])
+        let catalog = try t.create()
+        defer { catalog.close() }
+        _ = try await catalog.addAndRunJobs([archive])
+        _ = try await catalog.add([try t.file("later.txt", "added after the members\n")])
+        let ids = try catalog.assets().map(\.id)
+        #expect(try catalog.assets().map(\.name) == ["pack.tar", "inner.txt", "later.txt"])
+        let bag = t.directory.appending(path: "bag").path
+        _ = try await catalog.export(to: bag)
+        let records = try BundleRecords.decode(
+            Array(try Data(contentsOf: URL(fileURLWithPath: bag + "/assetcat-records.json"))))
+        #expect(records.assets.map(\.key) == ids)
+    }
+
     @Test(arguments: [
         "plain.txt", "quote \" and back\\slash", "a/b/c.txt", "tab\tnew\nline\rcr", "nul\u{0} bell\u{7} us\u{1F}",
         "caf\u{E9} cafe\u{301} 日本 🎨", "del\u{7F} and \u{2028}", "backspace\u{8} formfeed\u{C}",

@@ -112,6 +112,14 @@ import Testing
         (
             String(repeating: "a", count: 64) + "  data/a", "line 1 does not end with a newline"
         ),
+        (
+            String(repeating: "a", count: 64) + "  data/50%\n",
+            "line 1: 'data/50%' is not encoded as BagIt 1.0 encodes paths (only %25, %0A and %0D)"
+        ),
+        (
+            String(repeating: "a", count: 64) + "  data/a%0a\n",
+            "line 1: 'data/a%0a' is not encoded as BagIt 1.0 encodes paths (only %25, %0A and %0D)"
+        ),
     ])
     func aBadManifestFileIsRefusedBeforeAnythingIsWritten(lines: String, reason: String) throws {
         let root = try temporaryDirectory()
@@ -123,6 +131,18 @@ import Testing
             (error as? BagError)?.description == "\(root)/manifest.txt: \(reason)"
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["manifest.txt"])
+    }
+
+    @Test func aWriterMadeWithAListTakesItsItemsByIndexOnly() throws {
+        let root = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let writer = try BagWriter(path: root + "/bag", payload: [item(files[0])])
+        #expect {
+            try write(files[0], to: writer)
+        } throws: { error in
+            (error as? BagError)?.description
+                == "data/a.txt: this writer was given a list of payload items: write them by their index"
+        }
     }
 
     @Test func aCountThatDiffersFromTheManifestIsRefused() throws {
