@@ -49,46 +49,25 @@ struct BundleRecords: Codable {
     /// Writes records to a new file, one asset per line, as they come — so that memory does
     /// not grow with the number of assets.
     final class Writer {
-        let path: String
-        private let fd: Int32
-        private var buffer: [UInt8] = []
+        private let file: ContentStore.BufferedFile
         private var count = 0
 
         init(path: String) throws {
-            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            guard fd >= 0 else {
-                throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
-            }
-            self.path = path
-            buffer.reserveCapacity(1 << 16)
-            buffer += Array("{\"format\":\"\(formatName)\",\"version\":1,\"assets\":[".utf8)
+            file = try ContentStore.BufferedFile(creating: path)
+            try file.append("{\"format\":\"\(formatName)\",\"version\":1,\"assets\":[".utf8)
         }
 
-        deinit { close(fd) }
-
-        func append(_ entry: Entry) throws {
-            var line: [UInt8] = []
-            entry.appendJSON(to: &line)
-            try append(line: line)
-        }
-
-        /// Appends an entry already encoded by ``Entry/appendJSON(to:)``.
-        func append(line: [UInt8]) throws {
-            buffer += count == 0 ? [0x0A] : [0x2C, 0x0A]  // ",\n"
+        /// Appends an entry encoded by ``Entry/appendJSON(to:)``.
+        func append(line: some Sequence<UInt8>) throws {
+            try file.append(count == 0 ? [0x0A] : [0x2C, 0x0A])  // ",\n"
             count += 1
-            buffer += line
-            if buffer.count >= 1 << 16 { try flush() }
+            try file.append(line)
         }
 
         /// Ends the file; its bytes are all written when this returns.
         func finish() throws {
-            buffer += Array("\n]}\n".utf8)
-            try flush()
-        }
-
-        private func flush() throws {
-            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: path) }
-            buffer.removeAll(keepingCapacity: true)
+            try file.append("\n]}\n".utf8)
+            try file.flush()
         }
     }
 

@@ -121,7 +121,7 @@ extension Catalog {
                 record: line)
         }
         /// The assets of `page` fit to export (all of them, unless skipping the damaged).
-        func fit(_ page: [AssetRecord]) async throws -> (fit: [AssetRecord], bad: Set<Int64>) {
+        func fit(_ page: [AssetRecord]) async throws -> [AssetRecord] {
             if let unhashed = page.first(where: { $0.sha256.isEmpty }) {
                 throw CatalogError(
                     .invalidArgument,
@@ -134,7 +134,7 @@ extension Catalog {
                     "Cannot export asset \(odd.id) (\(odd.name)): its recorded digest '\(odd.sha256)' is not a SHA-256; "
                         + "run `assetcat verify`")
             }
-            guard options.skipsDamaged else { return (page, []) }
+            guard options.skipsDamaged else { return page }
             // What `verify` finds missing, damaged or unreadable stays out.
             let report = try await check(page)
             try Task.checkCancellation()
@@ -142,12 +142,12 @@ extension Catalog {
                 skipped.append(SkippedAsset(id: issue.id, name: issue.name, reason: Self.reason(issue)))
             }
             let bad = Set(report.issues.map(\.id))
-            return (page.filter { !bad.contains($0.id) }, bad)
+            return page.filter { !bad.contains($0.id) }
         }
 
         // Top-level assets by ID; the members chosen wait until every archive is named.
         try await forEachChosenPage(selection) { page in
-            let good = try await fit(page.filter { $0.storage != .member }).fit
+            let good = try await fit(page.filter { $0.storage != .member })
             try scratch.batch { batch in
                 for record in page where record.storage == .member || record.kind == "archive" {
                     try batch.choose(record.id, archive: record.storage != .member)
@@ -169,7 +169,7 @@ extension Catalog {
                 let wanted = try scratch.batch { batch in
                     try page.filter { try batch.isChosen(member: $0.id, archive: $0.archive) }
                 }
-                let good = try await fit(wanted).fit
+                let good = try await fit(wanted)
                 try scratch.batch { batch in
                     let namer = PayloadNamer(names: batch)
                     for record in good {

@@ -412,6 +412,37 @@ final class ContentStore: Sendable {
         }
     }
 
+    /// A new file written through a 64 KB buffer: for the staging files an export makes
+    /// (records, manifest) a line at a time, without holding them in memory.
+    final class BufferedFile {
+        let path: String
+        private let fd: Int32
+        private var buffer: [UInt8] = []
+
+        /// Creates the file; it must not exist.
+        init(creating path: String) throws {
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                throw CatalogError(.io, "Could not create \(path): \(ContentStore.errnoText())", path: path)
+            }
+            self.path = path
+            buffer.reserveCapacity(1 << 16)
+        }
+
+        deinit { close(fd) }
+
+        func append(_ bytes: some Sequence<UInt8>) throws {
+            buffer += bytes
+            if buffer.count >= 1 << 16 { try flush() }
+        }
+
+        /// Writes what is buffered: every byte appended is in the file when this returns.
+        func flush() throws {
+            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: path) }
+            buffer.removeAll(keepingCapacity: true)
+        }
+    }
+
     static func syncDirectory(_ path: String) throws {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw CatalogError(.io, "Could not open \(path): \(errnoText())", path: path) }

@@ -169,40 +169,27 @@ final class ExportScratch {
     }
 
     /// Passes each asset's line of the records file to `body`, by ID.
-    func forEachRecord(_ body: ([UInt8]) throws -> Void) throws {
+    func forEachRecord(_ body: (Data) throws -> Void) throws {
         try run { db in
             let rows = try Row.fetchCursor(db, sql: "SELECT record FROM payload ORDER BY id")
-            while let row = try rows.next() {
-                try (row[0] as Data).withUnsafeBytes { try body(Array($0.bindMemory(to: UInt8.self))) }
-            }
+            while let row = try rows.next() { try body(row[0]) }
         }
     }
 
     /// Writes the SHA-256 manifest of the payload to `file`, sorted by path (SQLite compares
     /// text by its bytes).
-    func writeManifest(to file: String) throws {
-        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CatalogError(.io, "Could not create \(file): \(ContentStore.errnoText())", path: file)
-        }
-        defer { close(fd) }
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(1 << 16)
-        func flush() throws {
-            try buffer.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: file) }
-            buffer.removeAll(keepingCapacity: true)
-        }
+    func writeManifest(to path: String) throws {
+        let file = try ContentStore.BufferedFile(creating: path)
         try run { db in
             let rows = try Row.fetchCursor(db, sql: "SELECT sha256, path FROM payload ORDER BY path")
             while let row = try rows.next() {
-                buffer += (row[0] as String).utf8
-                buffer += [0x20, 0x20]
-                buffer += TagFile.encodePath("data/" + (row[1] as String)).utf8
-                buffer.append(0x0A)
-                if buffer.count >= 1 << 16 { try flush() }
+                try file.append((row[0] as String).utf8)
+                try file.append([0x20, 0x20])
+                try file.append(TagFile.encodePath("data/" + (row[1] as String)).utf8)
+                try file.append([0x0A])
             }
         }
-        try flush()
+        try file.flush()
     }
 
     private static let columns = "id, path, name, size, sha256, storage, file, archive, member, ordinal"
