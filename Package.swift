@@ -32,10 +32,14 @@ let package = Package(
             ]
         ),
         // BagIt (RFC 8493) bags: streaming writer, reader and validator over ArchiveIO.
-        // Knows nothing of catalogs.
+        // Knows nothing of catalogs. A read keeps its per-file state in a temporary SQLite
+        // database (BagIndex), through GRDB.
         .target(
             name: "BagIt",
-            dependencies: ["ArchiveIO", "CFileSync", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "ArchiveIO", "CFileSync", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         // syncfs(2), which Swift's Glibc module does not import.
         .target(name: "CFileSync"),

@@ -104,49 +104,58 @@ struct BundleRecords: Codable {
     /// Every way the records contradict the bag: a payload path the bag lacks, a payload
     /// file no entry lists, a digest or size that differs from the manifest's, a dangling or
     /// non-archive archive key, a key or payload path used twice.
-    func problems(in bag: BagContents) -> [BagError] {
-        var problems: [BagError] = []
+    ///
+    /// The entries, sorted by payload path, are walked along with the bag's payload, which
+    /// comes in that order: no lookup per entry.
+    func problems(in bag: BagContents) throws(BagError) -> [BagError] {
         let file = Self.fileName
-        let manifest = bag.manifests[.sha256]
         var keys = Set<Int64>()
-        var payloads = Set<String>()
-        for entry in assets {
-            if !keys.insert(entry.key).inserted {
-                problems.append(BagError(.malformedTagFile, file: file, "lists the key \(entry.key) twice"))
-            }
-            guard payloads.insert(entry.payload).inserted else {
-                problems.append(BagError(.malformedTagFile, file: file, "gives \(entry.payload) to two assets"))
-                continue
-            }
-            guard let payload = bag.payload[entry.payload] else {
-                problems.append(
-                    BagError(
-                        .malformedTagFile, file: file,
-                        "says \(entry.name) is \(entry.payload), which the bag does not hold"))
-                continue
-            }
-            if let listed = manifest?[entry.payload], listed != entry.sha256 {
-                problems.append(
-                    BagError(
-                        .malformedTagFile, file: file,
-                        "contradicts manifest-sha256.txt: \(entry.payload) is \(listed.prefix(12))…, the records say "
-                            + "\(entry.sha256.prefix(12))…"))
-            } else if let actual = payload.digests[.sha256], actual != entry.sha256 {
-                problems.append(
-                    BagError(
-                        .malformedTagFile, file: file,
-                        "contradicts the payload: \(entry.payload) hashes to \(actual.prefix(12))…, the records say "
-                            + "\(entry.sha256.prefix(12))…"))
-            }
-            if payload.size != entry.size {
-                problems.append(
-                    BagError(
-                        .malformedTagFile, file: file,
-                        "says \(entry.payload) has \(entry.size) bytes; it has \(payload.size)"))
+        var duplicateKeys: [Int: BagError] = [:]
+        for (index, entry) in assets.enumerated() where !keys.insert(entry.key).inserted {
+            duplicateKeys[index] = BagError(.malformedTagFile, file: file, "lists the key \(entry.key) twice")
+        }
+        // Each entry's problems, by its index: reported in the records' order.
+        var found: [Int: [BagError]] = [:]
+        let order = assets.indices.map { (key: Array(BagPayload.key(assets[$0].payload).utf8), index: $0) }
+            .sorted { $0.key.lexicographicallyPrecedes($1.key) || ($0.key == $1.key && $0.index < $1.index) }
+        var next = 0
+        /// Takes the entries of one payload path: the first is checked against `payload`;
+        /// any other gives the same file to a second asset.
+        func take(_ payload: BagPayloadFile?) {
+            let key = order[next].key
+            let first = assets[order[next].index]
+            found[order[next].index] = Self.problems(of: first, payload)
+            next += 1
+            while next < order.count, order[next].key == key {
+                let entry = assets[order[next].index]
+                found[order[next].index] = [
+                    BagError(.malformedTagFile, file: file, "gives \(entry.payload) to two assets")
+                ]
+                next += 1
             }
         }
-        // A payload file no entry accounts for would be left out of the import without a word.
-        for path in bag.payload.keys.filter({ !payloads.contains($0) }).sorted() {
+        var unlisted: [String] = []
+        do {
+            try bag.payload.forEach { payload in
+                let key = Array(BagPayload.key(payload.path).utf8)
+                while next < order.count, order[next].key.lexicographicallyPrecedes(key) { take(nil) }
+                if next < order.count, order[next].key == key {
+                    take(payload)
+                } else {
+                    // A payload file no entry accounts for would be left out of the import without a word.
+                    unlisted.append(payload.path)
+                }
+            }
+        } catch {
+            throw error as? BagError ?? BagError(.io, file: nil, "\(error)")
+        }
+        while next < order.count { take(nil) }
+        var problems: [BagError] = []
+        for index in assets.indices {
+            if let duplicate = duplicateKeys[index] { problems.append(duplicate) }
+            problems += found[index] ?? []
+        }
+        for path in unlisted.sorted() {
             problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
         }
         for entry in assets {
@@ -162,6 +171,40 @@ struct BundleRecords: Codable {
                             .malformedTagFile, file: file, "links \(entry.name) to an archive but it is not a member"))
                 }
             }
+        }
+        return problems
+    }
+}
+
+extension BundleRecords {
+    /// How one entry contradicts the payload file at its path (`nil`: the bag has none).
+    static func problems(of entry: Entry, _ payload: BagPayloadFile?) -> [BagError] {
+        guard let payload else {
+            return [
+                BagError(
+                    .malformedTagFile, file: fileName,
+                    "says \(entry.name) is \(entry.payload), which the bag does not hold")
+            ]
+        }
+        var problems: [BagError] = []
+        if let listed = payload.listed[.sha256], listed != entry.sha256 {
+            problems.append(
+                BagError(
+                    .malformedTagFile, file: fileName,
+                    "contradicts manifest-sha256.txt: \(entry.payload) is \(listed.prefix(12))…, the records say "
+                        + "\(entry.sha256.prefix(12))…"))
+        } else if let actual = payload.digests[.sha256], actual != entry.sha256 {
+            problems.append(
+                BagError(
+                    .malformedTagFile, file: fileName,
+                    "contradicts the payload: \(entry.payload) hashes to \(actual.prefix(12))…, the records say "
+                        + "\(entry.sha256.prefix(12))…"))
+        }
+        if payload.size != entry.size {
+            problems.append(
+                BagError(
+                    .malformedTagFile, file: fileName,
+                    "says \(entry.payload) has \(entry.size) bytes; it has \(payload.size)"))
         }
         return problems
     }

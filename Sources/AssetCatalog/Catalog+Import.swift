@@ -80,26 +80,52 @@ public struct BundleValidation: Sendable, Codable {
 
 /// Stages one payload file of an import in the catalog's staging folder — or, when the
 /// manifest says the catalog already has the content, pins the existing object and only
-/// hashes the bytes.
+/// hashes the bytes. What it did goes with the file, as its ``Receipt``.
 final class StagingSink: BagPayloadSink {
-    let path: String
-    /// The digest the manifest announced, when the content was already in `objects/`.
-    let linkedDigest: String?
-    /// The digest the manifest announced, when `objects/` did not have it.
-    let absentDigest: String?
+    /// What a sink did with one payload file.
+    struct Receipt: Equatable {
+        /// The staged copy, or the pin of the object the manifest announced.
+        var path: String
+        /// The digest the manifest announced, when the content was already in `objects/`.
+        var linkedDigest: String?
+        /// The digest the manifest announced, when `objects/` did not have it.
+        var absentDigest: String?
+
+        /// `linked|staged`, the announced digest or `-`, the path: one line.
+        var text: String {
+            linkedDigest.map { "linked \($0) \(path)" } ?? "staged \(absentDigest ?? "-") \(path)"
+        }
+
+        init(path: String, linkedDigest: String?, absentDigest: String?) {
+            self.path = path
+            self.linkedDigest = linkedDigest
+            self.absentDigest = absentDigest
+        }
+
+        init?(_ text: String) {
+            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, parts[0] == "linked" || parts[0] == "staged" else { return nil }
+            path = String(parts[2])
+            let digest = parts[1] == "-" ? nil : String(parts[1])
+            linkedDigest = parts[0] == "linked" ? digest : nil
+            absentDigest = parts[0] == "staged" ? digest : nil
+        }
+    }
+
+    let receipt: Receipt
     private var fd: Int32 = -1
 
     init(content: ContentStore, expected: String?) throws {
         if let expected, let pin = content.pinObject(expected) {
-            path = pin
-            linkedDigest = expected
-            absentDigest = nil
+            receipt = Receipt(path: pin, linkedDigest: expected, absentDigest: nil)
             return
         }
-        linkedDigest = nil
-        absentDigest = expected
-        (path, fd) = try content.createStagingFile()
+        let (path, fd) = try content.createStagingFile()
+        receipt = Receipt(path: path, linkedDigest: nil, absentDigest: expected)
+        self.fd = fd
     }
+
+    var path: String { receipt.path }
 
     deinit { if fd >= 0 { close(fd) } }
 
@@ -108,9 +134,10 @@ final class StagingSink: BagPayloadSink {
         try ContentStore.writeAll(fd, bytes, path: path)
     }
 
-    func finish() throws {
+    func finish() throws -> String? {
         if fd >= 0 { close(fd) }
         fd = -1
+        return receipt.text
     }
 }
 
@@ -211,7 +238,7 @@ extension Catalog {
                 } else {
                     records = try BundleRecords.decode(bytes)
                 }
-                problems += records!.problems(in: bag)
+                problems += try records!.problems(in: bag)
             } catch {
                 problems.append(error)
             }
@@ -226,17 +253,22 @@ extension Catalog {
         var pins: [String: String] = [:]
         var absent = Set<String>()
         var changed: [String] = []
-        for file in bag.payload.values {
-            guard let sink = file.sink as? StagingSink, let digest = file.digests[.sha256] else { continue }
-            if let linked = sink.linkedDigest, linked != digest { changed.append(file.path) }
-            if sink.absentDigest == digest { absent.insert(digest) }
-            if pins[digest] == nil { pins[digest] = sink.path }
+        try bundleErrors(path) {
+            try bag.payload.forEach { file in
+                guard let receipt = file.receipt.flatMap(StagingSink.Receipt.init), let digest = file.digests[.sha256]
+                else { return }
+                if let linked = receipt.linkedDigest, linked != digest { changed.append(file.path) }
+                if receipt.absentDigest == digest { absent.insert(digest) }
+                if pins[digest] == nil { pins[digest] = receipt.path }
+            }
         }
         if let first = changed.min() {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
-        return (records?.assets ?? Self.plainEntries(bag), pins, absent, records == nil, plan)
+        return (
+            try records?.assets ?? bundleErrors(path) { try Self.plainEntries(bag) }, pins, absent, records == nil, plan
+        )
     }
 
     /// Reads a bag for an import, staging its payload; `recordsRead` gets our records file
@@ -276,16 +308,18 @@ extension Catalog {
     }
 
     /// A bag without our records: one managed asset per payload file, named by its path.
-    static func plainEntries(_ bag: BagContents) -> [BundleRecords.Entry] {
+    static func plainEntries(_ bag: BagContents) throws -> [BundleRecords.Entry] {
         let now = Date()
-        return bag.payload.values.sorted { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
-            .enumerated().map { i, file in
-                let name = String(file.path.dropFirst("data/".count))
-                return BundleRecords.Entry(
-                    key: Int64(i + 1), name: name, kind: ContentKind.of(name), storage: .managed, size: file.size,
-                    sha256: file.digests[.sha256] ?? "", payload: file.path, path: nil, archive: nil, member: nil,
-                    memberOrdinal: nil, tags: [], metadata: [:], created: now, modified: now)
-            }
+        var entries: [BundleRecords.Entry] = []
+        try bag.payload.forEach { file in
+            let name = String(file.path.dropFirst("data/".count))
+            entries.append(
+                BundleRecords.Entry(
+                    key: Int64(entries.count + 1), name: name, kind: ContentKind.of(name), storage: .managed,
+                    size: file.size, sha256: file.digests[.sha256] ?? "", payload: file.path, path: nil, archive: nil,
+                    member: nil, memberOrdinal: nil, tags: [], metadata: [:], created: now, modified: now))
+        }
+        return entries
     }
 
     struct ImportPlan {
@@ -666,7 +700,7 @@ extension Catalog {
                     } else {
                         records = try BundleRecords.decode(bytes)
                     }
-                    problems += records.problems(in: bag)
+                    problems += try records.problems(in: bag)
                 } catch {
                     problems.append(error)
                 }

@@ -1,5 +1,6 @@
 public import ArchiveIO
 import Foundation
+import GRDB
 
 #if canImport(Glibc)
     import Glibc
@@ -10,8 +11,9 @@ import Foundation
 public protocol BagPayloadSink: AnyObject {
     /// The next bytes of the file.
     func write(_ bytes: UnsafeRawBufferPointer) throws
-    /// The file is complete.
-    func finish() throws
+    /// The file is complete. Returns a note to keep with the file, as its
+    /// ``BagPayloadFile/receipt`` (where the sink put it, say), or `nil`.
+    func finish() throws -> String?
 }
 
 /// Options for reading a bag.
@@ -40,20 +42,22 @@ public struct BagProgress: Sendable, Hashable {
     public var filesDone: Int
 }
 
-/// A payload file as read: its size and digests, and the sink that received it.
-public struct BagPayloadFile {
+/// A payload file as read: its size and digests, and what its sink said of it.
+public struct BagPayloadFile: Sendable, Hashable {
     /// The path relative to the bag (`data/…`).
     public var path: String
     public var size: Int64
     /// Lowercase hex digests: SHA-256 always, and every algorithm a manifest uses.
     public var digests: [ChecksumAlgorithm: String]
-    /// The sink that received the bytes, if one did.
-    public var sink: (any BagPayloadSink)?
+    /// What each payload manifest lists for it, by algorithm (lowercase hex).
+    public var listed: [ChecksumAlgorithm: String]
+    /// What the sink that received the bytes returned from ``BagPayloadSink/finish()``.
+    public var receipt: String?
     /// For a hard link in an archive: the payload file it repeats.
     public var linkTarget: String?
 }
 
-/// What reading a bag found: its declaration, fields, manifests, payload, the tag files
+/// What reading a bag found: its declaration, fields, payload and manifests, the tag files
 /// asked for — and every problem, each naming its file.
 public struct BagContents {
     /// The bundle's path (a directory or an archive).
@@ -65,18 +69,16 @@ public struct BagContents {
     public var bagName: String
     /// `bag-info.txt`'s fields, in order.
     public var info: [(label: String, value: String)]
-    /// Payload files by path (`data/…`).
-    public var payload: [String: BagPayloadFile]
-    /// Each payload manifest: path → checksum.
-    public var manifests: [ChecksumAlgorithm: [String: String]]
+    /// The payload files (`data/…`), and what the payload manifests list.
+    public var payload: BagPayload
     /// The bytes of the tag files in ``BagReadOptions/keptTagFiles`` that the bag has.
     public var tagFiles: [String: [UInt8]]
     /// Every problem found, sorted by file. Empty for a valid bag.
     public var problems: [BagError]
 
     public var isValid: Bool { problems.isEmpty }
-    /// Payload bytes and files (what `Payload-Oxum` counts).
-    public var payloadBytes: Int64 { payload.values.reduce(0) { $0 + $1.size } }
+    /// Payload bytes (what `Payload-Oxum` counts, with ``BagPayload/count``).
+    public var payloadBytes: Int64 { payload.bytes }
 }
 
 /// Reads a bag — a directory, or any archive libarchive reads — in one streaming
@@ -95,14 +97,17 @@ public struct BagContents {
 /// for problem in bag.problems { print(problem) }   // "data/a.txt: sha256 checksum mismatch …"
 /// ```
 public enum BagReader {
-    /// The tag files whose bytes a reader always keeps.
+    /// The tag files whose bytes a reader keeps. (Payload manifests are read line by line,
+    /// into the read's index, instead.)
     static func isStandardTag(_ name: String) -> Bool {
         name == "bagit.txt" || name == "bag-info.txt" || name == "fetch.txt"
-            || ChecksumAlgorithm(manifestName: name, prefix: "manifest-") != nil
             || ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") != nil
     }
 
     /// Reads and checks the bag at `path`.
+    ///
+    /// What the read finds of each file is kept in a temporary database, not in memory (see
+    /// ``BagPayload``): the memory a read takes does not grow with the bag.
     ///
     /// - Parameters:
     ///   - path: A bag directory (or a directory holding exactly one bag), or an archive.
@@ -129,37 +134,65 @@ public enum BagReader {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw BagError(.io, file: path, "does not exist")
         }
-        let scan = Scan(source: path, options: options, sink: sink, progress: progress, isCancelled: isCancelled)
+        let index = try BagIndex()
+        let scan = Scan(
+            source: path, index: index, options: options, sink: sink, progress: progress, isCancelled: isCancelled)
         scan.tagFileRead = tagFileRead
-        if isDirectory.boolValue {
-            try scan.readDirectory(path)
-        } else {
-            try scan.readArchive(path)
+        return try index.run { db in
+            // One transaction for the whole read: a statement's own would cost more than the
+            // statement (the database has no journal; nothing is rolled back but on an error).
+            var contents: BagContents?
+            try db.inTransaction {
+                scan.db = db
+                defer { scan.db = nil }
+                if isDirectory.boolValue {
+                    try scan.readDirectory(path)
+                } else {
+                    try scan.readArchive(path)
+                }
+                contents = try scan.contents()
+                return .commit
+            }
+            return contents!
         }
-        return try scan.contents()
     }
 }
 
-/// The state of one read.
+/// The state of one read. Per-file state goes to the read's ``BagIndex``; only what is
+/// small stays here (the kept tag files, one entry per manifest).
 final class Scan {
-    struct Seen {
-        var size: Int64
-        var digests: [ChecksumAlgorithm: String]
-        var sink: (any BagPayloadSink)?
-        var linkTarget: String?
+    /// A payload manifest of a possible bag root, read line by line into the index.
+    struct Manifest {
+        var root: String
+        var algorithm: ChecksumAlgorithm
+        /// The root's version, which says how to decode paths; `nil` when the lines came
+        /// before the root's `bagit.txt`: they wait, raw, in the index until it is known.
+        var version: String?
+        var isPending: Bool { version == nil }
+        var lines = 0
+        /// The first line that could not be read: the manifest is not used.
+        var failure: BagError?
+        var name: String { "manifest-\(algorithm.rawValue).txt" }
     }
 
     let source: String
+    let index: BagIndex
     let options: BagReadOptions
     let sink: ((String, String?) throws -> (any BagPayloadSink)?)?
     let progress: ((BagProgress) -> Void)?
     let isCancelled: () -> Bool
     var tagFileRead: ((String, [UInt8]) -> Void)?
+    /// The index's database, during the read.
+    var db: Database!
 
-    /// Every regular file, by its path in the bundle.
-    var files: [String: Seen] = [:]
     /// Kept tag-file bytes, by path in the bundle.
     var kept: [String: [UInt8]] = [:]
+    /// The files named `bagit.txt` at the top or one directory down.
+    var declarations: [String] = []
+    /// The payload manifests met so far; a manifest's ID in the index is its position.
+    var manifests: [Manifest] = []
+    /// The complete, readable SHA-256 manifest of each possible root, by root.
+    var sha256Manifests: [String: Int] = [:]
     /// A directory bag's root, relative to which paths are given.
     var directoryRoot: String?
     var bytesTotal: Int64 = 0
@@ -167,10 +200,12 @@ final class Scan {
     var filesDone = 0
 
     init(
-        source: String, options: BagReadOptions, sink: ((String, String?) throws -> (any BagPayloadSink)?)?,
-        progress: ((BagProgress) -> Void)?, isCancelled: @escaping () -> Bool
+        source: String, index: BagIndex, options: BagReadOptions,
+        sink: ((String, String?) throws -> (any BagPayloadSink)?)?, progress: ((BagProgress) -> Void)?,
+        isCancelled: @escaping () -> Bool
     ) {
         self.source = source
+        self.index = index
         self.options = options
         self.sink = sink
         self.progress = progress
@@ -202,9 +237,18 @@ final class Scan {
         }
     }
 
+    /// Whether a path is a declaration: `bagit.txt`, at the top or one directory down.
+    static func isDeclaration(_ path: String) -> Bool {
+        path == "bagit.txt"
+            || (path.utf8.reversed().starts(with: "/bagit.txt".utf8.reversed())
+                && path.utf8.split(separator: 0x2F).count == 2)
+    }
+
     /// The algorithms of the payload manifests read so far, and whether one was SHA-256's.
     var manifestAlgorithms: Set<ChecksumAlgorithm> = []
     var sawSHA256Manifest = false
+    /// The algorithms of the tag manifests read so far.
+    var tagManifestAlgorithms: Set<ChecksumAlgorithm> = []
 
     /// The algorithms to hash a payload file with: SHA-256, and those of the payload
     /// manifests seen so far (SHA-256 and SHA-512 when none has been).
@@ -214,35 +258,30 @@ final class Scan {
         return algorithms
     }
 
-    /// Notes a kept tag file that is a payload manifest (found by its last path component).
-    func noteKept(_ path: String) {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        if let algorithm = ChecksumAlgorithm(manifestName: name, prefix: "manifest-") {
-            manifestAlgorithms.insert(algorithm)
-        }
-        if name == "manifest-sha256.txt" { sawSHA256Manifest = true }
+    /// The algorithms to hash a tag file with as it is read: those of the tag manifests seen
+    /// so far, or all of them while none has been. (One that a later tag manifest adds is
+    /// hashed in a second pass.)
+    func tagAlgorithms() -> Set<ChecksumAlgorithm> {
+        tagManifestAlgorithms.isEmpty ? Set(ChecksumAlgorithm.allCases) : tagManifestAlgorithms
     }
 
-    /// The SHA-256 manifests read so far, parsed once, by bag root.
-    var parsedSHA256Manifests: [String: [String: String]] = [:]
-    /// Bag roots whose declaration or SHA-256 manifest could not be parsed.
-    var unparsableManifestRoots: Set<String> = []
+    /// Notes a kept tag file that is a tag manifest (found by its last path component).
+    func noteKept(_ path: String) {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        if let algorithm = ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") {
+            tagManifestAlgorithms.insert(algorithm)
+        }
+    }
 
     /// The SHA-256 the manifest read so far gives `path` (`root/data/…`), if any.
-    func expectedSHA256(_ path: String, root: String) -> String? {
-        if parsedSHA256Manifests[root] == nil {
-            guard !unparsableManifestRoots.contains(root), let declaration = kept[root + "bagit.txt"],
-                let manifest = kept[root + "manifest-sha256.txt"]
-            else { return nil }
-            guard let version = try? TagFile.parseDeclaration(declaration),
-                let entries = try? TagFile.parseManifest(manifest, file: "", algorithm: .sha256, version: version)
-            else {
-                unparsableManifestRoots.insert(root)  // once: the checks after the read report why
-                return nil
-            }
-            parsedSHA256Manifests[root] = entries
-        }
-        return parsedSHA256Manifests[root]?[path.droppingBytePrefix(root)]
+    func expectedSHA256(_ path: String, root: String) throws -> String? {
+        guard let manifest = sha256Manifests[root] else { return nil }
+        var checksum: String?
+        try db.run(
+            "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?",
+            [.integer(Int64(manifest)), .text(BagIndex.key(path))]
+        ) { checksum = Database.text($0, 0) }
+        return checksum
     }
 
     func report(bytes: Int64, file: Bool) {
@@ -251,35 +290,158 @@ final class Scan {
         progress?(BagProgress(bytesDone: bytesDone, bytesTotal: bytesTotal, filesDone: filesDone))
     }
 
-    /// Refuses a second file whose name is the same string as an earlier one's in another
-    /// Unicode normalisation (`é` as one scalar and as `e` + accent): two files on Linux, one
-    /// key in ``files`` — without this, one of them would silently take the other's place.
-    func checkNameIsNew(_ path: String) throws {
-        guard files[path] == nil else {
+    // MARK: The index
+
+    /// Records a file read. Refuses a second file whose name is the same string as an
+    /// earlier one's in another Unicode normalisation (`é` as one scalar and as `e` +
+    /// accent): two files on Linux, one key in the index — without this, one of them would
+    /// silently take the other's place.
+    func record(
+        _ path: String, size: Int64, digests: [ChecksumAlgorithm: String], receipt: String?, link: String?
+    ) throws {
+        try db.run(
+            "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha256, sha512, receipt, link) "
+                + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                .text(BagIndex.key(path)), .text(path), .integer(size), .text(digests[.md5]), .text(digests[.sha1]),
+                .text(digests[.sha256]), .text(digests[.sha512]), .text(receipt), .text(link),
+            ])
+        guard db.changesCount == 1 else {
             throw BagError(
                 .hostileEntry, file: path,
                 "is a second file with this name in another Unicode normalisation (NFC and NFD); a bag cannot "
                     + "hold both")
         }
+        if Self.isDeclaration(path) { declarations.append(path) }
     }
+
+    /// A file read so far, by path: its row as ``BagIndex/fileColumns`` selects it.
+    func fileRow(_ path: String) throws -> Row? {
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ?"),
+            arguments: [BagIndex.key(path)])
+    }
+
+    /// The digests of a row of ``BagIndex/fileColumns``.
+    static func digests(_ row: Row) -> [ChecksumAlgorithm: String] {
+        var digests: [ChecksumAlgorithm: String] = [:]
+        for (i, algorithm) in ChecksumAlgorithm.allCases.enumerated() {
+            if let digest = row[2 + i] as String? { digests[algorithm] = digest }
+        }
+        return digests
+    }
+
+    // MARK: Manifests
+
+    /// Starts reading a payload manifest (`manifest-<algorithm>.txt` at a possible root) line
+    /// by line; returns its ID, or `nil` when `path` is not one.
+    func startManifest(_ path: String) -> Int? {
+        for name in tagNames(path) where !name.utf8.contains(0x2F) {
+            guard let algorithm = ChecksumAlgorithm(manifestName: name, prefix: "manifest-") else { continue }
+            let root = String(Substring(path.utf8.dropLast(name.utf8.count)))
+            manifestAlgorithms.insert(algorithm)
+            if algorithm == .sha256 { sawSHA256Manifest = true }
+            manifests.append(Manifest(root: root, algorithm: algorithm, version: version(of: root)))
+            return manifests.count - 1
+        }
+        return nil
+    }
+
+    /// The version a root's `bagit.txt`, read so far, declares.
+    func version(of root: String) -> String? {
+        kept[root + "bagit.txt"].flatMap { try? TagFile.parseDeclaration($0) }
+    }
+
+    /// Takes the next line of manifest `id`: parsed into the index, or kept raw until the
+    /// version is known.
+    func manifestLine(_ id: Int, _ line: UnsafeRawBufferPointer) throws {
+        manifests[id].lines += 1
+        guard manifests[id].failure == nil else { return }
+        let number = manifests[id].lines
+        if manifests[id].isPending {
+            try db.run(
+                "INSERT INTO pending(manifest, number, line) VALUES (?, ?, ?)",
+                [.integer(Int64(id)), .integer(Int64(number)), .blob(line)])
+            return
+        }
+        manifests[id].failure = try addManifestLine(id, number: number, line, version: manifests[id].version!)
+    }
+
+    /// Parses line `number` of manifest `id` into the index; returns what is wrong with it.
+    func addManifestLine(
+        _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
+    ) throws -> BagError? {
+        let manifest = manifests[id]
+        if number == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) {
+            return BagError(
+                .malformedTagFile, file: manifest.name, "begins with a byte-order mark, which BagIt does not allow")
+        }
+        guard let text = String(validating: line, as: UTF8.self) else {
+            return BagError(.malformedTagFile, file: manifest.name, "is not valid UTF-8")
+        }
+        let entry: (path: String, checksum: String)?
+        do {
+            entry = try TagFile.parseManifestLine(
+                Substring(text), number: number, file: manifest.name, algorithm: manifest.algorithm, version: version)
+        } catch {
+            return error
+        }
+        guard let (path, checksum) = entry else { return nil }
+        try db.run(
+            "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
+            [.integer(Int64(id)), .text(BagIndex.key(manifest.root + path)), .text(path), .text(checksum)])
+        return db.changesCount == 1 ? nil : TagFile.duplicateManifestLine(path, number: number, file: manifest.name)
+    }
+
+    /// Ends manifest `id`: a manifest that could not be read leaves nothing in the index.
+    func endManifest(_ id: Int) throws {
+        if manifests[id].failure != nil {
+            try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
+        } else if !manifests[id].isPending, manifests[id].algorithm == .sha256 {
+            sha256Manifests[manifests[id].root] = id
+        }
+    }
+
+    /// Parses the lines of manifest `id` that waited for the version.
+    func parsePending(_ id: Int, version: String) throws {
+        var after = 0
+        while manifests[id].failure == nil {
+            let page = try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT number, line FROM pending WHERE manifest = ? AND number > ? ORDER BY number LIMIT 1000"
+                ),
+                arguments: [id, after])
+            for row in page where manifests[id].failure == nil {
+                let line: Data = row[1]
+                manifests[id].failure = try addManifestLine(id, number: row[0], line, version: version)
+            }
+            guard page.count == 1000, let last = page.last else { break }
+            after = last[0]
+        }
+        manifests[id].version = version
+        try endManifest(id)
+    }
+
+    // MARK: Reading
 
     /// Hashes (and keeps, or passes to a sink) one file's bytes, pushed by `produce`.
     func consume(
         _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
-        try checkNameIsNew(path)
         let roots = Self.payloadRoots(path)
         let isPayload = !roots.isEmpty
         var target: (any BagPayloadSink)?
         if isPayload, let sink {
             var expected: String?
-            for root in roots where expected == nil { expected = expectedSHA256(path, root: root) }
+            for root in roots where expected == nil { expected = try expectedSHA256(path, root: root) }
             target = try sink(path, expected)
         }
-        let keeps = !isPayload && isKeptTag(path)
+        let manifest = isPayload ? nil : startManifest(path)
+        let keeps = !isPayload && manifest == nil && isKeptTag(path)
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
-        // manifests the bag turns out to have; any other is hashed with all of them now.
-        var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : Set(ChecksumAlgorithm.allCases))
+        // manifests the bag turns out to have.
+        var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
+        var lines = LineSplitter()
         var bytes: [UInt8] = []
         var size: Int64 = 0
         let limit = options.maxTagFileBytes
@@ -289,6 +451,7 @@ final class Scan {
             hasher.update(chunk)
             size += Int64(chunk.count)
             try target?.write(chunk)
+            if let manifest { try lines.split(chunk) { try self.manifestLine(manifest, $0) } }
             if keeps {
                 guard bytes.count + chunk.count <= limit else {
                     throw BagError(
@@ -297,7 +460,11 @@ final class Scan {
                 bytes.append(contentsOf: chunk)
             }
         }
-        try target?.finish()
+        let receipt = try target?.finish()
+        if let manifest {
+            try lines.finish { try manifestLine(manifest, $0) }
+            try endManifest(manifest)
+        }
         if keeps {
             kept[path] = bytes
             noteKept(path)
@@ -305,7 +472,7 @@ final class Scan {
                 tagFileRead(name, bytes)
             }
         }
-        files[path] = Seen(size: size, digests: hasher.finalize(), sink: target)
+        try record(path, size: size, digests: hasher.finalize(), receipt: receipt, link: nil)
     }
 
     // MARK: Archives
@@ -327,13 +494,13 @@ final class Scan {
                         "is a symbolic link (to \(entry.linkTarget ?? "?")); a bag holds regular files only")
                 case .hardlink:
                     let target = try checker.validatePath(entry.linkTarget ?? "", of: entry).joined(separator: "/")
-                    guard var seen = files[target] else {
+                    guard let row = try fileRow(target) else {
                         throw BagError(
                             .hostileEntry, file: member, "is a hard link to \(target), which is not in the bag")
                     }
-                    try checkNameIsNew(member)
-                    seen.linkTarget = target
-                    files[member] = seen
+                    // The file it repeats, when that is a link too.
+                    let link = (row[7] as String?) ?? BagIndex.key(target)
+                    try record(member, size: row[1], digests: Self.digests(row), receipt: row[6], link: link)
                 case .file:
                     let start = reader.compressedBytesRead
                     try consume(member) { write in
@@ -366,38 +533,77 @@ final class Scan {
 
     /// ArchiveIO's messages already name the archive and the member ("Refusing member 'x' of
     /// 'in.tar': …"): they are kept whole, without the archive's path once more in front.
-    static func bagError(_ error: ArchiveError, archive: String) -> BagError {
+    static func bagError(_ error: ArchiveError, archive: String) -> any Error {
         switch error.code {
         case .absolutePath, .parentTraversal, .invalidName, .nameTooLong, .linkOutsideRoot, .hardlinkTargetMissing,
             .entryTypeNotAllowed, .duplicateEntry, .tooManyEntries, .sizeLimitExceeded, .compressionRatioExceeded:
             return BagError(.hostileEntry, file: nil, error.message)
         case .callbackFailed:
             if let cause = error.cause as? BagError { return cause }
+            if let cause = error.cause, cause is DatabaseError { return BagIndex.failure(cause) }
             return BagError(.io, file: archive, error.message)
         default:
             return BagError(.unreadableArchive, file: nil, error.message)
         }
     }
 
-    /// Hashes, in a second pass over the archive, what the first could not: payload files
-    /// that came before a manifest in an algorithm they were not hashed with.
-    func completeDigests(_ needs: [String: Set<ChecksumAlgorithm>]) throws {
-        guard !needs.isEmpty else { return }
-        var updated: [String: [ChecksumAlgorithm: String]] = [:]
-        try withArchive(source) { reader in
-            var checker = ExtractionGuard(policy: options.policy, archivePath: source)
-            while let entry = try reader.nextEntry() {
-                guard let safe = try checker.admit(entry), entry.kind == .file, let algorithms = needs[safe.description]
-                else { continue }
-                var hasher = MultiHasher(algorithms)
-                try reader.readData { chunk in
-                    if isCancelled() { throw BagError(.cancelled, file: nil, "cancelled") }
-                    hasher.update(chunk)
+    /// Hashes, in a second pass, what the first could not: files read before a manifest in
+    /// an algorithm they were not hashed with. `payload` gives the algorithms every payload
+    /// file under `root` needs; `tags`, those of some tag files, by path in the bundle.
+    func completeDigests(root: String, payload: Set<ChecksumAlgorithm>, tags: [String: Set<ChecksumAlgorithm>])
+        throws
+    {
+        let (low, high) = BagPayload.range(root + "data/")
+        func needs(_ path: String) throws -> Set<ChecksumAlgorithm> {
+            if let algorithms = tags[path] { return algorithms }
+            guard !payload.isEmpty, path.hasBytePrefix(low), let row = try fileRow(path), row[7] as String? == nil
+            else { return [] }
+            return payload.subtracting(Self.digests(row).keys)
+        }
+        func update(_ path: String, _ digests: [ChecksumAlgorithm: String]) throws {
+            try db.execute(
+                sql: "UPDATE file SET md5 = coalesce(md5, ?), sha1 = coalesce(sha1, ?), sha256 = coalesce(sha256, ?), "
+                    + "sha512 = coalesce(sha512, ?) WHERE key = ?",
+                arguments: [digests[.md5], digests[.sha1], digests[.sha256], digests[.sha512], BagIndex.key(path)])
+        }
+        if let directoryRoot {
+            // Tag files, then the payload, from the disk again.
+            var paths = Array(tags.keys)
+            if !payload.isEmpty {
+                let lacking = payload.map { "\($0.rawValue) IS NULL" }.joined(separator: " OR ")
+                paths += try String.fetchAll(
+                    db, sql: "SELECT path FROM file WHERE path >= ? AND path < ? AND link IS NULL AND (\(lacking))",
+                    arguments: [low, high])
+            }
+            for path in paths {
+                var hasher = MultiHasher(try needs(path))
+                try hashFile(directoryRoot + "/" + path, as: path) { hasher.update($0) }
+                try update(path, hasher.finalize())
+            }
+        } else {
+            try withArchive(source) { reader in
+                var checker = ExtractionGuard(policy: options.policy, archivePath: source)
+                while let entry = try reader.nextEntry() {
+                    guard let safe = try checker.admit(entry), entry.kind == .file else { continue }
+                    let path = safe.description
+                    let algorithms = try needs(path)
+                    guard !algorithms.isEmpty else { continue }
+                    var hasher = MultiHasher(algorithms)
+                    try reader.readData { chunk in
+                        if isCancelled() { throw BagError(.cancelled, file: nil, "cancelled") }
+                        hasher.update(chunk)
+                    }
+                    try update(path, hasher.finalize())
                 }
-                updated[safe.description] = hasher.finalize()
             }
         }
-        for (path, digests) in updated { files[path]?.digests.merge(digests) { old, _ in old } }
+        // Hard links repeat their file's digests.
+        try db.execute(
+            sql: """
+                UPDATE file SET (md5, sha1, sha256, sha512) =
+                    (SELECT t.md5, t.sha1, t.sha256, t.sha512 FROM file AS t WHERE t.key = file.link)
+                WHERE link IS NOT NULL
+                """)
     }
 
     // MARK: Directories
@@ -413,8 +619,8 @@ final class Scan {
         }
         directoryRoot = root
         guard let walker = manager.enumerator(atPath: root) else { throw BagError(.io, file: root, "cannot be read") }
-        var tags: [String] = []
-        var payload: [String] = []
+        // The paths go to the index, to be read in byte order: tag files first (the manifests
+        // say which digests the payload needs), then the payload.
         while let relative = walker.nextObject() as? String {
             var info = stat()
             guard lstat(root + "/" + relative, &info) == 0 else {
@@ -424,7 +630,8 @@ final class Scan {
             case S_IFDIR: continue
             case S_IFREG:
                 bytesTotal += Int64(info.st_size)
-                if relative.hasBytePrefix("data/") { payload.append(relative) } else { tags.append(relative) }
+                try db.cachedStatement(sql: "INSERT INTO walk(payload, path) VALUES (?, ?)")
+                    .execute(arguments: [relative.hasBytePrefix("data/"), relative])
             case S_IFLNK:
                 let target = (try? manager.destinationOfSymbolicLink(atPath: root + "/" + relative)) ?? "?"
                 let resolved = URL(fileURLWithPath: root + "/" + relative).resolvingSymlinksInPath().path
@@ -439,14 +646,33 @@ final class Scan {
                     .hostileEntry, file: relative, "is a device, FIFO or socket; a bag holds regular files only")
             }
         }
-        let byteOrder: (String, String) -> Bool = { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        // Tag files first: the manifests say which digests the payload needs.
-        for relative in tags.sorted(by: byteOrder) + payload.sorted(by: byteOrder) {
-            try readFile(root + "/" + relative, as: relative)
+        for payload in [false, true] {
+            var after = ""
+            while true {
+                let page = try String.fetchAll(
+                    db.cachedStatement(
+                        sql: "SELECT path FROM walk WHERE payload = ? AND path > ? ORDER BY path LIMIT 1000"),
+                    arguments: [payload, after])
+                for relative in page { try readFile(root + "/" + relative, as: relative) }
+                guard page.count == 1000, let last = page.last else { break }
+                after = last
+            }
         }
     }
 
     func readFile(_ full: String, as relative: String) throws {
+        var total: Int64 = 0
+        try consume(relative) { write in
+            try hashFile(full, as: relative) { chunk in
+                total += Int64(chunk.count)
+                try write(chunk)
+            }
+        }
+        report(bytes: total, file: true)
+    }
+
+    /// Pushes a file's bytes through `body`, a megabyte at a time.
+    func hashFile(_ full: String, as relative: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         let fd = open(full, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             throw BagError(.io, file: relative, "cannot be opened: \(String(cString: strerror(errno)))")
@@ -455,20 +681,15 @@ final class Scan {
         let size = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
-        var total: Int64 = 0
-        try consume(relative) { write in
-            while true {
-                let n = Glibc.read(fd, buffer.baseAddress, size)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw BagError(.io, file: relative, "cannot be read: \(String(cString: strerror(errno)))")
-                }
-                if n == 0 { break }
-                total += Int64(n)
-                try write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, size)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw BagError(.io, file: relative, "cannot be read: \(String(cString: strerror(errno)))")
             }
+            if n == 0 { break }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
         }
-        report(bytes: total, file: true)
     }
 
     // MARK: Checking
@@ -476,10 +697,9 @@ final class Scan {
     /// A file whose digest differs from the one `manifest` lists — or that was not hashed in
     /// that algorithm, which must not pass for a match.
     static func checksumProblem(
-        _ path: String, listed: String, in manifest: String, _ algorithm: ChecksumAlgorithm,
-        _ digests: [ChecksumAlgorithm: String]
+        _ path: String, listed: String, in manifest: String, _ algorithm: ChecksumAlgorithm, _ actual: String?
     ) -> [BagError] {
-        guard let actual = digests[algorithm] else {
+        guard let actual else {
             return [
                 BagError(
                     .checksumMismatch, file: path,
@@ -498,11 +718,6 @@ final class Scan {
 
     func contents() throws -> BagContents {
         // Where is the bag? `bagit.txt` at the top, or in exactly one top-level directory.
-        let declarations = files.keys.filter {
-            $0 == "bagit.txt"
-                || ($0.utf8.reversed().starts(with: "/bagit.txt".utf8.reversed())
-                    && $0.utf8.split(separator: 0x2F).count == 2)
-        }
         guard !declarations.isEmpty else {
             throw BagError(.notABag, file: source, "holds no bagit.txt: it is not a BagIt bag")
         }
@@ -511,117 +726,132 @@ final class Scan {
                 .notABag, file: source, "holds more than one bag (\(declarations.sorted().joined(separator: ", ")))")
         }
         let root = String(declarations[0].dropLast("bagit.txt".count))
+        let (dataLow, dataHigh) = BagPayload.range(root + "data/")
         var problems: [BagError] = []
-        var result = BagContents(
-            source: source, version: nil, bagName: String(root.dropLast()), info: [], payload: [:], manifests: [:],
-            tagFiles: [:], problems: [])
 
-        for path in files.keys.filter({ !$0.hasBytePrefix(root) }).sorted() {
-            problems.append(
-                BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
+        if !root.isEmpty {
+            let (low, high) = BagPayload.range(root)
+            for path in try String.fetchAll(
+                db, sql: "SELECT path FROM file WHERE path < ? OR path >= ? ORDER BY path", arguments: [low, high])
+            {
+                problems.append(
+                    BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
+            }
         }
         // Nothing else reads right without the version: a bad declaration stops here.
         let version = try TagFile.parseDeclaration(kept[root + "bagit.txt"] ?? [])
-        result.version = version
+        var info: [(label: String, value: String)] = []
         if let bytes = kept[root + "bag-info.txt"] {
-            do { result.info = try TagFile.parseFields(bytes, file: "bag-info.txt") } catch { problems.append(error) }
+            do { info = try TagFile.parseFields(bytes, file: "bag-info.txt") } catch { problems.append(error) }
         }
-        for name in options.keptTagFiles { if let bytes = kept[root + name] { result.tagFiles[name] = bytes } }
+        var tagFiles: [String: [UInt8]] = [:]
+        for name in options.keptTagFiles { if let bytes = kept[root + name] { tagFiles[name] = bytes } }
 
-        // Tag files (anything under the root but outside data/) and payload.
-        var tagDigests: [String: [ChecksumAlgorithm: String]] = [:]
-        for (path, seen) in files where path.hasBytePrefix(root) {
-            let relative = path.droppingBytePrefix(root)
-            if relative.hasBytePrefix("data/") {
-                result.payload[relative] = BagPayloadFile(
-                    path: relative, size: seen.size, digests: seen.digests, sink: seen.sink, linkTarget: seen.linkTarget
-                )
+        // Payload manifests: those whose lines waited for the version are parsed now.
+        var payloadManifests: [ChecksumAlgorithm: Int] = [:]
+        for id in manifests.indices where manifests[id].root == root {
+            if manifests[id].isPending && manifests[id].failure == nil { try parsePending(id, version: version) }
+            if let failure = manifests[id].failure {
+                problems.append(failure)
             } else {
-                tagDigests[relative] = seen.digests
+                payloadManifests[manifests[id].algorithm] = id
             }
         }
-
-        // Manifests.
+        // Tag manifests, from their kept bytes.
         var tagManifests: [ChecksumAlgorithm: [String: String]] = [:]
-        for (relative, _) in tagDigests {
-            guard let bytes = kept[root + relative] else { continue }
-            if let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "manifest-") {
-                if relative == "manifest-sha256.txt", let parsed = parsedSHA256Manifests[root] {
-                    result.manifests[algorithm] = parsed  // parsed during the read
-                    continue
-                }
-                do {
-                    result.manifests[algorithm] = try TagFile.parseManifest(
-                        bytes, file: relative, algorithm: algorithm, version: version)
-                } catch { problems.append(error) }
-            } else if let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "tagmanifest-") {
-                do {
-                    tagManifests[algorithm] = try TagFile.parseManifest(
-                        bytes, file: relative, algorithm: algorithm, version: version)
-                } catch { problems.append(error) }
-            }
+        for (path, bytes) in kept where path.hasBytePrefix(root) {
+            let relative = path.droppingBytePrefix(root)
+            guard let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "tagmanifest-") else { continue }
+            do {
+                tagManifests[algorithm] = try TagFile.parseManifest(
+                    bytes, file: relative, algorithm: algorithm, version: version)
+            } catch { problems.append(error) }
         }
-        // Kept tag files were not hashed as they were read: hash them now, in the tag
-        // manifests' algorithms.
-        if !tagManifests.isEmpty {
-            let algorithms = Set(tagManifests.keys)
-            for relative in tagDigests.keys {
-                // A hard link to a kept tag file has that file's bytes.
-                let source = files[root + relative]?.linkTarget ?? root + relative
-                guard let bytes = kept[source] else { continue }
-                var hasher = MultiHasher(algorithms)
-                bytes.withUnsafeBytes { hasher.update($0) }
-                tagDigests[relative] = hasher.finalize()
-            }
-        }
-        let manifestFiles = tagDigests.keys.filter { $0.hasPrefix("manifest-") && $0.hasSuffix(".txt") }
-        if result.manifests.isEmpty && !problems.contains(where: { $0.code == .malformedManifest }) {
+        if payloadManifests.isEmpty && !problems.contains(where: { $0.code == .malformedManifest }) {
+            let (low, high) = (root + "manifest-", root + "manifest.")
+            let manifestFiles = try String.fetchAll(
+                db, sql: "SELECT path FROM file WHERE path >= ? AND path < ? ORDER BY path", arguments: [low, high]
+            ).map { $0.droppingBytePrefix(root) }.filter { !$0.utf8.contains(0x2F) && $0.hasSuffix(".txt") }
             problems.append(
                 BagError(
-                    .missingManifest, file: manifestFiles.sorted().first ?? "manifest-sha256.txt",
+                    .missingManifest, file: manifestFiles.first ?? "manifest-sha256.txt",
                     manifestFiles.isEmpty
                         ? "is missing: a bag needs a payload manifest"
                         : "is in an unsupported algorithm; a bag needs a manifest in md5, sha1, sha256 or sha512"))
         }
 
-        // Payload hashed before a manifest of its algorithm was seen: a second pass (archives).
-        var needs: [String: Set<ChecksumAlgorithm>] = [:]
-        for (relative, file) in result.payload where file.linkTarget == nil {
-            let missing = Set(result.manifests.keys).subtracting(file.digests.keys)
-            if !missing.isEmpty { needs[root + relative] = missing }
-        }
-        if !needs.isEmpty {
-            if directoryRoot == nil {
-                try completeDigests(needs)
-                for (relative, _) in result.payload {
-                    let seen = files[root + relative]
-                    if let target = seen?.linkTarget {
-                        result.payload[relative]?.digests = files[target]?.digests ?? [:]
-                    } else if let digests = seen?.digests {
-                        result.payload[relative]?.digests = digests
-                    }
-                }
+        // The digests each tag file listed needs: hashed now from kept bytes, or read in a
+        // second pass when the file was read before its tag manifest.
+        var tagDigests: [String: [ChecksumAlgorithm: String]] = [:]
+        var tagNeeds: [String: Set<ChecksumAlgorithm>] = [:]
+        let tagAlgorithms = Set(tagManifests.keys)
+        for path in Set(tagManifests.values.flatMap(\.keys)) where !path.hasBytePrefix("data/") {
+            guard let row = try fileRow(root + path) else { continue }
+            // A hard link to a kept tag file has that file's bytes.
+            if let bytes = kept[root + path] ?? (row[7] as String?).flatMap({ kept[$0] }) {
+                var hasher = MultiHasher(tagAlgorithms)
+                bytes.withUnsafeBytes { hasher.update($0) }
+                tagDigests[path] = hasher.finalize()
+            } else {
+                let lacking = tagAlgorithms.subtracting(Self.digests(row).keys)
+                if !lacking.isEmpty { tagNeeds[root + path] = lacking }
             }
+        }
+        // Payload hashed before a manifest of its algorithm was seen: a second pass.
+        let payloadNeeds = Set(payloadManifests.keys)
+        let lacking = payloadNeeds.map { "\($0.rawValue) IS NULL" }.joined(separator: " OR ")
+        let payloadLacks =
+            try !payloadNeeds.isEmpty
+            && Bool.fetchOne(
+                db,
+                sql:
+                    "SELECT EXISTS (SELECT 1 FROM file WHERE path >= ? AND path < ? AND link IS NULL AND (\(lacking)))",
+                arguments: [dataLow, dataHigh]) == true
+        if payloadLacks || !tagNeeds.isEmpty {
+            try completeDigests(root: root, payload: payloadLacks ? payloadNeeds : [], tags: tagNeeds)
         }
 
         // Completeness both ways, and checksums, for every payload manifest. (In any order:
         // the problems are sorted by file at the end.)
-        for algorithm in result.manifests.keys.sorted() {
+        for algorithm in payloadManifests.keys.sorted() {
             let name = "manifest-\(algorithm.rawValue).txt"
-            let entries = result.manifests[algorithm]!
-            for (path, checksum) in entries {
-                guard path.hasBytePrefix("data/") else {
-                    problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
-                    continue
-                }
-                guard let file = result.payload[path] else {
-                    problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
-                    continue
-                }
-                problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, file.digests)
+            let id = payloadManifests[algorithm]!
+            for path in try String.fetchAll(
+                db, sql: "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
+                arguments: [id])
+            {
+                problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
             }
-            for path in result.payload.keys where entries[path] == nil {
-                problems.append(BagError(.unlistedFile, file: path, "is in the bag but not listed in \(name)"))
+            for path in try String.fetchAll(
+                db,
+                sql: """
+                    SELECT m.path FROM manifest AS m WHERE m.manifest = ? AND m.path >= 'data/' AND m.path < 'data0'
+                    AND NOT EXISTS (SELECT 1 FROM file AS f WHERE f.key = m.key AND f.path >= ? AND f.path < ?)
+                    """, arguments: [id, dataLow, dataHigh])
+            {
+                problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
+            }
+            let column = algorithm.rawValue
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT m.path, m.checksum, f.\(column) FROM manifest AS m JOIN file AS f ON f.key = m.key
+                    WHERE m.manifest = ? AND m.path >= 'data/' AND m.path < 'data0' AND f.path >= ? AND f.path < ?
+                    AND (f.\(column) IS NULL OR f.\(column) != m.checksum)
+                    """, arguments: [id, dataLow, dataHigh])
+            {
+                problems += Self.checksumProblem(row[0], listed: row[1], in: name, algorithm, row[2])
+            }
+            for path in try String.fetchAll(
+                db,
+                sql: """
+                    SELECT f.path FROM file AS f WHERE f.path >= ? AND f.path < ?
+                    AND NOT EXISTS (SELECT 1 FROM manifest AS m WHERE m.manifest = ? AND m.key = f.key)
+                    """, arguments: [dataLow, dataHigh, id])
+            {
+                problems.append(
+                    BagError(
+                        .unlistedFile, file: path.droppingBytePrefix(root), "is in the bag but not listed in \(name)"))
             }
         }
 
@@ -631,8 +861,8 @@ final class Scan {
             for (path, checksum) in tagManifests[algorithm]!.sorted(by: { $0.key < $1.key }) {
                 if path.hasBytePrefix("data/") {
                     problems.append(BagError(.malformedManifest, file: name, "lists the payload file \(path)"))
-                } else if let digests = tagDigests[path] {
-                    problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, digests)
+                } else if let digests = try tagDigests[path] ?? fileRow(root + path).map(Self.digests) {
+                    problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, digests[algorithm])
                 } else {
                     problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
                 }
@@ -640,9 +870,14 @@ final class Scan {
         }
 
         // Payload-Oxum and fetch.txt.
-        if let oxum = result.info.first(where: { $0.label.lowercased() == "payload-oxum" })?.value {
+        let totals = try Row.fetchOne(
+            db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM file WHERE path >= ? AND path < ?",
+            arguments: [dataLow, dataHigh])!
+        let payload = BagPayload(
+            index: index, root: root, manifests: payloadManifests, count: totals[0], bytes: totals[1])
+        if let oxum = info.first(where: { $0.label.lowercased() == "payload-oxum" })?.value {
             let parts = oxum.split(separator: ".")
-            let actual = "\(result.payloadBytes).\(result.payload.count)"
+            let actual = "\(payload.bytes).\(payload.count)"
             if parts.count != 2 || Int64(parts[0]) == nil || Int(parts[1]) == nil {
                 problems.append(
                     BagError(.malformedTagFile, file: "bag-info.txt", "Payload-Oxum '\(oxum)' is not 'octets.files'"))
@@ -650,8 +885,7 @@ final class Scan {
                 problems.append(
                     BagError(
                         .oxumMismatch, file: "bag-info.txt",
-                        "Payload-Oxum is \(oxum) but the payload is \(result.payloadBytes) bytes in \(result.payload.count) files"
-                    ))
+                        "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"))
             }
         }
         if let fetch = kept[root + "fetch.txt"],
@@ -662,8 +896,58 @@ final class Scan {
                     .fetchUnsupported, file: "fetch.txt",
                     "lists files to fetch from elsewhere; fetch them into the bag first (fetching is not supported)"))
         }
-        result.problems = problems.sorted { ($0.file ?? "", $0.reason) < ($1.file ?? "", $1.reason) }
-        return result
+        return BagContents(
+            source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
+            tagFiles: tagFiles,
+            problems: problems.sorted { ($0.file ?? "", $0.reason) < ($1.file ?? "", $1.reason) })
+    }
+}
+
+/// Splits a stream of bytes, chunk by chunk, into lines ended by LF, CR or CR LF (as
+/// ``TagFile`` splits text); a last line without an end counts.
+struct LineSplitter {
+    /// The start of a line that the last chunk did not end.
+    private var partial: [UInt8] = []
+    /// The last chunk ended with CR: an LF that begins the next one ends nothing.
+    private var afterCR = false
+
+    /// Calls `line` with each line that `chunk` ends.
+    mutating func split(_ chunk: UnsafeRawBufferPointer, _ line: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        var start = 0
+        if afterCR, chunk.first == 0x0A { start = 1 }
+        afterCR = false
+        var i = start
+        while i < chunk.count {
+            let byte = chunk[i]
+            guard byte == 0x0A || byte == 0x0D else {
+                i += 1
+                continue
+            }
+            let piece = UnsafeRawBufferPointer(rebasing: chunk[start..<i])
+            if partial.isEmpty {
+                try line(piece)
+            } else {
+                partial.append(contentsOf: piece)
+                try partial.withUnsafeBytes { try line($0) }
+                partial.removeAll(keepingCapacity: true)
+            }
+            i += 1
+            if byte == 0x0D {
+                if i < chunk.count {
+                    if chunk[i] == 0x0A { i += 1 }
+                } else {
+                    afterCR = true
+                }
+            }
+            start = i
+        }
+        partial.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start...]))
+    }
+
+    /// Calls `line` with the last line, if it had no end.
+    mutating func finish(_ line: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        if !partial.isEmpty { try partial.withUnsafeBytes { try line($0) } }
+        partial = []
     }
 }
 

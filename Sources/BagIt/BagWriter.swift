@@ -270,9 +270,12 @@ public final class BagWriter {
             tagManifest.append((tag.path, hasher.finalize()[.sha256]!))
             sizes[tag.path] = size
         }
-        tags.append(.bytes("tagmanifest-sha256.txt", TagFile.formatManifest(tagManifest)))
+        // The tag manifest before the manifest and the other tag files: a reader then knows,
+        // as it reads them, the one algorithm to hash them with.
         if case .archive = format { try writeDirectory("") }
-        for (tag, listed) in zip(tags, tagManifest.map(\.checksum) + [nil]) {
+        var ordered = Array(zip(tags, tagManifest.map(\.checksum) as [String?]))
+        ordered.insert((.bytes("tagmanifest-sha256.txt", TagFile.formatManifest(tagManifest)), nil), at: 2)
+        for (tag, listed) in ordered {
             try writeTag(tag, size: sizes[tag.path], sha256: listed)
         }
         if case .archive = format { try writeDirectory("data") }

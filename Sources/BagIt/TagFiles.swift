@@ -160,30 +160,46 @@ public enum TagFile {
         let text = try decode(bytes, file: file)
         var entries: [String: String] = [:]
         entries.reserveCapacity(bytes.count / (algorithm.hexLength + 16))
-        let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
         for (number, line) in lines(text).enumerated() {
-            // By UTF-8 code units: the separators and the checksum's digits are ASCII.
-            let utf8 = line.utf8
-            if utf8.allSatisfy(isBlank) { continue }
-            guard let gap = utf8.firstIndex(where: isBlank) else {
-                throw BagError(.malformedManifest, file: file, "line \(number + 1) is not 'checksum path'")
-            }
-            let checksum = line[..<gap].lowercased()
-            guard let pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
-                throw BagError(.malformedManifest, file: file, "line \(number + 1) names no file")
-            }
-            let rawPath = line[pathStart...]
-            guard checksum.utf8.count == algorithm.hexLength, checksum.utf8.allSatisfy(Self.isHexDigit) else {
-                throw BagError(
-                    .malformedManifest, file: file,
-                    "line \(number + 1): '\(checksum)' is not a \(algorithm.rawValue) checksum")
-            }
-            let path = try normalizedPath(decodePath(String(rawPath), version: version), file: file, line: number + 1)
+            guard
+                let (path, checksum) = try parseManifestLine(
+                    line, number: number + 1, file: file, algorithm: algorithm, version: version)
+            else { continue }
             guard entries.updateValue(checksum, forKey: path) == nil else {
-                throw BagError(.malformedManifest, file: file, "line \(number + 1) lists \(path) a second time")
+                throw duplicateManifestLine(path, number: number + 1, file: file)
             }
         }
         return entries
+    }
+
+    /// Parses one line of a manifest, `number` counting from 1: the path (decoded and
+    /// normalised) and the checksum (lowercased); `nil` for a blank line.
+    static func parseManifestLine(
+        _ line: Substring, number: Int, file: String, algorithm: ChecksumAlgorithm, version: String
+    ) throws(BagError) -> (path: String, checksum: String)? {
+        // By UTF-8 code units: the separators and the checksum's digits are ASCII.
+        let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        let utf8 = line.utf8
+        if utf8.allSatisfy(isBlank) { return nil }
+        guard let gap = utf8.firstIndex(where: isBlank) else {
+            throw BagError(.malformedManifest, file: file, "line \(number) is not 'checksum path'")
+        }
+        let checksum = line[..<gap].lowercased()
+        guard let pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
+            throw BagError(.malformedManifest, file: file, "line \(number) names no file")
+        }
+        guard checksum.utf8.count == algorithm.hexLength, checksum.utf8.allSatisfy(Self.isHexDigit) else {
+            throw BagError(
+                .malformedManifest, file: file, "line \(number): '\(checksum)' is not a \(algorithm.rawValue) checksum")
+        }
+        let path = try normalizedPath(
+            decodePath(String(line[pathStart...]), version: version), file: file, line: number)
+        return (path, checksum)
+    }
+
+    /// The error for a manifest line that lists a path again.
+    static func duplicateManifestLine(_ path: String, number: Int, file: String) -> BagError {
+        BagError(.malformedManifest, file: file, "line \(number) lists \(path) a second time")
     }
 
     /// Formats a manifest, sorted by path.

@@ -1,0 +1,238 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// A read's per-file state — each file's size and digests, each manifest line — kept in a
+/// private temporary SQLite database rather than in memory, so that reading a bag takes
+/// the same memory whatever its number of files. SQLite deletes the file as it opens it:
+/// nothing is left behind, even by a crash. The checks after the read are queries.
+///
+/// Paths are compared as Swift compares strings, by canonical equivalence: each row's key
+/// is the path's NFC form (ASCII is its own), so that `é` as one scalar and as `e` + accent
+/// are the same file, and a manifest can name a file in either form.
+final class BagIndex {
+    let queue: DatabaseQueue
+
+    init() throws(BagError) {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            // Nothing here outlives the read's results: no journal, no syncs, no other connection.
+            try db.execute(
+                sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; "
+                    + "PRAGMA cache_size = -4096; PRAGMA temp_store = FILE")
+        }
+        do {
+            queue = try DatabaseQueue(path: "", configuration: configuration)
+            try queue.inDatabase { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE file(
+                            key TEXT PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL,
+                            md5 TEXT, sha1 TEXT, sha256 TEXT, sha512 TEXT, receipt TEXT, link TEXT) WITHOUT ROWID;
+                        CREATE TABLE manifest(
+                            manifest INTEGER NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL,
+                            checksum TEXT NOT NULL, PRIMARY KEY (manifest, key)) WITHOUT ROWID;
+                        CREATE TABLE pending(
+                            manifest INTEGER NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
+                            PRIMARY KEY (manifest, number)) WITHOUT ROWID;
+                        CREATE TABLE walk(
+                            payload INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (payload, path)) WITHOUT ROWID;
+                        """)
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    static func failure(_ error: any Error) -> BagError {
+        BagError(.io, file: nil, "could not keep the bag's index in a temporary database: \(error)")
+    }
+
+    /// The key of a path: its NFC form.
+    static func key(_ path: String) -> String {
+        path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
+    }
+
+    /// Runs `body` on the database; the database's own errors become ``BagError`` `io`,
+    /// any other passes as it is.
+    func run<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try queue.inDatabase(body)
+        } catch {
+            throw Self.mapped(error)
+        }
+    }
+
+    /// Runs a query on the database.
+    func query<T>(_ body: (Database) throws -> T) throws(BagError) -> T {
+        do {
+            return try queue.inDatabase(body)
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// `error`, or for an error of the database, a ``BagError`` that says what failed.
+    static func mapped(_ error: any Error) -> any Error {
+        error is DatabaseError ? failure(error) : error
+    }
+
+    /// The columns of a file that ``file(_:root:listed:)`` reads, from `file AS f`.
+    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha256, f.sha512, f.receipt, f.link"
+
+    /// A payload file from a row of ``fileColumns`` followed by the checksum each of `listed`
+    /// gives it.
+    static func file(_ row: OpaquePointer, root: String, listed: [ChecksumAlgorithm]) -> BagPayloadFile {
+        var digests: [ChecksumAlgorithm: String] = [:]
+        for (i, algorithm) in ChecksumAlgorithm.allCases.enumerated() {
+            if let digest = Database.text(row, Int32(2 + i)) { digests[algorithm] = digest }
+        }
+        var checksums: [ChecksumAlgorithm: String] = [:]
+        for (i, algorithm) in listed.enumerated() {
+            if let checksum = Database.text(row, Int32(8 + i)) { checksums[algorithm] = checksum }
+        }
+        let path = Database.text(row, 0) ?? ""
+        let link = Database.text(row, 7)
+        return BagPayloadFile(
+            path: path.droppingBytePrefix(root), size: sqlite3_column_int64(row, 1), digests: digests,
+            listed: checksums, receipt: Database.text(row, 6),
+            linkTarget: link.map { $0.hasBytePrefix(root) ? $0.droppingBytePrefix(root) : $0 })
+    }
+}
+
+/// The payload of a bag as read: its files, with their sizes and digests, and what its
+/// manifests list. Kept on disk (in a temporary database that goes with this object), not
+/// in memory: a bag of a million files is read in the memory of a bag of ten.
+public final class BagPayload {
+    let index: BagIndex
+    /// The bag's root in the bundle: `""`, or the top-level directory and `/`.
+    let root: String
+    /// The manifests of the bag's root that could be read, by algorithm: their IDs in the index.
+    let manifests: [ChecksumAlgorithm: Int]
+
+    /// The number of payload files.
+    public let count: Int
+    /// Their bytes (with ``count``, what `Payload-Oxum` counts).
+    public let bytes: Int64
+
+    init(index: BagIndex, root: String, manifests: [ChecksumAlgorithm: Int], count: Int, bytes: Int64) {
+        self.index = index
+        self.root = root
+        self.manifests = manifests
+        self.count = count
+        self.bytes = bytes
+    }
+
+    /// The algorithms of the payload manifests the bag has (those that could be read).
+    public var manifestAlgorithms: [ChecksumAlgorithm] { manifests.keys.sorted() }
+
+    /// The form in which paths are compared, and ordered by ``forEach(_:)``: NFC, so that a
+    /// path in another Unicode normalisation names the same file.
+    public static func key(_ path: String) -> String { BagIndex.key(path) }
+
+    /// The query for payload files with what each manifest lists for them (in the order of
+    /// ``manifestAlgorithms``), for the files `condition` chooses.
+    private func select(where condition: String) -> String {
+        var sql = "SELECT \(BagIndex.fileColumns)"
+        let algorithms = manifestAlgorithms
+        for i in algorithms.indices { sql += ", m\(i).checksum" }
+        sql += " FROM file AS f"
+        for (i, algorithm) in algorithms.enumerated() {
+            sql += " LEFT JOIN manifest AS m\(i) ON m\(i).manifest = \(manifests[algorithm]!) AND m\(i).key = f.key"
+        }
+        return sql + " WHERE " + condition
+    }
+
+    /// The payload file at `path` (`data/…`); a path in another Unicode normalisation names
+    /// the same file.
+    public func file(_ path: String) throws(BagError) -> BagPayloadFile? {
+        let (low, high) = Self.range(root + "data/")
+        let sql = select(where: "f.key = ? AND f.path >= ? AND f.path < ?")
+        return try index.query { db in
+            var file: BagPayloadFile?
+            try db.run(sql, [.text(BagIndex.key(root + path)), .text(low), .text(high)]) {
+                file = BagIndex.file($0, root: root, listed: manifestAlgorithms)
+            }
+            return file
+        }
+    }
+
+    /// Calls `body` with each payload file, in the byte order of their ``key(_:)``, a page at
+    /// a time (`body` may look files up meanwhile).
+    public func forEach(_ body: (BagPayloadFile) throws -> Void) throws {
+        let (low, high) = Self.range(root + "data/")
+        let sql = select(where: "f.key > ? AND f.path >= ? AND f.path < ? ORDER BY f.key LIMIT 1000")
+        let algorithms = manifestAlgorithms
+        var after = ""
+        while true {
+            let page = try index.query { db in
+                var page: [(key: String, file: BagPayloadFile)] = []
+                try db.run(sql, [.text(after), .text(low), .text(high)]) {
+                    page.append(
+                        (BagIndex.key(Database.text($0, 0) ?? ""), BagIndex.file($0, root: root, listed: algorithms)))
+                }
+                return page
+            }
+            for (_, file) in page { try body(file) }
+            guard page.count == 1000, let last = page.last else { return }
+            after = last.key
+        }
+    }
+
+    /// The bounds of the paths that begin with `prefix` (which ends with `/`): `prefix`
+    /// itself, and `prefix` with its `/` made `0`, the next byte.
+    static func range(_ prefix: String) -> (String, String) {
+        (prefix, String(prefix.dropLast()) + "0")
+    }
+}
+
+/// An argument of ``Database/run(_:_:)``.
+enum SQLArgument {
+    case text(String?)
+    case integer(Int64)
+    case blob(UnsafeRawBufferPointer)
+}
+
+extension Database {
+    /// Runs a cached statement with its arguments bound through SQLite's C API — text by its
+    /// byte length (GRDB binds text as a C string, which a NUL would cut short) — and calls
+    /// `row` with each result row. For the read's hot statements: GRDB's arguments cost more
+    /// than the statement itself.
+    func run(_ sql: String, _ arguments: [SQLArgument], row: (OpaquePointer) -> Void = { _ in }) throws {
+        let handle = try cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(handle)
+        defer { sqlite3_reset(handle) }
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        for (i, argument) in arguments.enumerated() {
+            let index = Int32(i + 1)
+            switch argument {
+            case .text(nil):
+                sqlite3_bind_null(handle, index)
+            case .text(var text?):
+                text.withUTF8 { _ = sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count), transient) }
+            case .integer(let value):
+                sqlite3_bind_int64(handle, index, value)
+            case .blob(let bytes):
+                sqlite3_bind_blob(
+                    handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), transient)
+            }
+        }
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { return }
+            guard code == SQLITE_ROW else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                    sql: sql)
+            }
+            row(handle)
+        }
+    }
+
+    /// The text of column `index` of the current row, whole (NULs included); `nil` for NULL.
+    static func text(_ handle: OpaquePointer, _ index: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(handle, index) else { return nil }
+        return String(
+            decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, index))), as: UTF8.self)
+    }
+}

@@ -1,0 +1,140 @@
+import ArchiveIO
+import Foundation
+import Testing
+
+@testable import BagIt
+
+/// A read keeps what it finds in its index as the files come, in whatever order an archive
+/// holds them: a manifest before the declaration that says how to read it, payload before
+/// the manifest that says which digests it needs, a tag file before its tag manifest.
+@Suite struct BagReadOrderTests {
+    let root: String
+
+    init() throws {
+        root = NSTemporaryDirectory() + "bagit-order-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    }
+
+    func digest(_ algorithm: ChecksumAlgorithm, _ bytes: [UInt8]) -> String {
+        var hasher = MultiHasher([algorithm])
+        bytes.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()[algorithm]!
+    }
+
+    /// A tar of `files` in this order (a `nil` content makes a hard link to the path given).
+    func tar(_ files: [(path: String, bytes: [UInt8]?, link: String?)]) throws -> String {
+        let path = root + "/bag-\(UUID().uuidString).tar"
+        let writer = try ArchiveWriter(path: path, format: .tar)
+        for file in files {
+            if let bytes = file.bytes {
+                try writer.writeEntry(ArchiveEntry(path: "bag/" + file.path, kind: .file), contents: bytes)
+            } else {
+                try writer.writeEntry(
+                    ArchiveEntry(path: "bag/" + file.path, kind: .hardlink, linkTarget: "bag/" + file.link!))
+            }
+        }
+        try writer.finish()
+        return path
+    }
+
+    func file(_ path: String, _ text: String) -> (path: String, bytes: [UInt8]?, link: String?) {
+        (path, Array(text.utf8), nil)
+    }
+
+    static let payload = "fifty percent\n"
+
+    /// The manifest comes first: its lines wait for `bagit.txt`, whose version decides what
+    /// `%25` means — `%` in 1.0, itself before (as bagit-python reads it).
+    @Test(arguments: [("1.0", "data/50%.txt"), ("0.97", "data/50%25.txt")])
+    func aManifestBeforeTheDeclarationIsReadWithTheDeclaredVersion(version: String, name: String) throws {
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        let bag = try tar([
+            file("manifest-sha256.txt", "\(sha)  data/50%25.txt\n"),
+            file("bagit.txt", "BagIt-Version: \(version)\nTag-File-Character-Encoding: UTF-8\n"),
+            file(name, Self.payload),
+        ])
+        let read = try BagReader.read(at: bag)
+        #expect(read.problems.map(\.description) == [])
+        #expect(try read.payload.file(name)?.listed[.sha256] == sha)
+        #expect(read.payload.count == 1)
+    }
+
+    /// A bad line of a manifest read before the declaration is reported, with its number,
+    /// once the declaration has been read; the manifest's other lines are not used.
+    @Test func aBadLineOfAManifestBeforeTheDeclarationIsReportedWithItsNumber() throws {
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        let bag = try tar([
+            file("manifest-sha256.txt", "\(sha)  data/a.txt\r\nnot-a-line\r\n"),
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("data/a.txt", Self.payload),
+        ])
+        let read = try BagReader.read(at: bag)
+        #expect(
+            read.problems.map(\.description) == ["manifest-sha256.txt: line 2 is not 'checksum path'"])
+        #expect(read.payload.manifestAlgorithms == [])
+    }
+
+    /// Payload read before an MD5 manifest was hashed without MD5: a second pass over the
+    /// archive hashes it, and a hard link to it gets the digest too.
+    @Test(arguments: [true, false])
+    func payloadReadBeforeItsManifestIsHashedInASecondPass(rightDigest: Bool) throws {
+        let bytes = Array(Self.payload.utf8)
+        let md5 = rightDigest ? digest(.md5, bytes) : String(repeating: "0", count: 32)
+        let bag = try tar([
+            file("data/a.txt", Self.payload),
+            ("data/b.txt", nil, "data/a.txt"),
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("manifest-md5.txt", "\(md5)  data/a.txt\n\(md5)  data/b.txt\n"),
+        ])
+        let read = try BagReader.read(at: bag)
+        if rightDigest {
+            #expect(read.problems.map(\.description) == [])
+        } else {
+            let actual = digest(.md5, bytes)
+            #expect(
+                read.problems.map(\.description) == [
+                    "data/a.txt: md5 checksum mismatch: manifest-md5.txt says \(md5), the file has \(actual)",
+                    "data/b.txt: md5 checksum mismatch: manifest-md5.txt says \(md5), the file has \(actual)",
+                ])
+        }
+        #expect(try read.payload.file("data/b.txt")?.linkTarget == "data/a.txt")
+    }
+
+    /// A tag file read while only a SHA-256 tag manifest had been seen is hashed again when a
+    /// later tag manifest lists it in MD5.
+    @Test(arguments: [true, false])
+    func aTagFileReadBeforeATagManifestInANewAlgorithmIsHashedInASecondPass(rightDigest: Bool) throws {
+        let notes = "read me\n"
+        let md5 = rightDigest ? digest(.md5, Array(notes.utf8)) : String(repeating: "0", count: 32)
+        let bag = try tar([
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("tagmanifest-sha256.txt", "\(digest(.sha256, Array(notes.utf8)))  notes.txt\n"),
+            file("notes.txt", notes),
+            file("tagmanifest-md5.txt", "\(md5)  notes.txt\n"),
+            file("manifest-sha256.txt", "\(digest(.sha256, Array(Self.payload.utf8)))  data/a.txt\n"),
+            file("data/a.txt", Self.payload),
+        ])
+        let read = try BagReader.read(at: bag)
+        #expect(
+            read.problems.map(\.description)
+                == (rightDigest
+                    ? []
+                    : [
+                        "notes.txt: md5 checksum mismatch: tagmanifest-md5.txt says \(md5), the file has "
+                            + digest(.md5, Array(notes.utf8))
+                    ]))
+    }
+
+    /// Lines end with LF, CR or CR LF, also when a chunk ends between the CR and the LF.
+    @Test func linesAreSplitAcrossChunks() {
+        var splitter = LineSplitter()
+        var lines: [String] = []
+        for chunk in ["a\r", "\nb\n", "\nc", "c\rd", "\r\n", "e"] {
+            Array(chunk.utf8).withUnsafeBytes { bytes in
+                splitter.split(bytes) { lines.append(String(decoding: $0, as: UTF8.self)) }
+            }
+        }
+        splitter.finish { lines.append(String(decoding: $0, as: UTF8.self)) }
+        #expect(lines == ["a", "b", "", "cc", "d", "e"])
+    }
+}
