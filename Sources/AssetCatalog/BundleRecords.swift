@@ -101,78 +101,100 @@ struct BundleRecords: Codable {
         return records
     }
 
+    /// Every way the records contradict the bag's payload (see ``Check``).
+    func problems(in payload: BagPayload) throws(BagError) -> [BagError] {
+        var check = Check(self)
+        do {
+            try payload.forEach { check.visit($0) }
+        } catch {
+            throw error as? BagError ?? BagError(.io, file: nil, "\(error)")
+        }
+        return check.finish()
+    }
+
     /// Every way the records contradict the bag: a payload path the bag lacks, a payload
     /// file no entry lists, a digest or size that differs from the manifest's, a dangling or
     /// non-archive archive key, a key or payload path used twice.
     ///
     /// The entries, sorted by payload path, are walked along with the bag's payload, which
-    /// comes in that order: no lookup per entry.
-    func problems(in bag: BagContents) throws(BagError) -> [BagError] {
-        let file = Self.fileName
-        var keys = Set<Int64>()
-        var duplicateKeys: [Int: BagError] = [:]
-        for (index, entry) in assets.enumerated() where !keys.insert(entry.key).inserted {
-            duplicateKeys[index] = BagError(.malformedTagFile, file: file, "lists the key \(entry.key) twice")
-        }
-        // Each entry's problems, by its index: reported in the records' order.
-        var found: [Int: [BagError]] = [:]
-        let order = assets.indices.map { (key: Array(BagPayload.key(assets[$0].payload).utf8), index: $0) }
+    /// ``BagPayload/forEach(_:)`` gives in that order: no lookup per entry.
+    struct Check {
+        let records: BundleRecords
+        /// The entries by the key of their payload path (ties in the records' order).
+        private let order: [(key: [UInt8], index: Int)]
+        private var next = 0
+        /// Each entry's problems, by its index: reported in the records' order.
+        private var found: [Int: [BagError]] = [:]
+        private var unlisted: [String] = []
+
+        init(_ records: BundleRecords) {
+            self.records = records
+            order = records.assets.indices.map {
+                (key: Array(BagPayload.key(records.assets[$0].payload).utf8), index: $0)
+            }
             .sorted { $0.key.lexicographicallyPrecedes($1.key) || ($0.key == $1.key && $0.index < $1.index) }
-        var next = 0
+        }
+
+        /// Takes the next payload file, in the order of ``BagPayload/forEach(_:)``.
+        mutating func visit(_ payload: BagPayloadFile) {
+            let key = Array(BagPayload.key(payload.path).utf8)
+            while next < order.count, order[next].key.lexicographicallyPrecedes(key) { take(nil) }
+            if next < order.count, order[next].key == key {
+                take(payload)
+            } else {
+                // A payload file no entry accounts for would be left out of the import without a word.
+                unlisted.append(payload.path)
+            }
+        }
+
         /// Takes the entries of one payload path: the first is checked against `payload`;
         /// any other gives the same file to a second asset.
-        func take(_ payload: BagPayloadFile?) {
+        private mutating func take(_ payload: BagPayloadFile?) {
             let key = order[next].key
-            let first = assets[order[next].index]
-            found[order[next].index] = Self.problems(of: first, payload)
+            found[order[next].index] = BundleRecords.problems(of: records.assets[order[next].index], payload)
             next += 1
             while next < order.count, order[next].key == key {
-                let entry = assets[order[next].index]
+                let entry = records.assets[order[next].index]
                 found[order[next].index] = [
-                    BagError(.malformedTagFile, file: file, "gives \(entry.payload) to two assets")
+                    BagError(.malformedTagFile, file: fileName, "gives \(entry.payload) to two assets")
                 ]
                 next += 1
             }
         }
-        var unlisted: [String] = []
-        do {
-            try bag.payload.forEach { payload in
-                let key = Array(BagPayload.key(payload.path).utf8)
-                while next < order.count, order[next].key.lexicographicallyPrecedes(key) { take(nil) }
-                if next < order.count, order[next].key == key {
-                    take(payload)
-                } else {
-                    // A payload file no entry accounts for would be left out of the import without a word.
-                    unlisted.append(payload.path)
+
+        /// The problems found, once every payload file has been visited.
+        mutating func finish() -> [BagError] {
+            while next < order.count { take(nil) }
+            let file = fileName
+            let assets = records.assets
+            var keys = Set<Int64>()
+            var problems: [BagError] = []
+            for (index, entry) in assets.enumerated() {
+                if !keys.insert(entry.key).inserted {
+                    problems.append(BagError(.malformedTagFile, file: file, "lists the key \(entry.key) twice"))
+                }
+                problems += found[index] ?? []
+            }
+            for path in unlisted.sorted() {
+                problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
+            }
+            for entry in assets {
+                if let archive = entry.archive {
+                    if !keys.contains(archive) {
+                        problems.append(
+                            BagError(
+                                .malformedTagFile, file: file,
+                                "links \(entry.name) to archive key \(archive), which it does not list"))
+                    } else if entry.storage != .member || entry.member == nil {
+                        problems.append(
+                            BagError(
+                                .malformedTagFile, file: file,
+                                "links \(entry.name) to an archive but it is not a member"))
+                    }
                 }
             }
-        } catch {
-            throw error as? BagError ?? BagError(.io, file: nil, "\(error)")
+            return problems
         }
-        while next < order.count { take(nil) }
-        var problems: [BagError] = []
-        for index in assets.indices {
-            if let duplicate = duplicateKeys[index] { problems.append(duplicate) }
-            problems += found[index] ?? []
-        }
-        for path in unlisted.sorted() {
-            problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
-        }
-        for entry in assets {
-            if let archive = entry.archive {
-                if !keys.contains(archive) {
-                    problems.append(
-                        BagError(
-                            .malformedTagFile, file: file,
-                            "links \(entry.name) to archive key \(archive), which it does not list"))
-                } else if entry.storage != .member || entry.member == nil {
-                    problems.append(
-                        BagError(
-                            .malformedTagFile, file: file, "links \(entry.name) to an archive but it is not a member"))
-                }
-            }
-        }
-        return problems
     }
 }
 

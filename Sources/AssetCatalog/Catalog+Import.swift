@@ -91,10 +91,8 @@ final class StagingSink: BagPayloadSink {
         /// The digest the manifest announced, when `objects/` did not have it.
         var absentDigest: String?
 
-        /// `linked|staged`, the announced digest or `-`, the path: one line.
-        var text: String {
-            linkedDigest.map { "linked \($0) \(path)" } ?? "staged \(absentDigest ?? "-") \(path)"
-        }
+        /// `L` (linked) or `S` (staged), the announced digest if any, a space, the path.
+        var text: String { (linkedDigest != nil ? "L" : "S") + (linkedDigest ?? absentDigest ?? "") + " " + path }
 
         init(path: String, linkedDigest: String?, absentDigest: String?) {
             self.path = path
@@ -103,12 +101,16 @@ final class StagingSink: BagPayloadSink {
         }
 
         init?(_ text: String) {
-            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3, parts[0] == "linked" || parts[0] == "staged" else { return nil }
-            path = String(parts[2])
-            let digest = parts[1] == "-" ? nil : String(parts[1])
-            linkedDigest = parts[0] == "linked" ? digest : nil
-            absentDigest = parts[0] == "staged" ? digest : nil
+            let utf8 = text.utf8
+            guard let kind = utf8.first, kind == 0x4C || kind == 0x53, let space = utf8.firstIndex(of: 0x20) else {
+                return nil
+            }
+            let digest =
+                space > utf8.index(after: utf8.startIndex)
+                ? String(text[utf8.index(after: utf8.startIndex)..<space]) : nil
+            path = String(text[utf8.index(after: space)...])
+            linkedDigest = kind == 0x4C ? digest : nil
+            absentDigest = kind == 0x53 ? digest : nil
         }
     }
 
@@ -238,23 +240,27 @@ extension Catalog {
                 } else {
                     records = try BundleRecords.decode(bytes)
                 }
-                problems += try records!.problems(in: bag)
             } catch {
                 problems.append(error)
             }
         }
         early = nil
-        if let first = problems.first {
-            let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
-            throw CatalogError(
-                .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
-        }
-        // The staged copy of each content, by SHA-256 (any copy of the same content will do).
+        // One walk of the payload: the records checked against it (or, for a bag without
+        // them, an asset made of each file), and the staged copy of each content by SHA-256
+        // (any copy of the same content will do).
+        var check = records.map(BundleRecords.Check.init)
+        var plain: [BundleRecords.Entry] = []
+        let now = Date()
         var pins: [String: String] = [:]
         var absent = Set<String>()
         var changed: [String] = []
         try bundleErrors(path) {
             try bag.payload.forEach { file in
+                if check != nil {
+                    check!.visit(file)
+                } else if problems.isEmpty {
+                    plain.append(Self.plainEntry(file, key: Int64(plain.count + 1), date: now))
+                }
                 guard let receipt = file.receipt.flatMap(StagingSink.Receipt.init), let digest = file.digests[.sha256]
                 else { return }
                 if let linked = receipt.linkedDigest, linked != digest { changed.append(file.path) }
@@ -262,13 +268,17 @@ extension Catalog {
                 if pins[digest] == nil { pins[digest] = receipt.path }
             }
         }
+        problems += check?.finish() ?? []
+        if let first = problems.first {
+            let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
+            throw CatalogError(
+                .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
+        }
         if let first = changed.min() {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
-        return (
-            try records?.assets ?? bundleErrors(path) { try Self.plainEntries(bag) }, pins, absent, records == nil, plan
-        )
+        return (records?.assets ?? plain, pins, absent, records == nil, plan)
     }
 
     /// Reads a bag for an import, staging its payload; `recordsRead` gets our records file
@@ -307,19 +317,13 @@ extension Catalog {
         }
     }
 
-    /// A bag without our records: one managed asset per payload file, named by its path.
-    static func plainEntries(_ bag: BagContents) throws -> [BundleRecords.Entry] {
-        let now = Date()
-        var entries: [BundleRecords.Entry] = []
-        try bag.payload.forEach { file in
-            let name = String(file.path.dropFirst("data/".count))
-            entries.append(
-                BundleRecords.Entry(
-                    key: Int64(entries.count + 1), name: name, kind: ContentKind.of(name), storage: .managed,
-                    size: file.size, sha256: file.digests[.sha256] ?? "", payload: file.path, path: nil, archive: nil,
-                    member: nil, memberOrdinal: nil, tags: [], metadata: [:], created: now, modified: now))
-        }
-        return entries
+    /// For a bag without our records: a managed asset of a payload file, named by its path.
+    static func plainEntry(_ file: BagPayloadFile, key: Int64, date: Date) -> BundleRecords.Entry {
+        let name = String(file.path.dropFirst("data/".count))
+        return BundleRecords.Entry(
+            key: key, name: name, kind: ContentKind.of(name), storage: .managed, size: file.size,
+            sha256: file.digests[.sha256] ?? "", payload: file.path, path: nil, archive: nil, member: nil,
+            memberOrdinal: nil, tags: [], metadata: [:], created: date, modified: date)
     }
 
     struct ImportPlan {
@@ -700,7 +704,7 @@ extension Catalog {
                     } else {
                         records = try BundleRecords.decode(bytes)
                     }
-                    problems += try records.problems(in: bag)
+                    problems += try records.problems(in: bag.payload)
                 } catch {
                     problems.append(error)
                 }

@@ -202,6 +202,21 @@ extension Database {
         let handle = try cachedStatement(sql: sql).sqliteStatement
         sqlite3_reset(handle)
         defer { sqlite3_reset(handle) }
+        Self.bind(arguments, to: handle)
+        while true {
+            let code = sqlite3_step(handle)
+            if code == SQLITE_DONE { return }
+            guard code == SQLITE_ROW else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                    sql: sql)
+            }
+            row(handle)
+        }
+    }
+
+    /// Binds `arguments` to a statement, text by its byte length.
+    static func bind(_ arguments: [SQLArgument], to handle: OpaquePointer) {
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for (i, argument) in arguments.enumerated() {
             let index = Int32(i + 1)
@@ -217,16 +232,6 @@ extension Database {
                     handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), transient)
             }
         }
-        while true {
-            let code = sqlite3_step(handle)
-            if code == SQLITE_DONE { return }
-            guard code == SQLITE_ROW else {
-                throw DatabaseError(
-                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
-                    sql: sql)
-            }
-            row(handle)
-        }
     }
 
     /// The text of column `index` of the current row, whole (NULs included); `nil` for NULL.
@@ -234,5 +239,54 @@ extension Database {
         guard let bytes = sqlite3_column_text(handle, index) else { return nil }
         return String(
             decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, index))), as: UTF8.self)
+    }
+}
+
+/// A query whose rows are taken one at a time, so that two can be walked side by side.
+final class RowWalk {
+    private let statement: Statement
+    private let sql: String
+    private let connection: OpaquePointer?
+    /// Whether there is a current row.
+    private(set) var hasRow = false
+    var handle: OpaquePointer { statement.sqliteStatement }
+
+    init(_ db: Database, _ sql: String, _ arguments: [SQLArgument]) throws {
+        statement = try db.makeStatement(sql: sql)
+        self.sql = sql
+        connection = db.sqliteConnection
+        Database.bind(arguments, to: statement.sqliteStatement)
+        try step()
+    }
+
+    /// Moves to the next row.
+    func step() throws {
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_ROW || code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+        }
+        hasRow = code == SQLITE_ROW
+    }
+
+    /// The bytes of text column `index` of the current row (valid until the next step).
+    func bytes(_ index: Int32) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(
+            start: sqlite3_column_text(handle, index), count: Int(sqlite3_column_bytes(handle, index)))
+    }
+
+    func text(_ index: Int32) -> String? { Database.text(handle, index) }
+
+    /// How the text of column `index` of this row and of `other`'s compare, as SQLite orders
+    /// them (by bytes): negative, zero or positive.
+    func compare(_ index: Int32, with other: RowWalk, _ otherIndex: Int32) -> Int {
+        let a = bytes(index)
+        let b = other.bytes(otherIndex)
+        let common = min(a.count, b.count)
+        if common > 0, let x = a.baseAddress, let y = b.baseAddress {
+            let order = memcmp(x, y, common)
+            if order != 0 { return Int(order) }
+        }
+        return a.count - b.count
     }
 }

@@ -1,6 +1,7 @@
 public import ArchiveIO
 import Foundation
 import GRDB
+import GRDBSQLite
 
 #if canImport(Glibc)
     import Glibc
@@ -822,36 +823,37 @@ final class Scan {
             {
                 problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
             }
-            for path in try String.fetchAll(
+            // The manifest's lines and the payload files, side by side in the order of their keys.
+            let listed = try RowWalk(
                 db,
-                sql: """
-                    SELECT m.path FROM manifest AS m WHERE m.manifest = ? AND m.path >= 'data/' AND m.path < 'data0'
-                    AND NOT EXISTS (SELECT 1 FROM file AS f WHERE f.key = m.key AND f.path >= ? AND f.path < ?)
-                    """, arguments: [id, dataLow, dataHigh])
-            {
-                problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
-            }
-            let column = algorithm.rawValue
-            for row in try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT m.path, m.checksum, f.\(column) FROM manifest AS m JOIN file AS f ON f.key = m.key
-                    WHERE m.manifest = ? AND m.path >= 'data/' AND m.path < 'data0' AND f.path >= ? AND f.path < ?
-                    AND (f.\(column) IS NULL OR f.\(column) != m.checksum)
-                    """, arguments: [id, dataLow, dataHigh])
-            {
-                problems += Self.checksumProblem(row[0], listed: row[1], in: name, algorithm, row[2])
-            }
-            for path in try String.fetchAll(
-                db,
-                sql: """
-                    SELECT f.path FROM file AS f WHERE f.path >= ? AND f.path < ?
-                    AND NOT EXISTS (SELECT 1 FROM manifest AS m WHERE m.manifest = ? AND m.key = f.key)
-                    """, arguments: [dataLow, dataHigh, id])
-            {
-                problems.append(
-                    BagError(
-                        .unlistedFile, file: path.droppingBytePrefix(root), "is in the bag but not listed in \(name)"))
+                "SELECT key, path, checksum FROM manifest WHERE manifest = ? AND path >= 'data/' AND path < 'data0' "
+                    + "ORDER BY key", [.integer(Int64(id))])
+            let files = try RowWalk(
+                db, "SELECT key, path, \(algorithm.rawValue) FROM file WHERE path >= ? AND path < ? ORDER BY key",
+                [.text(dataLow), .text(dataHigh)])
+            while listed.hasRow || files.hasRow {
+                let order = !listed.hasRow ? 1 : !files.hasRow ? -1 : listed.compare(0, with: files, 0)
+                if order < 0 {
+                    problems.append(
+                        BagError(
+                            .missingFile, file: listed.text(1) ?? "", "is listed in \(name) but is not in the bag"))
+                    try listed.step()
+                } else if order > 0 {
+                    problems.append(
+                        BagError(
+                            .unlistedFile, file: (files.text(1) ?? "").droppingBytePrefix(root),
+                            "is in the bag but not listed in \(name)"))
+                    try files.step()
+                } else {
+                    if !listed.bytes(2).elementsEqual(files.bytes(2))
+                        || sqlite3_column_type(files.handle, 2) == SQLITE_NULL
+                    {
+                        problems += Self.checksumProblem(
+                            listed.text(1) ?? "", listed: listed.text(2) ?? "", in: name, algorithm, files.text(2))
+                    }
+                    try listed.step()
+                    try files.step()
+                }
             }
         }
 
