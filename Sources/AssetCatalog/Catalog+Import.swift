@@ -80,54 +80,33 @@ public struct BundleValidation: Sendable, Codable {
 
 /// Stages one payload file of an import in the catalog's staging folder — or, when the
 /// manifest says the catalog already has the content, pins the existing object and only
-/// hashes the bytes. What it did goes with the file, as its ``Receipt``.
+/// hashes the bytes. Once the file is read, it notes the copy in the import's
+/// ``Catalog/StagedFiles``.
 final class StagingSink: BagPayloadSink {
-    /// What a sink did with one payload file.
-    struct Receipt: Equatable {
-        /// The staged copy, or the pin of the object the manifest announced.
-        var path: String
-        /// The digest the manifest announced, when the content was already in `objects/`.
-        var linkedDigest: String?
-        /// The digest the manifest announced, when `objects/` did not have it.
-        var absentDigest: String?
-
-        /// `L` (linked) or `S` (staged), the announced digest if any, a space, the path.
-        var text: String { (linkedDigest != nil ? "L" : "S") + (linkedDigest ?? absentDigest ?? "") + " " + path }
-
-        init(path: String, linkedDigest: String?, absentDigest: String?) {
-            self.path = path
-            self.linkedDigest = linkedDigest
-            self.absentDigest = absentDigest
-        }
-
-        init?(_ text: String) {
-            let utf8 = text.utf8
-            guard let kind = utf8.first, kind == 0x4C || kind == 0x53, let space = utf8.firstIndex(of: 0x20) else {
-                return nil
-            }
-            let digest =
-                space > utf8.index(after: utf8.startIndex)
-                ? String(text[utf8.index(after: utf8.startIndex)..<space]) : nil
-            path = String(text[utf8.index(after: space)...])
-            linkedDigest = kind == 0x4C ? digest : nil
-            absentDigest = kind == 0x53 ? digest : nil
-        }
-    }
-
-    let receipt: Receipt
+    /// The file's path in the bundle.
+    let file: String
+    let path: String
+    /// The digest the manifest announced, when the content was already in `objects/`.
+    let linkedDigest: String?
+    /// The digest the manifest announced, when `objects/` did not have it.
+    let absentDigest: String?
+    let staged: Catalog.StagedFiles
     private var fd: Int32 = -1
 
-    init(content: ContentStore, expected: String?) throws {
+    init(file: String, content: ContentStore, expected: String?, staged: Catalog.StagedFiles) throws {
+        self.file = file
+        self.staged = staged
         if let expected, let pin = content.pinObject(expected) {
-            receipt = Receipt(path: pin, linkedDigest: expected, absentDigest: nil)
-            return
+            path = pin
+            linkedDigest = expected
+            absentDigest = nil
+        } else {
+            linkedDigest = nil
+            absentDigest = expected
+            (path, fd) = try content.createStagingFile()
         }
-        let (path, fd) = try content.createStagingFile()
-        receipt = Receipt(path: path, linkedDigest: nil, absentDigest: expected)
-        self.fd = fd
+        staged.paths.append(path)
     }
-
-    var path: String { receipt.path }
 
     deinit { if fd >= 0 { close(fd) } }
 
@@ -136,10 +115,13 @@ final class StagingSink: BagPayloadSink {
         try ContentStore.writeAll(fd, bytes, path: path)
     }
 
-    func finish() throws -> String? {
+    func finish(digests: [ChecksumAlgorithm: String]) throws {
         if fd >= 0 { close(fd) }
         fd = -1
-        return receipt.text
+        guard let digest = digests[.sha256] else { return }
+        if let linkedDigest, linkedDigest != digest { staged.changed.append(file) }
+        if absentDigest == digest { staged.absent.insert(digest) }
+        if staged.pins[digest] == nil { staged.pins[digest] = path }
     }
 }
 
@@ -179,9 +161,16 @@ extension Catalog {
     }
 
     /// The staging files of one import, removed when it ends (adopted content stays in
-    /// `objects/` as a second link).
+    /// `objects/` as a second link), and what they hold.
     final class StagedFiles {
         var paths: [String] = []
+        /// The staged copy of each content, by SHA-256 (any copy of the same content will do).
+        var pins: [String: String] = [:]
+        /// The content `objects/` did not have when the read began.
+        var absent = Set<String>()
+        /// The files (by path in the bundle) whose content `objects/` had, but whose bytes
+        /// differed from what the manifest announced: changed while they were read.
+        var changed: [String] = []
     }
 
     /// What an import works out from our records while the payload is still being read.
@@ -245,27 +234,20 @@ extension Catalog {
             }
         }
         early = nil
-        // One walk of the payload: the records checked against it (or, for a bag without
-        // them, an asset made of each file), and the staged copy of each content by SHA-256
-        // (any copy of the same content will do).
+        // One walk of the payload: the records checked against it, or for a bag without
+        // them, an asset made of each file.
         var check = records.map(BundleRecords.Check.init)
         var plain: [BundleRecords.Entry] = []
         let now = Date()
-        var pins: [String: String] = [:]
-        var absent = Set<String>()
-        var changed: [String] = []
-        try bundleErrors(path) {
-            try bag.payload.forEach { file in
-                if check != nil {
-                    check!.visit(file)
-                } else if problems.isEmpty {
-                    plain.append(Self.plainEntry(file, key: Int64(plain.count + 1), date: now))
+        if check != nil || problems.isEmpty {
+            try bundleErrors(path) {
+                try bag.payload.forEach { file in
+                    if check != nil {
+                        check!.visit(file)
+                    } else {
+                        plain.append(Self.plainEntry(file, key: Int64(plain.count + 1), date: now))
+                    }
                 }
-                guard let receipt = file.receipt.flatMap(StagingSink.Receipt.init), let digest = file.digests[.sha256]
-                else { return }
-                if let linked = receipt.linkedDigest, linked != digest { changed.append(file.path) }
-                if receipt.absentDigest == digest { absent.insert(digest) }
-                if pins[digest] == nil { pins[digest] = receipt.path }
             }
         }
         problems += check?.finish() ?? []
@@ -274,11 +256,15 @@ extension Catalog {
             throw CatalogError(
                 .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
         }
-        if let first = changed.min() {
+        let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
+        let relative = { (file: String) in
+            file.utf8.starts(with: root.utf8) ? String(Substring(file.utf8.dropFirst(root.utf8.count))) : file
+        }
+        if let first = staged.changed.map(relative).min() {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
-        return (records?.assets ?? plain, pins, absent, records == nil, plan)
+        return (records?.assets ?? plain, staged.pins, staged.absent, records == nil, plan)
     }
 
     /// Reads a bag for an import, staging its payload; `recordsRead` gets our records file
@@ -291,10 +277,8 @@ extension Catalog {
             do {
                 return try BagReader.read(
                     at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
-                    sink: { [content] _, expected in
-                        let sink = try StagingSink(content: content, expected: expected)
-                        staged.paths.append(sink.path)
-                        return sink
+                    sink: { [content] file, expected in
+                        try StagingSink(file: file, content: content, expected: expected, staged: staged)
                     },
                     tagFileRead: { name, bytes in
                         if name == BundleRecords.fileName { recordsRead(bytes) }

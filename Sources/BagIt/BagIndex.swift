@@ -2,16 +2,23 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// A read's per-file state — each file's size and digests, each manifest line — kept in a
-/// private temporary SQLite database rather than in memory, so that reading a bag takes
-/// the same memory whatever its number of files. SQLite deletes the file as it opens it:
-/// nothing is left behind, even by a crash. The checks after the read are queries.
+/// A read's per-file state — each file's size and digests, each manifest line — kept in
+/// private temporary SQLite databases rather than in memory, so that reading a bag takes
+/// the same memory whatever its number of files. SQLite deletes each file as it opens it:
+/// nothing is left behind, even by a crash. The checks after the read walk them.
+///
+/// Two databases: the files, written on the ``BagIndexWriter``'s thread while the read goes
+/// on, and the manifests, which the reading thread looks payload files up in — the one
+/// never waits for the other.
 ///
 /// Paths are compared as Swift compares strings, by canonical equivalence: each row's key
 /// is the path's NFC form (ASCII is its own), so that `é` as one scalar and as `e` + accent
 /// are the same file, and a manifest can name a file in either form.
 final class BagIndex {
-    let queue: DatabaseQueue
+    /// The files read (`file`), and a directory's paths to read (`walk`).
+    let files: DatabaseQueue
+    /// The manifests' lines (`manifest`), and those that wait for the version (`pending`).
+    let manifests: DatabaseQueue
 
     init() throws(BagError) {
         var configuration = Configuration()
@@ -19,24 +26,30 @@ final class BagIndex {
             // Nothing here outlives the read's results: no journal, no syncs, no other connection.
             try db.execute(
                 sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; "
-                    + "PRAGMA cache_size = -4096; PRAGMA temp_store = FILE")
+                    + "PRAGMA cache_size = -2048; PRAGMA temp_store = FILE")
         }
         do {
-            queue = try DatabaseQueue(path: "", configuration: configuration)
-            try queue.inDatabase { db in
+            files = try DatabaseQueue(path: "", configuration: configuration)
+            try files.inDatabase { db in
                 try db.execute(
                     sql: """
                         CREATE TABLE file(
                             key TEXT PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL,
-                            md5 TEXT, sha1 TEXT, sha256 TEXT, sha512 TEXT, receipt TEXT, link TEXT) WITHOUT ROWID;
+                            md5 TEXT, sha1 TEXT, sha256 TEXT, sha512 TEXT, link TEXT) WITHOUT ROWID;
+                        CREATE TABLE walk(
+                            payload INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (payload, path)) WITHOUT ROWID;
+                        """)
+            }
+            manifests = try DatabaseQueue(path: "", configuration: configuration)
+            try manifests.inDatabase { db in
+                try db.execute(
+                    sql: """
                         CREATE TABLE manifest(
                             manifest INTEGER NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL,
                             checksum TEXT NOT NULL, PRIMARY KEY (manifest, key)) WITHOUT ROWID;
                         CREATE TABLE pending(
                             manifest INTEGER NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
                             PRIMARY KEY (manifest, number)) WITHOUT ROWID;
-                        CREATE TABLE walk(
-                            payload INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (payload, path)) WITHOUT ROWID;
                         """)
             }
         } catch {
@@ -53,23 +66,38 @@ final class BagIndex {
         path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
     }
 
-    /// Runs `body` on the database; the database's own errors become ``BagError`` `io`,
-    /// any other passes as it is.
-    func run<T>(_ body: (Database) throws -> T) throws -> T {
+    /// Runs `body` on `database` (``files`` unless said); the database's own errors become
+    /// ``BagError`` `io`, any other passes as it is.
+    func run<T>(_ database: KeyPath<BagIndex, DatabaseQueue> = \.files, _ body: (Database) throws -> T) throws -> T {
         do {
-            return try queue.inDatabase(body)
+            return try self[keyPath: database].inDatabase(body)
         } catch {
             throw Self.mapped(error)
         }
     }
 
-    /// Runs a query on the database.
-    func query<T>(_ body: (Database) throws -> T) throws(BagError) -> T {
+    /// Runs `body` on both databases: the files, then the manifests.
+    func run<T>(_ body: (_ files: Database, _ manifests: Database) throws -> T) throws -> T {
+        try run { files in try run(\.manifests) { manifests in try body(files, manifests) } }
+    }
+
+    /// Runs a query on both databases.
+    func query<T>(_ body: (_ files: Database, _ manifests: Database) throws -> T) throws(BagError) -> T {
         do {
-            return try queue.inDatabase(body)
+            return try files.inDatabase { files in try manifests.inDatabase { manifests in try body(files, manifests) }
+            }
         } catch {
             throw Self.failure(error)
         }
+    }
+
+    /// A second file whose name is the same string as an earlier one's in another Unicode
+    /// normalisation (`é` as one scalar and as `e` + accent): two files on Linux, one key in
+    /// the index — without this, one of them would silently take the other's place.
+    static func twin(_ path: String) -> BagError {
+        BagError(
+            .hostileEntry, file: path,
+            "is a second file with this name in another Unicode normalisation (NFC and NFD); a bag cannot hold both")
     }
 
     /// `error`, or for an error of the database, a ``BagError`` that says what failed.
@@ -78,24 +106,18 @@ final class BagIndex {
     }
 
     /// The columns of a file that ``file(_:root:listed:)`` reads, from `file AS f`.
-    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha256, f.sha512, f.receipt, f.link"
+    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha256, f.sha512, f.link"
 
-    /// A payload file from a row of ``fileColumns`` followed by the checksum each of `listed`
-    /// gives it.
-    static func file(_ row: OpaquePointer, root: String, listed: [ChecksumAlgorithm]) -> BagPayloadFile {
+    /// A payload file from a row of ``fileColumns`` (with nothing ``BagPayloadFile/listed``).
+    static func file(_ row: OpaquePointer, root: String) -> BagPayloadFile {
         var digests: [ChecksumAlgorithm: String] = [:]
         for (i, algorithm) in ChecksumAlgorithm.allCases.enumerated() {
             if let digest = Database.text(row, Int32(2 + i)) { digests[algorithm] = digest }
         }
-        var checksums: [ChecksumAlgorithm: String] = [:]
-        for (i, algorithm) in listed.enumerated() {
-            if let checksum = Database.text(row, Int32(8 + i)) { checksums[algorithm] = checksum }
-        }
         let path = Database.text(row, 0) ?? ""
-        let link = Database.text(row, 7)
+        let link = Database.text(row, 6)
         return BagPayloadFile(
-            path: path.droppingBytePrefix(root), size: sqlite3_column_int64(row, 1), digests: digests,
-            listed: checksums, receipt: Database.text(row, 6),
+            path: path.droppingBytePrefix(root), size: sqlite3_column_int64(row, 1), digests: digests, listed: [:],
             linkTarget: link.map { $0.hasBytePrefix(root) ? $0.droppingBytePrefix(root) : $0 })
     }
 }
@@ -130,28 +152,21 @@ public final class BagPayload {
     /// path in another Unicode normalisation names the same file.
     public static func key(_ path: String) -> String { BagIndex.key(path) }
 
-    /// The query for payload files with what each manifest lists for them (in the order of
-    /// ``manifestAlgorithms``), for the files `condition` chooses.
-    private func select(where condition: String) -> String {
-        var sql = "SELECT \(BagIndex.fileColumns)"
-        let algorithms = manifestAlgorithms
-        for i in algorithms.indices { sql += ", m\(i).checksum" }
-        sql += " FROM file AS f"
-        for (i, algorithm) in algorithms.enumerated() {
-            sql += " LEFT JOIN manifest AS m\(i) ON m\(i).manifest = \(manifests[algorithm]!) AND m\(i).key = f.key"
-        }
-        return sql + " WHERE " + condition
-    }
-
     /// The payload file at `path` (`data/…`); a path in another Unicode normalisation names
     /// the same file.
     public func file(_ path: String) throws(BagError) -> BagPayloadFile? {
         let (low, high) = Self.range(root + "data/")
-        let sql = select(where: "f.key = ? AND f.path >= ? AND f.path < ?")
-        return try index.query { db in
+        let key = BagIndex.key(root + path)
+        return try index.query { files, manifests in
             var file: BagPayloadFile?
-            try db.run(sql, [.text(BagIndex.key(root + path)), .text(low), .text(high)]) {
-                file = BagIndex.file($0, root: root, listed: manifestAlgorithms)
+            try files.run(
+                "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ? AND f.path >= ? AND f.path < ?",
+                [.text(key), .text(low), .text(high)]
+            ) { file = BagIndex.file($0, root: root) }
+            for (algorithm, id) in self.manifests where file != nil {
+                try manifests.run(
+                    "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?", [.integer(Int64(id)), .text(key)]
+                ) { file!.listed[algorithm] = Database.text($0, 0) }
             }
             return file
         }
@@ -161,15 +176,28 @@ public final class BagPayload {
     /// a time (`body` may look files up meanwhile).
     public func forEach(_ body: (BagPayloadFile) throws -> Void) throws {
         let (low, high) = Self.range(root + "data/")
-        let sql = select(where: "f.key > ? AND f.path >= ? AND f.path < ? ORDER BY f.key LIMIT 1000")
-        let algorithms = manifestAlgorithms
         var after = ""
         while true {
-            let page = try index.query { db in
+            let page = try index.query { files, manifests in
                 var page: [(key: String, file: BagPayloadFile)] = []
-                try db.run(sql, [.text(after), .text(low), .text(high)]) {
-                    page.append(
-                        (BagIndex.key(Database.text($0, 0) ?? ""), BagIndex.file($0, root: root, listed: algorithms)))
+                try files.run(
+                    "SELECT \(BagIndex.fileColumns), f.key FROM file AS f WHERE f.key > ? AND f.path >= ? "
+                        + "AND f.path < ? ORDER BY f.key LIMIT 1000", [.text(after), .text(low), .text(high)]
+                ) { page.append((Database.text($0, 7) ?? "", BagIndex.file($0, root: root))) }
+                // What each manifest lists for the page: its lines in the page's range, beside it.
+                guard let first = page.first?.key, let last = page.last?.key else { return page }
+                for (algorithm, id) in self.manifests {
+                    var i = 0
+                    try manifests.run(
+                        "SELECT key, checksum FROM manifest WHERE manifest = ? AND key >= ? AND key <= ? ORDER BY key",
+                        [.integer(Int64(id)), .text(first), .text(last)]
+                    ) { row in
+                        let key = Database.text(row, 0) ?? ""
+                        while i < page.count, page[i].key.utf8.lexicographicallyPrecedes(key.utf8) { i += 1 }
+                        if i < page.count, page[i].key.utf8.elementsEqual(key.utf8) {
+                            page[i].file.listed[algorithm] = Database.text(row, 1)
+                        }
+                    }
                 }
                 return page
             }
@@ -288,5 +316,124 @@ final class RowWalk {
             if order != 0 { return Int(order) }
         }
         return a.count - b.count
+    }
+}
+
+/// Writes a read's rows into its ``BagIndex`` on another thread, a batch at a time, while
+/// the read goes on: the reading thread only hands them over. At most 16 batches wait,
+/// so memory stays bounded however far the read runs ahead.
+final class BagIndexWriter: @unchecked Sendable {
+    /// A row to write.
+    enum Row {
+        /// A file read (a second file with the same key is refused).
+        case file(path: String, size: Int64, digests: [ChecksumAlgorithm: String], link: String?)
+        /// A line of a manifest, parsed (a path listed twice is noted: ``duplicate(in:)``).
+        case line(manifest: Int, number: Int, key: String, path: String, checksum: String)
+        /// A line of a manifest whose version is not known yet, raw.
+        case pending(manifest: Int, number: Int, line: [UInt8])
+    }
+
+    static let batchSize = 512
+    private let index: BagIndex
+    private let queue = DispatchQueue(label: "BagIt.BagIndexWriter")
+    private let slots = DispatchSemaphore(value: 16)
+    private var batch: [Row] = []
+    private let lock = NSLock()
+    /// What stopped a write: later batches are dropped. Guarded by `lock`.
+    private var failure: (any Error)?
+    /// Each manifest's first line that lists a path again. Guarded by `lock`.
+    private var duplicates: [Int: (number: Int, path: String)] = [:]
+
+    init(index: BagIndex) {
+        self.index = index
+        batch.reserveCapacity(Self.batchSize)
+    }
+
+    /// Adds a row; throws what stopped an earlier write.
+    func add(_ row: Row) throws {
+        batch.append(row)
+        if batch.count >= Self.batchSize { try flush() }
+    }
+
+    /// Hands the rows added so far to the writing thread.
+    func flush() throws {
+        try check()
+        guard !batch.isEmpty else { return }
+        let rows = batch
+        batch = []
+        batch.reserveCapacity(Self.batchSize)
+        slots.wait()
+        queue.async { [self] in
+            defer { slots.signal() }
+            guard lock.withLock({ failure == nil }) else { return }
+            do {
+                let isFile: (Row) -> Bool = {
+                    if case .file = $0 { true } else { false }
+                }
+                for (database, chosen) in [
+                    (\BagIndex.files, rows.filter(isFile)), (\.manifests, rows.filter { !isFile($0) }),
+                ]
+                where !chosen.isEmpty {
+                    try index.run(database) { db in
+                        try db.inTransaction {
+                            for row in chosen { try write(row, db) }
+                            return .commit
+                        }
+                    }
+                }
+            } catch {
+                lock.withLock { failure = failure ?? error }
+            }
+        }
+    }
+
+    /// Waits until every row added is written; throws what stopped a write.
+    func drain() throws {
+        try flush()
+        queue.sync {}
+        try check()
+    }
+
+    /// Waits for the writes under way, without throwing (a read that failed ends with it).
+    func stop() {
+        batch = []
+        queue.sync {}
+    }
+
+    /// Throws what stopped a write, if anything did.
+    func check() throws {
+        if let failure = lock.withLock({ failure }) { throw BagIndex.mapped(failure) }
+    }
+
+    /// The first line of manifest `id` that listed a path again, once written.
+    func duplicate(in id: Int) -> (number: Int, path: String)? { lock.withLock { duplicates[id] } }
+
+    private func write(_ row: Row, _ db: Database) throws {
+        switch row {
+        case .file(let path, let size, let digests, let link):
+            try db.run(
+                "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha256, sha512, link) "
+                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    .text(BagIndex.key(path)), .text(path), .integer(size), .text(digests[.md5]),
+                    .text(digests[.sha1]), .text(digests[.sha256]), .text(digests[.sha512]), .text(link),
+                ])
+            if db.changesCount != 1 { throw BagIndex.twin(path) }
+        case .line(let manifest, let number, let key, let path, let checksum):
+            try db.run(
+                "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
+                [.integer(Int64(manifest)), .text(key), .text(path), .text(checksum)])
+            if db.changesCount != 1 {
+                lock.withLock {
+                    if duplicates[manifest] == nil { duplicates[manifest] = (number, path) }
+                }
+            }
+        case .pending(let manifest, let number, let line):
+            try line.withUnsafeBytes { bytes in
+                try db.run(
+                    "INSERT INTO pending(manifest, number, line) VALUES (?, ?, ?)",
+                    [.integer(Int64(manifest)), .integer(Int64(number)), .blob(bytes)])
+            }
+        }
     }
 }

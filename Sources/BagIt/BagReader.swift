@@ -12,9 +12,9 @@ import GRDBSQLite
 public protocol BagPayloadSink: AnyObject {
     /// The next bytes of the file.
     func write(_ bytes: UnsafeRawBufferPointer) throws
-    /// The file is complete. Returns a note to keep with the file, as its
-    /// ``BagPayloadFile/receipt`` (where the sink put it, say), or `nil`.
-    func finish() throws -> String?
+    /// The file is complete: these are its digests (SHA-256 always, and those of the
+    /// payload manifests read so far).
+    func finish(digests: [ChecksumAlgorithm: String]) throws
 }
 
 /// Options for reading a bag.
@@ -43,7 +43,7 @@ public struct BagProgress: Sendable, Hashable {
     public var filesDone: Int
 }
 
-/// A payload file as read: its size and digests, and what its sink said of it.
+/// A payload file as read: its size and digests, and what the manifests list for it.
 public struct BagPayloadFile: Sendable, Hashable {
     /// The path relative to the bag (`data/…`).
     public var path: String
@@ -52,8 +52,6 @@ public struct BagPayloadFile: Sendable, Hashable {
     public var digests: [ChecksumAlgorithm: String]
     /// What each payload manifest lists for it, by algorithm (lowercase hex).
     public var listed: [ChecksumAlgorithm: String]
-    /// What the sink that received the bytes returned from ``BagPayloadSink/finish()``.
-    public var receipt: String?
     /// For a hard link in an archive: the payload file it repeats.
     public var linkTarget: String?
 }
@@ -139,19 +137,23 @@ public enum BagReader {
         let scan = Scan(
             source: path, index: index, options: options, sink: sink, progress: progress, isCancelled: isCancelled)
         scan.tagFileRead = tagFileRead
-        return try index.run { db in
-            // One transaction for the whole read: a statement's own would cost more than the
-            // statement (the database has no journal; nothing is rolled back but on an error).
+        defer { scan.writer.stop() }
+        if isDirectory.boolValue {
+            try scan.readDirectory(path)
+        } else {
+            try scan.readArchive(path)
+        }
+        try scan.writer.drain()
+        return try index.run { files, manifests in
             var contents: BagContents?
-            try db.inTransaction {
-                scan.db = db
-                defer { scan.db = nil }
-                if isDirectory.boolValue {
-                    try scan.readDirectory(path)
-                } else {
-                    try scan.readArchive(path)
+            try files.inTransaction {
+                try manifests.inTransaction {
+                    scan.db = files
+                    scan.mdb = manifests
+                    defer { (scan.db, scan.mdb) = (nil, nil) }
+                    contents = try scan.contents()
+                    return .commit
                 }
-                contents = try scan.contents()
                 return .commit
             }
             return contents!
@@ -172,7 +174,11 @@ final class Scan {
         var isPending: Bool { version == nil }
         var lines = 0
         /// The first line that could not be read: the manifest is not used.
-        var failure: BagError?
+        var failure: BagError? {
+            didSet { if failure != nil && failureLine == .max { failureLine = lines } }
+        }
+        /// The number of that line.
+        var failureLine = Int.max
         var name: String { "manifest-\(algorithm.rawValue).txt" }
     }
 
@@ -183,8 +189,11 @@ final class Scan {
     let progress: ((BagProgress) -> Void)?
     let isCancelled: () -> Bool
     var tagFileRead: ((String, [UInt8]) -> Void)?
-    /// The index's database, during the read.
-    var db: Database!
+    /// Writes the files and manifest lines into the index as the read goes.
+    let writer: BagIndexWriter
+    /// The index's databases of files and of manifests, once the read has ended (``contents()``).
+    var db: Database?
+    var mdb: Database?
 
     /// Kept tag-file bytes, by path in the bundle.
     var kept: [String: [UInt8]] = [:]
@@ -207,6 +216,7 @@ final class Scan {
     ) {
         self.source = source
         self.index = index
+        writer = BagIndexWriter(index: index)
         self.options = options
         self.sink = sink
         self.progress = progress
@@ -277,12 +287,14 @@ final class Scan {
     /// The SHA-256 the manifest read so far gives `path` (`root/data/…`), if any.
     func expectedSHA256(_ path: String, root: String) throws -> String? {
         guard let manifest = sha256Manifests[root] else { return nil }
-        var checksum: String?
-        try db.run(
-            "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?",
-            [.integer(Int64(manifest)), .text(BagIndex.key(path))]
-        ) { checksum = Database.text($0, 0) }
-        return checksum
+        return try manifestDatabase { db in
+            var checksum: String?
+            try db.run(
+                "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?",
+                [.integer(Int64(manifest)), .text(BagIndex.key(path))]
+            ) { checksum = Database.text($0, 0) }
+            return checksum
+        }
     }
 
     func report(bytes: Int64, file: Bool) {
@@ -293,34 +305,36 @@ final class Scan {
 
     // MARK: The index
 
-    /// Records a file read. Refuses a second file whose name is the same string as an
-    /// earlier one's in another Unicode normalisation (`é` as one scalar and as `e` +
-    /// accent): two files on Linux, one key in the index — without this, one of them would
-    /// silently take the other's place.
+    /// Runs `body` on the index's database: the read's transaction once the read has ended,
+    /// or a call of its own.
+    func database<T>(_ body: (Database) throws -> T) throws -> T {
+        if let db { return try body(db) }
+        return try index.run(\.files, body)
+    }
+
+    /// Runs `body` on the index's database of manifests (see ``database(_:)``).
+    func manifestDatabase<T>(_ body: (Database) throws -> T) throws -> T {
+        if let mdb { return try body(mdb) }
+        return try index.run(\.manifests, body)
+    }
+
+    /// Records a file read. A second file whose name is an earlier one's in another Unicode
+    /// normalisation stops the read (``BagIndex/twin(_:)``), a batch later.
     func record(
-        _ path: String, size: Int64, digests: [ChecksumAlgorithm: String], receipt: String?, link: String?
+        _ path: String, size: Int64, digests: [ChecksumAlgorithm: String], link: String?
     ) throws {
-        try db.run(
-            "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha256, sha512, receipt, link) "
-                + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                .text(BagIndex.key(path)), .text(path), .integer(size), .text(digests[.md5]), .text(digests[.sha1]),
-                .text(digests[.sha256]), .text(digests[.sha512]), .text(receipt), .text(link),
-            ])
-        guard db.changesCount == 1 else {
-            throw BagError(
-                .hostileEntry, file: path,
-                "is a second file with this name in another Unicode normalisation (NFC and NFD); a bag cannot "
-                    + "hold both")
-        }
+        try writer.add(.file(path: path, size: size, digests: digests, link: link))
         if Self.isDeclaration(path) { declarations.append(path) }
     }
 
     /// A file read so far, by path: its row as ``BagIndex/fileColumns`` selects it.
     func fileRow(_ path: String) throws -> Row? {
-        try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ?"),
-            arguments: [BagIndex.key(path)])
+        try writer.drain()
+        return try database { db in
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ?"),
+                arguments: [BagIndex.key(path)])
+        }
     }
 
     /// The digests of a row of ``BagIndex/fileColumns``.
@@ -360,51 +374,66 @@ final class Scan {
         guard manifests[id].failure == nil else { return }
         let number = manifests[id].lines
         if manifests[id].isPending {
-            try db.run(
-                "INSERT INTO pending(manifest, number, line) VALUES (?, ?, ?)",
-                [.integer(Int64(id)), .integer(Int64(number)), .blob(line)])
+            try writer.add(.pending(manifest: id, number: number, line: Array(line)))
             return
         }
-        manifests[id].failure = try addManifestLine(id, number: number, line, version: manifests[id].version!)
+        switch parseManifestLine(id, number: number, line, version: manifests[id].version!) {
+        case .failure(let problem): manifests[id].failure = problem
+        case .success(nil): break
+        case .success(let (key, path, checksum)?):
+            try writer.add(.line(manifest: id, number: number, key: key, path: path, checksum: checksum))
+        }
     }
 
-    /// Parses line `number` of manifest `id` into the index; returns what is wrong with it.
-    func addManifestLine(
+    /// Parses line `number` of manifest `id`: its key, path and checksum (`nil` for a blank
+    /// line), or what is wrong with it.
+    func parseManifestLine(
         _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
-    ) throws -> BagError? {
+    ) -> Result<(key: String, path: String, checksum: String)?, BagError> {
         let manifest = manifests[id]
         if number == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) {
-            return BagError(
-                .malformedTagFile, file: manifest.name, "begins with a byte-order mark, which BagIt does not allow")
+            return .failure(
+                BagError(
+                    .malformedTagFile, file: manifest.name, "begins with a byte-order mark, which BagIt does not allow"
+                ))
         }
         guard let text = String(validating: line, as: UTF8.self) else {
-            return BagError(.malformedTagFile, file: manifest.name, "is not valid UTF-8")
+            return .failure(BagError(.malformedTagFile, file: manifest.name, "is not valid UTF-8"))
         }
-        let entry: (path: String, checksum: String)?
         do {
-            entry = try TagFile.parseManifestLine(
-                Substring(text), number: number, file: manifest.name, algorithm: manifest.algorithm, version: version)
+            guard
+                let (path, checksum) = try TagFile.parseManifestLine(
+                    Substring(text), number: number, file: manifest.name, algorithm: manifest.algorithm,
+                    version: version)
+            else { return .success(nil) }
+            return .success((BagIndex.key(manifest.root + path), path, checksum))
         } catch {
-            return error
+            return .failure(error)
         }
-        guard let (path, checksum) = entry else { return nil }
-        try db.run(
-            "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
-            [.integer(Int64(id)), .text(BagIndex.key(manifest.root + path)), .text(path), .text(checksum)])
-        return db.changesCount == 1 ? nil : TagFile.duplicateManifestLine(path, number: number, file: manifest.name)
     }
 
-    /// Ends manifest `id`: a manifest that could not be read leaves nothing in the index.
+    /// Ends manifest `id` once its lines are written: a manifest that could not be read —
+    /// a bad line, or one that lists a path again, whichever comes first — leaves nothing
+    /// in the index.
     func endManifest(_ id: Int) throws {
+        try writer.drain()
+        if let (number, path) = writer.duplicate(in: id), number < manifests[id].failureLine {
+            manifests[id].failure = TagFile.duplicateManifestLine(path, number: number, file: manifests[id].name)
+        }
         if manifests[id].failure != nil {
-            try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
+            try manifestDatabase { db in
+                try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
+            }
         } else if !manifests[id].isPending, manifests[id].algorithm == .sha256 {
             sha256Manifests[manifests[id].root] = id
         }
     }
 
-    /// Parses the lines of manifest `id` that waited for the version.
+    /// Parses the lines of manifest `id` that waited for the version (once the read has
+    /// ended: straight into the index).
     func parsePending(_ id: Int, version: String) throws {
+        guard let db = mdb else { return }
+        manifests[id].version = version
         var after = 0
         while manifests[id].failure == nil {
             let page = try Row.fetchAll(
@@ -413,14 +442,27 @@ final class Scan {
                 ),
                 arguments: [id, after])
             for row in page where manifests[id].failure == nil {
+                let number: Int = row[0]
                 let line: Data = row[1]
-                manifests[id].failure = try addManifestLine(id, number: row[0], line, version: version)
+                switch parseManifestLine(id, number: number, line, version: version) {
+                case .failure(let problem): manifests[id].failure = problem
+                case .success(nil): break
+                case .success(let (key, path, checksum)?):
+                    try db.run(
+                        "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
+                        [.integer(Int64(id)), .text(key), .text(path), .text(checksum)])
+                    if db.changesCount != 1 {
+                        manifests[id].failure = TagFile.duplicateManifestLine(
+                            path, number: number, file: manifests[id].name)
+                    }
+                }
             }
             guard page.count == 1000, let last = page.last else { break }
             after = last[0]
         }
-        manifests[id].version = version
-        try endManifest(id)
+        if manifests[id].failure != nil {
+            try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
+        }
     }
 
     // MARK: Reading
@@ -461,7 +503,8 @@ final class Scan {
                 bytes.append(contentsOf: chunk)
             }
         }
-        let receipt = try target?.finish()
+        let digests = hasher.finalize()
+        try target?.finish(digests: digests)
         if let manifest {
             try lines.finish { try manifestLine(manifest, $0) }
             try endManifest(manifest)
@@ -473,7 +516,7 @@ final class Scan {
                 tagFileRead(name, bytes)
             }
         }
-        try record(path, size: size, digests: hasher.finalize(), receipt: receipt, link: nil)
+        try record(path, size: size, digests: digests, link: nil)
     }
 
     // MARK: Archives
@@ -500,8 +543,8 @@ final class Scan {
                             .hostileEntry, file: member, "is a hard link to \(target), which is not in the bag")
                     }
                     // The file it repeats, when that is a link too.
-                    let link = (row[7] as String?) ?? BagIndex.key(target)
-                    try record(member, size: row[1], digests: Self.digests(row), receipt: row[6], link: link)
+                    let link = (row[6] as String?) ?? BagIndex.key(target)
+                    try record(member, size: row[1], digests: Self.digests(row), link: link)
                 case .file:
                     let start = reader.compressedBytesRead
                     try consume(member) { write in
@@ -551,13 +594,13 @@ final class Scan {
     /// Hashes, in a second pass, what the first could not: files read before a manifest in
     /// an algorithm they were not hashed with. `payload` gives the algorithms every payload
     /// file under `root` needs; `tags`, those of some tag files, by path in the bundle.
-    func completeDigests(root: String, payload: Set<ChecksumAlgorithm>, tags: [String: Set<ChecksumAlgorithm>])
-        throws
-    {
+    func completeDigests(
+        _ db: Database, root: String, payload: Set<ChecksumAlgorithm>, tags: [String: Set<ChecksumAlgorithm>]
+    ) throws {
         let (low, high) = BagPayload.range(root + "data/")
         func needs(_ path: String) throws -> Set<ChecksumAlgorithm> {
             if let algorithms = tags[path] { return algorithms }
-            guard !payload.isEmpty, path.hasBytePrefix(low), let row = try fileRow(path), row[7] as String? == nil
+            guard !payload.isEmpty, path.hasBytePrefix(low), let row = try fileRow(path), row[6] as String? == nil
             else { return [] }
             return payload.subtracting(Self.digests(row).keys)
         }
@@ -622,38 +665,48 @@ final class Scan {
         guard let walker = manager.enumerator(atPath: root) else { throw BagError(.io, file: root, "cannot be read") }
         // The paths go to the index, to be read in byte order: tag files first (the manifests
         // say which digests the payload needs), then the payload.
-        while let relative = walker.nextObject() as? String {
-            var info = stat()
-            guard lstat(root + "/" + relative, &info) == 0 else {
-                throw BagError(.io, file: relative, "cannot be read")
-            }
-            switch info.st_mode & S_IFMT {
-            case S_IFDIR: continue
-            case S_IFREG:
-                bytesTotal += Int64(info.st_size)
-                try db.cachedStatement(sql: "INSERT INTO walk(payload, path) VALUES (?, ?)")
-                    .execute(arguments: [relative.hasBytePrefix("data/"), relative])
-            case S_IFLNK:
-                let target = (try? manager.destinationOfSymbolicLink(atPath: root + "/" + relative)) ?? "?"
-                let resolved = URL(fileURLWithPath: root + "/" + relative).resolvingSymlinksInPath().path
-                let inside = resolved.hasPrefix(URL(fileURLWithPath: root).resolvingSymlinksInPath().path + "/")
-                throw BagError(
-                    .hostileEntry, file: relative,
-                    inside
-                        ? "is a symbolic link (to \(target)); a bag holds regular files only"
-                        : "is a symbolic link to \(target), outside the bag")
-            default:
-                throw BagError(
-                    .hostileEntry, file: relative, "is a device, FIFO or socket; a bag holds regular files only")
+        try index.run { db in
+            try db.inTransaction {
+                while let relative = walker.nextObject() as? String {
+                    var info = stat()
+                    guard lstat(root + "/" + relative, &info) == 0 else {
+                        throw BagError(.io, file: relative, "cannot be read")
+                    }
+                    switch info.st_mode & S_IFMT {
+                    case S_IFDIR: continue
+                    case S_IFREG:
+                        bytesTotal += Int64(info.st_size)
+                        try db.run(
+                            "INSERT INTO walk(payload, path) VALUES (?, ?)",
+                            [.integer(relative.hasBytePrefix("data/") ? 1 : 0), .text(relative)])
+                    case S_IFLNK:
+                        let target = (try? manager.destinationOfSymbolicLink(atPath: root + "/" + relative)) ?? "?"
+                        let resolved = URL(fileURLWithPath: root + "/" + relative).resolvingSymlinksInPath().path
+                        let inside = resolved.hasPrefix(
+                            URL(fileURLWithPath: root).resolvingSymlinksInPath().path + "/")
+                        throw BagError(
+                            .hostileEntry, file: relative,
+                            inside
+                                ? "is a symbolic link (to \(target)); a bag holds regular files only"
+                                : "is a symbolic link to \(target), outside the bag")
+                    default:
+                        throw BagError(
+                            .hostileEntry, file: relative,
+                            "is a device, FIFO or socket; a bag holds regular files only")
+                    }
+                }
+                return .commit
             }
         }
-        for payload in [false, true] {
+        for payload in [0, 1] {
             var after = ""
             while true {
-                let page = try String.fetchAll(
-                    db.cachedStatement(
-                        sql: "SELECT path FROM walk WHERE payload = ? AND path > ? ORDER BY path LIMIT 1000"),
-                    arguments: [payload, after])
+                let page = try index.run { db in
+                    try String.fetchAll(
+                        db.cachedStatement(
+                            sql: "SELECT path FROM walk WHERE payload = ? AND path > ? ORDER BY path LIMIT 1000"),
+                        arguments: [payload, after])
+                }
                 for relative in page { try readFile(root + "/" + relative, as: relative) }
                 guard page.count == 1000, let last = page.last else { break }
                 after = last
@@ -718,6 +771,7 @@ final class Scan {
     }
 
     func contents() throws -> BagContents {
+        guard let db, let mdb else { preconditionFailure("contents() runs once the read has ended, on its databases") }
         // Where is the bag? `bagit.txt` at the top, or in exactly one top-level directory.
         guard !declarations.isEmpty else {
             throw BagError(.notABag, file: source, "holds no bagit.txt: it is not a BagIt bag")
@@ -789,7 +843,7 @@ final class Scan {
         for path in Set(tagManifests.values.flatMap(\.keys)) where !path.hasBytePrefix("data/") {
             guard let row = try fileRow(root + path) else { continue }
             // A hard link to a kept tag file has that file's bytes.
-            if let bytes = kept[root + path] ?? (row[7] as String?).flatMap({ kept[$0] }) {
+            if let bytes = kept[root + path] ?? (row[6] as String?).flatMap({ kept[$0] }) {
                 var hasher = MultiHasher(tagAlgorithms)
                 bytes.withUnsafeBytes { hasher.update($0) }
                 tagDigests[path] = hasher.finalize()
@@ -809,7 +863,7 @@ final class Scan {
                     "SELECT EXISTS (SELECT 1 FROM file WHERE path >= ? AND path < ? AND link IS NULL AND (\(lacking)))",
                 arguments: [dataLow, dataHigh]) == true
         if payloadLacks || !tagNeeds.isEmpty {
-            try completeDigests(root: root, payload: payloadLacks ? payloadNeeds : [], tags: tagNeeds)
+            try completeDigests(db, root: root, payload: payloadLacks ? payloadNeeds : [], tags: tagNeeds)
         }
 
         // Completeness both ways, and checksums, for every payload manifest. (In any order:
@@ -818,14 +872,14 @@ final class Scan {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
             for path in try String.fetchAll(
-                db, sql: "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
+                mdb, sql: "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
                 arguments: [id])
             {
                 problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
             }
             // The manifest's lines and the payload files, side by side in the order of their keys.
             let listed = try RowWalk(
-                db,
+                mdb,
                 "SELECT key, path, checksum FROM manifest WHERE manifest = ? AND path >= 'data/' AND path < 'data0' "
                     + "ORDER BY key", [.integer(Int64(id))])
             let files = try RowWalk(

@@ -125,6 +125,54 @@ import Testing
                     ]))
     }
 
+    /// A manifest that lists a path twice — also in another Unicode normalisation — is
+    /// reported at the first line that does, whether it was read before or after the
+    /// declaration, and whichever comes first of that and a line that cannot be read.
+    @Test(arguments: [true, false])
+    func aPathListedTwiceIsReportedAtItsFirstRepeat(declarationFirst: Bool) throws {
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        let declaration = file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
+        func read(_ lines: [String]) throws -> [String] {
+            let manifest = file("manifest-sha256.txt", lines.map { $0 + "\n" }.joined())
+            let bag = try tar(
+                (declarationFirst ? [declaration, manifest] : [manifest, declaration])
+                    + [file("data/\u{E9}.txt", Self.payload)])
+            return try BagReader.read(at: bag).problems.map(\.description)
+        }
+        let composed = "\(sha)  data/\u{E9}.txt"
+        let decomposed = "\(sha)  data/e\u{301}.txt"
+        #expect(
+            try read([composed, decomposed, "not-a-line"]) == [
+                "manifest-sha256.txt: line 2 lists data/e\u{301}.txt a second time"
+            ])
+        #expect(
+            try read([composed, "not-a-line", decomposed]) == [
+                "manifest-sha256.txt: line 2 is not 'checksum path'"
+            ])
+    }
+
+    /// More files than the index writes at once, and than a walk of the payload takes at once:
+    /// every one is checked, and the walk gives them all, in order.
+    @Test func aBagOfManyFilesIsReadWhole() throws {
+        let names = (0..<1_234).map { String(format: "data/%04d.txt", $0) }
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        let bag = try tar(
+            [
+                file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+                file("manifest-sha256.txt", names.dropLast().map { "\(sha)  \($0)\n" }.joined()),
+            ] + names.map { file($0, Self.payload) })
+        let read = try BagReader.read(at: bag)
+        #expect(
+            read.problems.map(\.description) == ["data/1233.txt: is in the bag but not listed in manifest-sha256.txt"])
+        var walked: [String] = []
+        try read.payload.forEach {
+            walked.append($0.path)
+            #expect($0.listed[.sha256] == ($0.path == "data/1233.txt" ? nil : sha))
+        }
+        #expect(walked == names)
+        #expect(read.payload.count == 1_234)
+    }
+
     /// Lines end with LF, CR or CR LF, also when a chunk ends between the CR and the LF.
     @Test func linesAreSplitAcrossChunks() {
         var splitter = LineSplitter()
