@@ -121,7 +121,7 @@ struct BundleRecords: Codable {
     struct Check {
         let records: BundleRecords
         /// The entries by the key of their payload path (ties in the records' order).
-        private let order: [(key: [UInt8], index: Int)]
+        private let order: [(key: String, index: Int)]
         private var next = 0
         /// Each entry's problems, by its index: reported in the records' order.
         private var found: [Int: [BagError]] = [:]
@@ -129,17 +129,18 @@ struct BundleRecords: Codable {
 
         init(_ records: BundleRecords) {
             self.records = records
-            order = records.assets.indices.map {
-                (key: Array(BagPayload.key(records.assets[$0].payload).utf8), index: $0)
-            }
-            .sorted { $0.key.lexicographicallyPrecedes($1.key) || ($0.key == $1.key && $0.index < $1.index) }
+            order = records.assets.indices.map { (key: BagPayload.key(records.assets[$0].payload), index: $0) }
+                .sorted {
+                    $0.key.utf8.lexicographicallyPrecedes($1.key.utf8)
+                        || ($0.key.utf8.elementsEqual($1.key.utf8) && $0.index < $1.index)
+                }
         }
 
         /// Takes the next payload file, in the order of ``BagPayload/forEach(_:)``.
         mutating func visit(_ payload: BagPayloadFile) {
-            let key = Array(BagPayload.key(payload.path).utf8)
-            while next < order.count, order[next].key.lexicographicallyPrecedes(key) { take(nil) }
-            if next < order.count, order[next].key == key {
+            let key = BagPayload.key(payload.path)
+            while next < order.count, order[next].key.utf8.lexicographicallyPrecedes(key.utf8) { take(nil) }
+            if next < order.count, order[next].key.utf8.elementsEqual(key.utf8) {
                 take(payload)
             } else {
                 // A payload file no entry accounts for would be left out of the import without a word.
@@ -153,7 +154,7 @@ struct BundleRecords: Codable {
             let key = order[next].key
             found[order[next].index] = BundleRecords.problems(of: records.assets[order[next].index], payload)
             next += 1
-            while next < order.count, order[next].key == key {
+            while next < order.count, order[next].key.utf8.elementsEqual(key.utf8) {
                 let entry = records.assets[order[next].index]
                 found[order[next].index] = [
                     BagError(.malformedTagFile, file: fileName, "gives \(entry.payload) to two assets")

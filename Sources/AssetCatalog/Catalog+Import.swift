@@ -276,7 +276,11 @@ extension Catalog {
         try bundleErrors(path) {
             do {
                 return try BagReader.read(
-                    at: path, options: BagReadOptions(policy: options.policy, keptTagFiles: [BundleRecords.fileName]),
+                    at: path,
+                    options: BagReadOptions(
+                        policy: options.policy, keptTagFiles: [BundleRecords.fileName],
+                        // The expected digest only serves to find content `objects/` has.
+                        looksUpExpectedSHA256: content.hasAnyObject()),
                     sink: { [content] file, expected in
                         try StagingSink(file: file, content: content, expected: expected, staged: staged)
                     },

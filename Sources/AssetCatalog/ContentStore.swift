@@ -191,6 +191,17 @@ final class ContentStore: Sendable {
             ? path : nil
     }
 
+    /// Whether `objects/` holds any content at all (a shard folder with a file in it).
+    func hasAnyObject() -> Bool {
+        let manager = FileManager.default
+        for shard in (try? manager.contentsOfDirectory(atPath: objects)) ?? [] {
+            if let files = try? manager.contentsOfDirectory(atPath: objects + "/" + shard), !files.isEmpty {
+                return true
+            }
+        }
+        return false
+    }
+
     /// Whether `objects/` has the content of `digest`.
     func hasObject(_ digest: String) -> Bool {
         faccessat(objectsDirectory, Self.objectName(digest), F_OK, 0) == 0

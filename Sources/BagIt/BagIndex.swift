@@ -137,10 +137,18 @@ public final class BagPayload {
     /// Their bytes (with ``count``, what `Payload-Oxum` counts).
     public let bytes: Int64
 
-    init(index: BagIndex, root: String, manifests: [ChecksumAlgorithm: Int], count: Int, bytes: Int64) {
+    /// Every manifest lists every payload file, with its digest: what each lists for a file
+    /// is then known without a look.
+    let manifestsListDigests: Bool
+
+    init(
+        index: BagIndex, root: String, manifests: [ChecksumAlgorithm: Int], manifestsListDigests: Bool, count: Int,
+        bytes: Int64
+    ) {
         self.index = index
         self.root = root
         self.manifests = manifests
+        self.manifestsListDigests = manifestsListDigests
         self.count = count
         self.bytes = bytes
     }
@@ -163,6 +171,10 @@ public final class BagPayload {
                 "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ? AND f.path >= ? AND f.path < ?",
                 [.text(key), .text(low), .text(high)]
             ) { file = BagIndex.file($0, root: root) }
+            if manifestsListDigests, var listed = file {
+                for algorithm in self.manifests.keys { listed.listed[algorithm] = listed.digests[algorithm] }
+                return listed
+            }
             for (algorithm, id) in self.manifests where file != nil {
                 try manifests.run(
                     "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?", [.integer(Int64(id)), .text(key)]
@@ -186,6 +198,14 @@ public final class BagPayload {
                 ) { page.append((Database.text($0, 7) ?? "", BagIndex.file($0, root: root))) }
                 // What each manifest lists for the page: its lines in the page's range, beside it.
                 guard let first = page.first?.key, let last = page.last?.key else { return page }
+                if manifestsListDigests {
+                    for i in page.indices {
+                        for algorithm in self.manifests.keys {
+                            page[i].file.listed[algorithm] = page[i].file.digests[algorithm]
+                        }
+                    }
+                    return page
+                }
                 for (algorithm, id) in self.manifests {
                     var i = 0
                     try manifests.run(

@@ -27,11 +27,18 @@ public struct BagReadOptions: Sendable {
     public var maxTagFileBytes: Int
     /// Further tag files (relative to the bag) whose bytes ``BagContents/tagFiles`` keeps.
     public var keptTagFiles: Set<String>
+    /// Whether a payload sink is told the SHA-256 the manifest gives its file: a look-up per
+    /// file, which a sink that would not use it (nothing to compare with) can spare.
+    public var looksUpExpectedSHA256: Bool
 
-    public init(policy: ExtractionPolicy = .default, maxTagFileBytes: Int = 256 << 20, keptTagFiles: Set<String> = []) {
+    public init(
+        policy: ExtractionPolicy = .default, maxTagFileBytes: Int = 256 << 20, keptTagFiles: Set<String> = [],
+        looksUpExpectedSHA256: Bool = true
+    ) {
         self.policy = policy
         self.maxTagFileBytes = maxTagFileBytes
         self.keptTagFiles = keptTagFiles
+        self.looksUpExpectedSHA256 = looksUpExpectedSHA256
     }
 }
 
@@ -112,8 +119,8 @@ public enum BagReader {
     ///   - path: A bag directory (or a directory holding exactly one bag), or an archive.
     ///   - options: Limits, and the extra tag files to keep.
     ///   - sink: Called for each payload file with its path and, when the bag's SHA-256
-    ///     manifest came before it, the checksum it should have; returns where its bytes go,
-    ///     or `nil` to only hash them.
+    ///     manifest came before it (and ``BagReadOptions/looksUpExpectedSHA256``), the checksum
+    ///     it should have; returns where its bytes go, or `nil` to only hash them.
     ///   - tagFileRead: Called as soon as a tag file of ``BagReadOptions/keptTagFiles`` has
     ///     been read, with its name and bytes — before the payload that follows it, so that
     ///     work on it can start early. A guess until the read ends: the bytes that count are
@@ -476,7 +483,9 @@ final class Scan {
         var target: (any BagPayloadSink)?
         if isPayload, let sink {
             var expected: String?
-            for root in roots where expected == nil { expected = try expectedSHA256(path, root: root) }
+            for root in roots where expected == nil && options.looksUpExpectedSHA256 {
+                expected = try expectedSHA256(path, root: root)
+            }
             target = try sink(path, expected)
         }
         let manifest = isPayload ? nil : startManifest(path)
@@ -868,6 +877,7 @@ final class Scan {
 
         // Completeness both ways, and checksums, for every payload manifest. (In any order:
         // the problems are sorted by file at the end.)
+        let problemsBefore = problems.count
         for algorithm in payloadManifests.keys.sorted() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
@@ -929,8 +939,11 @@ final class Scan {
         let totals = try Row.fetchOne(
             db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM file WHERE path >= ? AND path < ?",
             arguments: [dataLow, dataHigh])!
+        // (The problems since are the merges', and a manifest's lines not under data/.)
+        let manifestsMatch = !problems[problemsBefore...].contains { $0.code != .malformedManifest }
         let payload = BagPayload(
-            index: index, root: root, manifests: payloadManifests, count: totals[0], bytes: totals[1])
+            index: index, root: root, manifests: payloadManifests, manifestsListDigests: manifestsMatch,
+            count: totals[0], bytes: totals[1])
         if let oxum = info.first(where: { $0.label.lowercased() == "payload-oxum" })?.value {
             let parts = oxum.split(separator: ".")
             let actual = "\(payload.bytes).\(payload.count)"

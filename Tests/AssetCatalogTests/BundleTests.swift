@@ -64,6 +64,19 @@ import Testing
         }
     }
 
+    /// An import looks each payload file up in the manifest (to link content `objects/`
+    /// already has instead of staging it again) only when `objects/` has any content.
+    @Test func objectsAreKnownEmptyUntilContentIsAdded() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        #expect(!catalog.content.hasAnyObject())
+        let added = try await catalog.add([try t.file("a.txt", "alpha\n")])
+        #expect(catalog.content.hasAnyObject())
+        _ = try catalog.remove(added.added.map { String($0.id) })
+        #expect(!catalog.content.hasAnyObject())  // its shard folder may stay, empty
+    }
+
     // MARK: - The records file
 
     @Test func theRecordsFileHoldsOneAssetPerLineWithUTCDates() async throws {
