@@ -26,6 +26,7 @@ public struct BagReadOptions: Sendable {
     /// ``keptTagFiles``) may have.
     public var maxTagFileBytes: Int
     /// Further tag files (relative to the bag) whose bytes ``BagContents/tagFiles`` keeps.
+    /// (Payload manifests are never kept: they are read line by line into the read's index.)
     public var keptTagFiles: Set<String>
     /// Whether a payload sink is told the SHA-256 the manifest gives its file: a look-up per
     /// file, which a sink that would not use it (nothing to compare with) can spare.
@@ -336,7 +337,7 @@ final class Scan {
 
     /// A file read so far, by path: its row as ``BagIndex/fileColumns`` selects it.
     func fileRow(_ path: String) throws -> Row? {
-        try writer.drain()
+        if db == nil { try writer.drain() }  // once the read has ended, nothing waits
         return try database { db in
             try Row.fetchOne(
                 db.cachedStatement(sql: "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ?"),
@@ -474,6 +475,9 @@ final class Scan {
 
     // MARK: Reading
 
+    /// The longest line of a payload manifest (a checksum and a path: a few hundred bytes).
+    static let maxManifestLineBytes = 1 << 20
+
     /// Hashes (and keeps, or passes to a sink) one file's bytes, pushed by `produce`.
     func consume(
         _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
@@ -503,7 +507,17 @@ final class Scan {
             hasher.update(chunk)
             size += Int64(chunk.count)
             try target?.write(chunk)
-            if let manifest { try lines.split(chunk) { try self.manifestLine(manifest, $0) } }
+            if let manifest, manifests[manifest].failure == nil {
+                try lines.split(chunk) { try self.manifestLine(manifest, $0) }
+                // A line is held whole until it ends: a bounded one.
+                if lines.pendingBytes > Self.maxManifestLineBytes {
+                    manifests[manifest].lines += 1
+                    manifests[manifest].failure = BagError(
+                        .malformedManifest, file: manifests[manifest].name,
+                        "line \(manifests[manifest].lines) is longer than \(Self.maxManifestLineBytes) bytes")
+                    lines = LineSplitter()
+                }
+            }
             if keeps {
                 guard bytes.count + chunk.count <= limit else {
                     throw BagError(
@@ -515,7 +529,7 @@ final class Scan {
         let digests = hasher.finalize()
         try target?.finish(digests: digests)
         if let manifest {
-            try lines.finish { try manifestLine(manifest, $0) }
+            if manifests[manifest].failure == nil { try lines.finish { try manifestLine(manifest, $0) } }
             try endManifest(manifest)
         }
         if keeps {
@@ -608,10 +622,18 @@ final class Scan {
     ) throws {
         let (low, high) = BagPayload.range(root + "data/")
         func needs(_ path: String) throws -> Set<ChecksumAlgorithm> {
-            if let algorithms = tags[path] { return algorithms }
-            guard !payload.isEmpty, path.hasBytePrefix(low), let row = try fileRow(path), row[6] as String? == nil
-            else { return [] }
-            return payload.subtracting(Self.digests(row).keys)
+            var algorithms = tags[path] ?? []
+            guard !payload.isEmpty, let row = try fileRow(path), row[6] as String? == nil else { return algorithms }
+            let missing = payload.subtracting(Self.digests(row).keys)
+            guard !missing.isEmpty else { return algorithms }
+            // Payload, or a file that a payload hard link repeats (a tag file, say).
+            let repeated = {
+                try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM file WHERE link = ? AND path >= ? AND path < ?)",
+                    arguments: [BagIndex.key(path), low, high]) == true
+            }
+            if try path.hasBytePrefix(low) || repeated() { algorithms.formUnion(missing) }
+            return algorithms
         }
         func update(_ path: String, _ digests: [ChecksumAlgorithm: String]) throws {
             try db.execute(
@@ -686,8 +708,9 @@ final class Scan {
                     case S_IFREG:
                         bytesTotal += Int64(info.st_size)
                         try db.run(
-                            "INSERT INTO walk(payload, path) VALUES (?, ?)",
+                            "INSERT OR IGNORE INTO walk(payload, path) VALUES (?, ?)",
                             [.integer(relative.hasBytePrefix("data/") ? 1 : 0), .text(relative)])
+                        if db.changesCount != 1 { throw BagIndex.twin(relative) }
                     case S_IFLNK:
                         let target = (try? manager.destinationOfSymbolicLink(atPath: root + "/" + relative)) ?? "?"
                         let resolved = URL(fileURLWithPath: root + "/" + relative).resolvingSymlinksInPath().path
@@ -869,7 +892,7 @@ final class Scan {
             && Bool.fetchOne(
                 db,
                 sql:
-                    "SELECT EXISTS (SELECT 1 FROM file WHERE path >= ? AND path < ? AND link IS NULL AND (\(lacking)))",
+                    "SELECT EXISTS (SELECT 1 FROM file WHERE path >= ? AND path < ? AND (\(lacking)))",
                 arguments: [dataLow, dataHigh]) == true
         if payloadLacks || !tagNeeds.isEmpty {
             try completeDigests(db, root: root, payload: payloadLacks ? payloadNeeds : [], tags: tagNeeds)
@@ -977,6 +1000,8 @@ final class Scan {
 struct LineSplitter {
     /// The start of a line that the last chunk did not end.
     private var partial: [UInt8] = []
+    /// The bytes of that line so far.
+    var pendingBytes: Int { partial.count }
     /// The last chunk ended with CR: an LF that begins the next one ends nothing.
     private var afterCR = false
 

@@ -194,6 +194,10 @@ public enum TagFile {
         }
         let path = try normalizedPath(
             decodePath(String(line[pathStart...]), version: version), file: file, line: number)
+        // No file name holds a NUL; and the index's look-ups would end the path there.
+        guard !path.utf8.contains(0) else {
+            throw BagError(.malformedManifest, file: file, "line \(number) names a path with a NUL byte")
+        }
         return (path, checksum)
     }
 

@@ -173,6 +173,54 @@ import Testing
         #expect(read.payload.count == 1_234)
     }
 
+    /// A payload hard link to a tag file read before a manifest in a new algorithm: the tag
+    /// file is hashed in that algorithm in the second pass, and the link gets the digest.
+    @Test func aPayloadLinkToATagFileIsHashedInTheSecondPass() throws {
+        let notes = "read me\n"
+        let sha = digest(.sha256, Array(notes.utf8))
+        let bag = try tar([
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("tagmanifest-sha256.txt", "\(sha)  notes.txt\n"),
+            file("notes.txt", notes),
+            file("manifest-md5.txt", "\(digest(.md5, Array(notes.utf8)))  data/n.txt\n"),
+            ("data/n.txt", nil, "notes.txt"),
+        ])
+        #expect(try BagReader.read(at: bag).problems.map(\.description) == [])
+    }
+
+    /// A path with a NUL byte in a manifest is refused: no file has one, and a look-up would
+    /// stop at it and find another file.
+    @Test(arguments: ["manifest-sha256.txt", "tagmanifest-sha256.txt"])
+    func aManifestPathWithANulIsRefused(manifest: String) throws {
+        let notes = "read me\n"
+        let tagged = "\(digest(.sha256, Array(notes.utf8)))  notes.txt\u{0}junk\n"
+        let payload =
+            "\(digest(.sha256, Array(Self.payload.utf8)))  data/a.txt\(manifest.hasPrefix("tag") ? "" : "\u{0}b")\n"
+        let bag = try tar([
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("notes.txt", notes),
+            file("tagmanifest-sha256.txt", manifest.hasPrefix("tag") ? tagged : ""),
+            file("manifest-sha256.txt", payload),
+            file("data/a.txt", Self.payload),
+        ])
+        #expect(
+            try BagReader.read(at: bag).problems.map(\.description).contains(
+                "\(manifest): line 1 names a path with a NUL byte"))
+    }
+
+    /// A manifest line is held whole until it ends, so it has a bound: a longer one is a
+    /// problem of the manifest, not memory without end.
+    @Test func anOverlongManifestLineIsRefused() throws {
+        let bag = try tar([
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("manifest-sha256.txt", String(repeating: "a", count: Scan.maxManifestLineBytes + 1)),
+            file("data/a.txt", Self.payload),
+        ])
+        #expect(
+            try BagReader.read(at: bag).problems.map(\.description).first
+                == "manifest-sha256.txt: line 1 is longer than 1048576 bytes")
+    }
+
     /// Lines end with LF, CR or CR LF, also when a chunk ends between the CR and the LF.
     @Test func linesAreSplitAcrossChunks() {
         var splitter = LineSplitter()
