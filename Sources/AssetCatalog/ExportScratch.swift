@@ -43,15 +43,8 @@ final class ExportScratch {
     fileprivate(set) var bytes: Int64 = 0
 
     init() throws {
-        var configuration = Configuration()
-        configuration.prepareDatabase { db in
-            // Nothing here outlives the export: no journal, no syncs, no other connection.
-            try db.execute(
-                sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; "
-                    + "PRAGMA cache_size = -4096; PRAGMA temp_store = FILE")
-        }
         do {
-            queue = try DatabaseQueue(path: "", configuration: configuration)
+            queue = try BagIndex.temporaryDatabase(cacheKB: 4096)
             try queue.inDatabase { db in
                 try db.execute(
                     sql: """

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+package import GRDB
 import GRDBSQLite
 
 /// A read's per-file state — each file's size and digests, each manifest line — kept in
@@ -14,22 +14,28 @@ import GRDBSQLite
 /// Paths are compared as Swift compares strings, by canonical equivalence: each row's key
 /// is the path's NFC form (ASCII is its own), so that `é` as one scalar and as `e` + accent
 /// are the same file, and a manifest can name a file in either form.
-final class BagIndex {
+package final class BagIndex {
     /// The files read (`file`), and a directory's paths to read (`walk`).
     let files: DatabaseQueue
     /// The manifests' lines (`manifest`), and those that wait for the version (`pending`).
     let manifests: DatabaseQueue
 
-    init() throws(BagError) {
+    /// A private temporary database: SQLite deletes its file as it opens it, so nothing is
+    /// left behind, even by a crash. Nothing in it outlives its user: no journal, no syncs,
+    /// no other connection; a page cache of `cacheKB`, beyond which it is on disk.
+    package static func temporaryDatabase(cacheKB: Int) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
-            // Nothing here outlives the read's results: no journal, no syncs, no other connection.
             try db.execute(
                 sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; "
-                    + "PRAGMA cache_size = -2048; PRAGMA temp_store = FILE")
+                    + "PRAGMA cache_size = -\(cacheKB); PRAGMA temp_store = FILE")
         }
+        return try DatabaseQueue(path: "", configuration: configuration)
+    }
+
+    init() throws(BagError) {
         do {
-            files = try DatabaseQueue(path: "", configuration: configuration)
+            files = try Self.temporaryDatabase(cacheKB: 2048)
             try files.inDatabase { db in
                 try db.execute(
                     sql: """
@@ -40,7 +46,7 @@ final class BagIndex {
                             payload INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (payload, path)) WITHOUT ROWID;
                         """)
             }
-            manifests = try DatabaseQueue(path: "", configuration: configuration)
+            manifests = try Self.temporaryDatabase(cacheKB: 2048)
             try manifests.inDatabase { db in
                 try db.execute(
                     sql: """
