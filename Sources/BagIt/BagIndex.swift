@@ -87,13 +87,12 @@ package final class BagIndex {
         try run { files in try run(\.manifests) { manifests in try body(files, manifests) } }
     }
 
-    /// Runs a query on both databases.
+    /// Runs a query on both databases: any error is a ``BagError``.
     func query<T>(_ body: (_ files: Database, _ manifests: Database) throws -> T) throws(BagError) -> T {
         do {
-            return try files.inDatabase { files in try manifests.inDatabase { manifests in try body(files, manifests) }
-            }
+            return try run(body)
         } catch {
-            throw Self.failure(error)
+            throw error as? BagError ?? Self.failure(error)
         }
     }
 
@@ -111,7 +110,7 @@ package final class BagIndex {
         error is DatabaseError ? failure(error) : error
     }
 
-    /// The columns of a file that ``file(_:root:listed:)`` reads, from `file AS f`.
+    /// The columns of a file that ``file(_:root:)`` reads, from `file AS f`.
     static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha256, f.sha512, f.link"
 
     /// A payload file from a row of ``fileColumns`` (with nothing ``BagPayloadFile/listed``).

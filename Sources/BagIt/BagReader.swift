@@ -335,23 +335,16 @@ final class Scan {
         if Self.isDeclaration(path) { declarations.append(path) }
     }
 
-    /// A file read so far, by path: its row as ``BagIndex/fileColumns`` selects it.
-    func fileRow(_ path: String) throws -> Row? {
+    /// A file read so far, by its path in the bundle (paths not made relative to a root).
+    func indexedFile(_ path: String) throws -> BagPayloadFile? {
         if db == nil { try writer.drain() }  // once the read has ended, nothing waits
         return try database { db in
-            try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ?"),
-                arguments: [BagIndex.key(path)])
+            var file: BagPayloadFile?
+            try db.run(
+                "SELECT \(BagIndex.fileColumns) FROM file AS f WHERE f.key = ?", [.text(BagIndex.key(path))]
+            ) { file = BagIndex.file($0, root: "") }
+            return file
         }
-    }
-
-    /// The digests of a row of ``BagIndex/fileColumns``.
-    static func digests(_ row: Row) -> [ChecksumAlgorithm: String] {
-        var digests: [ChecksumAlgorithm: String] = [:]
-        for (i, algorithm) in ChecksumAlgorithm.allCases.enumerated() {
-            if let digest = row[2 + i] as String? { digests[algorithm] = digest }
-        }
-        return digests
     }
 
     // MARK: Manifests
@@ -561,13 +554,13 @@ final class Scan {
                         "is a symbolic link (to \(entry.linkTarget ?? "?")); a bag holds regular files only")
                 case .hardlink:
                     let target = try checker.validatePath(entry.linkTarget ?? "", of: entry).joined(separator: "/")
-                    guard let row = try fileRow(target) else {
+                    guard let seen = try indexedFile(target) else {
                         throw BagError(
                             .hostileEntry, file: member, "is a hard link to \(target), which is not in the bag")
                     }
                     // The file it repeats, when that is a link too.
-                    let link = (row[6] as String?) ?? BagIndex.key(target)
-                    try record(member, size: row[1], digests: Self.digests(row), link: link)
+                    let link = seen.linkTarget ?? BagIndex.key(target)
+                    try record(member, size: seen.size, digests: seen.digests, link: link)
                 case .file:
                     let start = reader.compressedBytesRead
                     try consume(member) { write in
@@ -623,8 +616,10 @@ final class Scan {
         let (low, high) = BagPayload.range(root + "data/")
         func needs(_ path: String) throws -> Set<ChecksumAlgorithm> {
             var algorithms = tags[path] ?? []
-            guard !payload.isEmpty, let row = try fileRow(path), row[6] as String? == nil else { return algorithms }
-            let missing = payload.subtracting(Self.digests(row).keys)
+            guard !payload.isEmpty, let seen = try indexedFile(path), seen.linkTarget == nil else {
+                return algorithms
+            }
+            let missing = payload.subtracting(seen.digests.keys)
             guard !missing.isEmpty else { return algorithms }
             // Payload, or a file that a payload hard link repeats (a tag file, say).
             let repeated = {
@@ -873,14 +868,14 @@ final class Scan {
         var tagNeeds: [String: Set<ChecksumAlgorithm>] = [:]
         let tagAlgorithms = Set(tagManifests.keys)
         for path in Set(tagManifests.values.flatMap(\.keys)) where !path.hasBytePrefix("data/") {
-            guard let row = try fileRow(root + path) else { continue }
+            guard let seen = try indexedFile(root + path) else { continue }
             // A hard link to a kept tag file has that file's bytes.
-            if let bytes = kept[root + path] ?? (row[6] as String?).flatMap({ kept[$0] }) {
+            if let bytes = kept[root + path] ?? seen.linkTarget.flatMap({ kept[$0] }) {
                 var hasher = MultiHasher(tagAlgorithms)
                 bytes.withUnsafeBytes { hasher.update($0) }
                 tagDigests[path] = hasher.finalize()
             } else {
-                let lacking = tagAlgorithms.subtracting(Self.digests(row).keys)
+                let lacking = tagAlgorithms.subtracting(seen.digests.keys)
                 if !lacking.isEmpty { tagNeeds[root + path] = lacking }
             }
         }
@@ -950,7 +945,7 @@ final class Scan {
             for (path, checksum) in tagManifests[algorithm]!.sorted(by: { $0.key < $1.key }) {
                 if path.hasBytePrefix("data/") {
                     problems.append(BagError(.malformedManifest, file: name, "lists the payload file \(path)"))
-                } else if let digests = try tagDigests[path] ?? fileRow(root + path).map(Self.digests) {
+                } else if let digests = try tagDigests[path] ?? indexedFile(root + path)?.digests {
                     problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, digests[algorithm])
                 } else {
                     problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
