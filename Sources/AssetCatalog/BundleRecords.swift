@@ -123,7 +123,7 @@ struct BundleRecords: Codable {
         /// The entries by the key of their payload path (ties in the records' order).
         private let order: [(key: String, index: Int)]
         private var next = 0
-        /// Each entry's problems, by its index: reported in the records' order.
+        /// The problems of each entry that has some, by its index: reported in the records' order.
         private var found: [Int: [BagError]] = [:]
         private var unlisted: [String] = []
 
@@ -152,7 +152,8 @@ struct BundleRecords: Codable {
         /// any other gives the same file to a second asset.
         private mutating func take(_ payload: BagPayloadFile?) {
             let key = order[next].key
-            found[order[next].index] = BundleRecords.problems(of: records.assets[order[next].index], payload)
+            let problems = BundleRecords.problems(of: records.assets[order[next].index], payload)
+            if !problems.isEmpty { found[order[next].index] = problems }
             next += 1
             while next < order.count, order[next].key.utf8.elementsEqual(key.utf8) {
                 let entry = records.assets[order[next].index]
