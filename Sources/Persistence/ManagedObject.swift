@@ -199,6 +199,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// do not run for them: override this to do, for all of them at once, what those
     /// hooks do for one object — throw to refuse the save, or plan work through
     /// `effects` (a ``SaveEffects/beforeCommit(_:)`` check, rows, `afterCommit` work).
+    ///
+    /// For rows of ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)`` it is
+    /// called once per batch, with that batch's rows, inside the store's transaction on the
+    /// store's writer, as the save makes them. Do not fetch through `context` there: a fetch
+    /// reads the store outside the transaction, and sees neither the save's writes nor the
+    /// rows written so far (a ``SaveEffects/beforeCommit(_:)`` check reads the transaction).
+    /// Work planned through `effects` comes after the last batch is written. The hook is
+    /// called again for the same rows when a failed save is tried again, or a save restarts.
     open class func willInsertRows(
         _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
     ) throws {}

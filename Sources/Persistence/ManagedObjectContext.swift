@@ -169,7 +169,8 @@ public final class ManagedObjectContext {
     public var registeredObjects: [ManagedObject] { Array(registered.values) }
     /// Whether a save would write anything.
     public var hasChanges: Bool {
-        !insertedList.isEmpty || !deletedList.isEmpty || !pendingRows.isEmpty || updatedList.contains { $0.isUpdated }
+        !insertedList.isEmpty || !deletedList.isEmpty || !pendingRows.isEmpty || !pendingStreams.isEmpty
+            || updatedList.contains { $0.isUpdated }
     }
 
     func entity(for type: ManagedObject.Type) -> EntityDescription {
@@ -192,6 +193,9 @@ public final class ManagedObjectContext {
 
     /// Rows added by ``insertRows(_:count:_:)``, written by the next save.
     private var pendingRows: [StoreChanges.Insert] = []
+    /// Rows added by ``insertRows(_:count:batchSize:streaming:)``, produced by the next
+    /// save: the values of a batch come from `configure` only (check and hook are the save's).
+    private var pendingStreams: [StoreChanges.Stream] = []
 
     func registerInserted(_ object: ManagedObject) {
         object.pendingInsert = true
@@ -608,7 +612,8 @@ public final class ManagedObjectContext {
                 inserted: saved.inserted.map(\.objectID) + saved.rows
                     + effects.rows.map { .init(entityName: $0.entity.name, rowID: $0.id) },
                 updated: saved.updated.map(\.objectID) + nullified,
-                deleted: saved.deleted.map(\.objectID) + cascaded, contextName: name)
+                deleted: saved.deleted.map(\.objectID) + cascaded, contextName: name,
+                insertedRowRanges: saved.rowRanges)
             // Objects of this context that the transaction deleted or cleared are stale.
             if !cascaded.isEmpty || !nullified.isEmpty {
                 mergeChanges(from: SaveNotification(inserted: [], updated: nullified, deleted: cascaded))
@@ -658,6 +663,8 @@ public final class ManagedObjectContext {
         var deleted: [ManagedObject] = []
         /// Rows of ``insertRows(_:count:_:)`` (the store's saves only).
         var rows: [ManagedObjectID] = []
+        /// Rows of ``insertRows(_:count:batchSize:streaming:)``, by entity name.
+        var rowRanges: [String: [Range<Int64>]] = [:]
         var all: [ManagedObject] { inserted + updated + deleted }
     }
 
@@ -730,6 +737,8 @@ public final class ManagedObjectContext {
         deletedList = []
         saved.rows = pendingRows.map { ManagedObjectID(entityName: $0.entity.name, rowID: $0.id) }
         pendingRows = []
+        for stream in pendingStreams { saved.rowRanges[stream.entity.name, default: []].append(stream.ids) }
+        pendingStreams = []
         return saved
     }
 
@@ -801,6 +810,7 @@ public final class ManagedObjectContext {
             changes.inserts.append(.init(entity: o.entity, id: o.objectID.rowID, values: o.values))
         }
         changes.inserts += pendingRows
+        changes.streams = streamsToWrite(effects)
         let checksVersions = mergePolicy != .overwrite
         for o in saved.updated where !gone.contains(o.objectID) {
             let slots = o.values.indices.filter {
@@ -942,6 +952,7 @@ public final class ManagedObjectContext {
     public func rollback() {
         deferredErrors = []
         pendingRows = []
+        pendingStreams = []
         for o in insertedList {
             registered[o.objectID] = nil
             o.pendingInsert = false
@@ -981,6 +992,7 @@ public final class ManagedObjectContext {
         updatedList = []
         deletedList = []
         pendingRows = []
+        pendingStreams = []
         deferredErrors = []
         for o in objects {
             o.pendingInsert = false
@@ -1087,21 +1099,121 @@ public final class ManagedObjectContext {
         guard count > 0 else { return [] }
         let entity = self.entity(for: type)
         let ids = try core.store.reserveIDs(entity: entity, count: count)
-        let rows = Self.rowValues(entity, count: count, configure)
+        let rows = Self.rowValues(entity, 0..<count, configure)
         pendingRows += zip(ids, rows).map { .init(entity: entity, id: $0, values: $1) }
         return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
     }
 
-    /// The values of `count` rows of an entity: its defaults, then what `configure` sets.
+    /// Adds `count` rows of `T` to the next ``save()`` like ``insertRows(_:count:_:)``, but
+    /// produced by the save itself, `batchSize` at a time: an import of any size runs in
+    /// constant memory. Returns the rows' IDs, reserved now and contiguous (row `i` gets
+    /// `lowerBound + i`), so that later rows and objects can point at them; an empty range
+    /// when `count` is 0.
+    ///
+    /// Nothing runs at the call. The save, inside its transaction and after writing the
+    /// context's own changes (rows may point at objects it inserts), makes the rows in
+    /// index order, a batch at a time: each starts from the entity's defaults and
+    /// `configure` sets it; then the batch is checked as rows of ``insertRows(_:count:_:)``
+    /// are, handed to the entity's ``ManagedObject/willInsertRows(_:in:effects:)`` and
+    /// written. Only one batch is in memory. Rows planned through the hook's effects and
+    /// its `beforeCommit` work come after every row is written. Several streams are written
+    /// in the order they were added, after the rows of ``insertRows(_:count:_:)``.
+    ///
+    /// If `configure` or the hook throws, the save throws that error and writes nothing;
+    /// the rows stay pending. A later save, or a save that restarts after the merge policy
+    /// resolved a conflict, makes them again from index 0: `configure` must give the same
+    /// row each time it is called for an index. ``rollback()`` and ``reset()`` drop them;
+    /// the save notification names them by range (``SaveNotification/insertedRowRanges``),
+    /// not by ID. Only a context without a parent takes rows.
+    ///
+    /// Write `batchSize:` or `streaming:` out: a trailing closure that does not throw,
+    /// alone, calls ``insertRows(_:count:_:)``.
+    ///
+    /// ```swift
+    /// let ids = try context.insertRows(Note.self, count: file.recordCount, batchSize: 1_000) { i, row in
+    ///     row[\.title] = try file.record(at: i).title  // read during the save
+    /// }
+    /// context.delete(draft)
+    /// try context.save()  // the notes, 1,000 at a time, and the deletion: one transaction
+    /// ```
+    @discardableResult
+    public func insertRows<T: ManagedObject>(
+        _ type: T.Type, count: Int, batchSize: Int = 1_000,
+        streaming configure: @escaping (Int, inout BatchInsertRow<T>) throws -> Void
+    ) throws -> Range<Int64> {
+        guard parent == nil else {
+            throw PersistenceError(
+                .misuse, "Rows are written to the store; insert them in a context without a parent")
+        }
+        guard !isSaving else {
+            throw PersistenceError(
+                .misuse, "insertRows was called during a save (from a save hook); add rows before save()")
+        }
+        guard batchSize > 0 else { throw PersistenceError(.misuse, "batchSize must be at least 1, not \(batchSize)") }
+        guard count > 0 else { return 0..<0 }
+        let entity = self.entity(for: type)
+        let ids = try core.store.reserveIDs(entity: entity, count: count)
+        pendingStreams.append(
+            .init(entity: entity, ids: ids.lowerBound..<ids.upperBound + 1, batchSize: batchSize) { indexes in
+                try Self.rowValues(entity, indexes, configure)
+            })
+        return ids.lowerBound..<ids.upperBound + 1
+    }
+
+    /// The pending streams as this save writes them: each batch checked like the rows of
+    /// ``announcePendingRows(_:)``, then handed to its entity's
+    /// ``ManagedObject/willInsertRows(_:in:effects:)``.
+    private func streamsToWrite(_ effects: SaveEffects) -> [StoreChanges.Stream] {
+        guard !pendingStreams.isEmpty else { return [] }
+        // What this save deletes, read now: the batches are made on the store's writer.
+        var deleting: [String: Set<Int64>] = [:]
+        for o in deletedList where o.pendingDelete && registered[o.objectID] === o {
+            deleting[o.entity.name, default: []].insert(o.objectID.rowID)
+        }
+        return pendingStreams.map { stream in
+            let entity = stream.entity
+            let produce = stream.rows
+            // The to-one relationships that could point at a deleted object.
+            let checked = entity.storedProperties.compactMap { property -> (PropertyDescription, String, Set<Int64>)? in
+                guard case .toOne(let destination) = property.kind, let ids = deleting[destination] else { return nil }
+                return (property, destination, ids)
+            }
+            var announced = stream
+            announced.rows = { indexes in
+                let rows = try produce(indexes)
+                var snapshots: [ObjectSnapshot] = []
+                snapshots.reserveCapacity(rows.count)
+                for (i, values) in zip(indexes, rows) {
+                    let id = stream.ids.lowerBound + Int64(i)
+                    for (property, destination, deleted) in checked {
+                        guard case .integer(let target) = values[property.slot!], deleted.contains(target) else {
+                            continue
+                        }
+                        let rowID = ManagedObjectID(entityName: entity.name, rowID: id)
+                        let targetID = ManagedObjectID(entityName: destination, rowID: target)
+                        throw PersistenceError(
+                            .validation, "\(rowID).\(property.name) points at \(targetID), which is being deleted",
+                            objectIDs: [rowID])
+                    }
+                    snapshots.append(ObjectSnapshot(entity: entity, id: id, values: values))
+                }
+                try entity.objectType.willInsertRows(snapshots, in: self, effects: effects)
+                return rows
+            }
+            return announced
+        }
+    }
+
+    /// The values of the rows at `indexes` of an entity: its defaults, then what `configure` sets.
     private static func rowValues<T: ManagedObject>(
-        _ entity: EntityDescription, count: Int, _ configure: (Int, inout BatchInsertRow<T>) -> Void
-    ) -> [[StoreValue]] {
+        _ entity: EntityDescription, _ indexes: Range<Int>, _ configure: (Int, inout BatchInsertRow<T>) throws -> Void
+    ) rethrows -> [[StoreValue]] {
         var rows: [[StoreValue]] = []
-        rows.reserveCapacity(count)
+        rows.reserveCapacity(indexes.count)
         var row = BatchInsertRow<T>(entity: entity)
-        for i in 0..<count {
+        for i in indexes {
             row.values = entity.defaultValues
-            configure(i, &row)
+            try configure(i, &row)
             rows.append(row.values)
         }
         return rows
@@ -1154,7 +1266,7 @@ public final class ManagedObjectContext {
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
         let entity = self.entity(for: type)
-        let rows = Self.rowValues(entity, count: count, configure)
+        let rows = Self.rowValues(entity, 0..<count, configure)
         let ids = try core.store.batchInsert(entity: entity, rows: rows).map {
             ManagedObjectID(entityName: entity.name, rowID: $0)
         }

@@ -14,15 +14,22 @@ public struct SaveNotification: Sendable, Hashable {
     public var deletedObjectIDs: Set<ManagedObjectID>
     /// The name of the context that saved, if it has one.
     public var contextName: String?
+    /// Rows inserted by ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)``,
+    /// as ranges of row IDs by entity name (row `id` of entity `name` is
+    /// `ManagedObjectID(entityName: name, rowID: id)`). They are not in
+    /// ``insertedObjectIDs``: a notification stays small however many rows a save wrote.
+    public var insertedRowRanges: [String: [Range<Int64>]]
 
     public init(
         inserted: some Sequence<ManagedObjectID>, updated: some Sequence<ManagedObjectID>,
-        deleted: some Sequence<ManagedObjectID>, contextName: String? = nil
+        deleted: some Sequence<ManagedObjectID>, contextName: String? = nil,
+        insertedRowRanges: [String: [Range<Int64>]] = [:]
     ) {
         insertedObjectIDs = Set(inserted)
         updatedObjectIDs = Set(updated)
         deletedObjectIDs = Set(deleted)
         self.contextName = contextName
+        self.insertedRowRanges = insertedRowRanges
     }
 }
 

@@ -28,11 +28,25 @@ struct StoreChanges {
         var expectedVersion: Int64?
     }
 
+    /// Rows the store produces inside the transaction, one batch at a time, so that only
+    /// one batch is in memory (``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)``).
+    struct Stream {
+        var entity: EntityDescription
+        /// The rows' IDs, reserved: row `i` gets `ids.lowerBound + i`.
+        var ids: Range<Int64>
+        var batchSize: Int
+        /// The values of the rows at `indexes`, in order (one batch). Throwing aborts the
+        /// save, and the store throws that error unchanged.
+        var rows: (_ indexes: Range<Int>) throws -> [[StoreValue]]
+    }
+
     var inserts: [Insert] = []
     var updates: [Update] = []
     var deletes: [Delete] = []
+    /// Written after `inserts`, in order.
+    var streams: [Stream] = []
 
-    var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty }
+    var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && streams.isEmpty }
 }
 
 /// What a store's save did beyond the changes it was given.
@@ -73,7 +87,7 @@ protocol PersistentStore: AnyObject, Sendable {
     /// completion of delete rules removed or cleared (members that reached a
     /// deleted object's to-many relationship after the context read it).
     /// Throws ``StoreConflict`` when a row's version is not the expected one,
-    /// and writes nothing then.
+    /// and writes nothing then; the error of a stream's `rows` as it is.
     func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult
     func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64]
     func batchDelete(_ fetch: StoreFetch, schema: Schema, effects: SaveEffects) throws -> BatchDeleteOutcome

@@ -350,6 +350,8 @@ final class SQLiteStore: PersistentStore {
             return try write(changes, effects: effects)
         } catch let error as StoreConflict {
             throw error
+        } catch let failure as StreamFailure {
+            throw failure.error
         } catch let error as PersistenceError {
             throw error
         } catch {
@@ -395,6 +397,7 @@ final class SQLiteStore: PersistentStore {
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
+                for stream in changes.streams { try insertRows(db, stream) }
                 var result = StoreSaveResult(versions: versions)
                 if !changes.deletes.isEmpty, let effects {
                     (result.cascadeDeleted, result.nullified) = try completeDeleteRules(db, changes.deletes, effects)
@@ -505,6 +508,29 @@ final class SQLiteStore: PersistentStore {
             }
         }
         for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
+    }
+
+    /// Writes the rows of a stream one batch at a time: only one batch's values are alive.
+    private func insertRows(_ db: Database, _ stream: StoreChanges.Stream) throws {
+        for start in stride(from: 0, to: stream.ids.count, by: stream.batchSize) {
+            let indexes = start..<min(start + stream.batchSize, stream.ids.count)
+            let rows: [[StoreValue]]
+            do {
+                rows = try stream.rows(indexes)
+            } catch {
+                throw StreamFailure(error: error)
+            }
+            let inserts = zip(indexes, rows).map { i, values in
+                StoreChanges.Insert(entity: stream.entity, id: stream.ids.lowerBound + Int64(i), values: values)
+            }
+            try Self.insertRows(db, inserts, sql: sql)
+        }
+    }
+
+    /// The error of a stream's rows (its `configure` or its entity's hook), carried out of
+    /// the transaction past ``mapErrors(_:_:)`` to be thrown as it is.
+    private struct StreamFailure: Error {
+        var error: any Error
     }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
