@@ -240,9 +240,10 @@ public final class BagPayload {
 }
 
 /// An argument of ``Database/run(_:_:)``.
-enum SQLArgument {
+package enum SQLArgument {
     case text(String?)
     case integer(Int64)
+    case real(Double)
     case blob(UnsafeRawBufferPointer)
 }
 
@@ -251,7 +252,7 @@ extension Database {
     /// byte length (GRDB binds text as a C string, which a NUL would cut short) — and calls
     /// `row` with each result row. For the read's hot statements: GRDB's arguments cost more
     /// than the statement itself.
-    func run(_ sql: String, _ arguments: [SQLArgument], row: (OpaquePointer) -> Void = { _ in }) throws {
+    package func run(_ sql: String, _ arguments: [SQLArgument], row: (OpaquePointer) -> Void = { _ in }) throws {
         let handle = try cachedStatement(sql: sql).sqliteStatement
         sqlite3_reset(handle)
         defer { sqlite3_reset(handle) }
@@ -280,6 +281,8 @@ extension Database {
                 text.withUTF8 { _ = sqlite3_bind_text(handle, index, $0.baseAddress, Int32($0.count), transient) }
             case .integer(let value):
                 sqlite3_bind_int64(handle, index, value)
+            case .real(let value):
+                sqlite3_bind_double(handle, index, value)
             case .blob(let bytes):
                 sqlite3_bind_blob(
                     handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), transient)
@@ -288,7 +291,7 @@ extension Database {
     }
 
     /// The text of column `index` of the current row, whole (NULs included); `nil` for NULL.
-    static func text(_ handle: OpaquePointer, _ index: Int32) -> String? {
+    package static func text(_ handle: OpaquePointer, _ index: Int32) -> String? {
         guard let bytes = sqlite3_column_text(handle, index) else { return nil }
         return String(
             decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, index))), as: UTF8.self)

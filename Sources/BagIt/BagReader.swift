@@ -126,6 +126,14 @@ public enum BagReader {
     ///     been read, with its name and bytes — before the payload that follows it, so that
     ///     work on it can start early. A guess until the read ends: the bytes that count are
     ///     those in ``BagContents/tagFiles``.
+    ///   - tagSink: Called for each other tag file (not a manifest, `bagit.txt`,
+    ///     `bag-info.txt` or `fetch.txt`) with each name it could have in the bag — its path
+    ///     relative to a possible root (one whose `bagit.txt` came before it, when one did), a
+    ///     top-level directory's first — and its path in the bundle,
+    ///     until it returns where the file's bytes go: a tag file of any size, streamed
+    ///     instead of kept. It is checked against the tag manifests like any other; the bag's
+    ///     root, and so whether the file was the bag's, is known once the read ends
+    ///     (``BagContents/bagName``).
     ///   - progress: Called as the read advances.
     ///   - isCancelled: Polled between chunks; `true` stops the read with `cancelled`.
     /// - Returns: The contents, with every validation problem in ``BagContents/problems``.
@@ -135,6 +143,7 @@ public enum BagReader {
         at path: String, options: BagReadOptions = BagReadOptions(),
         sink: ((_ path: String, _ expectedSHA256: String?) throws -> (any BagPayloadSink)?)? = nil,
         tagFileRead: ((_ name: String, _ bytes: [UInt8]) -> Void)? = nil,
+        tagSink: ((_ name: String, _ path: String) throws -> (any BagPayloadSink)?)? = nil,
         progress: ((BagProgress) -> Void)? = nil, isCancelled: @escaping () -> Bool = { false }
     ) throws -> BagContents {
         var isDirectory: ObjCBool = false
@@ -145,6 +154,7 @@ public enum BagReader {
         let scan = Scan(
             source: path, index: index, options: options, sink: sink, progress: progress, isCancelled: isCancelled)
         scan.tagFileRead = tagFileRead
+        scan.tagSink = tagSink
         defer { scan.writer.stop() }
         if isDirectory.boolValue {
             try scan.readDirectory(path)
@@ -197,6 +207,7 @@ final class Scan {
     let progress: ((BagProgress) -> Void)?
     let isCancelled: () -> Bool
     var tagFileRead: ((String, [UInt8]) -> Void)?
+    var tagSink: ((String, String) throws -> (any BagPayloadSink)?)?
     /// Writes the files and manifest lines into the index as the read goes.
     let writer: BagIndexWriter
     /// The index's databases of files and of manifests, once the read has ended (``contents()``).
@@ -487,6 +498,14 @@ final class Scan {
         }
         let manifest = isPayload ? nil : startManifest(path)
         let keeps = !isPayload && manifest == nil && isKeptTag(path)
+        if !isPayload && manifest == nil && !keeps, let tagSink {
+            // Relative to a root whose `bagit.txt` came already, when one did.
+            let names = tagNames(path).filter { name in
+                declarations.isEmpty
+                    || declarations.contains(String(Substring(path.utf8.dropLast(name.utf8.count))) + "bagit.txt")
+            }
+            for name in names where target == nil { target = try tagSink(name, path) }
+        }
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())

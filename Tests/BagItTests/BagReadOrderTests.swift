@@ -233,4 +233,42 @@ import Testing
         splitter.finish { lines.append(String(decoding: $0, as: UTF8.self)) }
         #expect(lines == ["a", "b", "", "cc", "d", "e"])
     }
+
+    /// A tag file given to a `tagSink` is streamed to it, not kept, and still checked against
+    /// the tag manifest; the sink is offered the names relative to a root whose `bagit.txt`
+    /// came first.
+    @Test func aStreamedTagFileIsCheckedLikeAnyOther() throws {
+        final class Collect: BagPayloadSink {
+            var bytes: [UInt8] = []
+            var finished = false
+            func write(_ chunk: UnsafeRawBufferPointer) throws { bytes += chunk }
+            func finish(digests: [ChecksumAlgorithm: String]) throws { finished = true }
+        }
+        let notes = String(repeating: "a long tag file\n", count: 10_000)
+        let payloadSHA = digest(.sha256, Array(Self.payload.utf8))
+        for (listed, problems) in [
+            (digest(.sha256, Array(notes.utf8)), [String]()),
+            (String(repeating: "0", count: 64), ["notes.txt: sha256 checksum mismatch"]),
+        ] {
+            let bag = try tar([
+                file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+                file("tagmanifest-sha256.txt", "\(listed)  notes.txt\n"),
+                file("notes.txt", notes),
+                file("manifest-sha256.txt", "\(payloadSHA)  data/a.txt\n"),
+                file("data/a.txt", Self.payload),
+            ])
+            var offered: [String] = []
+            let sink = Collect()
+            let read = try BagReader.read(
+                at: bag,
+                tagSink: { name, path in
+                    offered.append("\(name) \(path)")
+                    return name == "notes.txt" ? sink : nil
+                })
+            #expect(read.problems.map { String($0.description.prefix(35)) } == problems)
+            #expect(offered == ["notes.txt bag/notes.txt"])
+            #expect(sink.finished && sink.bytes == Array(notes.utf8))
+            #expect(read.tagFiles.isEmpty)
+        }
+    }
 }
