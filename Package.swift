@@ -48,8 +48,10 @@ let package = Package(
             name: "AssetCatalog",
             dependencies: [
                 "Persistence", "ArchiveIO", "BagIt", "CFileSync",
-                // For an export's temporary database of its selection (ExportScratch).
+                // For the temporary databases of an export's selection (ExportScratch) and of
+                // an import's entries and plan (ImportScratch).
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]

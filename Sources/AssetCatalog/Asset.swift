@@ -153,7 +153,11 @@ public final class Asset: ManagedObject {
     override public class func willInsertRows(
         _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
     ) throws {
+        let adoption = context.userInfo[adoptionKey] as? ContentAdoption
+        // Content the adoption holds is checked by it, once for the whole save (the rows of
+        // a large import come in batches); any other, here.
         var managed: [String: String] = [:]  // digest → the name of an asset with it
+        var adopted = false
         for row in rows {
             let name = row.value(for: \Asset.name) ?? ""
             let storage = row.value(for: \Asset.storage) ?? .managed
@@ -162,13 +166,23 @@ public final class Asset: ManagedObject {
                 path: row.value(for: \Asset.path) ?? nil, hasArchive: row.objectID(for: \Asset.archive) != nil,
                 member: row.value(for: \Asset.member) ?? nil)
             if storage == .managed, let digest = row.value(for: \Asset.sha256), managed[digest] == nil {
-                managed[digest] = name
+                if let adoption, adoption.covers(digest) {
+                    adopted = true
+                } else {
+                    managed[digest] = name
+                }
             }
         }
-        guard !managed.isEmpty, let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
-        let adoption = context.userInfo[adoptionKey] as? ContentAdoption
+        guard let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
+        if adopted, let adoption, adoption.claimCheck() {
+            effects.beforeCommit { _ in
+                try adoption.wait()  // the links, made while the rows were written
+                try adoption.requireAll(in: runtime.content)
+            }
+        }
+        guard !managed.isEmpty else { return }
         effects.beforeCommit { _ in
-            try adoption?.wait()  // the links, made while the rows were written
+            try adoption?.wait()
             for (digest, name) in managed {
                 try runtime.content.requireObject(digest, for: name, pin: adoption?.pins[digest])
             }

@@ -1,5 +1,7 @@
 import BagIt
 import Foundation
+import GRDB
+import GRDBSQLite
 
 #if canImport(Glibc)
     import Glibc
@@ -9,7 +11,7 @@ import Foundation
 /// what the payload alone cannot say — names, tags, metadata, storage kind,
 /// archive-member links, dates. Its `payload` paths and digests must agree
 /// with the bag's manifest.
-struct BundleRecords: Codable {
+struct BundleRecords {
     static let fileName = "assetcat-records.json"
     static let formatName = "assetcat-records"
 
@@ -35,8 +37,6 @@ struct BundleRecords: Codable {
         var modified: Date
     }
 
-    var format = formatName
-    var version = 1
     var assets: [Entry]
 
     /// Dates as ISO 8601 in UTC with milliseconds (`2026-11-21T13:39:06.323Z`), the style made once.
@@ -71,7 +71,8 @@ struct BundleRecords: Codable {
         }
     }
 
-    static func decode(_ bytes: [UInt8]) throws(BagError) -> BundleRecords {
+    /// The decoder of entries: dates as ``dateStyle`` writes them, or as the first bundles did.
+    static func decoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let text = try decoder.singleValueContainer().decode(String.self)
@@ -81,67 +82,84 @@ struct BundleRecords: Codable {
             throw DecodingError.dataCorrupted(
                 .init(codingPath: decoder.codingPath, debugDescription: "not a date: \(text)"))
         }
-        let records: BundleRecords
-        do {
-            // The bytes as Data without a copy (the Data does not outlive the call).
-            records = try bytes.withUnsafeBytes { buffer in
-                guard let base = buffer.baseAddress else { return try decoder.decode(BundleRecords.self, from: Data()) }
-                let data = Data(
-                    bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: buffer.count, deallocator: .none)
-                return try decoder.decode(BundleRecords.self, from: data)
-            }
-        } catch {
-            throw BagError(.malformedTagFile, file: fileName, "cannot be read: \(error)")
-        }
-        guard records.format == formatName, records.version == 1 else {
-            throw BagError(
-                .unsupportedVersion, file: fileName,
-                "is \(records.format) version \(records.version); this assetcat reads \(formatName) version 1")
-        }
-        return records
+        return decoder
     }
 
-    /// Every way the records contradict the bag's payload (see ``Check``).
-    func problems(in payload: BagPayload) throws(BagError) -> [BagError] {
-        var check = Check(self)
+    /// Decodes a whole records file in memory (``RecordsParser`` reads one as it comes).
+    static func decode(_ bytes: [UInt8]) throws(BagError) -> BundleRecords {
+        var assets: [Entry] = []
+        var parser = RecordsParser { assets += $0 }
         do {
-            try payload.forEach { check.visit($0) }
+            try bytes.withUnsafeBytes { try parser.feed($0) }
+            try parser.finish()
         } catch {
-            throw error as? BagError ?? BagError(.io, file: nil, "\(error)")
+            throw error as? BagError ?? BagError(.malformedTagFile, file: fileName, "cannot be read: \(error)")
         }
-        return check.finish()
+        return BundleRecords(assets: assets)
     }
 
-    /// Every way the records contradict the bag: a payload path the bag lacks, a payload
-    /// file no entry lists, a digest or size that differs from the manifest's, a dangling or
-    /// non-archive archive key, a key or payload path used twice.
+    /// Every way the records, in an import's ``ImportScratch``, contradict the bag: a payload
+    /// path the bag lacks, a payload file no entry lists, a digest or size that differs from
+    /// the manifest's, a dangling or non-archive archive key, a key or payload path used twice.
     ///
-    /// The entries, sorted by payload path, are walked along with the bag's payload, which
-    /// ``BagPayload/forEach(_:)`` gives in that order: no lookup per entry.
-    struct Check {
-        let records: BundleRecords
-        /// The entries by the key of their payload path (ties in the records' order).
-        private let order: [(key: String, index: Int)]
+    /// The entries, by payload path, are walked along with the bag's payload, which
+    /// ``BagPayload/forEach(_:)`` gives in that order: no lookup per entry, a page of entries
+    /// in memory at a time.
+    final class Check {
+        let scratch: ImportScratch
+        private var page: [(seq: Int64, key: String, entry: Entry)] = []
         private var next = 0
-        /// The problems of each entry that has some, by its index: reported in the records' order.
-        private var found: [Int: [BagError]] = [:]
+        private var after: (key: String, seq: Int64)?
+        /// The problems of each entry that has some, by its `seq`: reported in the records' order.
+        private var found: [Int64: [BagError]] = [:]
         private var unlisted: [String] = []
 
-        init(_ records: BundleRecords) {
-            self.records = records
-            order = records.assets.indices.map { (key: BagPayload.key(records.assets[$0].payload), index: $0) }
-                .sorted {
-                    $0.key.utf8.lexicographicallyPrecedes($1.key.utf8)
-                        || ($0.key.utf8.elementsEqual($1.key.utf8) && $0.index < $1.index)
+        init(_ scratch: ImportScratch) {
+            self.scratch = scratch
+        }
+
+        /// The entry at ``next``, reading the next page when the last is done; `nil` at the end.
+        private func current() throws -> (seq: Int64, key: String, entry: Entry)? {
+            if next == page.count {
+                guard page.isEmpty || page.count == ImportScratch.pageSize else { return nil }
+                if let last = page.last { after = (last.key, last.seq) }
+                page = try scratch.run { db in
+                    var rows: [(Int64, String, Entry)] = []
+                    try db.run(
+                        """
+                        SELECT seq, payload_key, key, name, storage, size, sha256, payload, archive, member
+                        FROM entry WHERE \(after == nil ? "1" : "(payload_key, seq) > (?, ?)")
+                        ORDER BY payload_key, seq LIMIT ?
+                        """,
+                        // (A condition that always holds on the first page: `? IS NULL OR …`
+                        // would keep SQLite from using the index, a sort per page.)
+                        (after.map { [.text($0.key), .integer($0.seq)] } ?? [])
+                            + [.integer(Int64(ImportScratch.pageSize))]
+                    ) { h in
+                        let entry = Entry(
+                            key: sqlite3_column_int64(h, 2), name: Database.text(h, 3) ?? "", kind: "",
+                            storage: Storage(rawValue: Database.text(h, 4) ?? "") ?? .managed,
+                            size: sqlite3_column_int64(h, 5), sha256: Database.text(h, 6) ?? "",
+                            payload: Database.text(h, 7) ?? "", path: nil,
+                            archive: sqlite3_column_type(h, 8) == SQLITE_NULL ? nil : sqlite3_column_int64(h, 8),
+                            member: Database.text(h, 9), memberOrdinal: nil, tags: [], metadata: [:],
+                            created: Date(timeIntervalSince1970: 0), modified: Date(timeIntervalSince1970: 0))
+                        rows.append((sqlite3_column_int64(h, 0), Database.text(h, 1) ?? "", entry))
+                    }
+                    return rows
                 }
+                next = 0
+                if page.isEmpty { return nil }
+            }
+            return page[next]
         }
 
         /// Takes the next payload file, in the order of ``BagPayload/forEach(_:)``.
-        mutating func visit(_ payload: BagPayloadFile) {
+        func visit(_ payload: BagPayloadFile) throws {
             let key = BagPayload.key(payload.path)
-            while next < order.count, order[next].key.utf8.lexicographicallyPrecedes(key.utf8) { take(nil) }
-            if next < order.count, order[next].key.utf8.elementsEqual(key.utf8) {
-                take(payload)
+            while let entry = try current(), entry.key.utf8.lexicographicallyPrecedes(key.utf8) { try take(nil) }
+            if let entry = try current(), entry.key.utf8.elementsEqual(key.utf8) {
+                try take(payload)
             } else {
                 // A payload file no entry accounts for would be left out of the import without a word.
                 unlisted.append(payload.path)
@@ -150,52 +168,63 @@ struct BundleRecords: Codable {
 
         /// Takes the entries of one payload path: the first is checked against `payload`;
         /// any other gives the same file to a second asset.
-        private mutating func take(_ payload: BagPayloadFile?) {
-            let key = order[next].key
-            let problems = BundleRecords.problems(of: records.assets[order[next].index], payload)
-            if !problems.isEmpty { found[order[next].index] = problems }
+        private func take(_ payload: BagPayloadFile?) throws {
+            guard let first = try current() else { return }
+            let problems = BundleRecords.problems(of: first.entry, payload)
+            if !problems.isEmpty { found[first.seq] = problems }
             next += 1
-            while next < order.count, order[next].key.utf8.elementsEqual(key.utf8) {
-                let entry = records.assets[order[next].index]
-                found[order[next].index] = [
-                    BagError(.malformedTagFile, file: fileName, "gives \(entry.payload) to two assets")
+            while let other = try current(), other.key.utf8.elementsEqual(first.key.utf8) {
+                found[other.seq] = [
+                    BagError(.malformedTagFile, file: fileName, "gives \(other.entry.payload) to two assets")
                 ]
                 next += 1
             }
         }
 
         /// The problems found, once every payload file has been visited.
-        mutating func finish() -> [BagError] {
-            while next < order.count { take(nil) }
+        func finish() throws -> [BagError] {
+            while try current() != nil { try take(nil) }
             let file = fileName
-            let assets = records.assets
-            var keys = Set<Int64>()
-            var problems: [BagError] = []
-            for (index, entry) in assets.enumerated() {
-                if !keys.insert(entry.key).inserted {
-                    problems.append(BagError(.malformedTagFile, file: file, "lists the key \(entry.key) twice"))
+            // A key used twice, at its second use; then each entry's own problems.
+            var twice: [Int64: BagError] = [:]
+            var links: [BagError] = []
+            try scratch.run { db in
+                try db.run(
+                    "SELECT e.seq, e.key FROM entry AS e WHERE EXISTS (SELECT 1 FROM entry AS f WHERE f.key = e.key AND f.seq < e.seq)",
+                    []
+                ) { h in
+                    twice[sqlite3_column_int64(h, 0)] = BagError(
+                        .malformedTagFile, file: file, "lists the key \(sqlite3_column_int64(h, 1)) twice")
                 }
-                problems += found[index] ?? []
+                try db.run(
+                    """
+                    SELECT e.name, e.archive, EXISTS (SELECT 1 FROM entry AS a WHERE a.key = e.archive),
+                        e.storage = 'member' AND e.member IS NOT NULL
+                    FROM entry AS e WHERE e.archive IS NOT NULL ORDER BY e.seq
+                    """, []
+                ) { h in
+                    let name = Database.text(h, 0) ?? ""
+                    if sqlite3_column_int64(h, 2) == 0 {
+                        links.append(
+                            BagError(
+                                .malformedTagFile, file: file,
+                                "links \(name) to archive key \(sqlite3_column_int64(h, 1)), which it does not list"))
+                    } else if sqlite3_column_int64(h, 3) == 0 {
+                        links.append(
+                            BagError(
+                                .malformedTagFile, file: file, "links \(name) to an archive but it is not a member"))
+                    }
+                }
+            }
+            var problems: [BagError] = []
+            for seq in Set(twice.keys).union(found.keys).sorted() {
+                if let error = twice[seq] { problems.append(error) }
+                problems += found[seq] ?? []
             }
             for path in unlisted.sorted() {
                 problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
             }
-            for entry in assets {
-                if let archive = entry.archive {
-                    if !keys.contains(archive) {
-                        problems.append(
-                            BagError(
-                                .malformedTagFile, file: file,
-                                "links \(entry.name) to archive key \(archive), which it does not list"))
-                    } else if entry.storage != .member || entry.member == nil {
-                        problems.append(
-                            BagError(
-                                .malformedTagFile, file: file,
-                                "links \(entry.name) to an archive but it is not a member"))
-                    }
-                }
-            }
-            return problems
+            return problems + links
         }
     }
 }

@@ -1,8 +1,11 @@
 public import ArchiveIO
 import BagIt
 import Foundation
+import GRDB
+import GRDBSQLite
 import Logging
 import Persistence
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -44,8 +47,12 @@ public struct ImportResult: Sendable, Codable {
     }
 
     public var bundle: String
-    /// The assets created, archives before their members.
-    public var imported: [AssetRecord]
+    /// How many assets were created.
+    public var importedCount: Int
+    /// The IDs of the assets created, as ranges: the top-level assets, then the archive
+    /// members (`catalog.forEachAsset` pages through them). Ranges rather than a list, so
+    /// that the result of a large import stays small.
+    public var importedIDs: [ClosedRange<Int64>]
     /// Bundle assets the catalog already had (same name, content, tags and metadata).
     public var alreadyPresent: [String]
     /// Bundle assets left out by ``ConflictPolicy/skip``.
@@ -136,9 +143,12 @@ extension Catalog {
     /// hostile bag, a conflict error, a failed commit, cancellation — the catalog is as
     /// it was and nothing is left in staging.
     ///
+    /// The bundle's entries and the plan for each are kept in a temporary database, not in
+    /// memory: an import's memory does not grow with the number of assets.
+    ///
     /// ```swift
     /// let result = try await catalog.importBundle(from: "trip.tar.zst", options: .init(onConflict: .keepBoth))
-    /// print("imported \(result.imported.count)")
+    /// print("imported \(result.importedCount)")
     /// ```
     public func importBundle(
         from path: String, options: ImportOptions = ImportOptions(),
@@ -148,15 +158,19 @@ extension Catalog {
         defer { for file in staged.paths { content.unpin(file) } }
         // The bag, read and checked, is let go before the commit: only the entries and the
         // staged copies are needed from here on.
-        let (entries, pins, absent, foreign, earlyPlan) = try await readForImport(
+        let (scratch, foreign, earlyPlan) = try await readForImport(
             path, options: options, staged: staged, progress: progress)
         // A plan made during the read is made again if the catalog changed meanwhile (or if
         // making it failed: the error, should it last, comes from the second attempt).
-        var plan =
-            try earlyPlan.flatMap { try? $0.get() }.flatMap { try isCurrent($0) ? $0 : nil }
-            ?? planImport(entries, policy: options.onConflict)
+        var plan: ImportPlan
+        if let early = earlyPlan.flatMap({ try? $0.get() }), try isCurrent(early) {
+            plan = early
+        } else {
+            if earlyPlan != nil { try scratch.resetPlan() }
+            plan = try planImport(scratch, policy: options.onConflict)
+        }
         plan.result.bundle = path
-        try commitImport(&plan, pins: pins, absent: absent, foreign: foreign)
+        try commitImport(&plan, pins: staged.pins, absent: staged.absent, foreign: foreign)
         return plan.result
     }
 
@@ -175,88 +189,93 @@ extension Catalog {
 
     /// What an import works out from our records while the payload is still being read.
     private struct EarlyWork: Sendable {
-        var records: Result<BundleRecords, BagError>
-        /// The plan, when the records could be decoded.
+        /// Whether the records could be read into the import's entries.
+        var records: Result<Void, any Error>
+        /// The plan, when they could.
         var plan: Result<ImportPlan, any Error>?
     }
 
-    /// Reads and checks a bag, staging its payload: returns the assets to import, the
-    /// staged copy of each content by SHA-256, the content `objects/` did not have while
-    /// the bag was read, whether the bag came without our records, and the import's plan
+    /// Reads and checks a bag, staging its payload: returns the import's entries (in its
+    /// ``ImportScratch``), whether the bag came without our records, and the import's plan
     /// when it could be made during the read.
     private func readForImport(
         _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?
-    ) async throws -> (
-        entries: [BundleRecords.Entry], pins: [String: String], absent: Set<String>, foreign: Bool,
-        plan: Result<ImportPlan, any Error>?
-    ) {
-        // Our records come before the payload: they are decoded, and the import planned from
-        // them, on another core while the payload is read.
-        var early: (bytes: [UInt8], work: Task<EarlyWork, Never>)?
+    ) async throws -> (scratch: ImportScratch, foreign: Bool, plan: Result<ImportPlan, any Error>?) {
+        var scratch = try ImportScratch()
+        // Our records come before the payload: they are read into the entries, and the
+        // import planned from them, on another core while the payload is read.
+        let records = RecordsFile.Tap(directory: content.ownStaging)
+        var early: Task<EarlyWork, Never>?
+        let moot = EarlyPlan()
         let policy = options.onConflict
         let bag: BagContents
         do {
-            bag = try readBag(path, options: options, staged: staged, progress: progress) { bytes in
-                guard early == nil else { return }
-                early = (
-                    bytes,
-                    Task.detached { [self] in
-                        let records = Result { () throws(BagError) in try BundleRecords.decode(bytes) }
-                        guard case .success(let decoded) = records, !Task.isCancelled else {
-                            return EarlyWork(records: records)
-                        }
-                        return EarlyWork(
-                            records: records, plan: Result { try self.planImport(decoded.assets, policy: policy) })
-                    }
-                )
+            bag = try readBag(path, options: options, staged: staged, records: records, progress: progress) {
+                [scratch] file in
+                early = Task.detached { [self] in
+                    let read = Result { try file.load(into: scratch, isCancelled: { Task.isCancelled }) }
+                    guard case .success = read, !Task.isCancelled, !moot.isMoot else { return EarlyWork(records: read) }
+                    return EarlyWork(records: read, plan: Result { try self.planImport(scratch, policy: policy) })
+                }
             }
         } catch {
             // The early work reads the catalog: it ends before the import does.
-            early?.work.cancel()
-            _ = await early?.work.value
+            early?.cancel()
+            _ = await early?.value
             throw error
         }
-        if !bag.problems.isEmpty { early?.work.cancel() }  // the plan is moot: stop it, keep the decode
-        let work = await early?.work.value
+        // An invalid bag makes the plan moot (the records are still read: their problems are listed too).
+        if !bag.problems.isEmpty { moot.isMoot = true }
+        let work = await early?.value
         var problems = bag.problems
-        var records: BundleRecords?
+        let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
+        let hasRecords = records.file?.path == root + BundleRecords.fileName
+        var recordsRead = false
         var plan: Result<ImportPlan, any Error>?
-        if let bytes = bag.tagFiles[BundleRecords.fileName] {
-            do throws(BagError) {
-                if let work, early?.bytes == bytes {
-                    records = try work.records.get()
-                    plan = work.plan
-                } else {
-                    records = try BundleRecords.decode(bytes)
-                }
-            } catch {
-                problems.append(error)
+        if hasRecords, let work {
+            switch work.records {
+            case .success:
+                recordsRead = true
+                plan = work.plan
+            case .failure(let error as BagError): problems.append(error)
+            case .failure(let error): throw error
             }
         }
-        early = nil
+        // A records file elsewhere than the bag's root was read for nothing.
+        if !hasRecords && records.file != nil { scratch = try ImportScratch() }
         // One walk of the payload: the records checked against it, or for a bag without
         // them, an asset made of each file.
-        var check = records.map(BundleRecords.Check.init)
-        var plain: [BundleRecords.Entry] = []
-        let now = Date()
-        if check != nil || problems.isEmpty {
+        let check = recordsRead ? BundleRecords.Check(scratch) : nil
+        if recordsRead || (!hasRecords && problems.isEmpty) {
+            let now = Date()
+            var plain: [BundleRecords.Entry] = []
+            var count = 0
             try bundleErrors(path) {
                 try bag.payload.forEach { file in
-                    if check != nil {
-                        check!.visit(file)
+                    if let check {
+                        try check.visit(file)
                     } else {
-                        plain.append(Self.plainEntry(file, key: Int64(plain.count + 1), date: now))
+                        count += 1
+                        plain.append(Self.plainEntry(file, key: Int64(count), date: now))
+                        if plain.count == ImportScratch.pageSize {
+                            try scratch.add(plain)
+                            plain.removeAll(keepingCapacity: true)
+                        }
                     }
                 }
             }
+            if let check {
+                problems += try check.finish()
+            } else if !hasRecords {
+                try scratch.add(plain)
+                try scratch.seal()
+            }
         }
-        problems += check?.finish() ?? []
         if let first = problems.first {
             let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
             throw CatalogError(
                 .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
         }
-        let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
         let relative = { (file: String) in
             file.utf8.starts(with: root.utf8) ? String(Substring(file.utf8.dropFirst(root.utf8.count))) : file
         }
@@ -264,29 +283,28 @@ extension Catalog {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
-        return (records?.assets ?? plain, staged.pins, staged.absent, records == nil, plan)
+        return (scratch, !hasRecords, plan)
     }
 
-    /// Reads a bag for an import, staging its payload; `recordsRead` gets our records file
-    /// as soon as it is read.
+    /// Reads a bag for an import, staging its payload and streaming our records file to
+    /// `records`; `recordsRead` gets the file as soon as it is read.
     private func readBag(
-        _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?,
-        recordsRead: @escaping ([UInt8]) -> Void
+        _ path: String, options: ImportOptions, staged: StagedFiles, records: RecordsFile.Tap,
+        progress: (@Sendable (BundleProgress) -> Void)?, recordsRead: @escaping (RecordsFile) -> Void
     ) throws -> BagContents {
-        try bundleErrors(path) {
+        records.read = recordsRead
+        return try bundleErrors(path) {
             do {
                 return try BagReader.read(
                     at: path,
                     options: BagReadOptions(
-                        policy: options.policy, keptTagFiles: [BundleRecords.fileName],
+                        policy: options.policy,
                         // The expected digest only serves to find content `objects/` has.
                         looksUpExpectedSHA256: content.hasAnyObject()),
                     sink: { [content] file, expected in
                         try StagingSink(file: file, content: content, expected: expected, staged: staged)
                     },
-                    tagFileRead: { name, bytes in
-                        if name == BundleRecords.fileName { recordsRead(bytes) }
-                    },
+                    tagSink: records.sink,
                     progress: { p in
                         progress?(
                             BundleProgress(
@@ -314,27 +332,17 @@ extension Catalog {
             memberOrdinal: nil, tags: [], metadata: [:], created: date, modified: date)
     }
 
-    struct ImportPlan {
-        /// One asset to import: an entry of ``entries``, by index (an entry is large; the
-        /// plan does not copy it).
-        struct Item {
-            var index: Int
-            var name: String
-            var storage: Storage
-            /// For a member: its archive's key.
-            var archiveKey: Int64?
-        }
-        /// The bundle's assets.
-        var entries: [BundleRecords.Entry] = []
-        /// The names of its top-level assets, and the catalog's top-level assets with one of
-        /// them when the plan was made.
-        var names: [String] = []
-        var existing: [AssetRecord] = []
-        var items: [Item] = []
+    /// What an import does with each entry of its ``ImportScratch`` (the plan itself is
+    /// there: each entry's outcome, name and storage), and what it reports.
+    struct ImportPlan: @unchecked Sendable {
+        let scratch: ImportScratch
+        /// The catalog's top-level assets that have a name of the bundle's top-level assets,
+        /// when the plan was made: how many, and a hash of them all.
+        var existing = (count: 0, hash: 0)
         var replacing: [Int64] = []
         var result = ImportResult(
-            bundle: "", imported: [], alreadyPresent: [], skipped: [], replaced: [], renamed: [], storedAsManaged: [],
-            bytesStored: 0, queuedJobs: [])
+            bundle: "", importedCount: 0, importedIDs: [], alreadyPresent: [], skipped: [], replaced: [], renamed: [],
+            storedAsManaged: [], bytesStored: 0, queuedJobs: [])
     }
 
     /// The most values put in one SQL `IN (…)`.
@@ -356,85 +364,92 @@ extension Catalog {
         }.sorted { $0.id < $1.id }
     }
 
+    /// Calls `body` with the catalog's top-level assets that have a name of the bundle's
+    /// top-level assets, a page of names at a time; returns how many and a hash of them all.
+    @discardableResult
+    private func forEachExisting(
+        _ scratch: ImportScratch, _ body: ([AssetRecord]) throws -> Void = { _ in }
+    ) throws -> (count: Int, hash: Int) {
+        var count = 0
+        var hash = 0
+        try scratch.forEachNamePage { names in
+            if Task.isCancelled { throw CatalogError(.cancelled, "The import was stopped; nothing was imported") }
+            let records = try topLevelAssets(named: names)
+            count += records.count
+            for record in records { hash &+= record.hashValue }  // in any order
+            try body(records)
+        }
+        return (count, hash)
+    }
+
     /// Whether the catalog's assets that share a name with the bundle's are still those the
     /// plan was made from (a plan made during a long read may be stale by its end).
     private func isCurrent(_ plan: ImportPlan) throws -> Bool {
-        try topLevelAssets(named: plan.names) == plan.existing
+        let now = try forEachExisting(plan.scratch)
+        return now.count == plan.existing.count && now.hash == plan.existing.hash
     }
 
     /// Decides, entry by entry, how each asset is stored and what a name conflict does.
-    private func planImport(_ entries: [BundleRecords.Entry], policy: ConflictPolicy) throws -> ImportPlan {
-        var plan = ImportPlan()
-        plan.entries = entries
-        let keys = Set(entries.map(\.key))
-        let topLevel = entries.indices.filter {
-            !(entries[$0].storage == .member && entries[$0].archive.map(keys.contains) == true)
-        }
-        let names = Array(Set(topLevel.map { entries[$0].name }))
-        let existing = try topLevelAssets(named: names)
-        plan.names = names
-        plan.existing = existing
-        // Names a renamed asset cannot take: the catalog's, and the bundle's own.
-        var taken = Set(existing.map(\.name)).union(names)
-        let byName = Dictionary(grouping: existing, by: \.name)
-        var importedArchives = Set<Int64>()
-        for index in topLevel {
-            // Planning reads the catalog and hashes referenced files: it stops when the import does.
-            if Task.isCancelled { throw CatalogError(.cancelled, "The import was stopped; nothing was imported") }
-            let entry = entries[index]
-            var name = entry.name
-            if let same = byName[entry.name] {
+    private func planImport(_ scratch: ImportScratch, policy: ConflictPolicy) throws -> ImportPlan {
+        var plan = ImportPlan(scratch: scratch)
+        plan.existing = try forEachExisting(scratch) { try scratch.addExisting($0) }
+        let cancelled = { CatalogError(.cancelled, "The import was stopped; nothing was imported") }
+        if plan.existing.count > 0 {
+            try scratch.forEach(where: "+e.top = 1 AND e.name IN (SELECT name FROM existing)") { entry in
+                // Planning reads the catalog and hashes referenced files: it stops when the import does.
+                if Task.isCancelled { throw cancelled() }
+                let same = try scratch.existing(named: entry.name)
                 if same.contains(where: {
-                    $0.sha256 == entry.sha256 && $0.tags == entry.tags.sorted() && $0.metadata == entry.metadata
+                    $0.sha256 == entry.sha256 && $0.tags == entry.tags && $0.metadata == entry.metadata
                 }) {
                     plan.result.alreadyPresent.append(entry.name)
-                    continue
+                    try scratch.plan(entry.seq, outcome: .alreadyPresent)
+                    return
                 }
                 switch policy {
                 case .skip:
                     let ids = same.map { String($0.id) }.joined(separator: ", ")
                     plan.result.skipped.append(
                         .init(name: entry.name, reason: "the catalog has an asset with this name (ID \(ids))"))
-                    continue
+                    try scratch.plan(entry.seq, outcome: .skipped)
                 case .replace:
-                    plan.replacing += same.map(\.id).filter { !plan.replacing.contains($0) }
+                    plan.replacing += same.map(\.id)
                 case .keepBoth:
                     // Kept before under a numbered name: the same asset, not one more copy.
                     if try hasNumberedCopy(of: entry) {
                         plan.result.alreadyPresent.append(entry.name)
-                        continue
+                        try scratch.plan(entry.seq, outcome: .alreadyPresent)
+                        return
                     }
                     // The name must be free in the whole catalog, not only among the bundle's names.
+                    var name = entry.name
                     var n = 2
-                    while try taken.contains(name) || hasTopLevelAsset(named: name) {
+                    while try scratch.isTaken(name) || hasTopLevelAsset(named: name) {
                         name = PayloadNamer.numbered(entry.name, n)
                         n += 1
                     }
                     plan.result.renamed.append(.init(from: entry.name, to: name))
+                    try scratch.plan(entry.seq, outcome: .imported, name: name)
                 }
             }
-            taken.insert(name)
-            var storage = Storage.managed
-            if entry.storage == .referenced, let file = entry.path, Self.fileMatches(file, entry) {
-                storage = .referenced
-            } else if entry.storage == .referenced {
+        }
+        // A referenced asset stays referenced when its file is here, the same.
+        try scratch.forEach(where: "\(ImportScratch.importedTop) AND e.storage = 'referenced'") { entry in
+            if Task.isCancelled { throw cancelled() }
+            if let file = entry.path, Self.fileMatches(file, size: entry.size, sha256: entry.sha256) {
+                try scratch.execute("UPDATE entry SET referenced = 1 WHERE seq = ?", [.integer(entry.seq)])
+            } else {
                 plan.result.storedAsManaged.append(entry.name)
             }
-            plan.items.append(.init(index: index, name: name, storage: storage, archiveKey: nil))
-            importedArchives.insert(entry.key)
         }
-        for (index, entry) in entries.enumerated() where entry.storage == .member {
-            guard let archive = entry.archive, keys.contains(archive) else { continue }
-            guard importedArchives.contains(archive) else { continue }  // its archive is skipped or already present
-            plan.items.append(.init(index: index, name: entry.name, storage: .member, archiveKey: archive))
-        }
-        plan.result.replaced = plan.replacing.sorted()
+        plan.replacing = Array(Set(plan.replacing)).sorted()
+        plan.result.replaced = plan.replacing
         return plan
     }
 
     /// Whether a top-level asset has the entry's content, tags and metadata under a numbered
     /// form of its name (`a (2).txt` for `a.txt`) — what an earlier keep-both import made.
-    private func hasNumberedCopy(of entry: BundleRecords.Entry) throws -> Bool {
+    private func hasNumberedCopy(of entry: ImportScratch.Row) throws -> Bool {
         // `a (0).txt` gives the text around the number: `a (` and `).txt`.
         let zero = Array(PayloadNamer.numbered(entry.name, 0).utf8)
         let mark: [UInt8] = Array(" (0)".utf8)
@@ -456,7 +471,7 @@ extension Catalog {
             else { return false }
             let number = name[prefix.count..<(name.count - suffix.count)]
             return number.first != 0x30 && number.allSatisfy { (0x30...0x39).contains($0) }
-                && copy.tags == entry.tags.sorted() && copy.metadata == entry.metadata
+                && Asset.tagText(copy.tags) == entry.tags && Asset.metadataJSON(copy.metadata) == entry.metadata
         }
     }
 
@@ -472,38 +487,46 @@ extension Catalog {
 
     /// Whether a referenced file is here with the recorded size and content. A relative
     /// path never is: it would name a file relative to wherever the import runs.
-    private static func fileMatches(_ path: String, _ entry: BundleRecords.Entry) -> Bool {
+    private static func fileMatches(_ path: String, size: Int64, sha256: String) -> Bool {
         var info = stat()
         guard path.hasPrefix("/"), stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
-            Int64(info.st_size) == entry.size,
+            Int64(info.st_size) == size,
             let (digest, _) = try? ContentStore.digest(ofFileAt: path, isCancelled: { Task.isCancelled })
         else { return false }
-        return digest == entry.sha256
+        return digest == sha256
     }
 
     /// Adopts the staged content and records every planned asset in one transaction.
     private func commitImport(
         _ plan: inout ImportPlan, pins: [String: String], absent: Set<String>, foreign: Bool
     ) throws {
-        let entries = plan.entries
-        let managed = Set(plan.items.filter { $0.storage == .managed }.map { entries[$0.index].sha256 })
+        let scratch = plan.scratch
+        // The content of the imported managed assets, each once.
+        var managed: [String] = []
         var newContent: [String] = []
-        for digest in managed.sorted() {
-            guard pins[digest] != nil else {
-                throw CatalogError(
-                    .invalidArgument, "The bundle has no payload with SHA-256 \(digest); nothing was imported")
+        var bytesStored: Int64 = 0
+        try scratch.run { db in
+            try db.run(
+                """
+                SELECT sha256, max(size) FROM entry AS e
+                WHERE \(ImportScratch.importedTop) AND e.referenced = 0 GROUP BY sha256 ORDER BY sha256
+                """, []
+            ) { h in
+                managed.append(Database.text(h, 0) ?? "")
+                let digest = managed[managed.count - 1]
+                // What the read found missing needs no second look. Should another process
+                // store it meanwhile, the journal row is harmless: a sweep keeps content in use.
+                if pins[digest] != nil && (absent.contains(digest) || !content.hasObject(digest)) {
+                    newContent.append(digest)
+                    bytesStored += sqlite3_column_int64(h, 1)
+                }
             }
-            // What the read found missing needs no second look. Should another process store
-            // it meanwhile, the journal row is harmless: a sweep keeps content in use.
-            if absent.contains(digest) || !content.hasObject(digest) { newContent.append(digest) }
         }
-        // A set: `newContent.contains` for every item was quadratic (10,000 files: 10⁸ compares).
-        let isNew = Set(newContent)
-        var newSizes: [String: Int64] = [:]
-        for item in plan.items where item.storage == .managed && isNew.contains(entries[item.index].sha256) {
-            newSizes[entries[item.index].sha256] = entries[item.index].size
+        if let digest = managed.first(where: { pins[$0] == nil }) {
+            throw CatalogError(
+                .invalidArgument, "The bundle has no payload with SHA-256 \(digest); nothing was imported")
         }
-        plan.result.bytesStored = newSizes.values.reduce(0, +)
+        plan.result.bytesStored = bytesStored
         // New content is journaled before it is linked into objects/: should the import not
         // commit (an error, a crash), it is removed again. One row for all of it, which the
         // import's own transaction deletes.
@@ -520,10 +543,12 @@ extension Catalog {
         // The content is adopted on another thread while the rows are built and written.
         let adoption =
             managed.isEmpty
-            ? ContentAdoption(pins: pins) : ContentAdoption(content: content, pins: pins, adopting: managed.sorted())
+            ? ContentAdoption(pins: pins) : ContentAdoption(content: content, pins: pins, adopting: managed)
+        managed = []
         do {
-            let (imported, jobs) = try recordImport(plan, adoption: adoption, journal: journal, foreign: foreign)
-            plan.result.imported = imported
+            let (ids, count, jobs) = try recordImport(plan, adoption: adoption, journal: journal, foreign: foreign)
+            plan.result.importedIDs = ids
+            plan.result.importedCount = count
             plan.result.queuedJobs = jobs
         } catch {
             var error = error
@@ -556,9 +581,14 @@ extension Catalog {
         }
     }
 
+    /// Records the planned assets, streamed from the import's entries a page at a time;
+    /// returns their IDs, their number and the jobs queued.
     private func recordImport(
         _ plan: ImportPlan, adoption: ContentAdoption, journal: ManagedObjectID?, foreign: Bool
-    ) throws -> ([AssetRecord], [Int64]) {
+    ) throws -> ([ClosedRange<Int64>], Int, [Int64]) {
+        let scratch = plan.scratch
+        let topCount = Int(try scratch.value("SELECT count(*) FROM entry AS e WHERE \(ImportScratch.importedTop)"))
+        let memberCount = try scratch.importedMemberCount()
         let recorded = try storeErrors {
             try withContext { context in
                 // The records make the journal moot: both in one transaction.
@@ -570,80 +600,75 @@ extension Catalog {
                         context.delete(asset)
                     }
                 }
-                // The assets as rows, without an object each: archives (and every other
-                // top-level asset) first, then the members, which point at their archive's ID.
-                // Asset.willInsertRows checks them as an insert's hooks would, and that
-                // the content of each managed one is in objects/ (the pins put it back).
+                // The assets as rows, without an object each, produced a page at a time as the
+                // save writes them: archives (and every other top-level asset) first, then the
+                // members, which point at their archive's ID. Asset.willInsertRows checks them
+                // as an insert's hooks would, and that the content of each managed one is in
+                // objects/ (the pins put it back).
                 context.userInfo[Asset.adoptionKey] = adoption
-                let top = plan.items.filter { $0.storage != .member }
-                let members = plan.items.filter { $0.storage == .member }
-                let entries = plan.entries
-                let topIDs = try context.insertRows(Asset.self, count: top.count) { i, row in
-                    Self.fill(&row, top[i], entries[top[i].index], archive: nil)
-                }
-                let archives = Dictionary(
-                    zip(top.map { entries[$0.index].key }, topIDs), uniquingKeysWith: { a, _ in a })
-                let memberIDs = try context.insertRows(Asset.self, count: members.count) { i, row in
-                    Self.fill(
-                        &row, members[i], entries[members[i].index],
-                        archive: members[i].archiveKey.flatMap { archives[$0] })
-                }
+                let top = RowPages { try scratch.page(where: ImportScratch.importedTop, after: $0) }
+                let topIDs = try context.insertRows(
+                    Asset.self, count: topCount,
+                    streaming: { i, row in Self.fill(&row, try top.row(i), member: false, archive: nil) })
+                try scratch.giveArchivesRowIDs(from: topIDs.lowerBound)
+                let members = RowPages { try scratch.memberPage(after: $0) }
+                let memberIDs = try context.insertRows(
+                    Asset.self, count: memberCount,
+                    streaming: { i, row in
+                        let member = try members.row(i)
+                        Self.fill(
+                            &row, member, member: true,
+                            archive: member.archiveRowID.map {
+                                ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                            })
+                    })
                 // The bytes durable before the transaction takes the write lock (the links
                 // follow meanwhile; the check before the commit waits for them).
                 try adoption.waitUntilDurable()
                 var jobs: [Job] = []
                 if foreign {
-                    for (item, id) in zip(top, topIDs) {
-                        let kind = entries[item.index].kind
+                    // The top-level rows took their IDs in this order.
+                    var id = topIDs.lowerBound
+                    try scratch.forEach(where: ImportScratch.importedTop) { entry in
                         for kind in [
-                            kind == "archive" ? BuiltInProcessors.indexArchive : nil,
-                            kind == "image" ? BuiltInProcessors.metadata : nil,
+                            entry.kind == "archive" ? BuiltInProcessors.indexArchive : nil,
+                            entry.kind == "image" ? BuiltInProcessors.metadata : nil,
                         ].compactMap({ $0 }) {
                             let job = Job(context: context)
                             job.kind = kind
-                            job.assetID = id.rowID
+                            job.assetID = id
                             jobs.append(job)
                         }
+                        id += 1
                     }
                 }
                 if FaultPoint.isActive(.failImportCommit) {
                     container.failNextCommit(with: CatalogError(.io, "the disk is full (injected)"))
                 }
                 try context.save()
-                let records = zip(top + members, topIDs + memberIDs).map { item, id in
-                    let entry = entries[item.index]
-                    return AssetRecord(
-                        id: id.rowID, name: item.name, kind: entry.kind, size: entry.size, sha256: entry.sha256,
-                        storage: item.storage, path: item.storage == .member ? nil : entry.path,
-                        archive: item.archiveKey.flatMap { archives[$0]?.rowID },
-                        member: item.storage == .member ? entry.member : nil,
-                        memberOrdinal: item.storage == .member ? entry.memberOrdinal ?? 0 : 0,
-                        tags: Asset.tags(fromText: Asset.tagText(entry.tags)), created: entry.created,
-                        modified: entry.modified,
-                        metadata: entry.metadata)
-                }
-                return (records, jobs.map(\.objectID.rowID))
+                let ids = [topIDs, memberIDs].filter { !$0.isEmpty }.map { $0.lowerBound...($0.upperBound - 1) }
+                return (ids, topCount + memberCount, jobs.map(\.objectID.rowID))
             }
         }
-        if !recorded.1.isEmpty { jobs.wakeWorker() }
+        if !recorded.2.isEmpty { jobs.wakeWorker() }
         return recorded
     }
 
     /// The row of a planned asset.
     private static func fill(
-        _ row: inout BatchInsertRow<Asset>, _ item: ImportPlan.Item, _ entry: BundleRecords.Entry,
-        archive: ManagedObjectID?
+        _ row: inout BatchInsertRow<Asset>, _ entry: ImportScratch.Row, member: Bool, archive: ManagedObjectID?
     ) {
-        row[\.name] = item.name
+        let storage: Storage = member ? .member : entry.referenced ? .referenced : .managed
+        row[\.name] = entry.plannedName
         row[\.kind] = entry.kind
-        row[\.storage] = item.storage
+        row[\.storage] = storage
         row[\.size] = entry.size
         row[\.sha256] = entry.sha256
-        row[\.tagText] = Asset.tagText(entry.tags)
-        row[\.metadataJSON] = Asset.metadataJSON(entry.metadata)
+        row[\.tagText] = entry.tags
+        row[\.metadataJSON] = entry.metadata
         row[\.created] = entry.created
         row[\.modified] = entry.modified
-        if item.storage == .member {
+        if storage == .member {
             row[\.archive] = archive
             row[\.member] = entry.member
             row[\.memberOrdinal] = entry.memberOrdinal ?? 0
@@ -668,32 +693,29 @@ extension Catalog {
         var validation = BundleValidation(
             bundle: path, isValid: false, version: nil, payloadFiles: 0, payloadBytes: 0, hasRecords: false,
             problems: [])
-        // Our records come before the payload: they are decoded on another core meanwhile.
+        // Our records come before the payload: they are read into a temporary database on
+        // another core meanwhile.
+        let records = RecordsFile.Tap(directory: NSTemporaryDirectory())
         let early = EarlyRecords()
-        defer { early.wait() }  // the decode never outlives the call
+        records.read = { early.start($0) }
+        defer { early.wait() }  // the reading never outlives the call
         do {
             let bag = try BagReader.read(
-                at: path, options: BagReadOptions(policy: policy, keptTagFiles: [BundleRecords.fileName]),
-                tagFileRead: { name, bytes in
-                    if name == BundleRecords.fileName { early.start(bytes) }
-                },
+                at: path, options: BagReadOptions(policy: policy), tagSink: records.sink,
                 progress: { p in
                     progress?(
                         BundleProgress(
                             filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal))
                 })
             var problems = bag.problems
-            if let bytes = bag.tagFiles[BundleRecords.fileName] {
+            let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
+            if records.file?.path == root + BundleRecords.fileName {
                 validation.hasRecords = true
-                do throws(BagError) {
-                    let records: BundleRecords
-                    if let decoded = try early.records(of: bytes) {
-                        records = decoded
-                    } else {
-                        records = try BundleRecords.decode(bytes)
-                    }
-                    problems += try records.problems(in: bag.payload)
-                } catch {
+                do {
+                    let check = BundleRecords.Check(try early.scratch())
+                    try bag.payload.forEach { try check.visit($0) }
+                    problems += try check.finish()
+                } catch let error as BagError {
                     problems.append(error)
                 }
             }
@@ -709,32 +731,45 @@ extension Catalog {
     }
 }
 
-/// Our records file, decoded on another thread while the rest of the bag is read (for
-/// ``Catalog/validateBundle(at:policy:progress:)``, which does not run in a task).
+/// Tells an import's early work, from the reading task, that its plan is moot.
+private final class EarlyPlan: Sendable {
+    private let moot = Mutex(false)
+    var isMoot: Bool {
+        get { moot.withLock { $0 } }
+        set { moot.withLock { $0 = newValue } }
+    }
+}
+
+/// Our records file, read into a temporary database on another thread while the rest of the
+/// bag is read (for ``Catalog/validateBundle(at:policy:progress:)``, which does not run in a task).
 private final class EarlyRecords: @unchecked Sendable {
     private let done = DispatchGroup()
     /// Set by `start`, on the reading thread; the result is written before `done` is left.
-    private var bytes: [UInt8]?
-    private var result: Result<BundleRecords, BagError>?
+    private var started = false
+    private var result: Result<ImportScratch, any Error>?
 
-    /// Starts decoding `bytes`, once.
-    func start(_ bytes: [UInt8]) {
-        guard self.bytes == nil else { return }
-        self.bytes = bytes
+    /// Starts reading `file`, once.
+    func start(_ file: RecordsFile) {
+        guard !started else { return }
+        started = true
         done.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
-            result = Result { () throws(BagError) in try BundleRecords.decode(bytes) }
+            result = Result {
+                let scratch = try ImportScratch()
+                try file.load(into: scratch, isCancelled: { false })
+                return scratch
+            }
             done.leave()
         }
     }
 
-    /// The decoded records, when these very bytes were decoded; `nil` otherwise.
-    func records(of bytes: [UInt8]) throws(BagError) -> BundleRecords? {
-        guard self.bytes == bytes else { return nil }
+    /// The records, read; throws what stopped the reading.
+    func scratch() throws -> ImportScratch {
         done.wait()
-        return try result?.get()
+        guard let result else { throw BagError(.io, file: BundleRecords.fileName, "was not read") }
+        return try result.get()
     }
 
-    /// Waits for a decode in progress.
+    /// Waits for a reading in progress.
     func wait() { done.wait() }
 }

@@ -485,6 +485,8 @@ final class ContentStore: Sendable {
 final class ContentAdoption: @unchecked Sendable {
     /// The staged copy of each content, by SHA-256.
     let pins: [String: String]
+    /// The content being linked into `objects/` (`nil`: every pin's, already there).
+    private let adopting: [String]?
     private let durable = DispatchGroup()
     private let linked = DispatchGroup()
     /// What stopped each stage: written before its group is left, read after it is waited for.
@@ -494,6 +496,7 @@ final class ContentAdoption: @unchecked Sendable {
     /// Starts adopting the content of `digests` from its pins.
     init(content: ContentStore, pins: [String: String], adopting digests: [String]) {
         self.pins = pins
+        adopting = digests
         let files = digests.map { (pins[$0]!, $0) }
         durable.enter()
         linked.enter()
@@ -519,6 +522,7 @@ final class ContentAdoption: @unchecked Sendable {
     /// Content already in `objects/` (an add adopts before it records), held by its pins.
     init(pins: [String: String]) {
         self.pins = pins
+        adopting = nil
     }
 
     /// Waits until the staged bytes are durable; throws what stopped that.
@@ -531,6 +535,30 @@ final class ContentAdoption: @unchecked Sendable {
     func wait() throws {
         linked.wait()
         if let failure = durableFailure ?? linkFailure { throw failure }
+    }
+
+    /// Whether the adoption holds `digest`'s content (a pin of it): ``requireAll(in:)``
+    /// checks it.
+    func covers(_ digest: String) -> Bool { pins[digest] != nil }
+
+    private let checkClaimed = Mutex(false)
+
+    /// `true` the first time only: the save that writes an adoption's rows, in batches,
+    /// plans one ``requireAll(in:)``.
+    func claimCheck() -> Bool {
+        checkClaimed.withLock { claimed in
+            defer { claimed = true }
+            return !claimed
+        }
+    }
+
+    /// Checks, under the store's write lock, that `objects/` has the content adopted (or,
+    /// for content already there, every pin's), putting back from its pin what a removal
+    /// took meanwhile.
+    func requireAll(in content: ContentStore) throws {
+        for digest in adopting ?? Array(pins.keys) {
+            try content.requireObject(digest, for: "an imported asset", pin: pins[digest])
+        }
     }
 }
 

@@ -150,3 +150,11 @@ extension Process {
         }
     }
 }
+
+extension Catalog {
+    /// The assets an import created (``ImportResult/importedIDs``), in ID order: archives
+    /// and other top-level assets, then members.
+    public func assets(importedBy result: ImportResult) throws -> [AssetRecord] {
+        try assets().filter { record in result.importedIDs.contains { $0.contains(record.id) } }
+    }
+}

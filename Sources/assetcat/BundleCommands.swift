@@ -102,7 +102,7 @@ struct Import: AsyncParsableCommand {
                 throw ExitCode(130)
             }
             if json { return try Terminal.json(result) }
-            var parts = ["imported \(plural(result.imported.count, "asset")) from \(path)"]
+            var parts = ["imported \(plural(result.importedCount, "asset")) from \(path)"]
             if !result.alreadyPresent.isEmpty { parts.append("\(result.alreadyPresent.count) already present") }
             if !result.skipped.isEmpty { parts.append("\(result.skipped.count) skipped (name conflicts)") }
             if !result.replaced.isEmpty { parts.append("\(result.replaced.count) replaced") }

@@ -165,13 +165,13 @@ import Testing
         let bag = try f.writeBag()
         let tar = try f.archive(bag, as: "bag.tar")
         let result = try await f.catalog.importBundle(from: tar)
-        #expect(result.imported.map(\.name).sorted() == ["a.txt", "sub/b.bin"])
+        #expect(try f.catalog.assets(importedBy: result).map(\.name).sorted() == ["a.txt", "sub/b.bin"])
         #expect(result.alreadyPresent == ["shared.txt"])  // same name and content: nothing to do
         let g = try await Fixture()
         let exported = try await g.exportBag()
         #expect(try Catalog.validateBundle(at: exported).problems == [])
         let again = try await g.catalog.importBundle(from: exported)
-        #expect(again.imported.map(\.name).sorted() == ["a.txt", "sub-b.bin"])
+        #expect(try g.catalog.assets(importedBy: again).map(\.name).sorted() == ["a.txt", "sub-b.bin"])
         #expect(again.alreadyPresent == ["shared.txt"])
     }
 
@@ -669,7 +669,7 @@ import Testing
 
         let result = try await f.catalog.importBundle(from: bag)
         #expect(result.storedAsManaged == ["a.txt"])
-        let imported = try #require(result.imported.first { $0.name == "a.txt" })
+        let imported = try #require(try f.catalog.assets(importedBy: result).first { $0.name == "a.txt" })
         #expect(imported.storage == .managed)
         #expect(try f.catalog.asset(String(imported.id)).storage == .managed)
     }

@@ -45,7 +45,7 @@ import Testing
                 #expect(result.bytes == assets.reduce(0) { $0 + $1.size })
                 let imported = try target.create()
                 let r = try await imported.importBundle(from: bundle)
-                #expect(r.imported.count == 12, "\(format)")
+                #expect(try r.importedCount == 12 && imported.assets(importedBy: r).count == 12, "\(format)")
                 #expect(r.alreadyPresent.isEmpty && r.skipped.isEmpty && r.renamed.isEmpty && r.replaced.isEmpty)
                 #expect(r.storedAsManaged.isEmpty)  // the referenced file is on this machine
                 #expect(r.queuedJobs.isEmpty)  // our own records: nothing to index again
@@ -222,14 +222,20 @@ import Testing
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle)
         // Named by their payload paths, in byte order.
-        #expect(result.imported.map(\.name) == ["a.txt", "pack.tar.gz", "sub/b.txt", "sub/naïve.txt"])
-        #expect(result.imported.allSatisfy { $0.storage == .managed && $0.tags.isEmpty && $0.path == nil })
-        #expect(result.imported.map(\.kind) == ["text", "archive", "text", "text"])
+        #expect(
+            try catalog.assets(importedBy: result).map(\.name) == [
+                "a.txt", "pack.tar.gz", "sub/b.txt", "sub/naïve.txt",
+            ])
+        #expect(
+            try catalog.assets(importedBy: result).allSatisfy {
+                $0.storage == .managed && $0.tags.isEmpty && $0.path == nil
+            })
+        #expect(try catalog.assets(importedBy: result).map(\.kind) == ["text", "archive", "text", "text"])
         #expect(result.queuedJobs.count == 1)  // the archive is indexed, as an add would
         for (name, text) in contents { #expect(try bytes(of: name, in: catalog) == Data(text.utf8), "\(name)") }
         _ = try await catalog.jobs.runUntilIdle()
         let member = try catalog.asset("inner/doc.txt")
-        #expect(member.storage == .member && member.archive == result.imported[1].id)
+        #expect(try member.storage == .member && member.archive == catalog.assets(importedBy: result)[1].id)
         #expect(try bytes(of: "inner/doc.txt", in: catalog) == Data("inside the archive\n".utf8))
         #expect(try await catalog.verify().issues.isEmpty)
         #expect(try ownStaging(catalog).isEmpty)
@@ -284,7 +290,7 @@ import Testing
 
         // The same import, run again, goes through.
         let result = try await catalog.importBundle(from: bundle)
-        #expect(result.imported.map(\.name) == ["new.txt", "newer.txt"])
+        #expect(try catalog.assets(importedBy: result).map(\.name) == ["new.txt", "newer.txt"])
         #expect(result.alreadyPresent == ["kept.txt"])
         #expect(try catalog.stats().objectFiles == 3)
     }
@@ -431,7 +437,7 @@ import Testing
         #expect(try catalog.stats().pendingRemovals == 0)
         #expect(try catalog.stats().objectFiles == 1)
         let result = try await catalog.importBundle(from: bundle)
-        #expect(result.imported.map(\.name) == ["one.txt", "two.txt"])
+        #expect(try catalog.assets(importedBy: result).map(\.name) == ["one.txt", "two.txt"])
         #expect(try catalog.stats().objectFiles == 3)
         #expect(try await catalog.verify().issues.isEmpty)
     }
@@ -473,7 +479,7 @@ import Testing
             added.withLock { $0 = true }
         }
         #expect(added.withLock { $0 })
-        #expect(result.imported.map(\.name) == ["b.txt"])
+        #expect(try catalog.assets(importedBy: result).map(\.name) == ["b.txt"])
         #expect(result.skipped.map(\.name) == ["a.txt"])
         #expect(try catalog.assets().filter { $0.name == "a.txt" }.count == 1)
     }
@@ -489,14 +495,16 @@ import Testing
         let catalog = try t.create()
         defer { catalog.close() }
         let first = try await catalog.importBundle(from: bundle)
-        #expect(first.imported.count == 8)
+        #expect(first.importedCount == 8)
         #expect(first.bytesStored == (try original.stats().objectBytes))
         let stats = try catalog.stats()
         #expect(stats.objectFiles == 4)  // a.txt and its copy share one file
 
         let second = try await catalog.importBundle(from: bundle)
-        #expect(second.imported.isEmpty)
-        #expect(second.alreadyPresent.sorted() == first.imported.filter { $0.storage != .member }.map(\.name).sorted())
+        #expect(second.importedCount == 0 && second.importedIDs.isEmpty)
+        #expect(
+            try second.alreadyPresent.sorted()
+                == catalog.assets(importedBy: first).filter { $0.storage != .member }.map(\.name).sorted())
         #expect(second.skipped.isEmpty && second.replaced.isEmpty && second.renamed.isEmpty)
         #expect(second.bytesStored == 0)
         #expect(try catalog.stats() == stats)
@@ -507,7 +515,7 @@ import Testing
         let (t, catalog, old, bundle) = try await conflict()
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle)  // skip is the default
-        #expect(result.imported.map(\.name) == ["c.txt"])
+        #expect(try catalog.assets(importedBy: result).map(\.name) == ["c.txt"])
         #expect(result.skipped == [.init(name: "a.txt", reason: "the catalog has an asset with this name (ID 1)")])
         #expect(try catalog.asset("a.txt").id == old.id)
         #expect(try bytes(of: "a.txt", in: catalog) == Data("the catalog's version\n".utf8))
@@ -520,7 +528,7 @@ import Testing
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
         #expect(result.replaced == [old.id])
-        #expect(result.imported.map(\.name) == ["a.txt", "c.txt"])
+        #expect(try catalog.assets(importedBy: result).map(\.name) == ["a.txt", "c.txt"])
         let new = try catalog.asset("a.txt")  // the only one left by that name
         #expect(new.id != old.id && new.sha256 == bundleDigest && new.tags == ["theirs"])
         #expect(!t.hasObject(old.sha256))  // gone once the import committed
@@ -583,14 +591,14 @@ import Testing
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .keepBoth))
         #expect(result.renamed == [.init(from: "a.txt", to: "a (2).txt")])
-        #expect(result.imported.map(\.name) == ["a (2).txt", "c.txt"])
+        #expect(try catalog.assets(importedBy: result).map(\.name) == ["a (2).txt", "c.txt"])
         #expect(try catalog.asset("a.txt").id == old.id)
         #expect(try bytes(of: "a (2).txt", in: catalog) == Data("the bundle's version\n".utf8))
 
         // The same bundle again: its `a.txt` is already here, as `a (2).txt`; no third copy.
         let count = try catalog.assets().count
         let repeated = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .keepBoth))
-        #expect(repeated.imported.isEmpty && repeated.renamed.isEmpty)
+        #expect(repeated.importedCount == 0 && repeated.renamed.isEmpty)
         #expect(repeated.alreadyPresent == ["a.txt", "c.txt"])
         #expect(try catalog.assets().count == count)
 
@@ -604,7 +612,7 @@ import Testing
         let crowded = try await exportedBundle([("a.txt", "a fourth version\n"), ("a (4).txt", "its own a (4)\n")])
         let last = try await catalog.importBundle(from: crowded, options: ImportOptions(onConflict: .keepBoth))
         #expect(last.renamed == [.init(from: "a.txt", to: "a (5).txt")])
-        #expect(last.imported.map(\.name) == ["a (5).txt", "a (4).txt"])
+        #expect(try catalog.assets(importedBy: last).map(\.name) == ["a (5).txt", "a (4).txt"])
         #expect(try bytes(of: "a (4).txt", in: catalog) == Data("its own a (4)\n".utf8))
         #expect(try bytes(of: "a (5).txt", in: catalog) == Data("a fourth version\n".utf8))
     }
@@ -641,7 +649,10 @@ import Testing
         let target = try TestCatalog()
         let imported = try target.create()
         defer { imported.close() }
-        #expect(try await imported.importBundle(from: bundle).imported.map(\.name) == ["good.txt", "last.txt"])
+        #expect(
+            try imported.assets(importedBy: await imported.importBundle(from: bundle)).map(\.name) == [
+                "good.txt", "last.txt",
+            ])
     }
 
     /// An export reads the catalog a page of 1,000 assets at a time, and names, skips and
@@ -669,7 +680,7 @@ import Testing
         let target = try TestCatalog()
         let imported = try target.create()
         defer { imported.close() }
-        let back = try await imported.importBundle(from: bundle).imported
+        let back = try imported.assets(importedBy: await imported.importBundle(from: bundle))
         let expected = all.filter { $0.id != 1_001 }
         #expect(back.map(\.name).sorted() == expected.map(\.name).sorted())
         #expect(Set(back.map(\.sha256)) == Set(expected.map(\.sha256)))
@@ -714,7 +725,7 @@ import Testing
             let target = try TestCatalog()
             let imported = try target.create()
             defer { imported.close() }
-            let assets = try await imported.importBundle(from: bundle).imported
+            let assets = try imported.assets(importedBy: await imported.importBundle(from: bundle))
             #expect(result.assets == assets.count)
             return assets
         }

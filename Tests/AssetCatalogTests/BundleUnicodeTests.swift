@@ -25,7 +25,7 @@ import Testing
         let other = try Catalog.create(at: t.directory.appending(path: "other"))
         defer { other.close() }
         let result = try await other.importBundle(from: bundle)
-        #expect(result.imported.count == (try source.assets()).count)
+        #expect(result.importedCount == (try source.assets()).count)
         for record in try other.assets(AssetQuery(storage: .member)) {
             var bytes = Data()
             try other.read(String(record.id)) { bytes.append(contentsOf: $0) }

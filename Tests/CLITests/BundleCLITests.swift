@@ -85,7 +85,12 @@ import Testing
         #expect(replace.status == 0)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(replace.stdout.utf8)) as? [String: Any])
         #expect((result["replaced"] as? [NSNumber])?.map(\.intValue) == [1])
-        #expect((result["imported"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["a.txt"])
+        #expect((result["importedCount"] as? NSNumber)?.intValue == 1)
+        let ids = try #require((result["importedIDs"] as? [[NSNumber]])?.map { $0.map(\.int64Value) })
+        #expect(ids.count == 1 && ids[0].count == 2 && ids[0][0] == ids[0][1])
+        let listed = try await t.run(["ls", "--json"])
+        let assets = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        #expect(assets.first { ($0["id"] as? NSNumber)?.int64Value == ids[0][0] }?["name"] as? String == "a.txt")
         #expect(try await t.run(["cat", "a.txt"]).stdout == "hello\n")
     }
 

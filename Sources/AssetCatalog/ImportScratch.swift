@@ -1,0 +1,349 @@
+import BagIt
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// An import's per-asset state, kept out of memory: the bundle's entries (our records, or one
+/// per payload file of a bag without them) and what the plan does with each. A private
+/// temporary SQLite database (``BagIndex/temporaryDatabase(cacheKB:)``: on disk beyond a few
+/// MB of page cache, deleted by SQLite when closed or when the process dies), so that an
+/// import's memory does not grow with the number of assets. The records are checked against
+/// the payload, the plan made and the rows written from here, a page at a time.
+final class ImportScratch: @unchecked Sendable {
+    private let queue: DatabaseQueue
+    /// The most rows read at a time.
+    static let pageSize = 1_000
+
+    /// What the plan does with an entry (``Row/outcome``).
+    enum Outcome: Int64 {
+        case imported = 0
+        case alreadyPresent = 1
+        case skipped = 2
+    }
+
+    init() throws {
+        do {
+            queue = try BagIndex.temporaryDatabase(cacheKB: 4096)
+            try queue.inDatabase { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE entry(
+                            seq INTEGER PRIMARY KEY, key INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+                            storage TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
+                            payload TEXT NOT NULL, payload_key TEXT NOT NULL, path TEXT, archive INTEGER,
+                            member TEXT, member_ordinal INTEGER, tags TEXT NOT NULL, metadata TEXT NOT NULL,
+                            created REAL NOT NULL, modified REAL NOT NULL,
+                            top INTEGER NOT NULL DEFAULT 1, outcome INTEGER NOT NULL DEFAULT 0,
+                            new_name TEXT, referenced INTEGER NOT NULL DEFAULT 0, row_id INTEGER);
+                        CREATE TABLE existing(
+                            id INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, tags TEXT NOT NULL,
+                            metadata TEXT NOT NULL);
+                        CREATE INDEX existing_name ON existing(name);
+                        CREATE TABLE taken(name TEXT PRIMARY KEY) WITHOUT ROWID;
+                        """)
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    private static func failure(_ error: any Error) -> CatalogError {
+        if let error = error as? CatalogError { return error }
+        return CatalogError(.io, "Could not keep the import's entries in a temporary database: \(error)", cause: error)
+    }
+
+    /// Runs `body` on the database; its errors become ``CatalogError`` `io`, others pass.
+    func run<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try queue.inDatabase(body)
+        } catch let error as CatalogError {
+            throw error
+        } catch let error as BagError {
+            throw error
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    // MARK: Entries
+
+    /// Adds entries, after those added before, in one transaction.
+    func add(_ entries: [BundleRecords.Entry]) throws {
+        try run { db in
+            try db.inTransaction {
+                for e in entries {
+                    try db.run(
+                        """
+                        INSERT INTO entry(key, name, kind, storage, size, sha256, payload, payload_key, path, archive,
+                            member, member_ordinal, tags, metadata, created, modified)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                        [
+                            .integer(e.key), .text(e.name), .text(e.kind), .text(e.storage.rawValue),
+                            .integer(e.size), .text(e.sha256), .text(e.payload), .text(BagPayload.key(e.payload)),
+                            .text(e.path), e.archive.map(SQLArgument.integer) ?? .text(nil), .text(e.member),
+                            e.memberOrdinal.map { .integer(Int64($0)) } ?? .text(nil),
+                            .text(Asset.tagText(e.tags)), .text(Asset.metadataJSON(e.metadata)),
+                            .real(e.created.timeIntervalSince1970), .real(e.modified.timeIntervalSince1970),
+                        ])
+                }
+                return .commit
+            }
+        }
+    }
+
+    /// Every entry is in: indexes the entries, and marks the members of an archive the
+    /// bundle has (the others are top-level assets).
+    func seal() throws {
+        try run { db in
+            try db.execute(
+                sql: """
+                    -- Covering what the records check reads, which walks it in its order.
+                    CREATE INDEX entry_payload
+                        ON entry(payload_key, seq, key, name, storage, size, sha256, payload, archive, member);
+                    CREATE INDEX entry_key ON entry(key);
+                    UPDATE entry SET top = 0
+                        WHERE storage = 'member' AND archive IS NOT NULL AND archive IN (SELECT key FROM entry);
+                    CREATE INDEX entry_name ON entry(top, name);
+                    """)
+        }
+    }
+
+    /// One entry, as a page gives it.
+    struct Row {
+        var seq: Int64
+        var key: Int64
+        var name: String
+        var kind: String
+        var storage: Storage
+        var size: Int64
+        var sha256: String
+        var payload: String
+        var path: String?
+        var archive: Int64?
+        var member: String?
+        var memberOrdinal: Int?
+        var tags: String
+        var metadata: String
+        var created: Date
+        var modified: Date
+        var outcome: Outcome
+        /// The name the plan gives it (``name``, or a free one for keep-both).
+        var plannedName: String
+        /// Whether the plan keeps it referenced (its file is here, the same).
+        var referenced: Bool
+        /// For a member: its archive's row ID in the catalog, once given.
+        var archiveRowID: Int64?
+    }
+
+    private static let rowColumns = """
+        e.seq, e.key, e.name, e.kind, e.storage, e.size, e.sha256, e.payload, e.path, e.archive, e.member,
+        e.member_ordinal, e.tags, e.metadata, e.created, e.modified, e.outcome, e.new_name, e.referenced
+        """
+
+    private static func row(_ h: OpaquePointer, archiveRowID: Int32? = nil) -> Row {
+        func text(_ i: Int32) -> String { Database.text(h, i) ?? "" }
+        func optionalInt(_ i: Int32) -> Int64? {
+            sqlite3_column_type(h, i) == SQLITE_NULL ? nil : sqlite3_column_int64(h, i)
+        }
+        let name = text(2)
+        return Row(
+            seq: sqlite3_column_int64(h, 0), key: sqlite3_column_int64(h, 1), name: name, kind: text(3),
+            storage: Storage(rawValue: text(4)) ?? .managed, size: sqlite3_column_int64(h, 5), sha256: text(6),
+            payload: text(7), path: Database.text(h, 8), archive: optionalInt(9), member: Database.text(h, 10),
+            memberOrdinal: optionalInt(11).map(Int.init), tags: text(12), metadata: text(13),
+            created: Date(timeIntervalSince1970: sqlite3_column_double(h, 14)),
+            modified: Date(timeIntervalSince1970: sqlite3_column_double(h, 15)),
+            outcome: Outcome(rawValue: sqlite3_column_int64(h, 16)) ?? .imported,
+            plannedName: Database.text(h, 17) ?? name, referenced: sqlite3_column_int64(h, 18) != 0,
+            archiveRowID: archiveRowID.flatMap { optionalInt($0) })
+    }
+
+    /// The entries `condition` selects (SQL on `e`, the entry) that follow the one with `seq`
+    /// `after` (0: from the first), in the records' order: a page of them.
+    func page(where condition: String, _ arguments: [SQLArgument] = [], after: Int64) throws -> [Row] {
+        try run { db in
+            var page: [Row] = []
+            try db.run(
+                "SELECT \(Self.rowColumns) FROM entry AS e WHERE e.seq > ? AND (\(condition)) ORDER BY e.seq LIMIT ?",
+                [.integer(after)] + arguments + [.integer(Int64(Self.pageSize))]
+            ) { page.append(Self.row($0)) }
+            return page
+        }
+    }
+
+    /// Calls `body` with the entries `condition` selects, in the records' order, a page at a time.
+    func forEach(
+        where condition: String, _ arguments: [SQLArgument] = [], _ body: (Row) throws -> Void
+    ) throws {
+        var after: Int64 = 0
+        while true {
+            let page = try self.page(where: condition, arguments, after: after)
+            for row in page { try body(row) }
+            guard page.count == Self.pageSize, let last = page.last else { return }
+            after = last.seq
+        }
+    }
+
+    /// One value of a query (a count, a sum).
+    func value(_ sql: String, _ arguments: [SQLArgument] = []) throws -> Int64 {
+        try run { db in
+            var value: Int64 = 0
+            try db.run(sql, arguments) { value = sqlite3_column_int64($0, 0) }
+            return value
+        }
+    }
+
+    func execute(_ sql: String, _ arguments: [SQLArgument] = []) throws {
+        try run { db in try db.run(sql, arguments) }
+    }
+
+    // MARK: The plan
+
+    /// The imported top-level entries (``Outcome/imported``), in the records' order. (`+top`:
+    /// the pages walk the table by `seq`; the index on `(top, name)` would sort each page.)
+    static let importedTop = "+e.top = 1 AND e.outcome = 0"
+
+    /// Pages through the distinct names of the top-level entries.
+    func forEachNamePage(_ body: ([String]) throws -> Void) throws {
+        var after: String?
+        while true {
+            var names: [String] = []
+            try run { db in
+                try db.run(
+                    "SELECT DISTINCT name FROM entry WHERE top = 1 AND \(after == nil ? "1" : "name > ?") "
+                        + "ORDER BY name LIMIT ?",
+                    (after.map { [.text($0)] } ?? []) + [.integer(Int64(Self.pageSize))]
+                ) { names.append(Database.text($0, 0) ?? "") }
+            }
+            if !names.isEmpty { try body(names) }
+            guard names.count == Self.pageSize else { return }
+            after = names.last
+        }
+    }
+
+    /// Notes the catalog's top-level assets that have a bundle asset's name.
+    func addExisting(_ records: [AssetRecord]) throws {
+        try run { db in
+            for r in records {
+                try db.run(
+                    "INSERT OR IGNORE INTO existing(id, name, sha256, tags, metadata) VALUES (?, ?, ?, ?, ?)",
+                    [
+                        .integer(r.id), .text(r.name), .text(r.sha256), .text(Asset.tagText(r.tags)),
+                        .text(Asset.metadataJSON(r.metadata)),
+                    ])
+            }
+        }
+    }
+
+    /// The catalog's assets with `name`, as (ID, SHA-256, tags, metadata) in ID order.
+    func existing(named name: String) throws -> [(id: Int64, sha256: String, tags: String, metadata: String)] {
+        try run { db in
+            var found: [(Int64, String, String, String)] = []
+            try db.run("SELECT id, sha256, tags, metadata FROM existing WHERE name = ? ORDER BY id", [.text(name)]) {
+                found.append(
+                    (
+                        sqlite3_column_int64($0, 0), Database.text($0, 1) ?? "", Database.text($0, 2) ?? "",
+                        Database.text($0, 3) ?? ""
+                    ))
+            }
+            return found
+        }
+    }
+
+    /// Whether a top-level entry of the bundle has `name`, or the plan gave it to one.
+    func isTaken(_ name: String) throws -> Bool {
+        try value(
+            "SELECT EXISTS (SELECT 1 FROM entry WHERE top = 1 AND name = ?) OR EXISTS (SELECT 1 FROM taken WHERE name = ?)",
+            [.text(name), .text(name)]) != 0
+    }
+
+    /// Records what the plan does with an entry.
+    func plan(_ seq: Int64, outcome: Outcome, name: String? = nil) throws {
+        try run { db in
+            try db.run(
+                "UPDATE entry SET outcome = ?, new_name = ? WHERE seq = ?",
+                [.integer(outcome.rawValue), .text(name), .integer(seq)])
+            if let name { try db.run("INSERT OR IGNORE INTO taken(name) VALUES (?)", [.text(name)]) }
+        }
+    }
+
+    /// Forgets a plan (made during the read, for a catalog that changed since).
+    func resetPlan() throws {
+        try run { db in
+            try db.execute(
+                sql: """
+                    UPDATE entry SET outcome = 0, new_name = NULL, referenced = 0, row_id = NULL
+                        WHERE outcome != 0 OR new_name IS NOT NULL OR referenced != 0 OR row_id IS NOT NULL;
+                    DELETE FROM existing;
+                    DELETE FROM taken;
+                    """)
+        }
+    }
+
+    // MARK: The rows
+
+    /// The members of the imported archives that follow the one with `seq` `after`, in the
+    /// records' order, with their archive's row ID (see ``giveArchivesRowIDs(from:)``).
+    func memberPage(after: Int64) throws -> [Row] {
+        try run { db in
+            var page: [Row] = []
+            try db.run(
+                """
+                SELECT \(Self.rowColumns), a.row_id FROM entry AS e JOIN entry AS a ON a.key = e.archive
+                WHERE e.seq > ? AND +e.top = 0 AND a.top = 1 AND a.outcome = 0 ORDER BY e.seq LIMIT ?
+                """, [.integer(after), .integer(Int64(Self.pageSize))]
+            ) { page.append(Self.row($0, archiveRowID: 19)) }
+            return page
+        }
+    }
+
+    /// How many members of imported archives there are.
+    func importedMemberCount() throws -> Int {
+        Int(
+            try value(
+                """
+                SELECT count(*) FROM entry AS e JOIN entry AS a ON a.key = e.archive
+                WHERE e.top = 0 AND a.top = 1 AND a.outcome = 0
+                """))
+    }
+
+    /// Gives each imported archive that has members its row ID: the imported top-level
+    /// entries take the IDs from `first` on, in the records' order.
+    func giveArchivesRowIDs(from first: Int64) throws {
+        try execute(
+            """
+            UPDATE entry SET row_id = ? + r.n - 1
+            FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM entry AS e WHERE \(Self.importedTop)) AS r
+            WHERE entry.seq = r.seq AND entry.key IN (SELECT archive FROM entry WHERE top = 0)
+            """, [.integer(first)])
+    }
+}
+
+/// Pages through rows given by index, in order, for a streamed insert: `page(after)` gives
+/// the rows that follow the row with `seq` `after` (0: from the first).
+final class RowPages {
+    private let page: (Int64) throws -> [ImportScratch.Row]
+    private var rows: [ImportScratch.Row] = []
+    private var first = 0
+
+    init(_ page: @escaping (Int64) throws -> [ImportScratch.Row]) {
+        self.page = page
+    }
+
+    /// Row `index`: the rows are asked for in order, from 0 (again, should a save restart).
+    func row(_ index: Int) throws -> ImportScratch.Row {
+        if index == 0 {
+            rows = try page(0)
+            first = 0
+        } else if index >= first + rows.count {
+            let after = rows.last?.seq ?? 0
+            first += rows.count
+            rows = try page(after)
+        }
+        guard index - first < rows.count, index >= first else {
+            throw CatalogError(.store, "The import's entries changed while they were recorded")
+        }
+        return rows[index - first]
+    }
+}
