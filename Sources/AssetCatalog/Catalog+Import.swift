@@ -204,20 +204,19 @@ extension Catalog {
         var scratch = try ImportScratch()
         // Our records come before the payload: they are read into the entries, and the
         // import planned from them, on another core while the payload is read.
-        let records = RecordsFile.Tap(directory: content.ownStaging)
         var early: Task<EarlyWork, Never>?
         let moot = EarlyPlan()
         let policy = options.onConflict
+        let records = RecordsFile.Tap(directory: content.ownStaging) { [scratch] file in
+            early = Task.detached { [self] in
+                let read = Result { try file.load(into: scratch, isCancelled: { Task.isCancelled }) }
+                guard case .success = read, !Task.isCancelled, !moot.isMoot else { return EarlyWork(records: read) }
+                return EarlyWork(records: read, plan: Result { try self.planImport(scratch, policy: policy) })
+            }
+        }
         let bag: BagContents
         do {
-            bag = try readBag(path, options: options, staged: staged, records: records, progress: progress) {
-                [scratch] file in
-                early = Task.detached { [self] in
-                    let read = Result { try file.load(into: scratch, isCancelled: { Task.isCancelled }) }
-                    guard case .success = read, !Task.isCancelled, !moot.isMoot else { return EarlyWork(records: read) }
-                    return EarlyWork(records: read, plan: Result { try self.planImport(scratch, policy: policy) })
-                }
-            }
+            bag = try readBag(path, options: options, staged: staged, records: records, progress: progress)
         } catch {
             // The early work reads the catalog: it ends before the import does.
             early?.cancel()
@@ -266,7 +265,7 @@ extension Catalog {
             }
             if let check {
                 problems += try check.finish()
-            } else if !hasRecords {
+            } else {
                 try scratch.add(plain)
                 try scratch.seal()
             }
@@ -287,13 +286,12 @@ extension Catalog {
     }
 
     /// Reads a bag for an import, staging its payload and streaming our records file to
-    /// `records`; `recordsRead` gets the file as soon as it is read.
+    /// `records`.
     private func readBag(
         _ path: String, options: ImportOptions, staged: StagedFiles, records: RecordsFile.Tap,
-        progress: (@Sendable (BundleProgress) -> Void)?, recordsRead: @escaping (RecordsFile) -> Void
+        progress: (@Sendable (BundleProgress) -> Void)?
     ) throws -> BagContents {
-        records.read = recordsRead
-        return try bundleErrors(path) {
+        try bundleErrors(path) {
             do {
                 return try BagReader.read(
                     at: path,
@@ -339,29 +337,21 @@ extension Catalog {
         /// The catalog's top-level assets that have a name of the bundle's top-level assets,
         /// when the plan was made: how many, and a hash of them all.
         var existing = (count: 0, hash: 0)
-        var replacing: [Int64] = []
         var result = ImportResult(
             bundle: "", importedCount: 0, importedIDs: [], alreadyPresent: [], skipped: [], replaced: [], renamed: [],
             storedAsManaged: [], bytesStored: 0, queuedJobs: [])
     }
 
-    /// The most values put in one SQL `IN (…)`.
-    static let sqlBatch = 10_000
-
-    /// The catalog's top-level assets (not archive members) with one of these names, by ID.
+    /// The catalog's top-level assets (not archive members) with one of these names (a page
+    /// of ``ImportScratch/forEachNamePage(_:)``: few enough for one SQL `IN (…)`).
     private func topLevelAssets(named names: [String]) throws -> [AssetRecord] {
-        // In batches: SQLite limits the values one statement takes.
         try storeErrors {
             try withContext { context in
-                try stride(from: 0, to: names.count, by: Self.sqlBatch).flatMap { start in
-                    try context.fetch(
-                        FetchRequest<Asset>(
-                            predicate: .in(\.name, names[start..<min(start + Self.sqlBatch, names.count)])
-                                && \.storage != Storage.member)
-                    ).map(AssetRecord.init)
-                }
+                try context.fetch(
+                    FetchRequest<Asset>(predicate: .in(\.name, names) && \.storage != Storage.member)
+                ).map(AssetRecord.init)
             }
-        }.sorted { $0.id < $1.id }
+        }
     }
 
     /// Calls `body` with the catalog's top-level assets that have a name of the bundle's
@@ -413,7 +403,7 @@ extension Catalog {
                         .init(name: entry.name, reason: "the catalog has an asset with this name (ID \(ids))"))
                     try scratch.plan(entry.seq, outcome: .skipped)
                 case .replace:
-                    plan.replacing += same.map(\.id)
+                    plan.result.replaced += same.map(\.id)
                 case .keepBoth:
                     // Kept before under a numbered name: the same asset, not one more copy.
                     if try hasNumberedCopy(of: entry) {
@@ -442,8 +432,7 @@ extension Catalog {
                 plan.result.storedAsManaged.append(entry.name)
             }
         }
-        plan.replacing = Array(Set(plan.replacing)).sorted()
-        plan.result.replaced = plan.replacing
+        plan.result.replaced = Array(Set(plan.result.replaced)).sorted()
         return plan
     }
 
@@ -512,8 +501,8 @@ extension Catalog {
                 WHERE \(ImportScratch.importedTop) AND e.referenced = 0 GROUP BY sha256 ORDER BY sha256
                 """, []
             ) { h in
-                managed.append(Database.text(h, 0) ?? "")
-                let digest = managed[managed.count - 1]
+                let digest = Database.text(h, 0) ?? ""
+                managed.append(digest)
                 // What the read found missing needs no second look. Should another process
                 // store it meanwhile, the journal row is harmless: a sweep keeps content in use.
                 if pins[digest] != nil && (absent.contains(digest) || !content.hasObject(digest)) {
@@ -544,7 +533,6 @@ extension Catalog {
         let adoption =
             managed.isEmpty
             ? ContentAdoption(pins: pins) : ContentAdoption(content: content, pins: pins, adopting: managed)
-        managed = []
         do {
             let (ids, count, jobs) = try recordImport(plan, adoption: adoption, journal: journal, foreign: foreign)
             plan.result.importedIDs = ids
@@ -593,7 +581,7 @@ extension Catalog {
             try withContext { context in
                 // The records make the journal moot: both in one transaction.
                 if let journal { context.delete(try context.existingObject(with: journal)) }
-                for id in plan.replacing {
+                for id in plan.result.replaced {
                     if let asset = try? context.existingObject(
                         with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)
                     {
@@ -695,9 +683,8 @@ extension Catalog {
             problems: [])
         // Our records come before the payload: they are read into a temporary database on
         // another core meanwhile.
-        let records = RecordsFile.Tap(directory: NSTemporaryDirectory())
         let early = EarlyRecords()
-        records.read = { early.start($0) }
+        let records = RecordsFile.Tap(directory: NSTemporaryDirectory()) { early.start($0) }
         defer { early.wait() }  // the reading never outlives the call
         do {
             let bag = try BagReader.read(

@@ -361,18 +361,18 @@ final class RecordsFile: BagPayloadSink, @unchecked Sendable {
     final class Tap: @unchecked Sendable {
         let directory: String
         /// Called on the reading thread once the file is read.
-        var read: ((RecordsFile) -> Void)?
+        private let read: (RecordsFile) -> Void
         private(set) var file: RecordsFile?
 
-        init(directory: String) {
+        init(directory: String, read: @escaping (RecordsFile) -> Void) {
             self.directory = directory
+            self.read = read
         }
 
         /// A `tagSink` for the bag read.
         func sink(_ name: String, _ path: String) throws -> (any BagPayloadSink)? {
             guard name == BundleRecords.fileName, file == nil else { return nil }
-            let read = read
-            file = try RecordsFile(path: path, directory: directory) { read?($0) }
+            file = try RecordsFile(path: path, directory: directory, finished: read)
             return file
         }
     }

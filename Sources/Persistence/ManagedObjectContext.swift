@@ -1088,14 +1088,7 @@ public final class ManagedObjectContext {
     public func insertRows<T: ManagedObject>(
         _ type: T.Type, count: Int, _ configure: (Int, inout BatchInsertRow<T>) -> Void
     ) throws -> [ManagedObjectID] {
-        guard parent == nil else {
-            throw PersistenceError(
-                .misuse, "Rows are written to the store; insert them in a context without a parent")
-        }
-        guard !isSaving else {
-            throw PersistenceError(
-                .misuse, "insertRows was called during a save (from a save hook); add rows before save()")
-        }
+        try requireRowsAllowed()
         guard count > 0 else { return [] }
         let entity = self.entity(for: type)
         let ids = try core.store.reserveIDs(entity: entity, count: count)
@@ -1141,23 +1134,17 @@ public final class ManagedObjectContext {
         _ type: T.Type, count: Int, batchSize: Int = 1_000,
         streaming configure: @escaping (Int, inout BatchInsertRow<T>) throws -> Void
     ) throws -> Range<Int64> {
-        guard parent == nil else {
-            throw PersistenceError(
-                .misuse, "Rows are written to the store; insert them in a context without a parent")
-        }
-        guard !isSaving else {
-            throw PersistenceError(
-                .misuse, "insertRows was called during a save (from a save hook); add rows before save()")
-        }
+        try requireRowsAllowed()
         guard batchSize > 0 else { throw PersistenceError(.misuse, "batchSize must be at least 1, not \(batchSize)") }
         guard count > 0 else { return 0..<0 }
         let entity = self.entity(for: type)
-        let ids = try core.store.reserveIDs(entity: entity, count: count)
+        let reserved = try core.store.reserveIDs(entity: entity, count: count)
+        let ids = reserved.lowerBound..<reserved.upperBound + 1
         pendingStreams.append(
-            .init(entity: entity, ids: ids.lowerBound..<ids.upperBound + 1, batchSize: batchSize) { indexes in
+            .init(entity: entity, ids: ids, batchSize: batchSize) { indexes in
                 try Self.rowValues(entity, indexes, configure)
             })
-        return ids.lowerBound..<ids.upperBound + 1
+        return ids
     }
 
     /// The pending streams as this save writes them: each batch checked like the rows of
@@ -1201,6 +1188,18 @@ public final class ManagedObjectContext {
                 return rows
             }
             return announced
+        }
+    }
+
+    /// Rows go to the store (no parent), and are added before a save, not during one.
+    private func requireRowsAllowed() throws {
+        guard parent == nil else {
+            throw PersistenceError(
+                .misuse, "Rows are written to the store; insert them in a context without a parent")
+        }
+        guard !isSaving else {
+            throw PersistenceError(
+                .misuse, "insertRows was called during a save (from a save hook); add rows before save()")
         }
     }
 
