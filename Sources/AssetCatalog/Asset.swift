@@ -157,7 +157,6 @@ public final class Asset: ManagedObject {
         // Content the adoption holds is checked by it, once for the whole save (the rows of
         // a large import come in batches); any other, here.
         var managed: [String: String] = [:]  // digest → the name of an asset with it
-        var adopted = false
         for row in rows {
             let name = row.value(for: \Asset.name) ?? ""
             let storage = row.value(for: \Asset.storage) ?? .managed
@@ -166,26 +165,26 @@ public final class Asset: ManagedObject {
                 path: row.value(for: \Asset.path) ?? nil, hasArchive: row.objectID(for: \Asset.archive) != nil,
                 member: row.value(for: \Asset.member) ?? nil)
             if storage == .managed, let digest = row.value(for: \Asset.sha256), managed[digest] == nil {
-                if let adoption, adoption.covers(digest) {
-                    adopted = true
-                } else {
-                    managed[digest] = name
-                }
+                managed[digest] = name
             }
         }
         guard let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
-        if adopted, let adoption, adoption.claimCheck() {
-            effects.beforeCommit { _ in
-                try adoption.wait()  // the links, made while the rows were written
-                try adoption.requireAll(in: runtime.content)
+        if let adoption, !managed.isEmpty {
+            let covered = try adoption.covering(Set(managed.keys))
+            if !covered.isEmpty {
+                for digest in covered { managed[digest] = nil }
+                if adoption.claimCheck() {
+                    effects.beforeCommit { _ in
+                        try adoption.wait()  // the links, made while the rows were written
+                        try adoption.requireAll(in: runtime.content)
+                    }
+                }
             }
         }
         guard !managed.isEmpty else { return }
         effects.beforeCommit { _ in
             try adoption?.wait()
-            for (digest, name) in managed {
-                try runtime.content.requireObject(digest, for: name, pin: adoption?.pins[digest])
-            }
+            for (digest, name) in managed { try runtime.content.requireObject(digest, for: name) }
         }
     }
 
@@ -258,13 +257,13 @@ final class RemovalPlan: ManagedObject {
 }
 
 /// The journal of one import in progress: the content it links into `objects/` before
-/// its records commit, in one row rather than a removal plan per file.
+/// its records commit, in rows of up to 10,000 digests rather than a removal plan per file.
 ///
-/// The import's own transaction deletes the row together with writing its records, so the
-/// row exists exactly as long as the content is not yet recorded. Should the import fail,
-/// the import itself turns the row into removal plans; should its process die first, the
-/// next sweep does, once the lock of the row's ``owner`` is free. A sweep leaves the rows
-/// of live imports alone.
+/// The rows are written before the first link and deleted once the records commit. Should
+/// the import fail, the import itself turns them into removal plans; should its process die
+/// first, the next sweep does, once the lock of the rows' ``owner`` is free. A sweep leaves
+/// the rows of live imports alone. Rows that outlive their import's commit (a crash just
+/// after it) are harmless: a removal plan removes no content an asset uses.
 final class PendingImport: ManagedObject {
     /// The staging folder (``ContentStore/owner``) of the process importing; empty for a
     /// row given up, which any sweep carries out.

@@ -261,7 +261,7 @@ extension Catalog {
             try withContext { context in
                 var pins: [String: String] = [:]
                 for file in files { if let pin = file.pin, pins[file.digest] == nil { pins[file.digest] = pin } }
-                context.userInfo[Asset.adoptionKey] = ContentAdoption(pins: pins)
+                context.userInfo[Asset.adoptionKey] = ContentAdoption(holding: PinTable(pins: pins))
                 let ids = try context.insertRows(Asset.self, count: files.count) { i, row in
                     let file = files[i]
                     row[\.name] = file.name

@@ -85,14 +85,14 @@ public struct BundleValidation: Sendable, Codable {
     public var problems: [String]
 }
 
-/// Stages one payload file of an import in the catalog's staging folder — or, when the
-/// manifest says the catalog already has the content, pins the existing object and only
-/// hashes the bytes. Once the file is read, it notes the copy in the import's
-/// ``Catalog/StagedFiles``.
+/// Stages one payload file of an import in its staging folder — or, when the manifest says
+/// the catalog already has the content, pins the existing object and only hashes the bytes.
+/// Once the file is read, it notes the copy in the import's ``Catalog/StagedFiles``.
 final class StagingSink: BagPayloadSink {
     /// The file's path in the bundle.
     let file: String
-    let path: String
+    /// Its number in the import's staging folder.
+    let number: Int64
     /// The digest the manifest announced, when the content was already in `objects/`.
     let linkedDigest: String?
     /// The digest the manifest announced, when `objects/` did not have it.
@@ -103,23 +103,22 @@ final class StagingSink: BagPayloadSink {
     init(file: String, content: ContentStore, expected: String?, staged: Catalog.StagedFiles) throws {
         self.file = file
         self.staged = staged
-        if let expected, let pin = content.pinObject(expected) {
-            path = pin
+        if let expected, let pin = content.pinObject(expected, in: staged.folder) {
+            number = pin
             linkedDigest = expected
             absentDigest = nil
         } else {
             linkedDigest = nil
             absentDigest = expected
-            (path, fd) = try content.createStagingFile()
+            (number, fd) = try content.createStagingFile(in: staged.folder)
         }
-        staged.paths.append(path)
     }
 
     deinit { if fd >= 0 { close(fd) } }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard fd >= 0 else { return }
-        try ContentStore.writeAll(fd, bytes, path: path)
+        try ContentStore.writeAll(fd, bytes, path: staged.folder.file(number))
     }
 
     func finish(digests: [ChecksumAlgorithm: String]) throws {
@@ -127,8 +126,8 @@ final class StagingSink: BagPayloadSink {
         fd = -1
         guard let digest = digests[.sha256] else { return }
         if let linkedDigest, linkedDigest != digest { staged.changed.append(file) }
-        if absentDigest == digest { staged.absent.insert(digest) }
-        if staged.pins[digest] == nil { staged.pins[digest] = path }
+        let absent = linkedDigest == nil && (!staged.hadObjects || absentDigest == digest)
+        try staged.note(.init(digest: digest, file: number, absent: absent))
     }
 }
 
@@ -154,12 +153,16 @@ extension Catalog {
         from path: String, options: ImportOptions = ImportOptions(),
         progress: (@Sendable (BundleProgress) -> Void)? = nil
     ) async throws -> ImportResult {
-        let staged = StagedFiles()
-        defer { for file in staged.paths { content.unpin(file) } }
+        let staged = try StagedFiles(
+            scratch: ImportScratch(), folder: content.makeStagingFolder(), hadObjects: content.hasAnyObject())
+        defer {
+            staged.stop()
+            content.removeStagingFolder(staged.folder)
+        }
         // The bag, read and checked, is let go before the commit: only the entries and the
         // staged copies are needed from here on.
-        let (scratch, foreign, earlyPlan) = try await readForImport(
-            path, options: options, staged: staged, progress: progress)
+        let (foreign, earlyPlan) = try await readForImport(path, options: options, staged: staged, progress: progress)
+        let scratch = staged.scratch
         // A plan made during the read is made again if the catalog changed meanwhile (or if
         // making it failed: the error, should it last, comes from the second attempt).
         var plan: ImportPlan
@@ -170,21 +173,42 @@ extension Catalog {
             plan = try planImport(scratch, policy: options.onConflict)
         }
         plan.result.bundle = path
-        try commitImport(&plan, pins: staged.pins, absent: staged.absent, foreign: foreign)
+        try commitImport(&plan, staged: staged, foreign: foreign)
         return plan.result
     }
 
-    /// The staging files of one import, removed when it ends (adopted content stays in
-    /// `objects/` as a second link), and what they hold.
-    final class StagedFiles {
-        var paths: [String] = []
-        /// The staged copy of each content, by SHA-256 (any copy of the same content will do).
-        var pins: [String: String] = [:]
-        /// The content `objects/` did not have when the read began.
-        var absent = Set<String>()
+    /// The staging files of one import, in a folder of their own that goes when it ends
+    /// (adopted content stays in `objects/` as a second link), and what they hold: noted in
+    /// the import's ``ImportScratch`` (``ImportScratch/Staged``), on another thread, so that
+    /// the reading thread only hands each file over.
+    final class StagedFiles: @unchecked Sendable {
+        let scratch: ImportScratch
+        let folder: ContentStore.StagingFolder
+        /// Whether `objects/` had any content when the read began: when it had none, each
+        /// content staged is new, with no need to look.
+        let hadObjects: Bool
+        private let notes: BackgroundBatches<ImportScratch.Staged>
         /// The files (by path in the bundle) whose content `objects/` had, but whose bytes
         /// differed from what the manifest announced: changed while they were read.
         var changed: [String] = []
+
+        init(scratch: ImportScratch, folder: ContentStore.StagingFolder, hadObjects: Bool) {
+            self.scratch = scratch
+            self.folder = folder
+            self.hadObjects = hadObjects
+            notes = BackgroundBatches(label: "AssetCatalog.StagedFiles", batchSize: 1_000) { [scratch] files in
+                try scratch.addStaged(files)
+            }
+        }
+
+        /// Notes a file read (on the reading thread); throws what stopped an earlier note.
+        func note(_ file: ImportScratch.Staged) throws { try notes.add(file) }
+
+        /// Waits until every file is noted; throws what stopped that.
+        func finish() throws { try notes.drain() }
+
+        /// Waits for the notes under way (an import that failed ends with it).
+        func stop() { notes.stop() }
     }
 
     /// What an import works out from our records while the payload is still being read.
@@ -195,13 +219,13 @@ extension Catalog {
         var plan: Result<ImportPlan, any Error>?
     }
 
-    /// Reads and checks a bag, staging its payload: returns the import's entries (in its
-    /// ``ImportScratch``), whether the bag came without our records, and the import's plan
-    /// when it could be made during the read.
+    /// Reads and checks a bag, staging its payload and putting its entries in the import's
+    /// ``ImportScratch``: returns whether the bag came without our records, and the import's
+    /// plan when it could be made during the read.
     private func readForImport(
         _ path: String, options: ImportOptions, staged: StagedFiles, progress: (@Sendable (BundleProgress) -> Void)?
-    ) async throws -> (scratch: ImportScratch, foreign: Bool, plan: Result<ImportPlan, any Error>?) {
-        var scratch = try ImportScratch()
+    ) async throws -> (foreign: Bool, plan: Result<ImportPlan, any Error>?) {
+        let scratch = staged.scratch
         // Our records come before the payload: they are read into the entries, and the
         // import planned from them, on another core while the payload is read.
         var early: Task<EarlyWork, Never>?
@@ -217,6 +241,7 @@ extension Catalog {
         let bag: BagContents
         do {
             bag = try readBag(path, options: options, staged: staged, records: records, progress: progress)
+            try staged.finish()
         } catch {
             // The early work reads the catalog: it ends before the import does.
             early?.cancel()
@@ -241,7 +266,7 @@ extension Catalog {
             }
         }
         // A records file elsewhere than the bag's root was read for nothing.
-        if !hasRecords && records.file != nil { scratch = try ImportScratch() }
+        if !hasRecords && records.file != nil { try scratch.resetEntries() }
         // One walk of the payload: the records checked against it, or for a bag without
         // them, an asset made of each file.
         let check = recordsRead ? BundleRecords.Check(scratch) : nil
@@ -282,7 +307,7 @@ extension Catalog {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
-        return (scratch, !hasRecords, plan)
+        return (!hasRecords, plan)
     }
 
     /// Reads a bag for an import, staging its payload and streaming our records file to
@@ -298,7 +323,7 @@ extension Catalog {
                     options: BagReadOptions(
                         policy: options.policy,
                         // The expected digest only serves to find content `objects/` has.
-                        looksUpExpectedSHA256: content.hasAnyObject()),
+                        looksUpExpectedSHA256: staged.hadObjects),
                     sink: { [content] file, expected in
                         try StagingSink(file: file, content: content, expected: expected, staged: staged)
                     },
@@ -485,102 +510,114 @@ extension Catalog {
         return digest == sha256
     }
 
+    /// The most digests in one row of an import's journal.
+    static let journalRowSize = 10_000
+
     /// Adopts the staged content and records every planned asset in one transaction.
-    private func commitImport(
-        _ plan: inout ImportPlan, pins: [String: String], absent: Set<String>, foreign: Bool
-    ) throws {
+    private func commitImport(_ plan: inout ImportPlan, staged: StagedFiles, foreign: Bool) throws {
         let scratch = plan.scratch
-        // The content of the imported managed assets, each once.
-        var managed: [String] = []
-        var newContent: [String] = []
-        var bytesStored: Int64 = 0
-        try scratch.run { db in
-            try db.run(
-                """
-                SELECT sha256, max(size) FROM entry AS e
-                WHERE \(ImportScratch.importedTop) AND e.referenced = 0 GROUP BY sha256 ORDER BY sha256
-                """, []
-            ) { h in
-                let digest = Database.text(h, 0) ?? ""
-                managed.append(digest)
-                // What the read found missing needs no second look. Should another process
-                // store it meanwhile, the journal row is harmless: a sweep keeps content in use.
-                if pins[digest] != nil && (absent.contains(digest) || !content.hasObject(digest)) {
-                    newContent.append(digest)
-                    bytesStored += sqlite3_column_int64(h, 1)
-                }
-            }
-        }
-        if let digest = managed.first(where: { pins[$0] == nil }) {
+        // The content of the imported managed assets, each once. What is new to objects/ is
+        // journaled: should another process store it meanwhile, the journal is harmless (a
+        // sweep keeps content in use).
+        let adopting = try scratch.planAdoption(hasObject: content.hasObject)
+        if let digest = adopting.missing {
             throw CatalogError(
                 .invalidArgument, "The bundle has no payload with SHA-256 \(digest); nothing was imported")
         }
-        plan.result.bytesStored = bytesStored
+        plan.result.bytesStored = adopting.newBytes
         // New content is journaled before it is linked into objects/: should the import not
-        // commit (an error, a crash), it is removed again. One row for all of it, which the
-        // import's own transaction deletes.
-        let journal: ManagedObjectID? = try storeErrors {
-            guard !newContent.isEmpty else { return nil }
+        // commit (an error, a crash), it is removed again. Rows of up to 10,000 digests,
+        // written in one transaction a row at a time.
+        let journal: Range<Int64> = try storeErrors {
+            guard adopting.newCount > 0 else { return 0..<0 }
             return try withContext { context in
-                let pending = PendingImport(context: context)
-                pending.owner = content.owner
-                pending.digests = newContent.joined(separator: "\n")
+                let size = Self.journalRowSize
+                let created = Date()
+                let ids = try context.insertRows(
+                    PendingImport.self, count: (adopting.newCount + size - 1) / size, batchSize: 1,
+                    streaming: { [content] i, row in
+                        row[\.owner] = content.owner
+                        row[\.created] = created
+                        row[\.digests] = try scratch.newContent(chunk: i, size: size).joined(separator: "\n")
+                    })
                 try context.save()
-                return pending.objectID
+                return ids
             }
         }
         // The content is adopted on another thread while the rows are built and written.
+        let pins = ImportPins(scratch: scratch, folder: staged.folder)
         let adoption =
-            managed.isEmpty
-            ? ContentAdoption(pins: pins) : ContentAdoption(content: content, pins: pins, adopting: managed)
+            adopting.count == 0 ? ContentAdoption(holding: pins) : ContentAdoption(content: content, adopting: pins)
         do {
-            let (ids, count, jobs) = try recordImport(plan, adoption: adoption, journal: journal, foreign: foreign)
+            let (ids, count, jobs) = try recordImport(plan, adoption: adoption, foreign: foreign)
             plan.result.importedIDs = ids
             plan.result.importedCount = count
             plan.result.queuedJobs = jobs
         } catch {
             var error = error
             do { try adoption.wait() } catch let failure { error = failure }  // what stopped the linking comes first
-            if let journal { giveUp(journal) }
+            if !journal.isEmpty { giveUp(journal) }
             if let error = error as? CatalogError { throw error }
             throw CatalogError(.store, "The import could not be recorded, nothing was imported: \(error)", cause: error)
         }
+        // The records make the journal moot. Should this fail (or the process die first), a
+        // sweep gives the rows up once this process is gone: it removes no content in use.
+        FaultPoint.reach(.afterImportCommit)
+        if !journal.isEmpty {
+            do {
+                try storeErrors {
+                    try withContext { context in
+                        try context.batchDelete(
+                            FetchRequest<PendingImport>(
+                                predicate: .objectIDs(
+                                    journal.map { ManagedObjectID(entityName: PendingImport.entityName, rowID: $0) })))
+                    }
+                }
+            } catch {
+                runtime.logger.warning("the journal of an import that committed stays until a sweep: \(error)")
+            }
+        }
     }
 
-    /// Turns the journal of an import that did not commit into removal plans, and sweeps:
-    /// its content goes, unless another asset uses it by now. Should that fail, the row
-    /// loses its owner, so that the next sweep (from any process) takes it up.
-    private func giveUp(_ journal: ManagedObjectID) {
-        do {
-            try withContext { context in
-                do {
-                    try context.existingObject(with: journal, as: PendingImport.self).giveUp()
-                    try context.save()
-                } catch {
-                    context.rollback()
-                    try context.existingObject(with: journal, as: PendingImport.self).owner = ""
-                    try context.save()
-                    throw error
+    /// Turns the journal of an import that did not commit into removal plans, a row at a time,
+    /// and sweeps: its content goes, unless another asset uses it by now. Should that fail for
+    /// a row, the row loses its owner, so that the next sweep (from any process) takes it up.
+    private func giveUp(_ journal: Range<Int64>) {
+        var failure: (any Error)?
+        for rowID in journal {
+            let id = ManagedObjectID(entityName: PendingImport.entityName, rowID: rowID)
+            do {
+                try withContext { context in
+                    do {
+                        try context.existingObject(with: id, as: PendingImport.self).giveUp()
+                        try context.save()
+                    } catch {
+                        context.rollback()
+                        try context.existingObject(with: id, as: PendingImport.self).owner = ""
+                        try context.save()
+                        throw error
+                    }
                 }
+            } catch {
+                failure = failure ?? error
             }
-            _ = try runtime.sweep()
-        } catch {
-            runtime.logger.warning("content of a failed import stays in objects/ until the next sweep: \(error)")
+        }
+        do { _ = try runtime.sweep() } catch { failure = failure ?? error }
+        if let failure {
+            runtime.logger.warning("content of a failed import stays in objects/ until the next sweep: \(failure)")
         }
     }
 
     /// Records the planned assets, streamed from the import's entries a page at a time;
     /// returns their IDs, their number and the jobs queued.
     private func recordImport(
-        _ plan: ImportPlan, adoption: ContentAdoption, journal: ManagedObjectID?, foreign: Bool
+        _ plan: ImportPlan, adoption: ContentAdoption, foreign: Bool
     ) throws -> ([ClosedRange<Int64>], Int, [Int64]) {
         let scratch = plan.scratch
         let topCount = Int(try scratch.value("SELECT count(*) FROM entry AS e WHERE \(ImportScratch.importedTop)"))
         let memberCount = try scratch.importedMemberCount()
         let recorded = try storeErrors {
             try withContext { context in
-                // The records make the journal moot: both in one transaction.
-                if let journal { context.delete(try context.existingObject(with: journal)) }
                 for id in plan.result.replaced {
                     if let asset = try? context.existingObject(
                         with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)

@@ -169,6 +169,25 @@ final class ContentStore: Sendable {
         return String(path.utf8.dropFirst(folder + 1))!
     }
 
+    /// A folder in this process's staging folder (``makeStagingFolder()``), whose files are
+    /// numbered.
+    struct StagingFolder: Sendable {
+        /// Its name in this process's staging folder, which the `*at` calls take.
+        let name: String
+        let path: String
+
+        init(parent: String, number: Int) {
+            name = "work-\(number)"
+            path = parent + "/" + name
+        }
+
+        /// The path of file `number`.
+        func file(_ number: Int64) -> String { path + "/" + String(number) }
+
+        /// File `number` as the `*at` calls take it.
+        func name(of number: Int64) -> String { name + "/" + String(number) }
+    }
+
     /// A path in this process's staging folder that no file has had.
     func newStagingPath(suffix: String = "") -> String {
         ownStaging + "/" + String(stagedCount.add(1, ordering: .relaxed).newValue) + suffix
@@ -182,13 +201,57 @@ final class ContentStore: Sendable {
         return (path, fd)
     }
 
-    /// Links the object of `digest` to a new staging path, a pin that keeps the content
-    /// until the record commits; returns the path, or nil when `objects/` has no such content.
-    func pinObject(_ digest: String) -> String? {
+    /// Makes a new folder in this process's staging folder, for the files of one piece of
+    /// work (an import) that are removed together: ``removeStagingFolder(_:)``.
+    func makeStagingFolder() throws -> StagingFolder {
+        let folder = StagingFolder(parent: ownStaging, number: stagedCount.add(1, ordering: .relaxed).newValue)
+        guard mkdirat(stagingDirectory, folder.name, 0o755) == 0 else {
+            throw CatalogError(.io, "Could not create \(folder.path): \(Self.errnoText())", path: folder.path)
+        }
+        return folder
+    }
+
+    /// Creates a new file in `folder`, for writing; returns its number and descriptor.
+    func createStagingFile(in folder: StagingFolder) throws -> (number: Int64, fd: Int32) {
+        let number = Int64(stagedCount.add(1, ordering: .relaxed).newValue)
+        let fd = openat(stagingDirectory, folder.name(of: number), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
+        guard fd >= 0 else {
+            let path = folder.file(number)
+            throw CatalogError(.io, "Could not create \(path): \(Self.errnoText())", path: path)
+        }
+        return (number, fd)
+    }
+
+    /// Links the object of `digest` to a new file of `folder`, a pin that keeps the content
+    /// until the record commits; returns its number, or nil when `objects/` has no such content.
+    func pinObject(_ digest: String, in folder: StagingFolder) -> Int64? {
         guard Self.isDigest(digest) else { return nil }
-        let path = newStagingPath()
-        return linkat(objectsDirectory, Self.objectName(digest), stagingDirectory, stagingName(path), 0) == 0
-            ? path : nil
+        let number = Int64(stagedCount.add(1, ordering: .relaxed).newValue)
+        return linkat(objectsDirectory, Self.objectName(digest), stagingDirectory, folder.name(of: number), 0) == 0
+            ? number : nil
+    }
+
+    /// Removes a staging folder and its files, reading its entries as it goes (no list of
+    /// them in memory, however many there are).
+    func removeStagingFolder(_ folder: StagingFolder) {
+        // Removing entries while reading the folder may make readdir skip some: a second pass
+        // takes what the first one missed.
+        for _ in 0..<2 {
+            let fd = openat(stagingDirectory, folder.name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0, let directory = fdopendir(fd) else {
+                if fd >= 0 { close(fd) }
+                break
+            }
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                    String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+                }
+                if name != "." && name != ".." { unlinkat(fd, name, 0) }
+            }
+            closedir(directory)
+            if unlinkat(stagingDirectory, folder.name, AT_REMOVEDIR) == 0 || errno == ENOENT { return }
+        }
+        try? FileManager.default.removeItem(atPath: folder.path)
     }
 
     /// Whether `objects/` holds any content at all (a shard folder with a file in it).
@@ -322,8 +385,19 @@ final class ContentStore: Sendable {
     /// The second half of ``adoptAll(_:)``: durable staged copies linked into `objects/`,
     /// and the links made durable with one `syncfs`.
     func linkAll(_ staged: [(path: String, digest: String)]) throws {
+        try linkAll { body in try body(staged) }
+    }
+
+    /// ``linkAll(_:)`` of the pins of staged content, read a page at a time.
+    func linkAll(from staged: some StagedContent) throws {
+        try linkAll(staged.forEachPin)
+    }
+
+    private func linkAll(_ pages: (([(path: String, digest: String)]) throws -> Void) throws -> Void) throws {
         var folders = Set<String>()  // the fan-out folders known to exist: no access(2) per file
-        for file in staged { try adopt(staged: file.path, digest: file.digest, syncs: false, knownFolders: &folders) }
+        try pages { page in
+            for file in page { try adopt(staged: file.path, digest: file.digest, syncs: false, knownFolders: &folders) }
+        }
         try syncFileSystem()
     }
 
@@ -474,30 +548,48 @@ final class ContentStore: Sendable {
     static func hex(_ digest: SHA256.Digest) -> String { BagIt.hex(digest) }
 }
 
-/// Staged content on its way into `objects/` for the assets one save records: the pin of
-/// each content, by SHA-256 (a second link that keeps the bytes should a removal take the
-/// object before the commit), and — for an import — the adoption, on another thread while
-/// the rows are built and written, in two stages. The import waits for the first (the
+/// Staged content: the pin of each content (a staged copy, or a second link to its object,
+/// that keeps the bytes should a removal take the object before a commit), by SHA-256.
+protocol StagedContent: Sendable {
+    /// Calls `body` with the pin and SHA-256 of each content, a page at a time.
+    func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws
+    /// Those of `digests` it has.
+    func holds(_ digests: Set<String>) throws -> Set<String>
+}
+
+/// Staged content listed in memory: an add's, a batch of files at a time.
+struct PinTable: StagedContent {
+    /// The pin of each content, by SHA-256.
+    let pins: [String: String]
+
+    init(pins: [String: String]) { self.pins = pins }
+
+    func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws {
+        try body(pins.map { ($0.value, $0.key) })
+    }
+
+    func holds(_ digests: Set<String>) throws -> Set<String> { digests.filter { pins[$0] != nil } }
+}
+
+/// Staged content on its way into `objects/` for the assets one save records, with its
+/// pins (``StagedContent``) — and, for an import, the adoption itself, on another thread
+/// while the rows are built and written, in two stages. The import waits for the first (the
 /// staged bytes made durable, a `syncfs` that for a large bundle can take seconds) before
 /// its transaction takes the write lock. The links, and the `syncfs` that makes them
 /// durable, overlap the transaction's writes; its check before the commit waits for them,
 /// then looks for every content (``Asset/willInsertRows(_:in:effects:)``).
 final class ContentAdoption: @unchecked Sendable {
-    /// The staged copy of each content, by SHA-256.
-    let pins: [String: String]
-    /// The content being linked into `objects/` (`nil`: every pin's, already there).
-    private let adopting: [String]?
+    private let staged: any StagedContent
+    /// Left once the stage is over; not entered for content already in `objects/`.
     private let durable = DispatchGroup()
     private let linked = DispatchGroup()
     /// What stopped each stage: written before its group is left, read after it is waited for.
     private var durableFailure: (any Error)?
     private var linkFailure: (any Error)?
 
-    /// Starts adopting the content of `digests` from its pins.
-    init(content: ContentStore, pins: [String: String], adopting digests: [String]) {
-        self.pins = pins
-        adopting = digests
-        let files = digests.map { (pins[$0]!, $0) }
+    /// Starts adopting `staged`'s content from its pins.
+    init(content: ContentStore, adopting staged: some StagedContent) {
+        self.staged = staged
         durable.enter()
         linked.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
@@ -509,7 +601,7 @@ final class ContentAdoption: @unchecked Sendable {
             durable.leave()
             if durableFailure == nil {
                 do {
-                    try content.linkAll(files)
+                    try content.linkAll(from: staged)
                     FaultPoint.reach(.beforeImportCommit)
                 } catch {
                     linkFailure = error
@@ -520,9 +612,8 @@ final class ContentAdoption: @unchecked Sendable {
     }
 
     /// Content already in `objects/` (an add adopts before it records), held by its pins.
-    init(pins: [String: String]) {
-        self.pins = pins
-        adopting = nil
+    init(holding staged: some StagedContent) {
+        self.staged = staged
     }
 
     /// Waits until the staged bytes are durable; throws what stopped that.
@@ -537,9 +628,8 @@ final class ContentAdoption: @unchecked Sendable {
         if let failure = durableFailure ?? linkFailure { throw failure }
     }
 
-    /// Whether the adoption holds `digest`'s content (a pin of it): ``requireAll(in:)``
-    /// checks it.
-    func covers(_ digest: String) -> Bool { pins[digest] != nil }
+    /// Those of `digests` the adoption holds (a pin of each): ``requireAll(in:)`` checks them.
+    func covering(_ digests: Set<String>) throws -> Set<String> { try staged.holds(digests) }
 
     private let checkClaimed = Mutex(false)
 
@@ -552,12 +642,11 @@ final class ContentAdoption: @unchecked Sendable {
         }
     }
 
-    /// Checks, under the store's write lock, that `objects/` has the content adopted (or,
-    /// for content already there, every pin's), putting back from its pin what a removal
-    /// took meanwhile.
+    /// Checks, under the store's write lock, that `objects/` has every content of the
+    /// adoption, putting back from its pin what a removal took meanwhile.
     func requireAll(in content: ContentStore) throws {
-        for digest in adopting ?? Array(pins.keys) {
-            try content.requireObject(digest, for: "an imported asset", pin: pins[digest])
+        try staged.forEachPin { page in
+            for pin in page { try content.requireObject(pin.digest, for: "an imported asset", pin: pin.path) }
         }
     }
 }
@@ -573,6 +662,8 @@ enum FaultPoint: String {
     case beforeUnlink = "before-unlink"
     /// An import's content is linked into objects/, its records not committed.
     case beforeImportCommit = "before-import-commit"
+    /// An import's records committed, its journal not deleted yet.
+    case afterImportCommit = "after-import-commit"
     /// Not a crash: an import's records fail to commit (``isActive(_:)``), its content
     /// linked into objects/.
     case failImportCommit = "fail-import-commit"

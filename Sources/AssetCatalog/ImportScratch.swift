@@ -21,29 +21,45 @@ final class ImportScratch: @unchecked Sendable {
         case skipped = 2
     }
 
+    /// The tables of the bundle's entries and of the plan (``resetEntries()`` makes them anew).
+    private static let entrySchema = """
+        CREATE TABLE entry(
+            seq INTEGER PRIMARY KEY, key INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+            storage TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
+            payload TEXT NOT NULL, payload_key TEXT NOT NULL, path TEXT, archive INTEGER,
+            member TEXT, member_ordinal INTEGER, tags TEXT NOT NULL, metadata TEXT NOT NULL,
+            created REAL NOT NULL, modified REAL NOT NULL,
+            top INTEGER NOT NULL DEFAULT 1, outcome INTEGER NOT NULL DEFAULT 0,
+            new_name TEXT, referenced INTEGER NOT NULL DEFAULT 0, row_id INTEGER);
+        CREATE TABLE existing(
+            id INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, tags TEXT NOT NULL,
+            metadata TEXT NOT NULL);
+        CREATE INDEX existing_name ON existing(name);
+        CREATE TABLE taken(name TEXT PRIMARY KEY) WITHOUT ROWID;
+        """
+
     init() throws {
         do {
             queue = try BagIndex.temporaryDatabase(cacheKB: 4096)
             try queue.inDatabase { db in
                 try db.execute(
-                    sql: """
-                        CREATE TABLE entry(
-                            seq INTEGER PRIMARY KEY, key INTEGER NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
-                            storage TEXT NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
-                            payload TEXT NOT NULL, payload_key TEXT NOT NULL, path TEXT, archive INTEGER,
-                            member TEXT, member_ordinal INTEGER, tags TEXT NOT NULL, metadata TEXT NOT NULL,
-                            created REAL NOT NULL, modified REAL NOT NULL,
-                            top INTEGER NOT NULL DEFAULT 1, outcome INTEGER NOT NULL DEFAULT 0,
-                            new_name TEXT, referenced INTEGER NOT NULL DEFAULT 0, row_id INTEGER);
-                        CREATE TABLE existing(
-                            id INTEGER PRIMARY KEY, name TEXT NOT NULL, sha256 TEXT NOT NULL, tags TEXT NOT NULL,
-                            metadata TEXT NOT NULL);
-                        CREATE INDEX existing_name ON existing(name);
-                        CREATE TABLE taken(name TEXT PRIMARY KEY) WITHOUT ROWID;
+                    sql: Self.entrySchema + """
+                        -- The staged copy of each content read (the file number in the import's
+                        -- staging folder), and whether objects/ lacked it when the read began.
+                        CREATE TABLE staged(
+                            digest TEXT PRIMARY KEY, file INTEGER NOT NULL, absent INTEGER NOT NULL) WITHOUT ROWID;
                         """)
             }
         } catch {
             throw Self.failure(error)
+        }
+    }
+
+    /// Drops the entries and the plan (not what was staged): for a bag whose records file,
+    /// read early, turned out not to be at its root.
+    func resetEntries() throws {
+        try run { db in
+            try db.execute(sql: "DROP TABLE entry; DROP TABLE existing; DROP TABLE taken; " + Self.entrySchema)
         }
     }
 
@@ -318,6 +334,165 @@ final class ImportScratch: @unchecked Sendable {
             WHERE entry.seq = r.seq AND entry.key IN (SELECT archive FROM entry WHERE top = 0)
             """, [.integer(first)])
     }
+}
+
+// MARK: - The content
+
+extension ImportScratch {
+    /// A payload file staged: its content, its file in the import's staging folder, and
+    /// whether `objects/` lacked the content when the read began.
+    struct Staged: Sendable {
+        var digest: String
+        var file: Int64
+        var absent: Bool
+    }
+
+    /// Notes staged files, in one transaction. The first file of a content is its pin (any
+    /// copy will do); the content counts as absent when any file found it so.
+    func addStaged(_ files: [Staged]) throws {
+        try run { db in
+            try db.inTransaction {
+                for f in files {
+                    try db.run(
+                        """
+                        INSERT INTO staged(digest, file, absent) VALUES (?, ?, ?)
+                        ON CONFLICT(digest) DO UPDATE SET absent = max(absent, excluded.absent)
+                        """, [.text(f.digest), .integer(f.file), .integer(f.absent ? 1 : 0)])
+                }
+                return .commit
+            }
+        }
+    }
+
+    /// What the commit adopts: the content of the imported managed assets, each once.
+    struct Adoption {
+        /// A content no payload file had (the first, by SHA-256), if any.
+        var missing: String?
+        /// How many contents, and how many of them `objects/` does not have.
+        var count: Int
+        var newCount: Int
+        /// The bytes of the new content.
+        var newBytes: Int64
+    }
+
+    /// Works out the content to adopt (table `adopt`), and which of it is new: what the read
+    /// found missing from `objects/`, or what `hasObject` does not find now.
+    func planAdoption(hasObject: (String) -> Bool) throws -> Adoption {
+        try execute("DROP TABLE IF EXISTS adopt")
+        try execute(
+            """
+            CREATE TABLE adopt(
+                digest TEXT PRIMARY KEY, size INTEGER NOT NULL, file INTEGER, new INTEGER NOT NULL) WITHOUT ROWID
+            """)
+        try execute(
+            """
+            INSERT INTO adopt(digest, size, file, new)
+            SELECT e.sha256, max(e.size), s.file, coalesce(s.absent, 0)
+            FROM entry AS e LEFT JOIN staged AS s ON s.digest = e.sha256
+            WHERE \(Self.importedTop) AND e.referenced = 0 GROUP BY e.sha256
+            """)
+        var missing: String?
+        try run { db in
+            try db.run("SELECT digest FROM adopt WHERE file IS NULL ORDER BY digest LIMIT 1", []) {
+                missing = Database.text($0, 0)
+            }
+        }
+        if missing == nil {
+            // What the read found missing needs no second look; the rest, one each.
+            var after = ""
+            while true {
+                var page: [String] = []
+                try run { db in
+                    try db.run(
+                        "SELECT digest FROM adopt WHERE new = 0 AND digest > ? ORDER BY digest LIMIT ?",
+                        [.text(after), .integer(Int64(Self.pageSize))]
+                    ) { page.append(Database.text($0, 0) ?? "") }
+                }
+                let new = page.filter { !hasObject($0) }
+                if !new.isEmpty {
+                    try execute(
+                        "UPDATE adopt SET new = 1 WHERE digest IN (SELECT value FROM json_each(?))",
+                        [.text(Self.jsonArray(new))])
+                }
+                guard page.count == Self.pageSize, let last = page.last else { break }
+                after = last
+            }
+        }
+        return try run { db in
+            var adoption = Adoption(missing: missing, count: 0, newCount: 0, newBytes: 0)
+            try db.run("SELECT count(*), sum(new), coalesce(sum(CASE WHEN new = 1 THEN size END), 0) FROM adopt", []) {
+                adoption.count = Int(sqlite3_column_int64($0, 0))
+                adoption.newCount = Int(sqlite3_column_int64($0, 1))
+                adoption.newBytes = sqlite3_column_int64($0, 2)
+            }
+            return adoption
+        }
+    }
+
+    /// The content to adopt whose SHA-256 follows `after`, in order: a page of it, with the
+    /// number of its pin.
+    func adoptPage(after: String) throws -> [(digest: String, file: Int64)] {
+        try run { db in
+            var page: [(String, Int64)] = []
+            try db.run(
+                "SELECT digest, file FROM adopt WHERE digest > ? ORDER BY digest LIMIT ?",
+                [.text(after), .integer(Int64(Self.pageSize))]
+            ) { page.append((Database.text($0, 0) ?? "", sqlite3_column_int64($0, 1))) }
+            return page
+        }
+    }
+
+    /// Those of `digests` the commit adopts, in one query.
+    func adopted(among digests: Set<String>) throws -> Set<String> {
+        guard !digests.isEmpty else { return [] }
+        // Non-digests (a row's stray value) are left out: they are adopted by nobody.
+        let list = digests.filter(ContentStore.isDigest)
+        return try run { db in
+            var found = Set<String>()
+            try db.run(
+                "SELECT value FROM json_each(?) WHERE value IN (SELECT digest FROM adopt)",
+                [.text(Self.jsonArray(list))]
+            ) { found.insert(Database.text($0, 0) ?? "") }
+            return found
+        }
+    }
+
+    /// Digests as a JSON array, for `json_each`: one argument, whatever their number.
+    private static func jsonArray(_ digests: some Collection<String>) -> String {
+        digests.isEmpty ? "[]" : "[\"" + digests.joined(separator: "\",\"") + "\"]"
+    }
+
+    /// The new content, `size` digests from the `chunk`th such block on, in order: one row
+    /// of the import's journal.
+    func newContent(chunk: Int, size: Int) throws -> [String] {
+        try run { db in
+            var digests: [String] = []
+            try db.run(
+                "SELECT digest FROM adopt WHERE new = 1 ORDER BY digest LIMIT ? OFFSET ?",
+                [.integer(Int64(size)), .integer(Int64(chunk * size))]
+            ) { digests.append(Database.text($0, 0) ?? "") }
+            return digests
+        }
+    }
+}
+
+/// The pins of the content an import adopts (``ImportScratch/planAdoption(hasObject:)``):
+/// files of its staging folder, read from its scratch database a page at a time.
+struct ImportPins: StagedContent {
+    let scratch: ImportScratch
+    let folder: ContentStore.StagingFolder
+
+    func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws {
+        var after = ""
+        while true {
+            let page = try scratch.adoptPage(after: after)
+            if !page.isEmpty { try body(page.map { (folder.file($0.file), $0.digest) }) }
+            guard page.count == ImportScratch.pageSize, let last = page.last else { return }
+            after = last.digest
+        }
+    }
+
+    func holds(_ digests: Set<String>) throws -> Set<String> { try scratch.adopted(among: digests) }
 }
 
 /// Pages through rows given by index, in order, for a streamed insert: `page(after)` gives

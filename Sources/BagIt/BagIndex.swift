@@ -348,11 +348,11 @@ final class RowWalk {
 }
 
 /// Writes a read's rows into its ``BagIndex`` on another thread, a batch at a time, while
-/// the read goes on: the reading thread only hands them over. At most 16 batches wait,
-/// so memory stays bounded however far the read runs ahead.
+/// the read goes on: the reading thread only hands them over (``BackgroundBatches``). At
+/// most 16 batches wait, so memory stays bounded however far the read runs ahead.
 final class BagIndexWriter: @unchecked Sendable {
     /// A row to write.
-    enum Row {
+    enum Row: Sendable {
         /// A file read (a second file with the same key is refused).
         case file(path: String, size: Int64, digests: [ChecksumAlgorithm: String], link: String?)
         /// A line of a manifest, parsed (a path listed twice is noted: ``duplicate(in:)``).
@@ -361,82 +361,59 @@ final class BagIndexWriter: @unchecked Sendable {
         case pending(manifest: Int, number: Int, line: [UInt8])
     }
 
-    static let batchSize = 512
-    private let index: BagIndex
-    private let queue = DispatchQueue(label: "BagIt.BagIndexWriter")
-    private let slots = DispatchSemaphore(value: 16)
-    private var batch: [Row] = []
-    private let lock = NSLock()
-    /// What stopped a write: later batches are dropped. Guarded by `lock`.
-    private var failure: (any Error)?
-    /// Each manifest's first line that lists a path again. Guarded by `lock`.
-    private var duplicates: [Int: (number: Int, path: String)] = [:]
+    private let batches: BackgroundBatches<Row>
+    private let duplicates = Duplicates()
+
+    /// Each manifest's first line that lists a path again, noted by the writing thread.
+    private final class Duplicates: @unchecked Sendable {
+        private let lock = NSLock()
+        private var first: [Int: (number: Int, path: String)] = [:]
+
+        func note(_ manifest: Int, _ number: Int, _ path: String) {
+            lock.withLock {
+                if first[manifest] == nil { first[manifest] = (number, path) }
+            }
+        }
+
+        subscript(manifest: Int) -> (number: Int, path: String)? { lock.withLock { first[manifest] } }
+    }
 
     init(index: BagIndex) {
-        self.index = index
-        batch.reserveCapacity(Self.batchSize)
-    }
-
-    /// Adds a row; throws what stopped an earlier write.
-    func add(_ row: Row) throws {
-        batch.append(row)
-        if batch.count >= Self.batchSize { try flush() }
-    }
-
-    /// Hands the rows added so far to the writing thread.
-    func flush() throws {
-        try check()
-        guard !batch.isEmpty else { return }
-        let rows = batch
-        batch = []
-        batch.reserveCapacity(Self.batchSize)
-        slots.wait()
-        queue.async { [self] in
-            defer { slots.signal() }
-            guard lock.withLock({ failure == nil }) else { return }
-            do {
-                let isFile: (Row) -> Bool = {
-                    if case .file = $0 { true } else { false }
-                }
-                for (database, chosen) in [
-                    (\BagIndex.files, rows.filter(isFile)), (\.manifests, rows.filter { !isFile($0) }),
-                ]
-                where !chosen.isEmpty {
-                    try index.run(database) { db in
-                        try db.inTransaction {
-                            for row in chosen { try write(row, db) }
-                            return .commit
-                        }
+        batches = BackgroundBatches(label: "BagIt.BagIndexWriter") { [duplicates] rows in
+            let isFile: (Row) -> Bool = {
+                if case .file = $0 { true } else { false }
+            }
+            for (database, chosen) in [
+                (\BagIndex.files, rows.filter(isFile)), (\.manifests, rows.filter { !isFile($0) }),
+            ]
+            where !chosen.isEmpty {
+                try index.run(database) { db in
+                    try db.inTransaction {
+                        for row in chosen { try Self.write(row, db, duplicates) }
+                        return .commit
                     }
                 }
-            } catch {
-                lock.withLock { failure = failure ?? error }
             }
         }
     }
 
+    /// Adds a row; throws what stopped an earlier write.
+    func add(_ row: Row) throws {
+        do { try batches.add(row) } catch { throw BagIndex.mapped(error) }
+    }
+
     /// Waits until every row added is written; throws what stopped a write.
     func drain() throws {
-        try flush()
-        queue.sync {}
-        try check()
+        do { try batches.drain() } catch { throw BagIndex.mapped(error) }
     }
 
     /// Waits for the writes under way, without throwing (a read that failed ends with it).
-    func stop() {
-        batch = []
-        queue.sync {}
-    }
-
-    /// Throws what stopped a write, if anything did.
-    func check() throws {
-        if let failure = lock.withLock({ failure }) { throw BagIndex.mapped(failure) }
-    }
+    func stop() { batches.stop() }
 
     /// The first line of manifest `id` that listed a path again, once written.
-    func duplicate(in id: Int) -> (number: Int, path: String)? { lock.withLock { duplicates[id] } }
+    func duplicate(in id: Int) -> (number: Int, path: String)? { duplicates[id] }
 
-    private func write(_ row: Row, _ db: Database) throws {
+    private static func write(_ row: Row, _ db: Database, _ duplicates: Duplicates) throws {
         switch row {
         case .file(let path, let size, let digests, let link):
             try db.run(
@@ -451,11 +428,7 @@ final class BagIndexWriter: @unchecked Sendable {
             try db.run(
                 "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
                 [.integer(Int64(manifest)), .text(key), .text(path), .text(checksum)])
-            if db.changesCount != 1 {
-                lock.withLock {
-                    if duplicates[manifest] == nil { duplicates[manifest] = (number, path) }
-                }
-            }
+            if db.changesCount != 1 { duplicates.note(manifest, number, path) }
         case .pending(let manifest, let number, let line):
             try line.withUnsafeBytes { bytes in
                 try db.run(

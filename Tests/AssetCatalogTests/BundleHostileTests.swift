@@ -610,6 +610,31 @@ import Testing
 
     // MARK: - Records, fetch.txt, Payload-Oxum
 
+    /// A tag file named like our records in a tag directory, read before `bagit.txt` (so it
+    /// could have been the records of a bag rooted in that directory), is not the bag's: the
+    /// entries read from it early are dropped, and the bag imports as one from another tool.
+    @Test func aRecordsFileOutsideTheBagsRootIsNotItsRecords() async throws {
+        let f = try await Fixture()
+        let decoy = try TestCatalog()
+        let other = try decoy.create()
+        _ = try await other.add([try decoy.file("decoy.txt", "alpha\n")])  // a.txt's content
+        let decoyBag = f.work + "/decoy"
+        _ = try await other.export(to: decoyBag)
+        other.close()
+        let records = try Array(Data(contentsOf: URL(fileURLWithPath: decoyBag + "/assetcat-records.json")))
+        let bag = try f.writeBag()
+        let tar = f.work + "/rootless.tar"
+        let writer = try ArchiveWriter(path: tar)
+        try writer.writeEntry(ArchiveEntry(path: "X/assetcat-records.json", kind: .file), contents: records)
+        try writer.addTree(at: bag, as: "")
+        try writer.finish()
+
+        let result = try await f.catalog.importBundle(from: tar)
+        #expect(try f.catalog.assets(importedBy: result).map(\.name).sorted() == ["a.txt", "sub/b.bin"])
+        #expect(result.alreadyPresent == ["shared.txt"])
+        #expect(try f.snapshot().ownStaging.isEmpty)
+    }
+
     @Test func recordsThatContradictTheManifestAreRefused() async throws {
         let f = try await Fixture()
         let bag = try await f.exportBag()

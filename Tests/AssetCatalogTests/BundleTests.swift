@@ -295,6 +295,24 @@ import Testing
         #expect(try catalog.stats().objectFiles == 3)
     }
 
+    /// The journal goes once the records have committed, not with them: a crash in between
+    /// leaves rows whose giving up removes nothing, since every content they list is in use.
+    @Test func killedAfterTheImportCommitsTheNextOpenKeepsTheContent() async throws {
+        let (bundle, newContent, t, kept) = try await bundleWithNewContent()
+        let run = try await t.run(["import", bundle], environment: ["ASSETCAT_FAULT": "after-import-commit"])
+        #expect(run.status == 86)  // died at the fault point
+        let catalog = try t.open()  // the journal of a dead process is given up: a plan per content
+        defer { catalog.close() }
+        #expect(try catalog.assets().map(\.name) == ["kept.txt", "new.txt", "newer.txt"])
+        for digest in newContent + [kept.sha256] { #expect(t.hasObject(digest)) }
+        #expect(try catalog.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 0)
+        let stats = try catalog.stats()
+        #expect(stats.objectFiles == 3)
+        #expect(stats.pendingRemovals == 0)
+        #expect(try await catalog.verify().issues.isEmpty)
+        #expect(try ownStaging(catalog).isEmpty)
+    }
+
     /// The content is linked into objects/, then the transaction that records the assets
     /// fails: the import turns its journal into removal plans at once, and nothing is left —
     /// no asset, no journal row, no new content, nothing in staging.
@@ -314,7 +332,7 @@ import Testing
         #expect(t.stagingEntries() == [catalog.content.owner, catalog.content.owner + ".lock"])
     }
 
-    /// An import journals its new content in one row, owned by its process's staging folder.
+    /// An import journals its new content in rows owned by its process's staging folder.
     /// A sweep meanwhile — from another catalog of the same process here, another process in
     /// life — leaves the content of a live import alone; once its owner is gone, the next
     /// sweep removes what no asset uses.
@@ -374,7 +392,7 @@ import Testing
         let (digest, size) = try ContentStore.digest(ofFileAt: pin)
         func save(name: String, sha256: String, pins: [String: String]) throws {
             try catalog.withContext { context in
-                context.userInfo[Asset.adoptionKey] = ContentAdoption(pins: pins)
+                context.userInfo[Asset.adoptionKey] = ContentAdoption(holding: PinTable(pins: pins))
                 try context.insertRows(Asset.self, count: 1) { _, row in
                     row[\.name] = name
                     row[\.sha256] = sha256
