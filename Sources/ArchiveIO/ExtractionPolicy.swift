@@ -139,8 +139,10 @@ public struct ExtractionGuard: Sendable {
     private var current: String?
     /// Bytes of sparse holes, left out of the compression ratio.
     private var holeBytes: Int64 = 0
-    private var seen: Set<[UInt8]> = []
-    private var regularFiles: Set<[UInt8]> = []
+    /// The path of each member admitted, as a ``PathPrint`` marked when the member is a
+    /// regular file (which a hard link may name): about 21 bytes per member, whatever the
+    /// length of its path.
+    private var seen: Set<PathPrint> = []
 
     /// Creates a guard for one pass over one archive.
     public init(policy: ExtractionPolicy, archivePath: String) {
@@ -176,14 +178,14 @@ public struct ExtractionGuard: Sendable {
             guard entry.kind == .directory else { throw refusal(.invalidName, entry, "its path names no file") }
             return nil
         }
-        let key = Array(components.joined(separator: "/").utf8)
-        guard seen.insert(key).inserted else {
+        let print = PathPrint(components, regularFile: false)
+        guard !seen.contains(print), !seen.contains(print.regularFile) else {
             throw refusal(.duplicateEntry, entry, "an earlier member has the same path")
         }
         if entry.kind == .symlink { try validateSymlink(entry, depth: components.count - 1) }
         if entry.kind == .hardlink { try validateHardlink(entry) }
+        seen.insert(entry.kind == .file ? print.regularFile : print)
         if entry.kind == .file {
-            regularFiles.insert(key)
             if let size = entry.size, size > policy.maxTotalBytes - totalBytes {
                 throw sizeRefusal(entry)
             }
@@ -320,7 +322,7 @@ public struct ExtractionGuard: Sendable {
         if components.contains(where: { $0.utf8.elementsEqual([0x2E, 0x2E]) }) {
             throw refusal(.linkOutsideRoot, entry, "it is a hard link to '\(shown)', which leaves the extraction root")
         }
-        guard regularFiles.contains(Array(components.joined(separator: "/").utf8)) else {
+        guard seen.contains(PathPrint(components, regularFile: true)) else {
             throw refusal(
                 .hardlinkTargetMissing, entry,
                 "it is a hard link to '\(shown)', which is not a regular file extracted before it")
@@ -349,4 +351,35 @@ public struct ExtractionGuard: Sendable {
     private static func format(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
+}
+
+/// A member's path (its normalised components) as a 127-bit keyed hash — two SipHash values
+/// of this process's random seed — and a mark for a regular file. Two different paths get
+/// the same print with a probability of about n² / 2¹²⁸ for n members: never, in practice,
+/// where keeping the paths themselves would cost a hundred bytes or more per member.
+struct PathPrint: Hashable, Sendable {
+    private let high: UInt64
+    private let low: UInt64
+
+    init(_ components: [String], regularFile: Bool) {
+        // By bytes, as paths are compared here: a String's hash would merge names that
+        // differ only in Unicode normalisation, which are two files on Linux.
+        var path = components.joined(separator: "/")
+        func hash(_ salt: UInt8) -> UInt64 {
+            var hasher = Hasher()
+            hasher.combine(salt)
+            path.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            return UInt64(truncatingIfNeeded: hasher.finalize())
+        }
+        high = hash(0)
+        low = hash(1) & ~1 | (regularFile ? 1 : 0)
+    }
+
+    private init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// The same path, marked as a regular file.
+    var regularFile: PathPrint { PathPrint(high: high, low: low | 1) }
 }

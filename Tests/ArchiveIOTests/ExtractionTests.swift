@@ -197,6 +197,31 @@ import Testing
                 == "Refusing member 'sample/r\u{e9}sum\u{e9}.txt' of '\(path)': an earlier member has the same path")
     }
 
+    /// The guard remembers each member's path (as a print, not the bytes): a path spelled
+    /// differently is the same member, a path in another Unicode normalisation is another,
+    /// and a hard link may name only a regular file admitted before it.
+    @Test func theGuardRemembersPathsByTheirBytes() throws {
+        var checker = ExtractionGuard(
+            policy: ExtractionPolicy(allowedKinds: [.files, .directories, .hardlinks]), archivePath: "a.tar")
+        func admit(_ path: String, _ kind: ArchiveEntry.Kind = .file, link: String? = nil) throws(ArchiveError) {
+            var entry = ArchiveEntry(path: path, kind: kind)
+            entry.linkTarget = link
+            _ = try checker.admit(entry)
+        }
+        try admit("d", .directory)
+        try admit("d/r\u{e9}sum\u{e9}.txt")
+        try admit("d/re\u{301}sume\u{301}.txt")  // another name on Linux
+        let again = #expect(throws: ArchiveError.self) { try admit("./d//r\u{e9}sum\u{e9}.txt") }
+        #expect(again?.code == .duplicateEntry)
+        let dir = #expect(throws: ArchiveError.self) { try admit("d/", .file) }
+        #expect(dir?.code == .duplicateEntry)  // a directory's path, as a file's
+        try admit("copy", .hardlink, link: "d/re\u{301}sume\u{301}.txt")
+        let toDirectory = #expect(throws: ArchiveError.self) { try admit("copy2", .hardlink, link: "d") }
+        #expect(toDirectory?.code == .hardlinkTargetMissing)
+        let toLink = #expect(throws: ArchiveError.self) { try admit("copy3", .hardlink, link: "copy") }
+        #expect(toLink?.code == .hardlinkTargetMissing)  // a hard link is not a regular file admitted
+    }
+
     @Test func existingFilesAreNeverOverwritten() throws {
         let directory = try TemporaryDirectory()
         let root = directory.sub("root")
