@@ -563,19 +563,18 @@ extension Catalog {
         // The records make the journal moot. Should this fail (or the process die first), a
         // sweep gives the rows up once this process is gone: it removes no content in use.
         FaultPoint.reach(.afterImportCommit)
-        if !journal.isEmpty {
-            do {
-                try storeErrors {
-                    try withContext { context in
-                        try context.batchDelete(
-                            FetchRequest<PendingImport>(
-                                predicate: .objectIDs(
-                                    journal.map { ManagedObjectID(entityName: PendingImport.entityName, rowID: $0) })))
+        // A row at a time: a batch delete hands each row's values to the hooks.
+        do {
+            try storeErrors {
+                try withContext { context in
+                    for rowID in journal {
+                        let id = ManagedObjectID(entityName: PendingImport.entityName, rowID: rowID)
+                        try context.batchDelete(FetchRequest<PendingImport>(predicate: .objectIDs([id])))
                     }
                 }
-            } catch {
-                runtime.logger.warning("the journal of an import that committed stays until a sweep: \(error)")
             }
+        } catch {
+            runtime.logger.warning("the journal of an import that committed stays until a sweep: \(error)")
         }
     }
 

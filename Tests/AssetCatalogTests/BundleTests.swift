@@ -293,6 +293,7 @@ import Testing
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["new.txt", "newer.txt"])
         #expect(result.alreadyPresent == ["kept.txt"])
         #expect(try catalog.stats().objectFiles == 3)
+        #expect(try catalog.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 0)  // moot, gone
     }
 
     /// The journal goes once the records have committed, not with them: a crash in between
