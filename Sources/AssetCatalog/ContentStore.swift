@@ -562,8 +562,6 @@ struct PinTable: StagedContent {
     /// The pin of each content, by SHA-256.
     let pins: [String: String]
 
-    init(pins: [String: String]) { self.pins = pins }
-
     func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws {
         try body(pins.map { ($0.value, $0.key) })
     }
