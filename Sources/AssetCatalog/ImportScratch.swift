@@ -399,23 +399,13 @@ extension ImportScratch {
         }
         if missing == nil {
             // What the read found missing needs no second look; the rest, one each.
-            var after = ""
-            while true {
-                var page: [String] = []
-                try run { db in
-                    try db.run(
-                        "SELECT digest FROM adopt WHERE new = 0 AND digest > ? ORDER BY digest LIMIT ?",
-                        [.text(after), .integer(Int64(Self.pageSize))]
-                    ) { page.append(Database.text($0, 0) ?? "") }
-                }
-                let new = page.filter { !hasObject($0) }
+            try forEachAdoptPage(where: "new = 0") { page in
+                let new = page.map(\.digest).filter { !hasObject($0) }
                 if !new.isEmpty {
                     try execute(
                         "UPDATE adopt SET new = 1 WHERE digest IN (SELECT value FROM json_each(?))",
                         [.text(Self.jsonArray(new))])
                 }
-                guard page.count == Self.pageSize, let last = page.last else { break }
-                after = last
             }
         }
         return try run { db in
@@ -429,16 +419,23 @@ extension ImportScratch {
         }
     }
 
-    /// The content to adopt whose SHA-256 follows `after`, in order: a page of it, with the
-    /// number of its pin.
-    func adoptPage(after: String) throws -> [(digest: String, file: Int64)] {
-        try run { db in
-            var page: [(String, Int64)] = []
-            try db.run(
-                "SELECT digest, file FROM adopt WHERE digest > ? ORDER BY digest LIMIT ?",
-                [.text(after), .integer(Int64(Self.pageSize))]
-            ) { page.append((Database.text($0, 0) ?? "", sqlite3_column_int64($0, 1))) }
-            return page
+    /// Calls `body` with the content to adopt that `condition` selects (SQL on `adopt`), in
+    /// SHA-256 order, a page at a time, with the number of each content's pin.
+    func forEachAdoptPage(
+        where condition: String = "1", _ body: ([(digest: String, file: Int64)]) throws -> Void
+    ) throws {
+        var after = ""
+        while true {
+            var page: [(digest: String, file: Int64)] = []
+            try run { db in
+                try db.run(
+                    "SELECT digest, file FROM adopt WHERE (\(condition)) AND digest > ? ORDER BY digest LIMIT ?",
+                    [.text(after), .integer(Int64(Self.pageSize))]
+                ) { page.append((Database.text($0, 0) ?? "", sqlite3_column_int64($0, 1))) }
+            }
+            if !page.isEmpty { try body(page) }
+            guard page.count == Self.pageSize, let last = page.last else { return }
+            after = last.digest
         }
     }
 
@@ -483,13 +480,7 @@ struct ImportPins: StagedContent {
     let folder: ContentStore.StagingFolder
 
     func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws {
-        var after = ""
-        while true {
-            let page = try scratch.adoptPage(after: after)
-            if !page.isEmpty { try body(page.map { (folder.file($0.file), $0.digest) }) }
-            guard page.count == ImportScratch.pageSize, let last = page.last else { return }
-            after = last.digest
-        }
+        try scratch.forEachAdoptPage { page in try body(page.map { (folder.file($0.file), $0.digest) }) }
     }
 
     func holds(_ digests: Set<String>) throws -> Set<String> { try scratch.adopted(among: digests) }
