@@ -126,11 +126,20 @@ public struct ExtractionPath: Sendable, Hashable, CustomStringConvertible {
 ///     }
 /// }
 /// ```
+///
+/// A guard remembers each member's path, about 21 bytes per member, to refuse duplicates
+/// and hard links to anything but a regular file admitted before them. A caller that keeps
+/// the members it takes somewhere of its own (an index on disk, say) can make one that
+/// remembers nothing, `remembersPaths: false`, and refuse those members itself with the
+/// guard's own errors: ``duplicateRefusal(for:)`` and ``missingLinkTargetRefusal(for:)``.
 public struct ExtractionGuard: Sendable {
     /// The policy applied.
     public let policy: ExtractionPolicy
     /// The archive's path, used in messages.
     public let archivePath: String
+    /// Whether the guard remembers the members' paths, to refuse a second member with the
+    /// same path and a hard link to anything but a regular file admitted before it.
+    public let remembersPaths: Bool
     /// Members admitted or refused so far.
     public private(set) var entryCount = 0
     /// Uncompressed bytes accounted so far.
@@ -145,9 +154,15 @@ public struct ExtractionGuard: Sendable {
     private var seen: Set<PathPrint> = []
 
     /// Creates a guard for one pass over one archive.
-    public init(policy: ExtractionPolicy, archivePath: String) {
+    ///
+    /// - Parameter remembersPaths: `false` for a guard that remembers no path, and so
+    ///   checks neither duplicates nor hard-link targets (beyond their staying inside the
+    ///   root): its memory stays the same however many members the archive has. Its caller
+    ///   must make those checks itself.
+    public init(policy: ExtractionPolicy, archivePath: String, remembersPaths: Bool = true) {
         self.policy = policy
         self.archivePath = archivePath
+        self.remembersPaths = remembersPaths
     }
 
     /// Checks a member against the policy and returns its safe path, or `nil` for a
@@ -178,13 +193,13 @@ public struct ExtractionGuard: Sendable {
             guard entry.kind == .directory else { throw refusal(.invalidName, entry, "its path names no file") }
             return nil
         }
-        let print = PathPrint(components, regularFile: false)
-        guard !seen.contains(print), !seen.contains(print.regularFile) else {
-            throw refusal(.duplicateEntry, entry, "an earlier member has the same path")
+        let print = remembersPaths ? PathPrint(components, regularFile: false) : nil
+        if let print, seen.contains(print) || seen.contains(print.regularFile) {
+            throw duplicateRefusal(for: entry)
         }
         if entry.kind == .symlink { try validateSymlink(entry, depth: components.count - 1) }
         if entry.kind == .hardlink { try validateHardlink(entry) }
-        seen.insert(entry.kind == .file ? print.regularFile : print)
+        if let print { seen.insert(entry.kind == .file ? print.regularFile : print) }
         if entry.kind == .file {
             if let size = entry.size, size > policy.maxTotalBytes - totalBytes {
                 throw sizeRefusal(entry)
@@ -322,11 +337,31 @@ public struct ExtractionGuard: Sendable {
         if components.contains(where: { $0.utf8.elementsEqual([0x2E, 0x2E]) }) {
             throw refusal(.linkOutsideRoot, entry, "it is a hard link to '\(shown)', which leaves the extraction root")
         }
-        guard seen.contains(PathPrint(components, regularFile: true)) else {
-            throw refusal(
-                .hardlinkTargetMissing, entry,
-                "it is a hard link to '\(shown)', which is not a regular file extracted before it")
+        if remembersPaths, !seen.contains(PathPrint(components, regularFile: true)) {
+            throw missingLinkTargetRefusal(for: entry)
         }
+    }
+
+    /// The error ``admit(_:)`` throws for a member whose path an earlier member has, for a
+    /// caller whose guard does not remember paths and that finds such members itself.
+    ///
+    /// - Parameter entry: The second member, with its path as the archive spells it.
+    /// - Returns: An ``ArchiveError`` with code `duplicateEntry`.
+    public func duplicateRefusal(for entry: ArchiveEntry) -> ArchiveError {
+        refusal(.duplicateEntry, entry, "an earlier member has the same path")
+    }
+
+    /// The error ``admit(_:)`` throws for a hard link whose target is not a regular file
+    /// admitted before it, for a caller whose guard does not remember paths and that checks
+    /// the targets itself.
+    ///
+    /// - Parameter entry: The hard link, with its target.
+    /// - Returns: An ``ArchiveError`` with code `hardlinkTargetMissing`.
+    public func missingLinkTargetRefusal(for entry: ArchiveEntry) -> ArchiveError {
+        refusal(
+            .hardlinkTargetMissing, entry,
+            "it is a hard link to '\(displayName(entry.linkTarget ?? ""))', which is not a regular file extracted "
+                + "before it")
     }
 
     private func require(_ kind: ExtractionPolicy.Kinds, _ entry: ArchiveEntry) throws(ArchiveError) {

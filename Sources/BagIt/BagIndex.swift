@@ -353,8 +353,9 @@ final class RowWalk {
 final class BagIndexWriter: @unchecked Sendable {
     /// A row to write.
     enum Row: Sendable {
-        /// A file read (a second file with the same key is refused).
-        case file(path: String, size: Int64, digests: [ChecksumAlgorithm: String], link: String?)
+        /// A file read, and for an archive member, its path as the archive spells it (a
+        /// second file with the same key is refused).
+        case file(path: String, member: String?, size: Int64, digests: [ChecksumAlgorithm: String], link: String?)
         /// A line of a manifest, parsed (a path listed twice is noted: ``duplicate(in:)``).
         case line(manifest: Int, number: Int, key: String, path: String, checksum: String)
         /// A line of a manifest whose version is not known yet, raw.
@@ -378,7 +379,9 @@ final class BagIndexWriter: @unchecked Sendable {
         subscript(manifest: Int) -> (number: Int, path: String)? { lock.withLock { first[manifest] } }
     }
 
-    init(index: BagIndex) {
+    /// - Parameter duplicate: The error for an archive member (named as the archive spells
+    ///   it) whose path an earlier member has.
+    init(index: BagIndex, duplicate: @escaping @Sendable (_ member: String) -> any Error) {
         batches = BackgroundBatches(label: "BagIt.BagIndexWriter") { [duplicates] rows in
             let isFile: (Row) -> Bool = {
                 if case .file = $0 { true } else { false }
@@ -389,7 +392,7 @@ final class BagIndexWriter: @unchecked Sendable {
             where !chosen.isEmpty {
                 try index.run(database) { db in
                     try db.inTransaction {
-                        for row in chosen { try Self.write(row, db, duplicates) }
+                        for row in chosen { try Self.write(row, db, duplicates, duplicate) }
                         return .commit
                     }
                 }
@@ -413,9 +416,11 @@ final class BagIndexWriter: @unchecked Sendable {
     /// The first line of manifest `id` that listed a path again, once written.
     func duplicate(in id: Int) -> (number: Int, path: String)? { duplicates[id] }
 
-    private static func write(_ row: Row, _ db: Database, _ duplicates: Duplicates) throws {
+    private static func write(
+        _ row: Row, _ db: Database, _ duplicates: Duplicates, _ duplicate: (String) -> any Error
+    ) throws {
         switch row {
-        case .file(let path, let size, let digests, let link):
+        case .file(let path, let member, let size, let digests, let link):
             try db.run(
                 "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha256, sha512, link) "
                     + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -423,7 +428,15 @@ final class BagIndexWriter: @unchecked Sendable {
                     .text(BagIndex.key(path)), .text(path), .integer(size), .text(digests[.md5]),
                     .text(digests[.sha1]), .text(digests[.sha256]), .text(digests[.sha512]), .text(link),
                 ])
-            if db.changesCount != 1 { throw BagIndex.twin(path) }
+            if db.changesCount != 1 {
+                // The same bytes again (a member the archive holds twice), or a twin.
+                var earlier: String?
+                try db.run("SELECT path FROM file WHERE key = ?", [.text(BagIndex.key(path))]) {
+                    earlier = Database.text($0, 0)
+                }
+                if let member, earlier?.utf8.elementsEqual(path.utf8) == true { throw duplicate(member) }
+                throw BagIndex.twin(path)
+            }
         case .line(let manifest, let number, let key, let path, let checksum):
             try db.run(
                 "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",

@@ -94,10 +94,13 @@ public struct BagContents {
 /// `Payload-Oxum`.
 ///
 /// Archive members pass an ``ExtractionGuard`` first: absolute paths, `..`,
-/// links leaving the bag, devices, duplicates and size or ratio bombs stop the
-/// read with an error naming the member, before any of their bytes are used.
-/// Symbolic links are refused too (a bag holds regular files); a hard link to
-/// an earlier payload file repeats it.
+/// links leaving the bag, devices and size or ratio bombs stop the read with an
+/// error naming the member, before any of their bytes are used. Symbolic links
+/// are refused too (a bag holds regular files); a hard link to an earlier
+/// regular file repeats it. A second file with the same path stops the read with
+/// the guard's own error, found in the read's index (a batch later) rather than
+/// by the guard, so that the read's memory does not grow with the bag. (A
+/// directory member holds nothing a bag needs: it is skipped, even twice.)
 ///
 /// ```swift
 /// let bag = try BagReader.read(at: "incoming.tar.zst")
@@ -235,7 +238,12 @@ final class Scan {
     ) {
         self.source = source
         self.index = index
-        writer = BagIndexWriter(index: index)
+        // The guard remembers no paths (the index does): a second member with the same path is
+        // refused with its error, when the index meets it.
+        let refusing = ExtractionGuard(policy: options.policy, archivePath: source, remembersPaths: false)
+        writer = BagIndexWriter(index: index) { member in
+            Self.bagError(refusing.duplicateRefusal(for: ArchiveEntry(path: member, kind: .file)), archive: source)
+        }
         self.options = options
         self.sink = sink
         self.progress = progress
@@ -337,12 +345,15 @@ final class Scan {
         return try index.run(\.manifests, body)
     }
 
-    /// Records a file read. A second file whose name is an earlier one's in another Unicode
-    /// normalisation stops the read (``BagIndex/twin(_:)``), a batch later.
+    /// Records a file read. A second file with the same name, or with an earlier one's name
+    /// in another Unicode normalisation (``BagIndex/twin(_:)``), stops the read a batch later.
+    ///
+    /// - Parameter member: The archive member's path as the archive spells it; `nil` in a
+    ///   directory.
     func record(
-        _ path: String, size: Int64, digests: [ChecksumAlgorithm: String], link: String?
+        _ path: String, size: Int64, digests: [ChecksumAlgorithm: String], link: String?, member: String? = nil
     ) throws {
-        try writer.add(.file(path: path, size: size, digests: digests, link: link))
+        try writer.add(.file(path: path, member: member, size: size, digests: digests, link: link))
         if Self.isDeclaration(path) { declarations.append(path) }
     }
 
@@ -483,8 +494,11 @@ final class Scan {
     static let maxManifestLineBytes = 1 << 20
 
     /// Hashes (and keeps, or passes to a sink) one file's bytes, pushed by `produce`.
+    ///
+    /// - Parameter member: The archive member's path as the archive spells it, for an error
+    ///   naming it; `nil` in a directory.
     func consume(
-        _ path: String, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
+        _ path: String, member: String? = nil, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
         let roots = Self.payloadRoots(path)
         let isPayload = !roots.isEmpty
@@ -551,7 +565,7 @@ final class Scan {
                 tagFileRead(name, bytes)
             }
         }
-        try record(path, size: size, digests: digests, link: nil)
+        try record(path, size: size, digests: digests, link: nil, member: member)
     }
 
     // MARK: Archives
@@ -560,7 +574,8 @@ final class Scan {
         var info = stat()
         if stat(path, &info) == 0 { bytesTotal = Int64(info.st_size) }
         try withArchive(path) { reader in
-            var checker = ExtractionGuard(policy: options.policy, archivePath: path)
+            // Paths are remembered by the index, on disk, not by the guard (see `record`).
+            var checker = ExtractionGuard(policy: options.policy, archivePath: path, remembersPaths: false)
             while let entry = try reader.nextEntry() {
                 guard let safe = try checker.admit(entry) else { continue }
                 let member = safe.description
@@ -572,17 +587,17 @@ final class Scan {
                         .hostileEntry, file: member,
                         "is a symbolic link (to \(entry.linkTarget ?? "?")); a bag holds regular files only")
                 case .hardlink:
+                    // Only to a regular file read before it, named by the same bytes, as the guard
+                    // would check it.
                     let target = try checker.validatePath(entry.linkTarget ?? "", of: entry).joined(separator: "/")
-                    guard let seen = try indexedFile(target) else {
-                        throw BagError(
-                            .hostileEntry, file: member, "is a hard link to \(target), which is not in the bag")
-                    }
-                    // The file it repeats, when that is a link too.
-                    let link = seen.linkTarget ?? BagIndex.key(target)
-                    try record(member, size: seen.size, digests: seen.digests, link: link)
+                    guard let seen = try indexedFile(target), seen.linkTarget == nil,
+                        seen.path.utf8.elementsEqual(target.utf8)
+                    else { throw checker.missingLinkTargetRefusal(for: entry) }
+                    try record(
+                        member, size: seen.size, digests: seen.digests, link: BagIndex.key(target), member: entry.path)
                 case .file:
                     let start = reader.compressedBytesRead
-                    try consume(member) { write in
+                    try consume(member, member: entry.path) { write in
                         try reader.readData { chunk in
                             if reader.lastChunkIsHole {
                                 try checker.accountHole(bytes: chunk.count)
@@ -671,7 +686,8 @@ final class Scan {
             }
         } else {
             try withArchive(source) { reader in
-                var checker = ExtractionGuard(policy: options.policy, archivePath: source)
+                // The first pass checked every member's path.
+                var checker = ExtractionGuard(policy: options.policy, archivePath: source, remembersPaths: false)
                 while let entry = try reader.nextEntry() {
                     guard let safe = try checker.admit(entry), entry.kind == .file else { continue }
                     let path = safe.description

@@ -222,6 +222,40 @@ import Testing
         #expect(toLink?.code == .hardlinkTargetMissing)  // a hard link is not a regular file admitted
     }
 
+    /// A guard made with `remembersPaths: false` keeps nothing per member: it leaves
+    /// duplicates and hard-link targets to its caller, who refuses them with the errors a
+    /// remembering guard throws — the same codes, the same messages.
+    @Test func aGuardThatRemembersNoPathsLeavesDuplicatesAndLinkTargetsToItsCaller() throws {
+        let policy = ExtractionPolicy(allowedKinds: [.files, .hardlinks])
+        var remembering = ExtractionGuard(policy: policy, archivePath: "a.tar")
+        var forgetting = ExtractionGuard(policy: policy, archivePath: "a.tar", remembersPaths: false)
+        #expect(remembering.remembersPaths && !forgetting.remembersPaths)
+        let first = ArchiveEntry(path: "d/a.txt", kind: .file)
+        let again = ArchiveEntry(path: "./d//a.txt", kind: .file)
+        var link = ArchiveEntry(path: "l", kind: .hardlink)
+        link.linkTarget = "d/missing.txt"
+        _ = try remembering.admit(first)
+        _ = try forgetting.admit(first)
+        #expect(try forgetting.admit(again)?.components == ["d", "a.txt"])
+        #expect(try forgetting.admit(link)?.components == ["l"])
+        for (entry, code) in [(again, ArchiveError.Code.duplicateEntry), (link, .hardlinkTargetMissing)] {
+            let error = #expect(throws: ArchiveError.self) { try remembering.admit(entry) }
+            let made =
+                code == .duplicateEntry
+                ? forgetting.duplicateRefusal(for: entry) : forgetting.missingLinkTargetRefusal(for: entry)
+            #expect(error?.code == code && made.code == code)
+            #expect(error?.message == made.message && made.member == entry.path)
+        }
+        #expect(
+            forgetting.duplicateRefusal(for: again).message
+                == "Refusing member './d//a.txt' of 'a.tar': an earlier member has the same path")
+        // What it still checks without remembering: a link's target stays inside the root.
+        var outside = ArchiveEntry(path: "m", kind: .hardlink)
+        outside.linkTarget = "../etc/passwd"
+        let escape = #expect(throws: ArchiveError.self) { try forgetting.admit(outside) }
+        #expect(escape?.code == .linkOutsideRoot)
+    }
+
     @Test func existingFilesAreNeverOverwritten() throws {
         let directory = try TemporaryDirectory()
         let root = directory.sub("root")

@@ -271,4 +271,103 @@ import Testing
             #expect(read.tagFiles.isEmpty)
         }
     }
+
+    /// A valid bag's members in a usual order, with `repeated` written a second time, with
+    /// other bytes, right after the first or at the end.
+    func bagHolding(twice repeated: String, atTheEnd: Bool) throws -> String {
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        let info = "Payload-Oxum: \(Self.payload.utf8.count).1\n"
+        var files = [
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("bag-info.txt", info),
+            file("manifest-sha256.txt", "\(sha)  data/a.txt\n"),
+            file("data/a.txt", Self.payload),
+            file("tagmanifest-sha256.txt", "\(digest(.sha256, Array(info.utf8)))  bag-info.txt\n"),
+        ]
+        let second = file(repeated, "BagIt-Version: 0.97\n\(String(repeating: "0", count: 64))  data/b.txt\n")
+        if atTheEnd {
+            files.append(second)
+        } else {
+            files.insert(second, at: files.firstIndex { $0.path == repeated }! + 1)
+        }
+        return try tar(files)
+    }
+
+    /// The guard of a read remembers no paths, so that its memory does not grow with the
+    /// bag: the index finds a member the archive holds twice — payload or tag file, next to
+    /// the first or far after it — and the read stops with the guard's own error, before a
+    /// second declaration or manifest can change what the bag says.
+    @Test(arguments: ["bagit.txt", "bag-info.txt", "manifest-sha256.txt", "data/a.txt", "tagmanifest-sha256.txt"])
+    func aMemberHeldTwiceStopsTheReadWithTheGuardsError(repeated: String) throws {
+        for atTheEnd in [false, true] {
+            let bag = try bagHolding(twice: repeated, atTheEnd: atTheEnd)
+            let error = #expect(throws: BagError.self, "\(repeated), at the end: \(atTheEnd)") {
+                try BagReader.read(at: bag)
+            }
+            #expect(error?.code == .hostileEntry)
+            #expect(
+                error?.description
+                    == "Refusing member 'bag/\(repeated)' of '\(bag)': an earlier member has the same path")
+        }
+        // The same bag without the second copy is valid.
+        let once = try tar([
+            file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+            file("manifest-sha256.txt", "\(digest(.sha256, Array(Self.payload.utf8)))  data/a.txt\n"),
+            file("data/a.txt", Self.payload),
+        ])
+        #expect(try BagReader.read(at: once).problems.map(\.description) == [])
+    }
+
+    /// A hard link repeats a regular file read before it, named by the same bytes, as the
+    /// guard would check it: not another hard link, not a directory, not a later file, not
+    /// the file's name in another Unicode normalisation.
+    @Test func aHardLinkNamesOnlyARegularFileReadBeforeIt() throws {
+        let nfc = "data/r\u{e9}sum\u{e9}.txt"
+        let nfd = "data/re\u{301}sume\u{301}.txt"
+        let declaration = file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
+        let cases: [(files: [(path: String, bytes: [UInt8]?, link: String?)], link: String, target: String)] = [
+            ([file("data/a.txt", "a\n"), ("data/b", nil, "data/a.txt"), ("data/c", nil, "data/b")], "c", "b"),
+            ([("data/early", nil, "data/a.txt"), file("data/a.txt", "a\n")], "early", "a.txt"),
+            ([file(nfc, "a\n"), ("data/copy", nil, nfd)], "copy", "re\u{301}sume\u{301}.txt"),
+        ]
+        for (files, link, target) in cases {
+            let bag = try tar([declaration] + files)
+            let error = #expect(throws: BagError.self, "\(link)") { try BagReader.read(at: bag) }
+            #expect(
+                error?.description
+                    == "Refusing member 'bag/data/\(link)' of '\(bag)': it is a hard link to 'bag/data/\(target)', "
+                    + "which is not a regular file extracted before it")
+        }
+        // To a directory member: no file at all.
+        let directory = root + "/directory-link.tar"
+        try withArchiveWriter(at: directory) { writer in
+            try writer.writeEntry(ArchiveEntry(path: "bag/data/d", kind: .directory))
+            try writer.writeEntry(ArchiveEntry(path: "bag/data/l", kind: .hardlink, linkTarget: "bag/data/d"))
+        }
+        let error = #expect(throws: BagError.self) { try BagReader.read(at: directory) }
+        #expect(
+            error?.description.hasSuffix(
+                "it is a hard link to 'bag/data/d', which is not a regular file extracted before it") == true)
+    }
+
+    /// A directory member holds nothing a bag needs: it is skipped, even when the archive
+    /// holds it twice (the read does not remember directories).
+    @Test func aDirectoryMemberHeldTwiceIsSkipped() throws {
+        let path = root + "/directories.tar"
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        try withArchiveWriter(at: path) { writer in
+            for (name, text) in [
+                ("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n"),
+                ("manifest-sha256.txt", "\(sha)  data/a.txt\n"),
+            ] {
+                try writer.writeEntry(ArchiveEntry(path: "bag/" + name, kind: .file), contents: Array(text.utf8))
+            }
+            try writer.writeEntry(ArchiveEntry(path: "bag/data/", kind: .directory))
+            try writer.writeEntry(ArchiveEntry(path: "bag/data/a.txt", kind: .file), contents: Array(Self.payload.utf8))
+            try writer.writeEntry(ArchiveEntry(path: "bag/./data", kind: .directory))
+        }
+        let read = try BagReader.read(at: path)
+        #expect(read.problems.map(\.description) == [])
+        #expect(read.payload.count == 1)
+    }
 }
