@@ -14,7 +14,7 @@ import Synchronization
 /// What an import does with an asset whose name a top-level asset of the catalog already
 /// has (with other content, tags or metadata: an identical asset is simply already there).
 public enum ConflictPolicy: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Keep the catalog's asset; leave the bundle's out (listed in ``ImportResult/skipped``).
+    /// Keep the catalog's asset; leave the bundle's out (counted in ``ImportResult/skipped``).
     case skip
     /// Delete the catalog's asset (its file goes once the import commits), import the bundle's.
     case replace
@@ -27,10 +27,53 @@ public struct ImportOptions: Sendable, Hashable {
     public var onConflict: ConflictPolicy
     /// Limits for an archive bundle's members (count, size, compression ratio).
     public var policy: ExtractionPolicy
+    /// The most items each of ``ImportResult``'s lists gives (its counts are always whole),
+    /// so that the result of a bundle of a million conflicts stays small.
+    public var listLimit: Int
 
-    public init(onConflict: ConflictPolicy = .skip, policy: ExtractionPolicy = .default) {
+    public init(onConflict: ConflictPolicy = .skip, policy: ExtractionPolicy = .default, listLimit: Int = 1_000) {
         self.onConflict = onConflict
         self.policy = policy
+        self.listLimit = listLimit
+    }
+}
+
+/// A list that may be as long as a bundle, kept short: how many there are in all, and the
+/// first of them (in the bundle's order, or by ID), at most ``ImportOptions/listLimit``.
+///
+/// ```swift
+/// let result = try await catalog.importBundle(from: "in.tar.zst")
+/// print("\(result.skipped.count) skipped")
+/// for skip in result.skipped.items { print(skip.name, skip.reason) }
+/// if result.skipped.omitted > 0 { print("and \(result.skipped.omitted) more") }
+/// ```
+public struct CappedList<Element: Sendable & Hashable & Codable>: Sendable, Hashable, Codable {
+    /// How many there are in all.
+    public var count: Int
+    /// The first of them: all of them when ``omitted`` is 0.
+    public var items: [Element]
+
+    /// A list of all of `items`.
+    public init(_ items: [Element] = []) {
+        count = items.count
+        self.items = items
+    }
+
+    /// `count` in all, of which `items` are the first.
+    init(count: Int, first items: [Element]) {
+        self.count = count
+        self.items = items
+    }
+
+    /// Whether there are none.
+    public var isEmpty: Bool { count == 0 }
+    /// How many ``items`` leaves out.
+    public var omitted: Int { count - items.count }
+
+    /// Counts one more, and keeps it while fewer than `limit` are kept.
+    mutating func append(_ element: Element, limit: Int) {
+        count += 1
+        if items.count < limit { items.append(element) }
     }
 }
 
@@ -53,17 +96,18 @@ public struct ImportResult: Sendable, Codable {
     /// members (`catalog.forEachAsset` pages through them). Ranges rather than a list, so
     /// that the result of a large import stays small.
     public var importedIDs: [ClosedRange<Int64>]
-    /// Bundle assets the catalog already had (same name, content, tags and metadata).
-    public var alreadyPresent: [String]
+    /// Bundle assets the catalog already had (same name, content, tags and metadata), by name.
+    public var alreadyPresent: CappedList<String>
     /// Bundle assets left out by ``ConflictPolicy/skip``.
-    public var skipped: [Skipped]
-    /// Catalog assets deleted by ``ConflictPolicy/replace`` (their members too).
-    public var replaced: [Int64]
+    public var skipped: CappedList<Skipped>
+    /// Catalog assets deleted by ``ConflictPolicy/replace`` (their members too), by ID in
+    /// ascending order.
+    public var replaced: CappedList<Int64>
     /// Bundle assets imported under another name by ``ConflictPolicy/keepBoth``.
-    public var renamed: [Renamed]
+    public var renamed: CappedList<Renamed>
     /// Referenced assets whose file is not on this machine (or differs): their bytes,
-    /// from the bundle, are stored in the catalog instead.
-    public var storedAsManaged: [String]
+    /// from the bundle, are stored in the catalog instead. By name.
+    public var storedAsManaged: CappedList<String>
     /// Bytes of content the catalog did not have before.
     public var bytesStored: Int64
     /// Jobs queued for the imported assets (a bag from another tool is indexed and read
@@ -170,7 +214,7 @@ extension Catalog {
             plan = early
         } else {
             if earlyPlan != nil { try scratch.resetPlan() }
-            plan = try planImport(scratch, policy: options.onConflict)
+            plan = try planImport(scratch, options: options)
         }
         plan.result.bundle = path
         try commitImport(&plan, staged: staged, foreign: foreign)
@@ -230,12 +274,11 @@ extension Catalog {
         // import planned from them, on another core while the payload is read.
         var early: Task<EarlyWork, Never>?
         let moot = EarlyPlan()
-        let policy = options.onConflict
         let records = RecordsFile.Tap(directory: content.ownStaging) { [scratch] file in
             early = Task.detached { [self] in
                 let read = Result { try file.load(into: scratch, isCancelled: { Task.isCancelled }) }
                 guard case .success = read, !Task.isCancelled, !moot.isMoot else { return EarlyWork(records: read) }
-                return EarlyWork(records: read, plan: Result { try self.planImport(scratch, policy: policy) })
+                return EarlyWork(records: read, plan: Result { try self.planImport(scratch, options: options) })
             }
         }
         let bag: BagContents
@@ -363,8 +406,9 @@ extension Catalog {
         /// when the plan was made: how many, and a hash of them all.
         var existing = (count: 0, hash: 0)
         var result = ImportResult(
-            bundle: "", importedCount: 0, importedIDs: [], alreadyPresent: [], skipped: [], replaced: [], renamed: [],
-            storedAsManaged: [], bytesStored: 0, queuedJobs: [])
+            bundle: "", importedCount: 0, importedIDs: [], alreadyPresent: CappedList(), skipped: CappedList(),
+            replaced: CappedList(), renamed: CappedList(), storedAsManaged: CappedList(), bytesStored: 0, queuedJobs: []
+        )
     }
 
     /// The catalog's top-level assets (not archive members) with one of these names (a page
@@ -405,8 +449,9 @@ extension Catalog {
     }
 
     /// Decides, entry by entry, how each asset is stored and what a name conflict does.
-    private func planImport(_ scratch: ImportScratch, policy: ConflictPolicy) throws -> ImportPlan {
+    private func planImport(_ scratch: ImportScratch, options: ImportOptions) throws -> ImportPlan {
         var plan = ImportPlan(scratch: scratch)
+        let limit = options.listLimit
         plan.existing = try forEachExisting(scratch) { try scratch.addExisting($0) }
         let cancelled = { CatalogError(.cancelled, "The import was stopped; nothing was imported") }
         if plan.existing.count > 0 {
@@ -417,22 +462,23 @@ extension Catalog {
                 if same.contains(where: {
                     $0.sha256 == entry.sha256 && $0.tags == entry.tags && $0.metadata == entry.metadata
                 }) {
-                    plan.result.alreadyPresent.append(entry.name)
+                    plan.result.alreadyPresent.append(entry.name, limit: limit)
                     try scratch.plan(entry.seq, outcome: .alreadyPresent)
                     return
                 }
-                switch policy {
+                switch options.onConflict {
                 case .skip:
                     let ids = same.map { String($0.id) }.joined(separator: ", ")
                     plan.result.skipped.append(
-                        .init(name: entry.name, reason: "the catalog has an asset with this name (ID \(ids))"))
+                        .init(name: entry.name, reason: "the catalog has an asset with this name (ID \(ids))"),
+                        limit: limit)
                     try scratch.plan(entry.seq, outcome: .skipped)
                 case .replace:
-                    plan.result.replaced += same.map(\.id)
+                    try scratch.replace(named: entry.name)
                 case .keepBoth:
                     // Kept before under a numbered name: the same asset, not one more copy.
                     if try hasNumberedCopy(of: entry) {
-                        plan.result.alreadyPresent.append(entry.name)
+                        plan.result.alreadyPresent.append(entry.name, limit: limit)
                         try scratch.plan(entry.seq, outcome: .alreadyPresent)
                         return
                     }
@@ -443,7 +489,7 @@ extension Catalog {
                         name = PayloadNamer.numbered(entry.name, n)
                         n += 1
                     }
-                    plan.result.renamed.append(.init(from: entry.name, to: name))
+                    plan.result.renamed.append(.init(from: entry.name, to: name), limit: limit)
                     try scratch.plan(entry.seq, outcome: .imported, name: name)
                 }
             }
@@ -454,10 +500,10 @@ extension Catalog {
             if let file = entry.path, Self.fileMatches(file, size: entry.size, sha256: entry.sha256) {
                 try scratch.execute("UPDATE entry SET referenced = 1 WHERE seq = ?", [.integer(entry.seq)])
             } else {
-                plan.result.storedAsManaged.append(entry.name)
+                plan.result.storedAsManaged.append(entry.name, limit: limit)
             }
         }
-        plan.result.replaced = Array(Set(plan.result.replaced)).sorted()
+        plan.result.replaced = try scratch.replaced(limit: limit)
         return plan
     }
 
@@ -617,11 +663,13 @@ extension Catalog {
         let memberCount = try scratch.importedMemberCount()
         let recorded = try storeErrors {
             try withContext { context in
-                for id in plan.result.replaced {
-                    if let asset = try? context.existingObject(
-                        with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)
-                    {
-                        context.delete(asset)
+                try scratch.forEachReplacedPage { ids in
+                    for id in ids {
+                        if let asset = try? context.existingObject(
+                            with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)
+                        {
+                            context.delete(asset)
+                        }
                     }
                 }
                 // The assets as rows, without an object each, produced a page at a time as the

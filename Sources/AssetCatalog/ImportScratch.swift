@@ -36,6 +36,7 @@ final class ImportScratch: @unchecked Sendable {
             metadata TEXT NOT NULL);
         CREATE INDEX existing_name ON existing(name);
         CREATE TABLE taken(name TEXT PRIMARY KEY) WITHOUT ROWID;
+        CREATE TABLE replaced(id INTEGER PRIMARY KEY);
         """
 
     init() throws {
@@ -59,7 +60,9 @@ final class ImportScratch: @unchecked Sendable {
     /// read early, turned out not to be at its root.
     func resetEntries() throws {
         try run { db in
-            try db.execute(sql: "DROP TABLE entry; DROP TABLE existing; DROP TABLE taken; " + Self.entrySchema)
+            try db.execute(
+                sql: "DROP TABLE entry; DROP TABLE existing; DROP TABLE taken; DROP TABLE replaced; " + Self.entrySchema
+            )
         }
     }
 
@@ -274,6 +277,41 @@ final class ImportScratch: @unchecked Sendable {
             [.text(name), .text(name)]) != 0
     }
 
+    /// Notes that the plan deletes the catalog's assets named `name` (``ConflictPolicy/replace``).
+    func replace(named name: String) throws {
+        try execute("INSERT OR IGNORE INTO replaced(id) SELECT id FROM existing WHERE name = ?", [.text(name)])
+    }
+
+    /// The catalog's assets the plan deletes: how many, and the first `limit` IDs.
+    func replaced(limit: Int) throws -> CappedList<Int64> {
+        let count = try value("SELECT count(*) FROM replaced")
+        return try run { db in
+            var first: [Int64] = []
+            try db.run("SELECT id FROM replaced ORDER BY id LIMIT ?", [.integer(Int64(limit))]) {
+                first.append(sqlite3_column_int64($0, 0))
+            }
+            return CappedList(count: Int(count), first: first)
+        }
+    }
+
+    /// Calls `body` with the IDs of the catalog's assets the plan deletes, a page at a time, in order.
+    func forEachReplacedPage(_ body: ([Int64]) throws -> Void) throws {
+        var last: Int64 = .min
+        while true {
+            var page: [Int64] = []
+            try run { db in
+                try db.run(
+                    "SELECT id FROM replaced WHERE id > ? ORDER BY id LIMIT ?",
+                    [.integer(last), .integer(Int64(Self.pageSize))]
+                ) { page.append(sqlite3_column_int64($0, 0)) }
+            }
+            guard let end = page.last else { return }
+            try body(page)
+            last = end
+            if page.count < Self.pageSize { return }
+        }
+    }
+
     /// Records what the plan does with an entry.
     func plan(_ seq: Int64, outcome: Outcome, name: String? = nil) throws {
         try run { db in
@@ -293,6 +331,7 @@ final class ImportScratch: @unchecked Sendable {
                         WHERE outcome != 0 OR new_name IS NOT NULL OR referenced != 0 OR row_id IS NOT NULL;
                     DELETE FROM existing;
                     DELETE FROM taken;
+                    DELETE FROM replaced;
                     """)
         }
     }

@@ -108,8 +108,15 @@ public struct TestCatalog: Sendable {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        // Both pipes at once: read one after the other, a run that fills the second one's
+        // buffer (64 KB) before closing the first would wait for the test forever.
+        final class Read: @unchecked Sendable { var data = Data() }  // written before `group.wait()` returns
+        let errors = Read()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) { errors.data = err.fileHandleForReading.readDataToEndOfFile() }
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        let stderr = errors.data
         process.waitUntilExit()
         return Run(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),

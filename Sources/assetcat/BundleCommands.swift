@@ -108,13 +108,21 @@ struct Import: AsyncParsableCommand {
             if !result.replaced.isEmpty { parts.append("\(result.replaced.count) replaced") }
             if !result.renamed.isEmpty { parts.append("\(result.renamed.count) renamed") }
             print(parts.joined(separator: "; "))
-            for skip in result.skipped { Terminal.note("skipped \(skip.name): \(skip.reason)") }
-            for rename in result.renamed { Terminal.note("renamed \(rename.from) -> \(rename.to)") }
-            for name in result.storedAsManaged {
+            for skip in result.skipped.items { Terminal.note("skipped \(skip.name): \(skip.reason)") }
+            noteOmitted(result.skipped, "skipped")
+            for rename in result.renamed.items { Terminal.note("renamed \(rename.from) -> \(rename.to)") }
+            noteOmitted(result.renamed, "renamed")
+            for name in result.storedAsManaged.items {
                 Terminal.note("stored \(name) in the catalog: its referenced file is not on this machine")
             }
+            noteOmitted(result.storedAsManaged, "stored in the catalog")
         }
     }
+}
+
+/// Says how many of a result's list its notes left out.
+private func noteOmitted(_ list: CappedList<some Any>, _ what: String) {
+    if list.omitted > 0 { Terminal.note("and \(list.omitted) more \(what)") }
 }
 
 struct Validate: AsyncParsableCommand {

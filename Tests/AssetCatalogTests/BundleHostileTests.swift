@@ -166,13 +166,13 @@ import Testing
         let tar = try f.archive(bag, as: "bag.tar")
         let result = try await f.catalog.importBundle(from: tar)
         #expect(try f.catalog.assets(importedBy: result).map(\.name).sorted() == ["a.txt", "sub/b.bin"])
-        #expect(result.alreadyPresent == ["shared.txt"])  // same name and content: nothing to do
+        #expect(result.alreadyPresent.items == ["shared.txt"])  // same name and content: nothing to do
         let g = try await Fixture()
         let exported = try await g.exportBag()
         #expect(try Catalog.validateBundle(at: exported).problems == [])
         let again = try await g.catalog.importBundle(from: exported)
         #expect(try g.catalog.assets(importedBy: again).map(\.name).sorted() == ["a.txt", "sub-b.bin"])
-        #expect(again.alreadyPresent == ["shared.txt"])
+        #expect(again.alreadyPresent.items == ["shared.txt"])
     }
 
     // MARK: - Hostile archive members
@@ -631,7 +631,7 @@ import Testing
 
         let result = try await f.catalog.importBundle(from: tar)
         #expect(try f.catalog.assets(importedBy: result).map(\.name).sorted() == ["a.txt", "sub/b.bin"])
-        #expect(result.alreadyPresent == ["shared.txt"])
+        #expect(result.alreadyPresent.items == ["shared.txt"])
         #expect(try f.snapshot().ownStaging.isEmpty)
     }
 
@@ -693,7 +693,7 @@ import Testing
         try f.resealTagManifest(bag)
 
         let result = try await f.catalog.importBundle(from: bag)
-        #expect(result.storedAsManaged == ["a.txt"])
+        #expect(result.storedAsManaged.items == ["a.txt"])
         let imported = try #require(try f.catalog.assets(importedBy: result).first { $0.name == "a.txt" })
         #expect(imported.storage == .managed)
         #expect(try f.catalog.asset(String(imported.id)).storage == .managed)

@@ -291,7 +291,7 @@ import Testing
         // The same import, run again, goes through.
         let result = try await catalog.importBundle(from: bundle)
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["new.txt", "newer.txt"])
-        #expect(result.alreadyPresent == ["kept.txt"])
+        #expect(result.alreadyPresent.items == ["kept.txt"])
         #expect(try catalog.stats().objectFiles == 3)
         #expect(try catalog.withContext { try $0.count(for: FetchRequest<PendingImport>()) } == 0)  // moot, gone
     }
@@ -499,7 +499,7 @@ import Testing
         }
         #expect(added.withLock { $0 })
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["b.txt"])
-        #expect(result.skipped.map(\.name) == ["a.txt"])
+        #expect(result.skipped.items.map(\.name) == ["a.txt"])
         #expect(try catalog.assets().filter { $0.name == "a.txt" }.count == 1)
     }
 
@@ -522,7 +522,7 @@ import Testing
         let second = try await catalog.importBundle(from: bundle)
         #expect(second.importedCount == 0 && second.importedIDs.isEmpty)
         #expect(
-            try second.alreadyPresent.sorted()
+            try second.alreadyPresent.items.sorted()
                 == catalog.assets(importedBy: first).filter { $0.storage != .member }.map(\.name).sorted())
         #expect(second.skipped.isEmpty && second.replaced.isEmpty && second.renamed.isEmpty)
         #expect(second.bytesStored == 0)
@@ -535,7 +535,8 @@ import Testing
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle)  // skip is the default
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["c.txt"])
-        #expect(result.skipped == [.init(name: "a.txt", reason: "the catalog has an asset with this name (ID 1)")])
+        #expect(
+            result.skipped.items == [.init(name: "a.txt", reason: "the catalog has an asset with this name (ID 1)")])
         #expect(try catalog.asset("a.txt").id == old.id)
         #expect(try bytes(of: "a.txt", in: catalog) == Data("the catalog's version\n".utf8))
         #expect(!t.hasObject(bundleDigest))  // the skipped asset's content was not stored
@@ -546,7 +547,7 @@ import Testing
         let (t, catalog, old, bundle) = try await conflict()
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
-        #expect(result.replaced == [old.id])
+        #expect(result.replaced.items == [old.id])
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["a.txt", "c.txt"])
         let new = try catalog.asset("a.txt")  // the only one left by that name
         #expect(new.id != old.id && new.sha256 == bundleDigest && new.tags == ["theirs"])
@@ -563,7 +564,7 @@ import Testing
         defer { catalog.close() }
         let old = try #require(try await catalog.add([try t.file("a.txt", "old a\n")]).added.first)
         let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
-        #expect(result.replaced == [old.id])
+        #expect(result.replaced.items == [old.id])
         #expect(result.bytesStored == 6)  // only "new a\n": the other content was there
         #expect(t.hasObject(old.sha256))  // moved.txt uses it now
         #expect(try bytes(of: "moved.txt", in: catalog) == Data("old a\n".utf8))
@@ -594,7 +595,7 @@ import Testing
         #expect(old.map(\.name) == ["pack.tar.gz", "inner/doc.txt"])
 
         let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
-        #expect(result.replaced == [old[0].id])
+        #expect(result.replaced.items == [old[0].id])
         let assets = try catalog.assets()
         #expect(assets.first?.name == "pack.tar.gz")
         #expect(Set(assets.dropFirst().map(\.name)) == ["inner/doc.txt", "inner/extra.txt"])
@@ -609,7 +610,7 @@ import Testing
         let (_, catalog, old, bundle) = try await conflict()
         defer { catalog.close() }
         let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .keepBoth))
-        #expect(result.renamed == [.init(from: "a.txt", to: "a (2).txt")])
+        #expect(result.renamed.items == [.init(from: "a.txt", to: "a (2).txt")])
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["a (2).txt", "c.txt"])
         #expect(try catalog.asset("a.txt").id == old.id)
         #expect(try bytes(of: "a (2).txt", in: catalog) == Data("the bundle's version\n".utf8))
@@ -618,22 +619,51 @@ import Testing
         let count = try catalog.assets().count
         let repeated = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .keepBoth))
         #expect(repeated.importedCount == 0 && repeated.renamed.isEmpty)
-        #expect(repeated.alreadyPresent == ["a.txt", "c.txt"])
+        #expect(repeated.alreadyPresent.items == ["a.txt", "c.txt"])
         #expect(try catalog.assets().count == count)
 
         // A third version: `a (2).txt` is taken too.
         let third = try await exportedBundle([("a.txt", "a third version\n")])
         let again = try await catalog.importBundle(from: third, options: ImportOptions(onConflict: .keepBoth))
-        #expect(again.renamed == [.init(from: "a.txt", to: "a (3).txt")])
+        #expect(again.renamed.items == [.init(from: "a.txt", to: "a (3).txt")])
         #expect(try bytes(of: "a (3).txt", in: catalog) == Data("a third version\n".utf8))
 
         // A bundle that holds the next name itself: the renamed asset does not take it.
         let crowded = try await exportedBundle([("a.txt", "a fourth version\n"), ("a (4).txt", "its own a (4)\n")])
         let last = try await catalog.importBundle(from: crowded, options: ImportOptions(onConflict: .keepBoth))
-        #expect(last.renamed == [.init(from: "a.txt", to: "a (5).txt")])
+        #expect(last.renamed.items == [.init(from: "a.txt", to: "a (5).txt")])
         #expect(try catalog.assets(importedBy: last).map(\.name) == ["a (5).txt", "a (4).txt"])
         #expect(try bytes(of: "a (4).txt", in: catalog) == Data("its own a (4)\n".utf8))
         #expect(try bytes(of: "a (5).txt", in: catalog) == Data("a fourth version\n".utf8))
+    }
+
+    /// However many conflicts a bundle brings, the result lists the first of each kind —
+    /// `listLimit` of them, in the bundle's order (replaced assets by ID) — and counts them
+    /// all, so that its memory does not grow with the bundle.
+    @Test func theResultListsTheFirstConflictsAndCountsThemAll() async throws {
+        let names = ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt"]
+        let bundle = try await exportedBundle(names.map { ($0, "the bundle's \($0)\n") })
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let old = try await catalog.add(try names.map { try t.file($0, "the catalog's \($0)\n") }).added
+        func options(_ policy: ConflictPolicy) -> ImportOptions { ImportOptions(onConflict: policy, listLimit: 2) }
+
+        let skip = try await catalog.importBundle(from: bundle, options: options(.skip))
+        #expect(skip.skipped.count == 5 && skip.skipped.omitted == 3)
+        #expect(skip.skipped.items.map(\.name) == ["a.txt", "b.txt"])
+        let keep = try await catalog.importBundle(from: bundle, options: options(.keepBoth))
+        #expect(keep.renamed.count == 5)
+        #expect(keep.renamed.items == [.init(from: "a.txt", to: "a (2).txt"), .init(from: "b.txt", to: "b (2).txt")])
+        #expect(keep.importedCount == 5)
+        let again = try await catalog.importBundle(from: bundle, options: options(.keepBoth))
+        #expect(again.alreadyPresent.count == 5 && again.alreadyPresent.items == ["a.txt", "b.txt"])
+
+        let replace = try await catalog.importBundle(from: bundle, options: options(.replace))
+        #expect(replace.replaced.count == 5 && replace.replaced.items == old.prefix(2).map(\.id))
+        #expect(try catalog.assets().filter { names.contains($0.name) }.count == 5)  // each replaced, not just two
+        #expect(try catalog.assets().allSatisfy { a in !old.contains { $0.id == a.id } })
+        #expect(try catalog.stats().pendingRemovals == 0)
     }
 
     // MARK: - Export failures

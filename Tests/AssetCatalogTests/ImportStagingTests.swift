@@ -99,6 +99,29 @@ struct ImportStagingTests {
         #expect(rows.flatMap { $0 } == (1...2_500).map(Self.digest))
     }
 
+    /// The catalog's assets a replacing import deletes are noted in the scratch database too:
+    /// each once, however many entries share its name; the commit deletes them a page at a
+    /// time, and the result lists the first few and counts them all.
+    @Test func replacedAssetsArePagedAndCappedInTheResult() throws {
+        let scratch = try Self.scratch(count: 3)
+        for id in 1...2_500 {
+            try scratch.execute(
+                "INSERT INTO existing(id, name, sha256, tags, metadata) VALUES (?, ?, '', '', '')",
+                [.integer(Int64(id)), .text("name \(id % 1_250)")])
+        }
+        for n in 0..<1_250 { try scratch.replace(named: "name \(n)") }
+        try scratch.replace(named: "name 7")  // a second entry of the same name
+        try scratch.replace(named: "a name the catalog lacks")
+        var pages: [[Int64]] = []
+        try scratch.forEachReplacedPage { pages.append($0) }
+        #expect(pages.map(\.count) == [1_000, 1_000, 500])
+        #expect(pages.flatMap { $0 } == (1...2_500).map(Int64.init))
+        let listed = try scratch.replaced(limit: 3)
+        #expect(listed.count == 2_500 && listed.items == [1, 2, 3] && listed.omitted == 2_497)
+        try scratch.resetPlan()
+        #expect(try scratch.replaced(limit: 3) == CappedList())
+    }
+
     @Test func onlyAdoptedDigestsAreCovered() throws {
         let scratch = try Self.scratch(count: 3)
         _ = try scratch.planAdoption(hasObject: { _ in true })

@@ -84,7 +84,9 @@ import Testing
         let replace = try await t.run(["import", bundle, "--on-conflict", "replace", "--json"])
         #expect(replace.status == 0)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(replace.stdout.utf8)) as? [String: Any])
-        #expect((result["replaced"] as? [NSNumber])?.map(\.intValue) == [1])
+        let replaced = try #require(result["replaced"] as? [String: Any])  // a count and the first IDs
+        #expect((replaced["count"] as? NSNumber)?.intValue == 1)
+        #expect((replaced["items"] as? [NSNumber])?.map(\.intValue) == [1])
         #expect((result["importedCount"] as? NSNumber)?.intValue == 1)
         let ids = try #require((result["importedIDs"] as? [[NSNumber]])?.map { $0.map(\.int64Value) })
         #expect(ids.count == 1 && ids[0].count == 2 && ids[0][0] == ids[0][1])
@@ -92,6 +94,31 @@ import Testing
         let assets = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
         #expect(assets.first { ($0["id"] as? NSNumber)?.int64Value == ids[0][0] }?["name"] as? String == "a.txt")
         #expect(try await t.run(["cat", "a.txt"]).stdout == "hello\n")
+    }
+
+    /// A thousand conflicts are noted one per line; beyond, one line says how many more.
+    @Test func importNotesTheFirstThousandConflictsAndCountsTheRest() async throws {
+        let count = 1_002
+        var bundle = ""
+        for (side, text) in [("theirs", "the bundle's"), ("mine", "the catalog's")] {
+            let t = try TestCatalog()
+            #expect(try await t.run(["init", t.root.path]).status == 0)
+            for i in 0..<count { try t.file("many/f\(i).txt", "\(text) \(i)\n") }
+            let add = try await t.run(["add", "--recursive", t.sources.appending(path: "many").path])
+            #expect(add.status == 0, "\(add.stderr)")
+            guard side == "mine" else {
+                bundle = t.directory.appending(path: "many.tar").path
+                #expect(try await t.run(["export", bundle]).status == 0)
+                continue
+            }
+            let skip = try await t.run(["import", bundle])
+            #expect(skip.status == 0)
+            #expect(skip.stdout == "imported 0 assets from \(bundle); \(count) skipped (name conflicts)\n")
+            let lines = skip.stderr.split(separator: "\n")
+            #expect(lines.count == 1_001)
+            #expect(lines.dropLast().allSatisfy { $0.hasPrefix("skipped ") })
+            #expect(lines.last == "and 2 more skipped")
+        }
     }
 
     @Test func anUnknownFormatOrConflictPolicyIsAClearError() async throws {
