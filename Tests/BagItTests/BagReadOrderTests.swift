@@ -370,4 +370,28 @@ import Testing
         #expect(read.problems.map(\.description) == [])
         #expect(read.payload.count == 1)
     }
+
+    /// A directory bag is walked by `readdir`: a name that is not UTF-8 (which Linux allows
+    /// and no manifest can list) stops the read with an error naming it.
+    @Test func aDirectoryBagWithANameThatIsNotUTF8IsRefused() throws {
+        let bag = root + "/bag"
+        try FileManager.default.createDirectory(atPath: bag + "/data/sub", withIntermediateDirectories: true)
+        try Data("BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n".utf8).write(
+            to: URL(fileURLWithPath: bag + "/bagit.txt"))
+        let sha = digest(.sha256, Array(Self.payload.utf8))
+        try Data("\(sha)  data/sub/a.txt\n".utf8).write(to: URL(fileURLWithPath: bag + "/manifest-sha256.txt"))
+        try Data(Self.payload.utf8).write(to: URL(fileURLWithPath: bag + "/data/sub/a.txt"))
+        #expect(try BagReader.read(at: bag).problems.map(\.description) == [])
+
+        let raw = Array((bag + "/data/sub/caf").utf8) + [0xE9, 0x2E, 0x74, 0x78, 0x74, 0]  // Latin-1 "café.txt"
+        let fd = raw.withUnsafeBufferPointer {
+            $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_CREAT | O_WRONLY, 0o644) }
+        }
+        #expect(fd >= 0)
+        close(fd)
+        let error = #expect(throws: BagError.self) { try BagReader.read(at: bag) }
+        #expect(error?.code == .hostileEntry)
+        #expect(
+            error?.description == "data/sub/caf\u{FFFD}.txt: has a name that is not UTF-8, which no manifest can list")
+    }
 }
