@@ -110,9 +110,11 @@ public struct ImportResult: Sendable, Codable {
     public var storedAsManaged: CappedList<String>
     /// Bytes of content the catalog did not have before.
     public var bytesStored: Int64
-    /// Jobs queued for the imported assets (a bag from another tool is indexed and read
-    /// like an add).
-    public var queuedJobs: [Int64]
+    /// How many jobs were queued for the imported assets: a bag from another tool has its
+    /// archives indexed and its images read, as an add would.
+    public var queuedJobCount: Int
+    /// The IDs of those jobs, as ranges (``JobQueue/list(_:)`` lists them with the others).
+    public var queuedJobIDs: [ClosedRange<Int64>]
 }
 
 /// What ``Catalog/validateBundle(at:policy:progress:)`` found.
@@ -407,7 +409,9 @@ extension Catalog {
         var existing = (count: 0, hash: 0)
         var result = ImportResult(
             bundle: "", importedCount: 0, importedIDs: [], alreadyPresent: CappedList(), skipped: CappedList(),
-            replaced: CappedList(), renamed: CappedList(), storedAsManaged: CappedList(), bytesStored: 0, queuedJobs: []
+            replaced: CappedList(), renamed: CappedList(), storedAsManaged: CappedList(), bytesStored: 0,
+            queuedJobCount: 0,
+            queuedJobIDs: []
         )
     }
 
@@ -598,7 +602,8 @@ extension Catalog {
             let (ids, count, jobs) = try recordImport(plan, adoption: adoption, foreign: foreign)
             plan.result.importedIDs = ids
             plan.result.importedCount = count
-            plan.result.queuedJobs = jobs
+            plan.result.queuedJobIDs = jobs
+            plan.result.queuedJobCount = jobs.reduce(0) { $0 + $1.count }
         } catch {
             var error = error
             do { try adoption.wait() } catch let failure { error = failure }  // what stopped the linking comes first
@@ -657,7 +662,7 @@ extension Catalog {
     /// returns their IDs, their number and the jobs queued.
     private func recordImport(
         _ plan: ImportPlan, adoption: ContentAdoption, foreign: Bool
-    ) throws -> ([ClosedRange<Int64>], Int, [Int64]) {
+    ) throws -> ([ClosedRange<Int64>], Int, [ClosedRange<Int64>]) {
         let scratch = plan.scratch
         let topCount = Int(try scratch.value("SELECT count(*) FROM entry AS e WHERE \(ImportScratch.importedTop)"))
         let memberCount = try scratch.importedMemberCount()
@@ -682,7 +687,7 @@ extension Catalog {
                 let topIDs = try context.insertRows(
                     Asset.self, count: topCount,
                     streaming: { i, row in Self.fill(&row, try top.row(i), member: false, archive: nil) })
-                try scratch.giveArchivesRowIDs(from: topIDs.lowerBound)
+                try scratch.giveRowIDs(from: topIDs.lowerBound, jobs: foreign)
                 let members = RowPages { try scratch.memberPage(after: $0) }
                 let memberIDs = try context.insertRows(
                     Asset.self, count: memberCount,
@@ -697,29 +702,28 @@ extension Catalog {
                 // The bytes durable before the transaction takes the write lock (the links
                 // follow meanwhile; the check before the commit waits for them).
                 try adoption.waitUntilDurable()
-                var jobs: [Job] = []
-                if foreign {
-                    // The top-level rows took their IDs in this order.
-                    var id = topIDs.lowerBound
-                    try scratch.forEach(where: ImportScratch.importedTop) { entry in
-                        for kind in [
-                            entry.kind == "archive" ? BuiltInProcessors.indexArchive : nil,
-                            entry.kind == "image" ? BuiltInProcessors.metadata : nil,
-                        ].compactMap({ $0 }) {
-                            let job = Job(context: context)
-                            job.kind = kind
-                            job.assetID = id
-                            jobs.append(job)
-                        }
-                        id += 1
-                    }
-                }
+                // A bag from another tool: its archives are indexed and its images read, as an
+                // add would — jobs as rows too, pointing at the assets' reserved IDs.
+                let created = Date()
+                let jobRows = RowPages { try scratch.jobPage(after: $0) }
+                let jobIDs = try context.insertRows(
+                    Job.self, count: foreign ? try scratch.jobCount() : 0,
+                    streaming: { i, row in
+                        let entry = try jobRows.row(i)
+                        row[\.kind] =
+                            entry.kind == "archive" ? BuiltInProcessors.indexArchive : BuiltInProcessors.metadata
+                        row[\.assetID] = entry.rowID
+                        row[\.created] = created
+                        row[\.updated] = created
+                    })
                 if FaultPoint.isActive(.failImportCommit) {
                     container.failNextCommit(with: CatalogError(.io, "the disk is full (injected)"))
                 }
                 try context.save()
-                let ids = [topIDs, memberIDs].filter { !$0.isEmpty }.map { $0.lowerBound...($0.upperBound - 1) }
-                return (ids, topCount + memberCount, jobs.map(\.objectID.rowID))
+                let ranges = { (ids: [Range<Int64>]) in
+                    ids.filter { !$0.isEmpty }.map { $0.lowerBound...($0.upperBound - 1) }
+                }
+                return (ranges([topIDs, memberIDs]), topCount + memberCount, ranges([jobIDs]))
             }
         }
         if !recorded.2.isEmpty { jobs.wakeWorker() }

@@ -339,7 +339,7 @@ final class ImportScratch: @unchecked Sendable {
     // MARK: The rows
 
     /// The members of the imported archives that follow the one with `seq` `after`, in the
-    /// records' order, with their archive's row ID (see ``giveArchivesRowIDs(from:)``).
+    /// records' order, with their archive's row ID (see ``giveRowIDs(from:jobs:)``).
     func memberPage(after: Int64) throws -> [Row] {
         try run { db in
             var page: [Row] = []
@@ -363,15 +363,55 @@ final class ImportScratch: @unchecked Sendable {
                 """))
     }
 
-    /// Gives each imported archive that has members its row ID: the imported top-level
-    /// entries take the IDs from `first` on, in the records' order.
-    func giveArchivesRowIDs(from first: Int64) throws {
+    /// Gives the imported top-level entries that need it their row's ID — the imported
+    /// top-level rows take theirs in the records' order, from `first` — : each archive that
+    /// has members (they point at it), and with `jobs`, each archive or image a job is queued
+    /// for (``jobPage(after:)``).
+    func giveRowIDs(from first: Int64, jobs: Bool) throws {
+        let needed =
+            "entry.key IN (SELECT archive FROM entry WHERE top = 0)"
+            + (jobs ? " OR entry.kind IN \(Self.jobKinds)" : "")
         try execute(
             """
             UPDATE entry SET row_id = ? + r.n - 1
             FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM entry AS e WHERE \(Self.importedTop)) AS r
-            WHERE entry.seq = r.seq AND entry.key IN (SELECT archive FROM entry WHERE top = 0)
+            WHERE entry.seq = r.seq AND (\(needed))
             """, [.integer(first)])
+    }
+
+    /// The kinds of asset an import from another tool queues a job for, as an add does.
+    static let jobKinds = "('archive', 'image')"
+
+    /// An imported top-level entry a job is queued for: its kind and its row's ID.
+    struct JobRow: Sequenced {
+        var seq: Int64
+        var kind: String
+        var rowID: Int64
+    }
+
+    /// How many imported top-level entries a job is queued for (in a bag from another tool).
+    func jobCount() throws -> Int {
+        Int(try value("SELECT count(*) FROM entry AS e WHERE \(Self.importedTop) AND e.kind IN \(Self.jobKinds)"))
+    }
+
+    /// The imported top-level entries a job is queued for that follow the one with `seq`
+    /// `after`, in the records' order, with their row IDs (``giveRowIDs(from:jobs:)``).
+    func jobPage(after: Int64) throws -> [JobRow] {
+        try run { db in
+            var page: [JobRow] = []
+            try db.run(
+                """
+                SELECT e.seq, e.kind, e.row_id FROM entry AS e
+                WHERE e.seq > ? AND \(Self.importedTop) AND e.kind IN \(Self.jobKinds) ORDER BY e.seq LIMIT ?
+                """, [.integer(after), .integer(Int64(Self.pageSize))]
+            ) {
+                page.append(
+                    JobRow(
+                        seq: sqlite3_column_int64($0, 0), kind: Database.text($0, 1) ?? "",
+                        rowID: sqlite3_column_int64($0, 2)))
+            }
+            return page
+        }
     }
 }
 
@@ -527,17 +567,24 @@ struct ImportPins: StagedContent {
 
 /// Pages through rows given by index, in order, for a streamed insert: `page(after)` gives
 /// the rows that follow the row with `seq` `after` (0: from the first).
-final class RowPages {
-    private let page: (Int64) throws -> [ImportScratch.Row]
-    private var rows: [ImportScratch.Row] = []
+/// A row of the import's entries, known by its `seq` (the key pages are walked by).
+protocol Sequenced {
+    var seq: Int64 { get }
+}
+
+extension ImportScratch.Row: Sequenced {}
+
+final class RowPages<Row: Sequenced> {
+    private let page: (Int64) throws -> [Row]
+    private var rows: [Row] = []
     private var first = 0
 
-    init(_ page: @escaping (Int64) throws -> [ImportScratch.Row]) {
+    init(_ page: @escaping (Int64) throws -> [Row]) {
         self.page = page
     }
 
     /// Row `index`: the rows are asked for in order, from 0 (again, should a save restart).
-    func row(_ index: Int) throws -> ImportScratch.Row {
+    func row(_ index: Int) throws -> Row {
         if index == 0 {
             rows = try page(0)
             first = 0

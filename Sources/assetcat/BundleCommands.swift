@@ -108,6 +108,7 @@ struct Import: AsyncParsableCommand {
             if !result.replaced.isEmpty { parts.append("\(result.replaced.count) replaced") }
             if !result.renamed.isEmpty { parts.append("\(result.renamed.count) renamed") }
             print(parts.joined(separator: "; "))
+            printQueued(result.queuedJobCount)
             for skip in result.skipped.items { Terminal.note("skipped \(skip.name): \(skip.reason)") }
             noteOmitted(result.skipped, "skipped")
             for rename in result.renamed.items { Terminal.note("renamed \(rename.from) -> \(rename.to)") }

@@ -43,9 +43,7 @@ struct Add: AsyncParsableCommand {
                 throw ExitCode(130)
             }
             print("added \(plural(files, "file"))" + (members > 0 ? " and \(plural(members, "archive member"))" : ""))
-            if !result.queuedJobs.isEmpty {
-                print("queued \(plural(result.queuedJobs.count, "job")); run them with `assetcat jobs run`")
-            }
+            printQueued(result.queuedJobs.count)
             if !result.failures.isEmpty { throw ExitCode.failure }
         }
     }
@@ -54,6 +52,11 @@ struct Add: AsyncParsableCommand {
 /// "1 file", "2 files".
 func plural(_ count: Int, _ noun: String) -> String {
     "\(count) \(noun)\(count == 1 ? "" : "s")"
+}
+
+/// Says how many jobs a command queued, and how to run them.
+func printQueued(_ jobs: Int) {
+    if jobs > 0 { print("queued \(plural(jobs, "job")); run them with `assetcat jobs run`") }
 }
 
 struct List: AsyncParsableCommand {

@@ -48,7 +48,7 @@ import Testing
                 #expect(try r.importedCount == 12 && imported.assets(importedBy: r).count == 12, "\(format)")
                 #expect(r.alreadyPresent.isEmpty && r.skipped.isEmpty && r.renamed.isEmpty && r.replaced.isEmpty)
                 #expect(r.storedAsManaged.isEmpty)  // the referenced file is on this machine
-                #expect(r.queuedJobs.isEmpty)  // our own records: nothing to index again
+                #expect(r.queuedJobCount == 0 && r.queuedJobIDs.isEmpty)  // our own records: nothing to index again
                 #expect(r.bytesStored == sourceStats.objectBytes)
                 imported.close()
             }
@@ -183,6 +183,42 @@ import Testing
         #expect(fromDirectory.status == 0, "\(fromDirectory.stderr)")
     }
 
+    /// A bag from another tool queues the jobs an add would — the metadata of each image, the
+    /// index of each archive — written as rows with the assets, each pointing at its own
+    /// asset wherever it comes among the others.
+    @Test func aForeignBagQueuesAJobForEachImageAndArchive() async throws {
+        let t = try TestCatalog()
+        let bag = t.directory.appending(path: "foreign")
+        try FileManager.default.createDirectory(at: bag, withIntermediateDirectories: true)
+        try Data("one\n".utf8).write(to: bag.appending(path: "a.txt"))
+        try jpegBytes.write(to: bag.appending(path: "b.jpg"))
+        try Data("three\n".utf8).write(to: bag.appending(path: "c.txt"))
+        try t.file("pack/inner/doc.txt", "inside the archive\n")
+        try await tool(
+            "bsdtar",
+            ["-czf", bag.appending(path: "d.tar.gz").path, "-C", t.sources.appending(path: "pack").path, "inner"])
+        try jpegBytes.write(to: bag.appending(path: "e.jpg"))
+        try await tool("python3", ["-m", "bagit", bag.path])
+
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let before = Date()
+        let result = try await catalog.importBundle(from: bag.path)
+        let assets = Dictionary(uniqueKeysWithValues: try catalog.assets(importedBy: result).map { ($0.name, $0.id) })
+        #expect(result.queuedJobCount == 3)
+        let jobs = try catalog.jobs.list()
+        #expect(result.queuedJobIDs == [jobs[0].id...jobs[2].id])
+        #expect(jobs.map(\.kind) == ["metadata", "index-archive", "metadata"])
+        #expect(jobs.map(\.asset) == [assets["b.jpg"], assets["d.tar.gz"], assets["e.jpg"]])
+        #expect(jobs.allSatisfy { $0.state == .queued && $0.attempts == 0 })
+        #expect(jobs.allSatisfy { $0.created >= before.addingTimeInterval(-1) && $0.updated == $0.created })
+
+        _ = try await catalog.jobs.runUntilIdle()
+        #expect(try catalog.jobs.list().allSatisfy { $0.state == .succeeded })
+        #expect(try catalog.asset("e.jpg").metadata["mediaType"] == "image/jpeg")
+        #expect(try catalog.asset("inner/doc.txt").archive == assets["d.tar.gz"])
+    }
+
     @Test(arguments: ["directory", "tar", "zip"])
     func aBagMadeByBagitPythonImports(_ packaging: String) async throws {
         let t = try TestCatalog()
@@ -231,7 +267,7 @@ import Testing
                 $0.storage == .managed && $0.tags.isEmpty && $0.path == nil
             })
         #expect(try catalog.assets(importedBy: result).map(\.kind) == ["text", "archive", "text", "text"])
-        #expect(result.queuedJobs.count == 1)  // the archive is indexed, as an add would
+        #expect(result.queuedJobCount == 1)  // the archive is indexed, as an add would
         for (name, text) in contents { #expect(try bytes(of: name, in: catalog) == Data(text.utf8), "\(name)") }
         _ = try await catalog.jobs.runUntilIdle()
         let member = try catalog.asset("inner/doc.txt")

@@ -96,6 +96,22 @@ import Testing
         #expect(try await t.run(["cat", "a.txt"]).stdout == "hello\n")
     }
 
+    /// A bag from another tool (here ours, without our records) has its images read and its
+    /// archives indexed, as an add would: the summary says so.
+    @Test func importOfAForeignBagSaysWhichJobsItQueued() async throws {
+        let source = try await populated()
+        let bag = source.directory.appending(path: "foreign").path
+        #expect(try await source.run(["export", bag]).status == 0)
+        for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
+            try FileManager.default.removeItem(atPath: bag + "/" + tag)
+        }
+        let t = try TestCatalog()
+        #expect(try await t.run(["init", t.root.path]).status == 0)
+        let run = try await t.run(["import", bag])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout == "imported 3 assets from \(bag)\nqueued 1 job; run them with `assetcat jobs run`\n")
+    }
+
     /// A thousand conflicts are noted one per line; beyond, one line says how many more.
     @Test func importNotesTheFirstThousandConflictsAndCountsTheRest() async throws {
         let count = 1_002
