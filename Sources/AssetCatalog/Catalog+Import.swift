@@ -455,7 +455,7 @@ extension Catalog {
     /// Decides, entry by entry, how each asset is stored and what a name conflict does.
     private func planImport(_ scratch: ImportScratch, options: ImportOptions) throws -> ImportPlan {
         var plan = ImportPlan(scratch: scratch)
-        let limit = options.listLimit
+        let limit = max(0, options.listLimit)
         plan.existing = try forEachExisting(scratch) { try scratch.addExisting($0) }
         let cancelled = { CatalogError(.cancelled, "The import was stopped; nothing was imported") }
         if plan.existing.count > 0 {

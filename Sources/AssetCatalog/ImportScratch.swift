@@ -565,8 +565,6 @@ struct ImportPins: StagedContent {
     func holds(_ digests: Set<String>) throws -> Set<String> { try scratch.adopted(among: digests) }
 }
 
-/// Pages through rows given by index, in order, for a streamed insert: `page(after)` gives
-/// the rows that follow the row with `seq` `after` (0: from the first).
 /// A row of the import's entries, known by its `seq` (the key pages are walked by).
 protocol Sequenced {
     var seq: Int64 { get }
@@ -574,6 +572,8 @@ protocol Sequenced {
 
 extension ImportScratch.Row: Sequenced {}
 
+/// Pages through rows given by index, in order, for a streamed insert: `page(after)` gives
+/// the rows that follow the row with `seq` `after` (0: from the first).
 final class RowPages<Row: Sequenced> {
     private let page: (Int64) throws -> [Row]
     private var rows: [Row] = []

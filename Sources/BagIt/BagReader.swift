@@ -99,8 +99,10 @@ public struct BagContents {
 /// are refused too (a bag holds regular files); a hard link to an earlier
 /// regular file repeats it. A second file with the same path stops the read with
 /// the guard's own error, found in the read's index (a batch later) rather than
-/// by the guard, so that the read's memory does not grow with the bag. (A
-/// directory member holds nothing a bag needs: it is skipped, even twice.)
+/// by the guard, so that the read's memory does not grow with the bag: a sink may
+/// be handed the second copy of a payload file before the read stops. (A
+/// directory member holds nothing a bag needs: it is skipped, even twice or
+/// where a file has its path.)
 ///
 /// ```swift
 /// let bag = try BagReader.read(at: "incoming.tar.zst")
@@ -124,7 +126,9 @@ public enum BagReader {
     ///   - options: Limits, and the extra tag files to keep.
     ///   - sink: Called for each payload file with its path and, when the bag's SHA-256
     ///     manifest came before it (and ``BagReadOptions/looksUpExpectedSHA256``), the checksum
-    ///     it should have; returns where its bytes go, or `nil` to only hash them.
+    ///     it should have; returns where its bytes go, or `nil` to only hash them. An archive
+    ///     that holds a payload file twice is refused, but only once the index meets the
+    ///     second copy: the sink may be called for it first.
     ///   - tagFileRead: Called as soon as a tag file of ``BagReadOptions/keptTagFiles`` has
     ///     been read, with its name and bytes — before the payload that follows it, so that
     ///     work on it can start early. A guess until the read ends: the bytes that count are
@@ -213,6 +217,13 @@ final class Scan {
     var tagSink: ((String, String) throws -> (any BagPayloadSink)?)?
     /// Writes the files and manifest lines into the index as the read goes.
     let writer: BagIndexWriter
+    /// The error for an archive member (as the archive spells it) whose path an earlier one has.
+    let duplicate: @Sendable (String) -> any Error
+    /// The tag files read so far that change what the bag says (manifests, kept tag files,
+    /// those given to ``tagSink``): a second copy of one is refused before its bytes are
+    /// used, rather than a batch later by the index. Few: a bag has a handful. By bytes, as
+    /// archive paths are compared (another normalisation is a twin, which the index finds).
+    var handledTags: Set<[UInt8]> = []
     /// The index's databases of files and of manifests, once the read has ended (``contents()``).
     var db: Database?
     var mdb: Database?
@@ -241,9 +252,11 @@ final class Scan {
         // The guard remembers no paths (the index does): a second member with the same path is
         // refused with its error, when the index meets it.
         let refusing = ExtractionGuard(policy: options.policy, archivePath: source, remembersPaths: false)
-        writer = BagIndexWriter(index: index) { member in
+        let duplicate: @Sendable (String) -> any Error = { member in
             Self.bagError(refusing.duplicateRefusal(for: ArchiveEntry(path: member, kind: .file)), archive: source)
         }
+        self.duplicate = duplicate
+        writer = BagIndexWriter(index: index, duplicate: duplicate)
         self.options = options
         self.sink = sink
         self.progress = progress
@@ -502,6 +515,7 @@ final class Scan {
     ) throws {
         let roots = Self.payloadRoots(path)
         let isPayload = !roots.isEmpty
+        if !isPayload, let member, handledTags.contains(Array(path.utf8)) { throw duplicate(member) }
         var target: (any BagPayloadSink)?
         if isPayload, let sink {
             var expected: String?
@@ -520,6 +534,7 @@ final class Scan {
             }
             for name in names where target == nil { target = try tagSink(name, path) }
         }
+        if !isPayload && (manifest != nil || keeps || target != nil) { handledTags.insert(Array(path.utf8)) }
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
@@ -786,7 +801,14 @@ final class Scan {
                     "cannot be read: \(String(cString: strerror(errno)))")
             }
             defer { closedir(handle) }
-            while let entry = readdir(handle) {
+            while true {
+                errno = 0  // readdir's NULL is the end, or an error
+                guard let entry = readdir(handle) else {
+                    if errno == 0 { break }
+                    throw BagError(
+                        .io, file: directory.isEmpty ? root : directory,
+                        "cannot be read: \(String(cString: strerror(errno)))")
+                }
                 let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
                 if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }
                 let name = String(decoding: bytes, as: UTF8.self)

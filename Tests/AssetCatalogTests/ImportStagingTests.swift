@@ -122,6 +122,33 @@ struct ImportStagingTests {
         #expect(try scratch.replaced(limit: 3) == CappedList())
     }
 
+    /// The jobs of a bag from another tool point at their assets' rows: each image and
+    /// archive imported gets the ID its row takes among the imported top-level rows (left-out
+    /// entries take none), a page at a time.
+    @Test func jobRowsPointAtTheRowsTheirAssetsTake() throws {
+        let scratch = try ImportScratch()
+        let kinds = ["image", "text", "archive", "text", "image"]
+        try scratch.add(
+            (1...2_500).map { n in
+                var entry = Self.entry(Int64(n), sha256: Self.digest(n))
+                entry.kind = kinds[n % kinds.count]
+                return entry
+            })
+        try scratch.seal()
+        for n in stride(from: 3, through: 2_500, by: 7) { try scratch.plan(Int64(n), outcome: .skipped) }
+        try scratch.giveRowIDs(from: 100, jobs: true)
+        let imported = (1...2_500).filter { $0 % 7 != 3 }
+        let expected = imported.enumerated().compactMap { i, n in
+            kinds[n % kinds.count] == "text" ? nil : (n: Int64(n), row: Int64(100 + i), kind: kinds[n % kinds.count])
+        }
+        #expect(try scratch.jobCount() == expected.count)
+        let pages = RowPages { try scratch.jobPage(after: $0) }
+        let rows = try (0..<expected.count).map { try pages.row($0) }
+        #expect(rows.map(\.seq) == expected.map(\.n))
+        #expect(rows.map(\.rowID) == expected.map(\.row))
+        #expect(rows.map(\.kind) == expected.map(\.kind))
+    }
+
     @Test func onlyAdoptedDigestsAreCovered() throws {
         let scratch = try Self.scratch(count: 3)
         _ = try scratch.planAdoption(hasObject: { _ in true })

@@ -273,7 +273,8 @@ import Testing
     }
 
     /// A valid bag's members in a usual order, with `repeated` written a second time, with
-    /// other bytes, right after the first or at the end.
+    /// other bytes (a line longer than 100 bytes), right after the first or at the end, after
+    /// more files than the index writes at once.
     func bagHolding(twice repeated: String, atTheEnd: Bool) throws -> String {
         let sha = digest(.sha256, Array(Self.payload.utf8))
         let info = "Payload-Oxum: \(Self.payload.utf8.count).1\n"
@@ -284,8 +285,9 @@ import Testing
             file("data/a.txt", Self.payload),
             file("tagmanifest-sha256.txt", "\(digest(.sha256, Array(info.utf8)))  bag-info.txt\n"),
         ]
-        let second = file(repeated, "BagIt-Version: 0.97\n\(String(repeating: "0", count: 64))  data/b.txt\n")
+        let second = file(repeated, "BagIt-Version: 0.97\n\(String(repeating: "0", count: 128))  data/b.txt\n")
         if atTheEnd {
+            files += (0..<1_100).map { file("data/filler/\($0).txt", Self.payload) }
             files.append(second)
         } else {
             files.insert(second, at: files.firstIndex { $0.path == repeated }! + 1)
@@ -301,8 +303,10 @@ import Testing
     func aMemberHeldTwiceStopsTheReadWithTheGuardsError(repeated: String) throws {
         for atTheEnd in [false, true] {
             let bag = try bagHolding(twice: repeated, atTheEnd: atTheEnd)
+            // A tag file's second copy is refused before its bytes are used (here: before they
+            // make it too large).
             let error = #expect(throws: BagError.self, "\(repeated), at the end: \(atTheEnd)") {
-                try BagReader.read(at: bag)
+                try BagReader.read(at: bag, options: BagReadOptions(maxTagFileBytes: 100))
             }
             #expect(error?.code == .hostileEntry)
             #expect(
@@ -393,5 +397,21 @@ import Testing
         #expect(error?.code == .hostileEntry)
         #expect(
             error?.description == "data/sub/caf\u{FFFD}.txt: has a name that is not UTF-8, which no manifest can list")
+    }
+
+    /// A hard link is a member like any other: one at the path of a file read before it, or
+    /// a file at the path of a hard link read before it, is a member held twice.
+    @Test func aHardLinkAtAnEarlierMembersPathIsAMemberHeldTwice() throws {
+        let declaration = file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
+        for files in [
+            [file("data/a.txt", "a\n"), file("data/b.txt", "b\n"), ("data/a.txt", nil, "data/b.txt")],
+            [file("data/b.txt", "b\n"), ("data/a.txt", nil, "data/b.txt"), file("data/a.txt", "a\n")],
+        ] {
+            let bag = try tar([declaration] + files)
+            let error = #expect(throws: BagError.self) { try BagReader.read(at: bag) }
+            #expect(
+                error?.description
+                    == "Refusing member 'bag/data/a.txt' of '\(bag)': an earlier member has the same path")
+        }
     }
 }
