@@ -62,6 +62,8 @@ public final class ArchiveWriter {
     private let handle: OpaquePointer
     private let locale = UTF8LocaleScope()
     private let sink: ChunkSink
+    /// For a compressed archive written to a file: the thread that compresses it.
+    private var stage: CompressionStage?
     private let options: ArchiveWriteOptions
     private let temporaryPath: String?
     private var state = State.open
@@ -184,20 +186,40 @@ public final class ArchiveWriter {
             try setOption("zip", "compression", compression == .store ? "store" : "deflate")
             if let level { try setOption("zip", "compression-level", level) }
         }
-        switch format {
-        case .tarGzip: try check(archive_write_add_filter_gzip(handle), "archive_write_add_filter_gzip")
-        case .tarZstd: try check(archive_write_add_filter_zstd(handle), "archive_write_add_filter_zstd")
-        case .tarXz: try check(archive_write_add_filter_xz(handle), "archive_write_add_filter_xz")
-        case .tar, .zip: break
-        }
-        if let level, format != .zip(.deflate) {
-            let status = archive_write_set_filter_option(handle, nil, "compression-level", level)
-            try check(status, "archive_write_set_filter_option(compression-level=\(level))")
+        let filter: ((OpaquePointer) -> Int32, String)? =
+            switch format {
+            case .tarGzip: (archive_write_add_filter_gzip, "archive_write_add_filter_gzip")
+            case .tarZstd: (archive_write_add_filter_zstd, "archive_write_add_filter_zstd")
+            case .tarXz: (archive_write_add_filter_xz, "archive_write_add_filter_xz")
+            case .tar, .zip: nil
+            }
+        if let (filter, name) = filter {
+            if temporaryPath != nil {
+                // To a file: compressed on a thread of its own, beside the work that produces
+                // the members' bytes. (A stream's chunks stay on the caller's thread.)
+                do {
+                    stage = try CompressionStage(filter: filter, filterName: name, level: level, output: sink)
+                } catch {
+                    throw failEarly(
+                        ArchiveError(
+                            code: .invalidArgument,
+                            message: "Cannot write '\(archivePath)': \(error.operation) failed: "
+                                + "\(error.failure?.message ?? "out of memory")",
+                            archivePath: archivePath, operation: error.operation,
+                            libarchiveMessage: error.failure?.message, errno: error.failure?.errno ?? 0))
+                }
+            } else {
+                try check(filter(handle), name)
+                if let level {
+                    let status = archive_write_set_filter_option(handle, nil, "compression-level", level)
+                    try check(status, "archive_write_set_filter_option(compression-level=\(level))")
+                }
+            }
         }
         try check(archive_write_set_bytes_per_block(handle, 64 << 10), "archive_write_set_bytes_per_block")
         // Never pad the last block: padded zstd output is unreadable (PLATFORM.md trap 2).
         try check(archive_write_set_bytes_in_last_block(handle, 1), "archive_write_set_bytes_in_last_block")
-        let client = Unmanaged.passUnretained(sink).toOpaque()
+        let client = Unmanaged.passUnretained((stage ?? sink) as AnyObject).toOpaque()
         let status = archive_write_open2(handle, client, nil, archiveIOWriteCallback, nil, nil)
         try check(status, "archive_write_open2")
     }
@@ -214,6 +236,7 @@ public final class ArchiveWriter {
         // Keep libarchive from writing a trailer that would make a partial archive look whole.
         if !finished { archive_write_fail(handle) }
         archive_write_free(handle)
+        stage = nil  // its blocks written (or dropped) before the file closes
         sink.closeFile()
         if !finished, let temporaryPath { unlink(temporaryPath) }
         buffer?.deallocate()
@@ -354,6 +377,14 @@ public final class ArchiveWriter {
         let status = archive_write_close(handle)
         if status < ARCHIVE_WARN { throw poison(fail("archive_write_close", member: nil)) }
         if status == ARCHIVE_WARN { warn("archive_write_close", member: nil) }
+        if let failure = stage?.finish() {
+            throw poison(
+                ArchiveError(
+                    code: failure.errno == ENOMEM ? .outOfMemory : .writeFailed,
+                    message: "Cannot write '\(archivePath)': compressing failed: \(failure.message ?? "unknown error")",
+                    archivePath: archivePath, operation: "archive_write_data", libarchiveMessage: failure.message,
+                    errno: failure.errno))
+        }
         if let temporaryPath {
             if options.synchronizesOnFinish, let fd = sink.fd, fsync(fd) != 0 {
                 throw poison(ioError("fsync", path: temporaryPath, member: nil))
@@ -650,7 +681,7 @@ public func withArchiveWriter<Result>(
 }
 
 /// Where a writer's bytes go: a file descriptor or a caller's closure.
-final class ChunkSink {
+final class ChunkSink: ArchiveOutput {
     private(set) var fd: Int32?
     private let write: ((UnsafeRawBufferPointer) throws -> Void)?
     var error: (any Error)?
@@ -700,10 +731,10 @@ final class ChunkSink {
     }
 }
 
-private func archiveIOWriteCallback(
+func archiveIOWriteCallback(
     _ archive: OpaquePointer?, _ client: UnsafeMutableRawPointer?, _ buffer: UnsafeRawPointer?, _ length: Int
 ) -> la_ssize_t {
     guard let client else { return -1 }
-    let sink = Unmanaged<ChunkSink>.fromOpaque(client).takeUnretainedValue()
-    return sink.accept(archive, UnsafeRawBufferPointer(start: buffer, count: length))
+    let output = Unmanaged<AnyObject>.fromOpaque(client).takeUnretainedValue() as! any ArchiveOutput
+    return output.accept(archive, UnsafeRawBufferPointer(start: buffer, count: length))
 }
