@@ -110,15 +110,14 @@ public final class Asset: ManagedObject {
         let runtime = runtime
         guard let effects = saveEffects else { return }
         if isDeleted {
-            let id = objectID.rowID
-            effects.onFailure { runtime?.jobs?.resume(for: id) }
-            effects.afterCommit { runtime?.jobs?.assetsDeleted([id]) }
+            let deleted = effects.shared(DeletedAssets.key) { DeletedAssets(runtime: runtime, effects: effects) }
+            deleted.ids.append(objectID.rowID)
             // The file the store's row names, whatever unsaved changes say.
             let storage = committedValue(for: \.storage) ?? storage
             guard storage == .managed else { return }  // referenced files and members are never removed
             let digest = committedValue(for: \.sha256) ?? sha256
             effects.insert(RemovalPlan.self) { $0.sha256 = digest }
-            effects.afterCommit { runtime?.didCommitRemovals() }
+            deleted.removeContent = true
             return
         }
         setPrimitiveValue(Date(), for: \.modified)
@@ -128,6 +127,26 @@ public final class Asset: ManagedObject {
             let digest = sha256
             let name = name
             effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name) }
+        }
+    }
+
+    /// The assets one save deletes, gathered by their `willSave` into one piece of work each
+    /// way: once the save commits, their jobs are cancelled and (when one had managed
+    /// content) the sweep runs, once; should it fail, their jobs run again.
+    private final class DeletedAssets {
+        static let key = "AssetCatalog.deletedAssets"
+        var ids: [Int64] = []
+        /// Whether one of them planned the removal of its content.
+        var removeContent = false
+
+        init(runtime: CatalogRuntime?, effects: SaveEffects) {
+            effects.onFailure { [self] in
+                for id in ids { runtime?.jobs?.resume(for: id) }
+            }
+            effects.afterCommit { [self] in
+                runtime?.jobs?.assetsDeleted(Set(ids))
+                if removeContent { runtime?.didCommitRemovals() }
+            }
         }
     }
 

@@ -13,6 +13,8 @@ final class CatalogRuntime: Sendable {
     weak let jobs: JobQueue?
     let logger: Logger
     private let sweeping = Mutex(())
+    /// How many sweeps this process has run (tests count them: one per save, not per asset).
+    let sweepsRun = Atomic<Int>(0)
 
     init(content: ContentStore, container: PersistentContainer, jobs: JobQueue, logger: Logger) {
         self.content = content
@@ -42,6 +44,7 @@ final class CatalogRuntime: Sendable {
     /// and the plan row is deleted. Returns how many plans were processed.
     func sweep() throws -> Int {
         guard let container else { return 0 }
+        sweepsRun.add(1, ordering: .relaxed)
         return try sweeping.withLock { _ in
             let context = container.newBackgroundContext(name: "sweeper")
             context.userInfo[Self.key] = self

@@ -196,10 +196,16 @@ public final class JobQueue: JobProvider, Sendable {
             return s.running.filter { assetIDs.contains($0.value.assetID) }.map(\.value.task)
         }
         for task in tasks { task.cancel() }
-        update(.in(\.assetID, Array(assetIDs)) && .in(\.state, [JobState.queued, .running])) {
-            $0.state = .cancelled
-            $0.lastError = "its asset was deleted"
-            $0.owner = nil
+        // A page of IDs at a time: a save may delete a hundred thousand assets, more than
+        // one statement can bind.
+        let ids = assetIDs.sorted()
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let page = Array(ids[start..<min(start + 500, ids.count)])
+            update(.in(\.assetID, page) && .in(\.state, [JobState.queued, .running])) {
+                $0.state = .cancelled
+                $0.lastError = "its asset was deleted"
+                $0.owner = nil
+            }
         }
     }
 

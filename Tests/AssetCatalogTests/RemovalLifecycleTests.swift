@@ -1,6 +1,7 @@
 import AssetCatalogTestSupport
 import Foundation
 import Persistence
+import Synchronization
 import Testing
 
 @testable import AssetCatalog
@@ -133,6 +134,24 @@ import Testing
         try catalog.remove([String(record.id)])
         #expect(FileManager.default.fileExists(atPath: source))
         #expect(try String(contentsOfFile: source, encoding: .utf8) == "mine")
+    }
+
+    /// A save that deletes many assets does their after-commit work once: one sweep removes
+    /// every file, and every deleted asset's queued jobs are cancelled.
+    @Test func aSaveThatDeletesManyAssetsSweepsOnce() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let added = try await catalog.add(try (0..<40).map { try t.file("f\($0).txt", "content \($0)\n") }).added
+        let jobs = try added.prefix(3).map { try catalog.jobs.submit("never-registered", for: $0.id) }
+        let before = catalog.runtime.sweepsRun.load(ordering: .relaxed)
+        let removed = try catalog.remove(added.map { String($0.id) })
+        #expect(removed.filesRemoved.count == 40)
+        #expect(catalog.runtime.sweepsRun.load(ordering: .relaxed) == before + 1)
+        #expect(added.allSatisfy { !t.hasObject($0.sha256) })
+        let cancelled = try catalog.jobs.list().filter { jobs.contains($0.id) }
+        #expect(cancelled.count == 3 && cancelled.allSatisfy { $0.state == .cancelled })
+        #expect(cancelled.allSatisfy { $0.error == "its asset was deleted" })
     }
 
     @Test func batchDeleteRemovesFilesAfterItsCommit() async throws {

@@ -34,6 +34,29 @@ import Testing
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
     }
 
+    /// The hooks of one save share one value per key, which gathers their work into one
+    /// piece; the next save starts afresh.
+    @Test func theHooksOfOneSaveShareAValue() throws {
+        final class Gathered { var count = 0 }
+        let store = try TestStore()
+        let context = store.context()
+        var runs: [Int] = []
+        context.userInfo["effects"] = { (effects: SaveEffects) in
+            let gathered = effects.shared("gathered") {
+                let made = Gathered()
+                effects.afterCommit { runs.append(made.count) }
+                return made
+            }
+            gathered.count += 1
+            #expect(effects.shared("other") { Gathered() } !== gathered)
+        }
+        for n in 0..<3 { Checked(context: context).label = "\(n)" }
+        try context.save()
+        for n in 0..<2 { Checked(context: context).label = "again \(n)" }
+        try context.save()
+        #expect(runs == [3, 2])
+    }
+
     @Test func notRunForAChildSave() throws {
         let store = try TestStore()
         let parent = store.context("parent")

@@ -223,12 +223,16 @@ func fixtureExecutable() -> URL {
     return directory.appending(path: "persistence-fixture")
 }
 
-/// Registers `userInfo["beforeCommit"]` as a before-commit check of its saves.
+/// Registers `userInfo["beforeCommit"]` as a before-commit check of its saves, and passes
+/// its save's effects to `userInfo["effects"]`.
 final class Checked: ManagedObject {
     @Attribute var label = ""
     override func willSave() {
         if let check = managedObjectContext?.userInfo["beforeCommit"] as? (TransactionReader) throws -> Void {
             saveEffects?.beforeCommit(check)
+        }
+        if let body = managedObjectContext?.userInfo["effects"] as? (SaveEffects) -> Void, let saveEffects {
+            body(saveEffects)
         }
     }
 }
