@@ -67,9 +67,15 @@ final class CatalogRuntime: Sendable {
                         firstError = firstError ?? error
                     }
                 }
-                let plans = try context.fetch(FetchRequest<RemovalPlan>())
-                for start in stride(from: 0, to: plans.count, by: 256) {
-                    let batch = plans[start..<min(start + 256, plans.count)]
+                // A page of plans at a time, by row ID (a failed import of a million files
+                // leaves a million): a plan that stays pending is not met again.
+                var last: Int64 = 0
+                while true {
+                    let batch = try context.fetch(
+                        FetchRequest<RemovalPlan>(
+                            predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 256))
+                    guard let end = batch.last?.objectID.rowID else { break }
+                    last = end
                     for plan in batch { context.delete(plan) }
                     do {
                         try context.save()
