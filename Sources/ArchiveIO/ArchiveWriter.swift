@@ -200,9 +200,10 @@ public final class ArchiveWriter {
                 do {
                     stage = try CompressionStage(filter: filter, filterName: name, level: level, output: sink)
                 } catch {
+                    let outOfMemory = error.failure == nil || error.failure?.errno == ENOMEM
                     throw failEarly(
                         ArchiveError(
-                            code: .invalidArgument,
+                            code: outOfMemory ? .outOfMemory : .invalidArgument,
                             message: "Cannot write '\(archivePath)': \(error.operation) failed: "
                                 + "\(error.failure?.message ?? "out of memory")",
                             archivePath: archivePath, operation: error.operation,
@@ -377,13 +378,19 @@ public final class ArchiveWriter {
         let status = archive_write_close(handle)
         if status < ARCHIVE_WARN { throw poison(fail("archive_write_close", member: nil)) }
         if status == ARCHIVE_WARN { warn("archive_write_close", member: nil) }
-        if let failure = stage?.finish() {
-            throw poison(
-                ArchiveError(
-                    code: failure.errno == ENOMEM ? .outOfMemory : .writeFailed,
-                    message: "Cannot write '\(archivePath)': compressing failed: \(failure.message ?? "unknown error")",
-                    archivePath: archivePath, operation: "archive_write_data", libarchiveMessage: failure.message,
-                    errno: failure.errno))
+        if let ending = stage?.finish() {
+            let failure = ending.failure
+            if ending.isWarning {
+                warn(ending.operation, member: nil, message: failure.message)
+            } else {
+                throw poison(
+                    ArchiveError(
+                        code: failure.errno == ENOMEM ? .outOfMemory : .writeFailed,
+                        message:
+                            "Cannot write '\(archivePath)': compressing failed: \(failure.message ?? "unknown error")",
+                        archivePath: archivePath, operation: ending.operation, libarchiveMessage: failure.message,
+                        errno: failure.errno))
+            }
         }
         if let temporaryPath {
             if options.synchronizesOnFinish, let fd = sink.fd, fsync(fd) != 0 {
@@ -642,8 +649,8 @@ public final class ArchiveWriter {
             archivePath: archivePath, member: member, operation: operation, errno: code)
     }
 
-    private func warn(_ operation: String, member: String?) {
-        let message = archive_error_string(handle).map { String(cString: $0) } ?? "warning"
+    private func warn(_ operation: String, member: String?, message: String? = nil) {
+        let message = message ?? archive_error_string(handle).map { String(cString: $0) } ?? "warning"
         let warning = ArchiveWarning(archivePath: archivePath, member: member, operation: operation, message: message)
         warnings.append(warning)
         onWarning?(warning)

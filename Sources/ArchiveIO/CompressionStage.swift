@@ -39,6 +39,9 @@ final class CompressionStage: ArchiveOutput, @unchecked Sendable {
         let lock = NSLock()
         /// Guarded by `lock`.
         var failure: LibarchiveFailure?
+        /// The writer let go without finishing: the blocks still waiting are dropped.
+        /// Guarded by `lock`.
+        var abandoned = false
 
         init(inner: OpaquePointer) { self.inner = inner }
     }
@@ -88,6 +91,7 @@ final class CompressionStage: ArchiveOutput, @unchecked Sendable {
     }
 
     deinit {
+        if !closed { state.lock.withLock { state.abandoned = true } }
         queue.sync {}
         // Keep libarchive from ending the stream: a partial archive must not look whole.
         if !closed { archive_write_fail(inner) }
@@ -105,7 +109,7 @@ final class CompressionStage: ArchiveOutput, @unchecked Sendable {
         queue.async { [state, slots] in
             let inner = state.inner
             defer { slots.signal() }
-            guard state.lock.withLock({ state.failure == nil }) else { return }
+            guard state.lock.withLock({ state.failure == nil && !state.abandoned }) else { return }
             block.withUnsafeBytes { block in
                 var remaining = block
                 while !remaining.isEmpty {
@@ -121,12 +125,25 @@ final class CompressionStage: ArchiveOutput, @unchecked Sendable {
         return bytes.count
     }
 
-    /// Compresses what waits and ends the compressed stream; returns the first failure, if any.
-    func finish() -> LibarchiveFailure? {
+    /// How the compressed stream ended, when not cleanly: the operation, what libarchive
+    /// said, and whether it was only a warning.
+    struct Ending {
+        var operation: String
+        var failure: LibarchiveFailure
+        var isWarning = false
+    }
+
+    /// Compresses what waits and ends the compressed stream; returns its first failure, or a
+    /// warning of the end, if any.
+    func finish() -> Ending? {
         queue.sync {}
-        if let failure { return failure }
+        if let failure { return Ending(operation: "archive_write_data", failure: failure) }
         closed = true
-        if archive_write_close(inner) < ARCHIVE_WARN { return LibarchiveFailure(inner) }
+        let status = archive_write_close(inner)
+        if status < ARCHIVE_WARN { return Ending(operation: "archive_write_close", failure: LibarchiveFailure(inner)) }
+        if status == ARCHIVE_WARN {
+            return Ending(operation: "archive_write_close", failure: LibarchiveFailure(inner), isWarning: true)
+        }
         return nil
     }
 }

@@ -111,7 +111,7 @@ public final class Asset: ManagedObject {
         guard let effects = saveEffects else { return }
         if isDeleted {
             let deleted = effects.shared(DeletedAssets.key) { DeletedAssets(runtime: runtime, effects: effects) }
-            deleted.ids.append(objectID.rowID)
+            deleted.ids.insert(objectID.rowID)
             // The file the store's row names, whatever unsaved changes say.
             let storage = committedValue(for: \.storage) ?? storage
             guard storage == .managed else { return }  // referenced files and members are never removed
@@ -135,7 +135,7 @@ public final class Asset: ManagedObject {
     /// content) the sweep runs, once; should it fail, their jobs run again.
     private final class DeletedAssets {
         static let key = "AssetCatalog.deletedAssets"
-        var ids: [Int64] = []
+        var ids: Set<Int64> = []
         /// Whether one of them planned the removal of its content.
         var removeContent = false
 
@@ -144,7 +144,7 @@ public final class Asset: ManagedObject {
                 for id in ids { runtime?.jobs?.resume(for: id) }
             }
             effects.afterCommit { [self] in
-                runtime?.jobs?.assetsDeleted(Set(ids))
+                runtime?.jobs?.assetsDeleted(ids)
                 if removeContent { runtime?.didCommitRemovals() }
             }
         }

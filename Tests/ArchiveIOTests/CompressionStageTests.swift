@@ -90,7 +90,9 @@ import Testing
         }
         #expect(refused)
         #expect(String(cString: archive_error_string(outer)) == "the chunk sink threw an error")
-        #expect(stage.finish()?.message == "the chunk sink threw an error")
+        let ending = stage.finish()
+        #expect(ending?.failure.message == "the chunk sink threw an error")
+        #expect(ending?.operation == "archive_write_data" && ending?.isWarning == false)
         #expect(sink.error is CocoaError)
     }
 }
