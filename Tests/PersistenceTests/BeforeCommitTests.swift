@@ -57,6 +57,55 @@ import Testing
         #expect(runs == [3, 2])
     }
 
+    /// A save that restarts (the merge policy resolved a conflict) runs its hooks again
+    /// with fresh effects: the first attempt's shared value is dropped with its work, and a
+    /// child's save shares nothing with its parent's.
+    @Test func aRestartedSaveSharesAFreshValue() throws {
+        final class Gathered { var count = 0 }
+        let store = try TestStore()
+        let seed = store.context("seed")
+        let checked = Checked(context: seed)
+        checked.label = "first"
+        try seed.save()
+        let a = store.context("a")
+        let stale = try a.existingObject(with: checked.objectID, as: Checked.self)  // read before b's change
+        let b = store.context("b")
+        try b.existingObject(with: checked.objectID, as: Checked.self).label = "from b"
+        try b.save()
+        var made = 0
+        var runs: [Int] = []
+        a.userInfo["effects"] = { (effects: SaveEffects) in
+            let gathered = effects.shared("gathered") {
+                made += 1
+                let value = Gathered()
+                effects.afterCommit { runs.append(value.count) }
+                return value
+            }
+            gathered.count += 1
+        }
+        a.mergePolicy = .mergeByPropertyObjectTrump
+        stale.label = "from a"
+        Checked(context: a).label = "new"
+        try a.save()
+        #expect(made == 2)  // the first attempt conflicted: its hooks ran again
+        #expect(runs == [2])  // only the committed attempt's work, counting its two objects once
+
+        let child = store.child(of: a)
+        var childCommits: [Bool] = []
+        child.userInfo["effects"] = { (effects: SaveEffects) in
+            _ = effects.shared("gathered") {
+                childCommits.append(effects.commitsToStore)
+                return Gathered()
+            }
+        }
+        Checked(context: child).label = "from the child"
+        try child.save()
+        #expect(childCommits == [false])
+        runs = []
+        try a.save()  // the parent's hooks, with its own effects
+        #expect(runs == [1])
+    }
+
     @Test func notRunForAChildSave() throws {
         let store = try TestStore()
         let parent = store.context("parent")
