@@ -8,6 +8,9 @@ enum BuiltInProcessors {
     static let digest = "digest"
     static let indexArchive = "index-archive"
     static let metadata = "metadata"
+    /// The job an import from another tool queues for an asset of each kind, as an add does
+    /// (by default): an archive is indexed, an image's metadata read.
+    static let jobForKind = ["archive": indexArchive, "image": metadata]
 
     static func register(on queue: JobQueue) {
         queue.register(DigestProcessor(), as: digest)

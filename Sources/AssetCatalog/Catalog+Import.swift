@@ -710,8 +710,10 @@ extension Catalog {
                     Job.self, count: foreign ? try scratch.jobCount() : 0,
                     streaming: { i, row in
                         let entry = try jobRows.row(i)
-                        row[\.kind] =
-                            entry.kind == "archive" ? BuiltInProcessors.indexArchive : BuiltInProcessors.metadata
+                        guard let job = BuiltInProcessors.jobForKind[entry.kind] else {
+                            throw CatalogError(.store, "The import's entries changed while they were recorded")
+                        }
+                        row[\.kind] = job
                         row[\.assetID] = entry.rowID
                         row[\.created] = created
                         row[\.updated] = created

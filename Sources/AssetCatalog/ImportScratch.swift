@@ -379,8 +379,9 @@ final class ImportScratch: @unchecked Sendable {
             """, [.integer(first)])
     }
 
-    /// The kinds of asset an import from another tool queues a job for, as an add does.
-    static let jobKinds = "('archive', 'image')"
+    /// The kinds of asset an import from another tool queues a job for, as an SQL list.
+    static let jobKinds =
+        "(" + BuiltInProcessors.jobForKind.keys.sorted().map { "'\($0)'" }.joined(separator: ", ") + ")"
 
     /// An imported top-level entry a job is queued for: its kind and its row's ID.
     struct JobRow: Sequenced {
