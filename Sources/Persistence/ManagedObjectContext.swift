@@ -84,8 +84,9 @@ public final class ManagedObjectContext {
     private var deferredErrors: [PersistenceError] = []
     private var isSaving = false
     private var redirtied: [ManagedObject] = []
-    /// Rows the last commit's transaction deleted or cleared while completing delete rules.
-    private var completedRules: ([ManagedObjectID], [ManagedObjectID]) = ([], [])
+    /// Rows the last commit's transaction deleted or cleared while completing delete rules,
+    /// and the rows its row deletions removed.
+    private var completedRules: ([ManagedObjectID], [ManagedObjectID], [String: RowIDSet]) = ([], [], [:])
     private var entityCache: [ObjectIdentifier: EntityDescription] = [:]
     private let children = Locked<[WeakContext]>([])
 
@@ -170,7 +171,7 @@ public final class ManagedObjectContext {
     /// Whether a save would write anything.
     public var hasChanges: Bool {
         !insertedList.isEmpty || !deletedList.isEmpty || !pendingRows.isEmpty || !pendingStreams.isEmpty
-            || updatedList.contains { $0.isUpdated }
+            || !pendingDeletions.isEmpty || updatedList.contains { $0.isUpdated }
     }
 
     func entity(for type: ManagedObject.Type) -> EntityDescription {
@@ -196,6 +197,8 @@ public final class ManagedObjectContext {
     /// Rows added by ``insertRows(_:count:batchSize:streaming:)``, produced by the next
     /// save: the values of a batch come from `configure` only (check and hook are the save's).
     private var pendingStreams: [StoreChanges.Stream] = []
+    /// Rows of ``deleteRows(_:pages:)``, deleted by the next save.
+    private var pendingDeletions: [StoreChanges.RowDeletion] = []
 
     func registerInserted(_ object: ManagedObject) {
         object.pendingInsert = true
@@ -576,7 +579,7 @@ public final class ManagedObjectContext {
         guard hasChanges || !insertedList.isEmpty || !deletedList.isEmpty else { return }
         isSaving = true
         var saved = SavedObjects()
-        var effects = SaveEffects(commitsToStore: parent == nil)
+        var effects = SaveEffects(commitsToStore: parent == nil, userInfo: userInfo)
         var gone = Set<ManagedObjectID>()
         var attempt = 1
         while true {
@@ -588,7 +591,7 @@ public final class ManagedObjectContext {
                 // values changed, so hooks run again and plan afresh.
                 clearSaveMarks()
                 effects.runOnFailure()
-                effects = SaveEffects(commitsToStore: parent == nil)
+                effects = SaveEffects(commitsToStore: parent == nil, userInfo: userInfo)
                 attempt += 1
             } catch {
                 isSaving = false
@@ -606,17 +609,22 @@ public final class ManagedObjectContext {
         }
         effects.runAfterCommit()
         if parent == nil {
-            let (cascaded, nullified) = completedRules
-            completedRules = ([], [])
+            let (cascaded, nullified, deletedRows) = completedRules
+            completedRules = ([], [], [:])
+            var rowRanges = saved.rowRanges
+            for (entity, ranges) in effects.rowRanges { rowRanges[entity, default: []] += ranges }
+            let deletedRanges = deletedRows.mapValues(\.ranges)
             let note = SaveNotification(
                 inserted: saved.inserted.map(\.objectID) + saved.rows
                     + effects.rows.map { .init(entityName: $0.entity.name, rowID: $0.id) },
                 updated: saved.updated.map(\.objectID) + nullified,
                 deleted: saved.deleted.map(\.objectID) + cascaded, contextName: name,
-                insertedRowRanges: saved.rowRanges)
+                insertedRowRanges: rowRanges, deletedRowRanges: deletedRanges)
             // Objects of this context that the transaction deleted or cleared are stale.
-            if !cascaded.isEmpty || !nullified.isEmpty {
-                mergeChanges(from: SaveNotification(inserted: [], updated: nullified, deleted: cascaded))
+            if !cascaded.isEmpty || !nullified.isEmpty || !deletedRanges.isEmpty {
+                mergeChanges(
+                    from: SaveNotification(
+                        inserted: [], updated: nullified, deleted: cascaded, deletedRowRanges: deletedRanges))
             }
             core.broadcast(note, from: self)
             if runCleanUp, let cleanUp = core.postSaveCleanUp {
@@ -739,6 +747,7 @@ public final class ManagedObjectContext {
         pendingRows = []
         for stream in pendingStreams { saved.rowRanges[stream.entity.name, default: []].append(stream.ids) }
         pendingStreams = []
+        pendingDeletions = []
         return saved
     }
 
@@ -775,9 +784,7 @@ public final class ManagedObjectContext {
             guard case .toOne(let destination) = property.kind, case .integer(let row) = object.values[property.slot!],
                 let target = registered[ManagedObjectID(entityName: destination, rowID: row)], target.pendingDelete
             else { continue }
-            throw PersistenceError(
-                .validation, "\(object.objectID).\(property.name) points at \(target.objectID), which is being deleted",
-                objectIDs: [object.objectID])
+            throw PersistenceError.pointsAtDeleted(object.objectID, property, target.objectID)
         }
     }
 
@@ -811,6 +818,7 @@ public final class ManagedObjectContext {
         }
         changes.inserts += pendingRows
         changes.streams = streamsToWrite(effects)
+        changes.rowDeletions = pendingDeletions
         let checksVersions = mergePolicy != .overwrite
         for o in saved.updated where !gone.contains(o.objectID) {
             let slots = o.values.indices.filter {
@@ -831,7 +839,7 @@ public final class ManagedObjectContext {
             let result = try core.store.save(changes, effects: effects)
             for o in saved.inserted { o.version = 1 }
             for o in saved.updated { o.version = result.versions[o.objectID] ?? o.version }
-            completedRules = (result.cascadeDeleted, result.nullified)
+            completedRules = (result.cascadeDeleted, result.nullified, result.deletedRows)
         } catch let conflict as StoreConflict {
             guard mergePolicy != .error, !lastAttempt else {
                 let names = conflict.objectIDs.map(\.description).joined(separator: ", ")
@@ -953,6 +961,7 @@ public final class ManagedObjectContext {
         deferredErrors = []
         pendingRows = []
         pendingStreams = []
+        pendingDeletions = []
         for o in insertedList {
             registered[o.objectID] = nil
             o.pendingInsert = false
@@ -993,6 +1002,7 @@ public final class ManagedObjectContext {
         deletedList = []
         pendingRows = []
         pendingStreams = []
+        pendingDeletions = []
         deferredErrors = []
         for o in objects {
             o.pendingInsert = false
@@ -1053,6 +1063,11 @@ public final class ManagedObjectContext {
         for id in notification.deletedObjectIDs {
             guard let o = registered[id], !isDirty(o) else { continue }
             turnIntoFault(o, detach: true)
+        }
+        guard !notification.deletedRowRanges.isEmpty else { return }
+        let deleted = notification.deletedRowRanges.mapValues { RowIDSet($0) }
+        for o in Array(registered.values) where deleted[o.objectID.entityName]?.contains(o.objectID.rowID) == true {
+            if !isDirty(o) { turnIntoFault(o, detach: true) }
         }
     }
 
@@ -1147,6 +1162,45 @@ public final class ManagedObjectContext {
         return ids
     }
 
+    /// Deletes rows of `T` by ID in the next ``save()``, in its transaction, without making
+    /// an object for any of them: the bulk form of deleting objects, for a change that
+    /// replaces many records and must commit with its inserts or not at all. `pages` names
+    /// the rows a page at a time, so a deletion of any size runs in constant memory.
+    ///
+    /// Nothing runs at the call. The save, inside its transaction — after the context's own
+    /// deletions and updates, before its inserts and rows — calls `pages` with 0, then
+    /// with the last ID of each page it got, until a page is empty; each page must list
+    /// IDs in ascending order above the one asked for. An ID with no row is passed over.
+    /// For each page, as ``batchDelete(_:)`` does: delete rules apply (cascade, a page of
+    /// members at a time; nullify; deny refuses the save), each entity whose rows go gets
+    /// ``ManagedObject/willBatchDelete(_:effects:)`` with this save's effects, and the rows
+    /// it plans are written with the page. `prepareForDeletion` and `willSave` do not run:
+    /// no object stands for these rows. A row or object this save inserts must not point at
+    /// a deleted row (the save throws `validation`).
+    ///
+    /// If `pages` or a hook throws, the save throws that error and writes nothing; the
+    /// deletions stay pending, and the next save, or one that restarts after the merge
+    /// policy resolved a conflict, asks for the pages again from 0. ``rollback()`` and
+    /// ``reset()`` drop them. Objects of this context for deleted rows leave it after the
+    /// save; the save notification names the rows by range
+    /// (``SaveNotification/deletedRowRanges``), not by ID, and the rows the hooks planned
+    /// in ``SaveNotification/insertedRowRanges``. Only a context without a parent takes
+    /// row deletions.
+    ///
+    /// ```swift
+    /// context.deleteRows(Note.self) { after in try replaced.ids(after: after, limit: 500) }
+    /// _ = try context.insertRows(Note.self, count: incoming.count, streaming: { i, row in
+    ///     row[\.title] = try incoming.record(at: i).title
+    /// })
+    /// try context.save()  // the old notes go and the new ones come: one transaction
+    /// ```
+    public func deleteRows<T: ManagedObject>(_ type: T.Type, pages: @escaping (_ after: Int64) throws -> [Int64])
+        throws
+    {
+        try requireRowsAllowed(deleting: true)
+        pendingDeletions.append(.init(entity: entity(for: type), page: pages))
+    }
+
     /// The pending streams as this save writes them: each batch checked like the rows of
     /// ``announcePendingRows(_:)``, then handed to its entity's
     /// ``ManagedObject/willInsertRows(_:in:effects:)``.
@@ -1176,11 +1230,9 @@ public final class ManagedObjectContext {
                         guard case .integer(let target) = values[property.slot!], deleted.contains(target) else {
                             continue
                         }
-                        let rowID = ManagedObjectID(entityName: entity.name, rowID: id)
-                        let targetID = ManagedObjectID(entityName: destination, rowID: target)
-                        throw PersistenceError(
-                            .validation, "\(rowID).\(property.name) points at \(targetID), which is being deleted",
-                            objectIDs: [rowID])
+                        throw PersistenceError.pointsAtDeleted(
+                            ManagedObjectID(entityName: entity.name, rowID: id), property,
+                            ManagedObjectID(entityName: destination, rowID: target))
                     }
                     snapshots.append(ObjectSnapshot(entity: entity, id: id, values: values))
                 }
@@ -1192,14 +1244,18 @@ public final class ManagedObjectContext {
     }
 
     /// Rows go to the store (no parent), and are added before a save, not during one.
-    private func requireRowsAllowed() throws {
+    private func requireRowsAllowed(deleting: Bool = false) throws {
         guard parent == nil else {
             throw PersistenceError(
-                .misuse, "Rows are written to the store; insert them in a context without a parent")
+                .misuse,
+                "Rows are written to the store; \(deleting ? "delete" : "insert") them in a context without a parent")
         }
         guard !isSaving else {
             throw PersistenceError(
-                .misuse, "insertRows was called during a save (from a save hook); add rows before save()")
+                .misuse,
+                deleting
+                    ? "deleteRows was called during a save (from a save hook); delete rows before save()"
+                    : "insertRows was called during a save (from a save hook); add rows before save()")
         }
     }
 
@@ -1231,10 +1287,8 @@ public final class ManagedObjectContext {
                     let object = registered[ManagedObjectID(entityName: destination, rowID: target)],
                     object.pendingDelete
                 else { continue }
-                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
-                throw PersistenceError(
-                    .validation, "\(id).\(property.name) points at \(object.objectID), which is being deleted",
-                    objectIDs: [id])
+                throw PersistenceError.pointsAtDeleted(
+                    ManagedObjectID(entityName: row.entity.name, rowID: row.id), property, object.objectID)
             }
             let key = ObjectIdentifier(row.entity)
             if byEntity[key] == nil { order.append(key) }
@@ -1286,18 +1340,19 @@ public final class ManagedObjectContext {
             throw PersistenceError(
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
-        let effects = SaveEffects(commitsToStore: true)
+        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo)
         let outcome: BatchDeleteOutcome
         do {
-            outcome = try core.store.batchDelete(request.storeFetch, schema: core.schema, effects: effects)
+            outcome = try core.store.batchDelete(request.storeFetch, effects: effects)
         } catch {
             effects.runOnFailure()
             throw error
         }
         effects.runAfterCommit()
         let note = SaveNotification(
-            inserted: effects.rows.map { .init(entityName: $0.entity.name, rowID: $0.id) }, updated: outcome.nullified,
-            deleted: outcome.deleted, contextName: name)
+            inserted: [], updated: outcome.nullified,
+            deleted: outcome.deleted.flatMap { name, ids in ids.map { ManagedObjectID(entityName: name, rowID: $0) } },
+            contextName: name, insertedRowRanges: effects.rowRanges)
         core.broadcast(note, from: nil)
         return note
     }

@@ -54,4 +54,12 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// A row or object this save writes points, through `property`, at one it deletes.
+    static func pointsAtDeleted(_ id: ManagedObjectID, _ property: PropertyDescription, _ target: ManagedObjectID)
+        -> PersistenceError
+    {
+        PersistenceError(
+            .validation, "\(id).\(property.name) points at \(target), which is being deleted", objectIDs: [id])
+    }
 }

@@ -19,17 +19,22 @@ public struct SaveNotification: Sendable, Hashable {
     /// `ManagedObjectID(entityName: name, rowID: id)`). They are not in
     /// ``insertedObjectIDs``: a notification stays small however many rows a save wrote.
     public var insertedRowRanges: [String: [Range<Int64>]]
+    /// Rows deleted by ``ManagedObjectContext/deleteRows(_:pages:)`` (and what their delete
+    /// rules cascaded to), as ascending ranges of row IDs by entity name. They are not in
+    /// ``deletedObjectIDs``; ``ManagedObjectContext/mergeChanges(from:)`` takes both.
+    public var deletedRowRanges: [String: [Range<Int64>]]
 
     public init(
         inserted: some Sequence<ManagedObjectID>, updated: some Sequence<ManagedObjectID>,
         deleted: some Sequence<ManagedObjectID>, contextName: String? = nil,
-        insertedRowRanges: [String: [Range<Int64>]] = [:]
+        insertedRowRanges: [String: [Range<Int64>]] = [:], deletedRowRanges: [String: [Range<Int64>]] = [:]
     ) {
         insertedObjectIDs = Set(inserted)
         updatedObjectIDs = Set(updated)
         deletedObjectIDs = Set(deleted)
         self.contextName = contextName
         self.insertedRowRanges = insertedRowRanges
+        self.deletedRowRanges = deletedRowRanges
     }
 }
 

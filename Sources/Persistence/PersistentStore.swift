@@ -40,19 +40,43 @@ struct StoreChanges {
         var rows: (_ indexes: Range<Int>) throws -> [[StoreValue]]
     }
 
+    /// Rows deleted by ID, without objects (``ManagedObjectContext/deleteRows(_:pages:)``).
+    struct RowDeletion {
+        var entity: EntityDescription
+        /// The IDs after `after`, ascending; an empty page ends. Throwing aborts the save,
+        /// and the store throws that error unchanged.
+        var page: (_ after: Int64) throws -> [Int64]
+    }
+
     var inserts: [Insert] = []
     var updates: [Update] = []
     var deletes: [Delete] = []
+    /// Written after `deletes` and `updates`, before `inserts`, in order.
+    var rowDeletions: [RowDeletion] = []
     /// Written after `inserts`, in order.
     var streams: [Stream] = []
 
-    var isEmpty: Bool { inserts.isEmpty && updates.isEmpty && deletes.isEmpty && streams.isEmpty }
+    var isEmpty: Bool {
+        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && rowDeletions.isEmpty && streams.isEmpty
+    }
 }
 
 /// What a store's save did beyond the changes it was given.
 struct StoreSaveResult {
     var versions: [ManagedObjectID: Int64] = [:]
+    /// Rows of ``StoreChanges/rowDeletions`` and what their rules cascaded to, by entity name.
+    var deletedRows: [String: RowIDSet] = [:]
+    /// Members of the context's deleted objects that the transaction's completion of
+    /// delete rules removed.
     var cascadeDeleted: [ManagedObjectID] = []
+    var nullified: [ManagedObjectID] = []
+}
+
+/// What deletions without objects did inside one transaction.
+struct DeletionTally {
+    /// The rows removed, by entity name.
+    var deleted: [String: RowIDSet] = [:]
+    /// Rows whose relationship to a removed row was set to `NULL`.
     var nullified: [ManagedObjectID] = []
 }
 
@@ -64,7 +88,8 @@ struct StoreConflict: Error {
 
 /// What a batch delete did.
 struct BatchDeleteOutcome: Sendable {
-    var deleted: [ManagedObjectID]
+    /// The rows removed, by entity name.
+    var deleted: [String: RowIDSet]
     /// Rows whose relationship to a deleted row was set to `NULL`.
     var nullified: [ManagedObjectID]
 }
@@ -83,14 +108,15 @@ protocol PersistentStore: AnyObject, Sendable {
     func count(_ fetch: StoreFetch) throws -> Int
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow]
     /// Applies `changes` and the rows of `effects` in one transaction; returns
-    /// the new version of every updated row, and the rows the transaction's
-    /// completion of delete rules removed or cleared (members that reached a
-    /// deleted object's to-many relationship after the context read it).
+    /// the new version of every updated row, the rows its row deletions removed,
+    /// and the rows the transaction's completion of delete rules removed or
+    /// cleared (members that reached a deleted object's to-many relationship
+    /// after the context read it).
     /// Throws ``StoreConflict`` when a row's version is not the expected one,
     /// and writes nothing then; the error of a stream's `rows` as it is.
-    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult
+    func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult
     func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64]
-    func batchDelete(_ fetch: StoreFetch, schema: Schema, effects: SaveEffects) throws -> BatchDeleteOutcome
+    func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64
     func close()

@@ -345,7 +345,7 @@ final class SQLiteStore: PersistentStore {
 
     // MARK: - Writing
 
-    func save(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult {
+    func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         do {
             return try write(changes, effects: effects)
         } catch let error as StoreConflict {
@@ -359,7 +359,7 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func write(_ changes: StoreChanges, effects: SaveEffects?) throws -> StoreSaveResult {
+    private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         try mapErrors(nil) {
             try pool.write { db in
                 var versions: [ManagedObjectID: Int64] = [:]
@@ -395,75 +395,221 @@ final class SQLiteStore: PersistentStore {
                     }
                     if let version = version.first { versions[id] = version } else { conflicts.append(id) }
                 }
-                try Self.insertRows(db, changes.inserts, sql: sql)
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-                for stream in changes.streams { try insertRows(db, stream) }
-                var result = StoreSaveResult(versions: versions)
-                if !changes.deletes.isEmpty, let effects {
-                    (result.cascadeDeleted, result.nullified) = try completeDeleteRules(db, changes.deletes, effects)
+                // Rows deleted by ID pages, before the inserts too; what is written after must
+                // not point at them.
+                var paged = DeletionTally()
+                for deletion in changes.rowDeletions { try deleteRows(db, deletion, effects, &paged) }
+                for insert in changes.inserts {
+                    try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
-                if let effects { try insertEffectRows(db, effects) }
-                if let effects { try runBeforeCommit(db, effects) }
+                try Self.insertRows(db, changes.inserts, sql: sql)
+                for stream in changes.streams { try insertRows(db, stream, deleted: paged.deleted) }
+                var result = StoreSaveResult(versions: versions, deletedRows: paged.deleted, nullified: paged.nullified)
+                if !changes.deletes.isEmpty {
+                    let completed = try completeDeleteRules(db, changes.deletes, effects)
+                    result.cascadeDeleted = completed.deleted.flatMap { name, ids in
+                        ids.map { ManagedObjectID(entityName: name, rowID: $0) }
+                    }
+                    result.nullified += completed.nullified
+                }
+                try insertEffectRows(db, effects)
+                try runBeforeCommit(db, effects)
                 try runInjectedFault()
                 return result
             }
         }
     }
 
+    /// Deletes the rows a ``StoreChanges/RowDeletion`` names, a page at a time.
+    private func deleteRows(
+        _ db: Database, _ deletion: StoreChanges.RowDeletion, _ effects: SaveEffects, _ tally: inout DeletionTally
+    ) throws {
+        let entity = deletion.entity
+        var after: Int64 = 0
+        while true {
+            let page: [Int64]
+            do {
+                page = try deletion.page(after)
+            } catch {
+                throw StreamFailure(error: error)
+            }
+            guard let last = page.last else { return }
+            guard page[0] > after, zip(page, page.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                throw PersistenceError(
+                    .misuse,
+                    "The pages of deleteRows(\(entity.name)) must list IDs in ascending order, each page after "
+                        + "the ID it is asked for (\(after)); got \(page[0])...\(last)")
+            }
+            let rows = try Self.rows(db, sql[entity.name]!, ids: page).sorted { $0.id < $1.id }
+            try deleteWithRules(db, entity, rows, effects, &tally)
+            after = last
+        }
+    }
+
     /// A context applies delete rules to the members it knew of at
     /// `delete()`; another context may have committed more since. Inside the
     /// transaction, the rules are completed for those: cascade deletes them
-    /// (their entity's `willBatchDelete` hook runs, with this save's effects),
-    /// nullify clears their link, deny refuses the save.
+    /// (with the rules of their own entity, whose `willBatchDelete` hook runs
+    /// with this save's effects), nullify clears their link, deny refuses the save.
     private func completeDeleteRules(_ db: Database, _ deletes: [StoreChanges.Delete], _ effects: SaveEffects) throws
-        -> ([ManagedObjectID], [ManagedObjectID])
+        -> DeletionTally
     {
-        var queue: [(EntityDescription, [Int64])] = Dictionary(grouping: deletes, by: { $0.entity.name })
-            .map { ($0.value[0].entity, $0.value.map(\.id)) }
-        var deleted: [ManagedObjectID] = []
-        var nullified: [ManagedObjectID] = []
-        while !queue.isEmpty {
-            let (entity, ids) = queue.removeFirst()
+        var tally = DeletionTally()
+        let groups = Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
+        for (entity, ids) in groups {
             for property in entity.properties {
                 guard case .toMany(let destinationName) = property.kind,
                     let destination = schema.entity(named: destinationName)
                 else { continue }
                 let inverse = try entity.inverse(of: property)
-                let members = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: ids)
-                guard !members.isEmpty else { continue }
-                let memberIDs = members.map(\.id)
                 switch property.deleteRule {
                 case .deny:
-                    let owner = ManagedObjectID(entityName: entity.name, rowID: ids[0])
+                    guard let owner = try firstOwner(db, destination, inverse, of: ids) else { continue }
+                    let ownerID = ManagedObjectID(entityName: entity.name, rowID: owner)
                     throw PersistenceError(
                         .validation,
-                        "\(owner) cannot be deleted: its relationship '\(property.name)' gained members meanwhile (deny rule)",
-                        objectIDs: [owner])
+                        "\(ownerID) cannot be deleted: its relationship '\(property.name)' gained members meanwhile (deny rule)",
+                        objectIDs: [ownerID])
                 case .nullify:
-                    for chunk in memberIDs.chunked(500) {
-                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                        try db.execute(
-                            sql: """
-                                UPDATE \(sql[destination.name]!.table) SET \(quote(inverse.name)) = NULL, \
-                                "_version" = "_version" + 1 WHERE "id" IN (\(marks))
-                                """, arguments: StatementArguments(chunk))
-                    }
-                    nullified += memberIDs.map { ManagedObjectID(entityName: destination.name, rowID: $0) }
+                    tally.nullified += try nullify(db, destination, inverse, owners: ids)
                 case .cascade:
-                    try destination.objectType.willBatchDelete(
-                        members.map { ObjectSnapshot(entity: destination, row: $0) }, effects: effects)
-                    for chunk in memberIDs.chunked(500) {
-                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                        try db.execute(
-                            sql: "DELETE FROM \(sql[destination.name]!.table) WHERE \"id\" IN (\(marks))",
-                            arguments: StatementArguments(chunk))
-                    }
-                    deleted += memberIDs.map { ManagedObjectID(entityName: destination.name, rowID: $0) }
-                    queue.append((destination, memberIDs))
+                    try cascade(db, destination, inverse, owners: ids, effects, &tally)
                 }
             }
         }
-        return (deleted, nullified)
+        return tally
+    }
+
+    /// Deletes `rows` of `entity` inside the transaction, with the schema's delete rules —
+    /// the one way rows are deleted without objects (batch deletes, a save's paged
+    /// deletions, and the members a save's deletions reach in the store).
+    ///
+    /// Deny refuses first. Then the entity's `willBatchDelete` hook gets the rows and the
+    /// rows it plans are written; the rows go; cascade deletes what they own, a page of
+    /// members at a time (an archive of a million members is not a million rows in
+    /// memory), recursively; nullify clears the links to them.
+    private func deleteWithRules(
+        _ db: Database, _ entity: EntityDescription, _ rows: [StoreRow], _ effects: SaveEffects,
+        _ tally: inout DeletionTally
+    ) throws {
+        guard !rows.isEmpty else { return }
+        let ids = rows.map(\.id)
+        for property in entity.properties where property.deleteRule == .deny {
+            switch property.kind {
+            case .attribute: continue
+            case .toOne:
+                if let first = rows.first(where: { !$0.values[property.slot!].isNull }) {
+                    throw Self.denial(entity, first.id, property)
+                }
+            case .toMany(let destinationName):
+                guard let destination = schema.entity(named: destinationName) else { continue }
+                if let owner = try firstOwner(db, destination, try entity.inverse(of: property), of: ids) {
+                    throw Self.denial(entity, owner, property)
+                }
+            }
+        }
+        let planned = effects.rows.count
+        try entity.objectType.willBatchDelete(rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
+        try insertEffectRows(db, effects, from: planned)
+        try delete(db, entity, ids)
+        for id in ids { tally.deleted[entity.name, default: RowIDSet()].insert(id) }
+        for property in entity.properties {
+            switch property.kind {
+            case .attribute: continue
+            case .toOne(let destinationName):
+                guard property.deleteRule == .cascade, let destination = schema.entity(named: destinationName) else {
+                    continue
+                }
+                let targets = Set(
+                    rows.compactMap { row -> Int64? in
+                        if case .integer(let target) = row.values[property.slot!] { return target }
+                        return nil
+                    })
+                for chunk in targets.sorted().chunked(500) {
+                    let owned = try Self.rows(db, sql[destination.name]!, ids: Array(chunk)).sorted { $0.id < $1.id }
+                    try deleteWithRules(db, destination, owned, effects, &tally)
+                }
+            case .toMany(let destinationName):
+                guard property.deleteRule != .deny, let destination = schema.entity(named: destinationName) else {
+                    continue
+                }
+                let inverse = try entity.inverse(of: property)
+                if property.deleteRule == .nullify {
+                    tally.nullified += try nullify(db, destination, inverse, owners: ids)
+                } else {
+                    try cascade(db, destination, inverse, owners: ids, effects, &tally)
+                }
+            }
+        }
+    }
+
+    /// Deletes the members of `owners` (with their own rules), a page at a time: each page
+    /// deleted leaves the query, until none is left.
+    private func cascade(
+        _ db: Database, _ destination: EntityDescription, _ inverse: PropertyDescription, owners: [Int64],
+        _ effects: SaveEffects, _ tally: inout DeletionTally
+    ) throws {
+        for chunk in owners.chunked(500) {
+            while true {
+                let members = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: chunk, limit: 500)
+                guard !members.isEmpty else { break }
+                try deleteWithRules(db, destination, members, effects, &tally)
+            }
+        }
+    }
+
+    /// The owner of the first member found of one of `owners`, if any has a member.
+    private func firstOwner(
+        _ db: Database, _ destination: EntityDescription, _ inverse: PropertyDescription, of owners: [Int64]
+    ) throws -> Int64? {
+        for chunk in owners.chunked(500) {
+            let first = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: chunk, limit: 1)
+            if let member = first.first, case .integer(let owner) = member.values[inverse.slot!] { return owner }
+        }
+        return nil
+    }
+
+    /// Clears the link of the members of `owners`; returns the members.
+    private func nullify(
+        _ db: Database, _ destination: EntityDescription, _ inverse: PropertyDescription, owners: [Int64]
+    ) throws -> [ManagedObjectID] {
+        var cleared: [ManagedObjectID] = []
+        for chunk in owners.chunked(500) {
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            cleared += try Self.query(
+                db,
+                """
+                UPDATE \(sql[destination.name]!.table) SET \(quote(inverse.name)) = NULL, \
+                "_version" = "_version" + 1 WHERE \(quote(inverse.name)) IN (\(marks)) RETURNING "id"
+                """, chunk.map { .integer($0) }
+            ) { ManagedObjectID(entityName: destination.name, rowID: sqlite3_column_int64($0, 0)) }
+        }
+        return cleared
+    }
+
+    private func delete(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
+        for chunk in ids.chunked(500) {
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            try db.execute(
+                sql: "DELETE FROM \(sql[entity.name]!.table) WHERE \"id\" IN (\(marks))",
+                arguments: StatementArguments(chunk))
+        }
+    }
+
+    /// Refuses a row this save writes that points at a row its paged deletions removed.
+    private static func requireNoLink(
+        _ entity: EntityDescription, _ id: Int64, _ values: [StoreValue], into deleted: [String: RowIDSet]
+    ) throws {
+        guard !deleted.isEmpty else { return }
+        for property in entity.storedProperties {
+            guard case .toOne(let destination) = property.kind, case .integer(let target) = values[property.slot!],
+                deleted[destination]?.contains(target) == true
+            else { continue }
+            throw PersistenceError.pointsAtDeleted(
+                ManagedObjectID(entityName: entity.name, rowID: id), property,
+                ManagedObjectID(entityName: destination, rowID: target))
+        }
     }
 
     private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {
@@ -511,7 +657,7 @@ final class SQLiteStore: PersistentStore {
     }
 
     /// Writes the rows of a stream one batch at a time: only one batch's values are alive.
-    private func insertRows(_ db: Database, _ stream: StoreChanges.Stream) throws {
+    private func insertRows(_ db: Database, _ stream: StoreChanges.Stream, deleted: [String: RowIDSet]) throws {
         for start in stride(from: 0, to: stream.ids.count, by: stream.batchSize) {
             let indexes = start..<min(start + stream.batchSize, stream.ids.count)
             let rows: [[StoreValue]]
@@ -523,6 +669,7 @@ final class SQLiteStore: PersistentStore {
             let inserts = zip(indexes, rows).map { i, values in
                 StoreChanges.Insert(entity: stream.entity, id: stream.ids.lowerBound + Int64(i), values: values)
             }
+            for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
             try Self.insertRows(db, inserts, sql: sql)
         }
     }
@@ -561,12 +708,33 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Inserts the rows of save effects, reserving their IDs in this transaction.
-    private func insertEffectRows(_ db: Database, _ effects: SaveEffects) throws {
-        for i in effects.rows.indices {
-            effects.rows[i].id = try Self.reserve(db, entity: effects.rows[i].entity.name, count: 1).lowerBound
+    /// Inserts the rows of save effects from index `start` on, reserving their IDs in this
+    /// transaction, one block per entity. Rows planned by the hooks of deletions without
+    /// objects (`start` given) are written page by page and leave `effects`, kept as
+    /// ranges: a deletion of any size plans in constant memory.
+    private func insertEffectRows(_ db: Database, _ effects: SaveEffects, from start: Int? = nil) throws {
+        let first = start ?? 0
+        guard first < effects.rows.count else { return }
+        var blocks: [String: (entity: EntityDescription, count: Int)] = [:]
+        var order: [String] = []
+        for row in effects.rows[first...] {
+            if blocks[row.entity.name] == nil { order.append(row.entity.name) }
+            blocks[row.entity.name, default: (row.entity, 0)].count += 1
         }
-        try Self.insertRows(db, effects.rows, sql: sql)
+        var next: [String: Int64] = [:]
+        for name in order {
+            let block = blocks[name]!
+            let ids = try Self.reserve(db, entity: name, count: block.count)
+            next[name] = ids.lowerBound
+            if start != nil { effects.rowRanges[name, default: []].append(ids.lowerBound..<ids.upperBound + 1) }
+        }
+        for i in first..<effects.rows.count {
+            let name = effects.rows[i].entity.name
+            effects.rows[i].id = next[name]!
+            next[name]! += 1
+        }
+        try Self.insertRows(db, Array(effects.rows[first...]), sql: sql)
+        if start != nil { effects.rows.removeSubrange(first...) }
     }
 
     /// Makes the next commit fail with `error` after every statement ran and
@@ -595,120 +763,35 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    func batchDelete(_ fetch: StoreFetch, schema: Schema, effects: SaveEffects) throws -> BatchDeleteOutcome {
+    func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
         try mapErrors(nil) {
             try pool.write { db in
-                var doomed: [String: [Int64: StoreRow]] = [:]
-                var order: [EntityDescription] = []
-                var queue: [(EntityDescription, [StoreRow])] = []
-                func enqueue(_ entity: EntityDescription, _ rows: [StoreRow]) {
-                    var fresh: [StoreRow] = []
-                    for row in rows where doomed[entity.name]?[row.id] == nil {
-                        if doomed[entity.name] == nil {
-                            doomed[entity.name] = [:]
-                            order.append(entity)
-                        }
-                        doomed[entity.name]![row.id] = row
-                        fresh.append(row)
-                    }
-                    if !fresh.isEmpty { queue.append((entity, fresh)) }
-                }
+                // The rows that match now; deleted a page at a time.
+                let (query, arguments) = select("\"id\"", fetch)
+                let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
                 let entitySQL = sql[fetch.entity.name]!
-                let (query, arguments) = select(entitySQL.selectList, fetch)
-                enqueue(fetch.entity, try Self.readRows(db, query, arguments, entitySQL))
-                var nullify: [(EntityDescription, PropertyDescription, [Int64])] = []
-                var refusals: [PersistenceError] = []
-                while !queue.isEmpty {
-                    let (entity, rows) = queue.removeFirst()
-                    let ids = rows.map(\.id)
-                    for property in entity.properties {
-                        switch property.kind {
-                        case .attribute: continue
-                        case .toOne(let destinationName):
-                            guard property.deleteRule != .nullify,
-                                let destination = schema.entity(named: destinationName)
-                            else { continue }
-                            let targets = rows.compactMap { row -> Int64? in
-                                if case .integer(let t) = row.values[property.slot!] { return t }
-                                return nil
-                            }
-                            if property.deleteRule == .deny,
-                                let first = rows.first(where: { !$0.values[property.slot!].isNull })
-                            {
-                                refusals.append(Self.denial(entity, first.id, property))
-                            } else if property.deleteRule == .cascade {
-                                enqueue(destination, try Self.rows(db, sql[destination.name]!, ids: targets))
-                            }
-                        case .toMany(let destinationName):
-                            guard let destination = schema.entity(named: destinationName) else { continue }
-                            let inverse = try entity.inverse(of: property)
-                            let members = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: ids)
-                            guard !members.isEmpty else { continue }
-                            switch property.deleteRule {
-                            case .cascade: enqueue(destination, members)
-                            case .deny:
-                                let owner = members[0].values[inverse.slot!]
-                                if case .integer(let ownerID) = owner {
-                                    refusals.append(Self.denial(entity, ownerID, property))
-                                }
-                            case .nullify: nullify.append((destination, inverse, members.map(\.id)))
-                            }
-                        }
-                    }
-                }
-                if !refusals.isEmpty {
-                    throw PersistenceError(
-                        .validation, refusals.map(\.message).joined(separator: "\n"),
-                        objectIDs: refusals.flatMap(\.objectIDs), underlyingErrors: refusals)
-                }
-                for entity in order {
-                    let rows = doomed[entity.name]!.values.sorted { $0.id < $1.id }
-                    try entity.objectType.willBatchDelete(
-                        rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
-                }
-                try insertEffectRows(db, effects)
-                var nullified: [ManagedObjectID] = []
-                for (destination, inverse, ids) in nullify {
-                    let remaining = ids.filter { doomed[destination.name]?[$0] == nil }
-                    for chunk in remaining.chunked(500) {
-                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                        try db.execute(
-                            sql: """
-                                UPDATE \(sql[destination.name]!.table) SET \(quote(inverse.name)) = NULL, \
-                                "_version" = "_version" + 1 WHERE "id" IN (\(marks))
-                                """, arguments: StatementArguments(chunk))
-                    }
-                    nullified += remaining.map { ManagedObjectID(entityName: destination.name, rowID: $0) }
-                }
-                var deleted: [ManagedObjectID] = []
-                for entity in order {
-                    let ids = doomed[entity.name]!.keys.sorted()
-                    for chunk in ids.chunked(500) {
-                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                        try db.execute(
-                            sql: "DELETE FROM \(sql[entity.name]!.table) WHERE \"id\" IN (\(marks))",
-                            arguments: StatementArguments(chunk))
-                    }
-                    deleted += ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
+                var tally = DeletionTally()
+                for chunk in ids.chunked(500) {
+                    // A row an earlier page's cascade deleted is gone: it is not read again.
+                    let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
+                    try deleteWithRules(db, fetch.entity, rows, effects, &tally)
                 }
                 try runBeforeCommit(db, effects)
                 try runInjectedFault()
-                return BatchDeleteOutcome(deleted: deleted, nullified: nullified)
+                return BatchDeleteOutcome(deleted: tally.deleted, nullified: tally.nullified)
             }
         }
     }
 
-    private static func members(_ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: [Int64])
-        throws -> [StoreRow]
-    {
-        var result: [StoreRow] = []
-        for chunk in owners.chunked(500) {
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            let query =
-                "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks))"
-            result += try readRows(db, query, chunk.map { .integer($0) }, entitySQL)
-        }
-        return result
+    private static func members(
+        _ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: ArraySlice<Int64>, limit: Int
+    ) throws -> [StoreRow] {
+        let marks = Array(repeating: "?", count: owners.count).joined(separator: ",")
+        let query = """
+            SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks)) \
+            ORDER BY "id" LIMIT \(limit)
+            """
+        return try readRows(db, query, owners.map { .integer($0) }, entitySQL)
     }
 
     static func denial(_ entity: EntityDescription, _ id: Int64, _ property: PropertyDescription) -> PersistenceError {

@@ -35,17 +35,25 @@ public final class SaveEffects {
     /// Whether this save will commit to the store. `false` for the save of a
     /// child context, whose effects are discarded.
     public let commitsToStore: Bool
+    /// The ``ManagedObjectContext/userInfo`` of the context that saves (or runs the batch
+    /// delete), for hooks that have no object to reach it through
+    /// (``ManagedObject/willBatchDelete(_:effects:)``).
+    public let userInfo: [String: Any]
 
     /// Rows to insert; their IDs are reserved by the store inside the
     /// save's transaction (so a failed save leaves no gap), then filled in.
     var rows: [StoreChanges.Insert] = []
+    /// The IDs of rows already written, by entity name: those planned by the hooks of
+    /// deletions without objects, written with each page.
+    var rowRanges: [String: [Range<Int64>]] = [:]
     var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []
     private var sharedValues: [String: AnyObject] = [:]
 
-    init(commitsToStore: Bool) {
+    init(commitsToStore: Bool, userInfo: [String: Any] = [:]) {
         self.commitsToStore = commitsToStore
+        self.userInfo = userInfo
     }
 
     /// Adds a row of entity `T`, configured by `configure`, to the save's

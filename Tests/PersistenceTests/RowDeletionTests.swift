@@ -1,0 +1,278 @@
+import Foundation
+import Persistence
+import Testing
+
+/// `deleteRows(_:pages:)`: rows deleted by ID, a page at a time, inside a save.
+@Suite struct RowDeletionTests {
+    /// Saves one doc per path and returns their IDs.
+    func docs(_ context: ManagedObjectContext, _ paths: [String]) throws -> [Int64] {
+        let docs = paths.map { path in
+            let doc = Doc(context: context)
+            doc.path = path
+            return doc
+        }
+        try context.save()
+        return docs.map(\.objectID.rowID)
+    }
+
+    /// The IDs of `ids` after `after`, `size` at a time.
+    func pages(of ids: [Int64], size: Int) -> (Int64) -> [Int64] {
+        { after in Array(ids.filter { $0 > after }.prefix(size)) }
+    }
+
+    @Test func theSaveDeletesThePagesWithTheContextsOtherChangesInOneTransaction() async throws {
+        let store = try TestStore()
+        let context = store.context()
+        let prefix = UUID().uuidString
+        let ids = try docs(context, (0..<5).map { "\(prefix)/\($0)" })
+        let notifications = store.container.saveNotifications()
+        let doomed = [ids[0], ids[1], ids[3], ids[4]]
+        var asked: [Int64] = []
+        let page = pages(of: doomed, size: 2)
+        try context.deleteRows(Doc.self) { after in
+            asked.append(after)
+            return page(after)
+        }
+        #expect(asked.isEmpty)  // nothing runs at the call
+        #expect(context.hasChanges)
+        Doc(context: context).path = "\(prefix)/new"
+        try context.save()
+
+        #expect(asked == [0, ids[1], ids[4]])
+        #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["\(prefix)/2", "\(prefix)/new"])
+        // The hook of each page planned its rows in the same transaction, and its after-commit work ran.
+        let planned = (try store.stored(FetchRequest<Plan>())).map(\.path)
+        #expect(planned == [0, 1, 3, 4].map { "\(prefix)/\($0)" })
+        #expect(
+            BatchLog.shared.events.filter { $0.contains(prefix) } == [0, 1, 3, 4].map { "afterCommit \(prefix)/\($0)" })
+
+        var iterator = notifications.makeAsyncIterator()
+        let note = try #require(await iterator.next())
+        #expect(note.deletedRowRanges == ["Doc": [ids[0]..<ids[1] + 1, ids[3]..<ids[4] + 1]])
+        #expect(note.deletedObjectIDs.isEmpty)  // no ID per row
+        #expect(note.insertedRowRanges["Plan"].map { RowIDSet($0).count } == 4)
+        #expect(note.insertedObjectIDs.map(\.entityName) == ["Doc"])
+        #expect(!context.hasChanges)
+    }
+
+    @Test func anIDWithoutARowIsPassedOver() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let ids = try docs(context, ["a", "b"])
+        try context.deleteRows(Doc.self, pages: pages(of: [ids[0], 999], size: 10))
+        try context.save()
+        #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["b"])
+    }
+
+    @Test func aFailedSaveKeepsTheDeletionsForTheNextSave() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let prefix = UUID().uuidString
+        let ids = try docs(context, ["\(prefix)/a", "\(prefix)/b"])
+        var asked: [Int64] = []
+        let page = pages(of: ids, size: 1)
+        try context.deleteRows(Doc.self) { after in
+            asked.append(after)
+            return page(after)
+        }
+        struct Injected: Error {}
+        store.container.failNextCommit(with: Injected())
+        #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(try store.stored(FetchRequest<Doc>()).count == 2)
+        #expect(try store.stored(FetchRequest<Plan>()).isEmpty)
+        #expect(BatchLog.shared.events.filter { $0.contains(prefix) }.isEmpty)  // no after-commit work
+        #expect(context.hasChanges)
+
+        asked = []
+        try context.save()  // asked again from the start
+        #expect(asked == [0, ids[0], ids[1]])
+        #expect(try store.stored(FetchRequest<Doc>()).isEmpty)
+        #expect(try store.stored(FetchRequest<Plan>()).count == 2)
+    }
+
+    @Test func rollbackAndResetDropTheDeletions() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let ids = try docs(context, ["a"])
+        try context.deleteRows(Doc.self, pages: pages(of: ids, size: 1))
+        context.rollback()
+        #expect(!context.hasChanges)
+        try context.save()
+        try context.deleteRows(Doc.self, pages: pages(of: ids, size: 1))
+        context.reset()
+        #expect(!context.hasChanges)
+        try context.save()
+        #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["a"])
+    }
+
+    @Test func aPageThatThrowsFailsTheSaveWithItsError() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let ids = try docs(context, ["a", "b"])
+        struct Unreadable: Error {}
+        try context.deleteRows(Doc.self) { after in
+            if after > 0 { throw Unreadable() }
+            return [ids[0]]
+        }
+        #expect(throws: Unreadable.self) { try context.save() }
+        #expect(try store.stored(FetchRequest<Doc>()).count == 2)  // the first page's deletion too
+        #expect(try store.stored(FetchRequest<Plan>()).isEmpty)
+    }
+
+    @Test func pagesMustListAscendingIDsAfterTheOneAskedFor() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let ids = try docs(context, ["a", "b"])
+        try context.deleteRows(Doc.self) { after in after == 0 ? [ids[1], ids[0]] : [] }
+        let backwards = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(backwards?.code == .misuse)
+        #expect(
+            backwards?.message
+                == "The pages of deleteRows(Doc) must list IDs in ascending order, each page after the ID it is asked for (0); got 2...1"
+        )
+        context.rollback()
+        // A page that repeats itself would never end.
+        try context.deleteRows(Doc.self) { _ in [ids[0]] }
+        let again = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(
+            again?.message
+                == "The pages of deleteRows(Doc) must list IDs in ascending order, each page after the ID it is asked for (1); got 1...1"
+        )
+        #expect(try store.stored(FetchRequest<Doc>()).count == 2)
+    }
+
+    @Test func deleteRulesApplyAPageOfMembersAtATime() async throws {
+        let store = try TestStore()
+        let context = store.context()
+        let folder = Folder(context: context)
+        folder.name = "f"
+        let sticker = Sticker(context: context)
+        sticker.folder = folder
+        let notes = try context.insertRows(
+            Note.self, count: 1_200, batchSize: 1_200, streaming: { _, row in row[\.folder] = folder.objectID })
+        try context.save()
+        let notifications = store.container.saveNotifications()
+        try context.deleteRows(Folder.self, pages: pages(of: [folder.objectID.rowID], size: 1))
+        try context.save()
+
+        #expect(try store.stored(FetchRequest<Folder>()).isEmpty)
+        #expect(try store.stored(FetchRequest<Note>()).isEmpty)  // cascade, over more than one page of members
+        #expect(try store.stored(FetchRequest<Sticker>()).map(\.folder) == [nil])  // nullify
+        var iterator = notifications.makeAsyncIterator()
+        let note = try #require(await iterator.next())
+        let f = folder.objectID.rowID
+        #expect(note.deletedRowRanges == ["Folder": [f..<f + 1], "Note": [notes]])
+        #expect(note.updatedObjectIDs == [sticker.objectID])
+        #expect(folder.managedObjectContext == nil)  // the context's own object for the row left it
+    }
+
+    @Test func aDenyRuleRefusesTheSave() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let vault = Vault(context: context)
+        Item(context: context).vault = vault
+        try context.save()
+        try context.deleteRows(Vault.self, pages: pages(of: [vault.objectID.rowID], size: 1))
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.message == "Vault 1 cannot be deleted: its relationship 'items' is not empty (deny rule)")
+        #expect(try store.stored(FetchRequest<Vault>()).count == 1)
+    }
+
+    @Test func aRowOrObjectThatPointsAtADeletedRowIsRefused() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let folder = Folder(context: context)
+        folder.name = "f"
+        try context.save()
+        let gone = pages(of: [folder.objectID.rowID], size: 1)
+
+        try context.deleteRows(Folder.self, pages: gone)
+        let rows = try context.insertRows(
+            Note.self, count: 1, streaming: { _, row in row[\.folder] = folder.objectID })
+        let fromRow = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(fromRow?.code == .validation)
+        #expect(fromRow?.message == "Note \(rows.lowerBound).folder points at Folder 1, which is being deleted")
+        context.rollback()
+
+        try context.deleteRows(Folder.self, pages: gone)
+        let note = Note(context: context)
+        note.folder = folder
+        let fromObject = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(fromObject?.message == "\(note.objectID).folder points at Folder 1, which is being deleted")
+        context.rollback()
+        #expect(try store.stored(FetchRequest<Folder>()).count == 1)
+        #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    }
+
+    @Test func anotherContextMergesTheRangesOfDeletedRows() throws {
+        let store = try TestStore()
+        let writer = store.context("writer")
+        let ids = try docs(writer, ["a", "b", "c"])
+        let reader = store.context("reader")
+        let seen = try reader.fetch(FetchRequest<Doc>())
+        #expect(seen.count == 3)
+        try writer.deleteRows(Doc.self, pages: pages(of: [ids[0], ids[2]], size: 10))
+        try writer.save()
+        let note = SaveNotification(
+            inserted: [], updated: [], deleted: [],
+            deletedRowRanges: ["Doc": [ids[0]..<ids[0] + 1, ids[2]..<ids[2] + 1]])
+        reader.mergeChanges(from: note)
+        #expect(seen.map { $0.managedObjectContext != nil } == [false, true, false])
+    }
+
+    @Test func onlyARootContextOutsideASaveDeletesRows() throws {
+        let store = try TestStore()
+        let child = store.child(of: store.context())
+        let error = #expect(throws: PersistenceError.self) { try child.deleteRows(Doc.self) { _ in [] } }
+        #expect(error?.code == .misuse)
+        #expect(error?.message == "Rows are written to the store; delete them in a context without a parent")
+
+        let context = store.context()
+        _ = try docs(context, ["a"])
+        let deleteDuringSave: (TransactionReader) throws -> Void = { _ in
+            try context.deleteRows(Doc.self) { _ in [] }
+        }
+        context.userInfo["beforeCommit"] = deleteDuringSave
+        try context.insertRows(Doc.self, count: 1) { _, row in row[\.path] = "b" }
+        let during = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(during?.message == "deleteRows was called during a save (from a save hook); delete rows before save()")
+    }
+}
+
+@Suite struct RowIDSetTests {
+    @Test func itHoldsWhatASetHoldsAsFewRanges() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var set = RowIDSet()
+            var reference = Set<Int64>()
+            for _ in 0..<Int.random(in: 0..<60, using: &generator) {
+                let id = Int64.random(in: 1...80, using: &generator)
+                if Bool.random(using: &generator) {
+                    set.insert(id)
+                    reference.insert(id)
+                } else {
+                    let end = id + Int64.random(in: 0...6, using: &generator)
+                    set.insert(id..<end)
+                    reference.formUnion(id..<end)
+                }
+            }
+            #expect(Array(set) == reference.sorted())
+            #expect(set.count == reference.count)
+            #expect((0...90).allSatisfy { set.contains($0) == reference.contains($0) })
+            // Sorted, disjoint and not touching: as few ranges as the IDs allow.
+            #expect(zip(set.ranges, set.ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound })
+            #expect(set.ranges.allSatisfy { !$0.isEmpty })
+        }
+    }
+
+    @Test func consecutiveIDsAreOneRange() {
+        var set = RowIDSet()
+        for id in Int64(1)...100_000 { set.insert(id) }
+        set.insert(7)
+        #expect(set.ranges == [1..<100_001])
+        #expect(set.count == 100_000)
+        var union = RowIDSet([5..<9])
+        union.formUnion(RowIDSet([1..<3, 9..<12]))
+        #expect(union.ranges == [1..<3, 5..<12])
+    }
+}
