@@ -110,8 +110,9 @@ public final class Asset: ManagedObject {
         let runtime = runtime
         guard let effects = saveEffects else { return }
         if isDeleted {
-            let deleted = effects.shared(DeletedAssets.key) { DeletedAssets(runtime: runtime, effects: effects) }
+            let deleted = DeletedAssets.of(effects)
             deleted.ids.insert(objectID.rowID)
+            deleted.held.append(objectID.rowID)
             // The file the store's row names, whatever unsaved changes say.
             let storage = committedValue(for: \.storage) ?? storage
             guard storage == .managed else { return }  // referenced files and members are never removed
@@ -130,33 +131,48 @@ public final class Asset: ManagedObject {
         }
     }
 
-    /// The assets one save deletes, gathered by their `willSave` into one piece of work each
-    /// way: once the save commits, their jobs are cancelled and (when one had managed
-    /// content) the sweep runs, once; should it fail, their jobs run again.
+    /// The assets one save (or batch delete) deletes, gathered by their `willSave` and by
+    /// ``willBatchDelete(_:effects:)`` into one piece of work each way: once it commits,
+    /// their jobs are cancelled and (when one had managed content) the sweep runs, once;
+    /// should it fail, the jobs their `prepareForDeletion` held run again.
     private final class DeletedAssets {
         static let key = "AssetCatalog.deletedAssets"
-        var ids: Set<Int64> = []
+        /// Every asset deleted, as ranges: a bulk deletion of consecutive IDs stays small.
+        var ids = RowIDSet()
+        /// The objects deleted, whose `prepareForDeletion` held their jobs.
+        var held: [Int64] = []
         /// Whether one of them planned the removal of its content.
         var removeContent = false
 
-        init(runtime: CatalogRuntime?, effects: SaveEffects) {
-            effects.onFailure { [self] in
-                for id in ids { runtime?.jobs?.resume(for: id) }
-            }
-            effects.afterCommit { [self] in
-                runtime?.jobs?.assetsDeleted(ids)
-                if removeContent { runtime?.didCommitRemovals() }
+        /// The gathering of `effects`, made by the first asset deleted.
+        static func of(_ effects: SaveEffects) -> DeletedAssets {
+            effects.shared(key) {
+                let runtime = effects.userInfo[CatalogRuntime.key] as? CatalogRuntime
+                let deleted = DeletedAssets()
+                effects.onFailure { [deleted] in
+                    for id in deleted.held { runtime?.jobs?.resume(for: id) }
+                }
+                effects.afterCommit { [deleted] in
+                    runtime?.jobs?.assetsDeleted(deleted.ids)
+                    if deleted.removeContent { runtime?.didCommitRemovals() }
+                }
+                return deleted
             }
         }
     }
 
-    /// Batch deletes plan the removal of managed content just as `willSave`
-    /// does for one asset: a journal row per managed row, in the batch's own
-    /// transaction, swept after it commits.
+    /// Rows deleted without objects (a batch delete, an import's replace, the members a
+    /// deletion cascades to) get what `prepareForDeletion` and ``willSave()`` give a deleted
+    /// asset: a journal row per managed row, in the deletion's own transaction, and once it
+    /// commits, their jobs cancelled and the sweep run.
     override public class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
-        for row in rows where row.value(for: \Asset.storage) == .managed {
+        let deleted = DeletedAssets.of(effects)
+        for row in rows {
+            deleted.ids.insert(row.objectID.rowID)
+            guard row.value(for: \Asset.storage) == .managed else { continue }
             let digest = row.value(for: \Asset.sha256) ?? ""
             effects.insert(RemovalPlan.self) { $0.sha256 = digest }
+            deleted.removeContent = true
         }
     }
 

@@ -137,16 +137,14 @@ extension Catalog {
     /// Deletes every asset `query` selects in one set-based statement (a
     /// batch delete: no objects are loaded), archive members with their
     /// archives. Managed files whose content no other asset uses are removed
-    /// after the commit, as for ``remove(_:dryRun:)``. Returns how many assets
-    /// were deleted.
+    /// after the commit, and the assets' jobs cancelled, as for
+    /// ``remove(_:dryRun:)``. Returns how many assets were deleted.
     @discardableResult
     public func removeAll(_ query: AssetQuery) throws -> Int {
         try storeErrors {
             let deleted = try withContext { context in
                 try context.batchDelete(FetchRequest<Asset>(predicate: query.predicate)).deletedObjectIDs
             }
-            jobs.assetsDeleted(Set(deleted.filter { $0.entityName == Asset.entityName }.map(\.rowID)))
-            runtime.didCommitRemovals()
             return deleted.filter { $0.entityName == Asset.entityName }.count
         }
     }

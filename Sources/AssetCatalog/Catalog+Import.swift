@@ -668,15 +668,10 @@ extension Catalog {
         let memberCount = try scratch.importedMemberCount()
         let recorded = try storeErrors {
             try withContext { context in
-                try scratch.forEachReplacedPage { ids in
-                    for id in ids {
-                        if let asset = try? context.existingObject(
-                            with: ManagedObjectID(entityName: Asset.entityName, rowID: id), as: Asset.self)
-                        {
-                            context.delete(asset)
-                        }
-                    }
-                }
+                // The assets replaced go as rows too, a page at a time, with their members:
+                // Asset.willBatchDelete plans the removal of their content and, once the
+                // save commits, cancels their jobs.
+                try context.deleteRows(Asset.self) { try scratch.replacedPage(after: $0) }
                 // The assets as rows, without an object each, produced a page at a time as the
                 // save writes them: archives (and every other top-level asset) first, then the
                 // members, which point at their archive's ID. Asset.willInsertRows checks them

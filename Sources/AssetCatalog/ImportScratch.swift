@@ -294,21 +294,15 @@ final class ImportScratch: @unchecked Sendable {
         }
     }
 
-    /// Calls `body` with the IDs of the catalog's assets the plan deletes, a page at a time, in order.
-    func forEachReplacedPage(_ body: ([Int64]) throws -> Void) throws {
-        var last: Int64 = .min
-        while true {
+    /// A page of the IDs of the catalog's assets the plan deletes: those after `after`, in order.
+    func replacedPage(after: Int64) throws -> [Int64] {
+        try run { db in
             var page: [Int64] = []
-            try run { db in
-                try db.run(
-                    "SELECT id FROM replaced WHERE id > ? ORDER BY id LIMIT ?",
-                    [.integer(last), .integer(Int64(Self.pageSize))]
-                ) { page.append(sqlite3_column_int64($0, 0)) }
-            }
-            guard let end = page.last else { return }
-            try body(page)
-            last = end
-            if page.count < Self.pageSize { return }
+            try db.run(
+                "SELECT id FROM replaced WHERE id > ? ORDER BY id LIMIT ?",
+                [.integer(after), .integer(Int64(Self.pageSize))]
+            ) { page.append(sqlite3_column_int64($0, 0)) }
+            return page
         }
     }
 

@@ -187,21 +187,18 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Deletions of these assets committed: stop their work for good and
     /// mark their unfinished jobs cancelled.
-    func assetsDeleted(_ assetIDs: Set<Int64>) {
+    func assetsDeleted(_ assetIDs: RowIDSet) {
+        guard !assetIDs.isEmpty else { return }
         let tasks = state.withLock { s -> [Task<Void, Never>] in
-            for id in assetIDs {
-                s.held[id] = nil
-                s.interrupted[id] = nil
-            }
+            s.held = s.held.filter { !assetIDs.contains($0.key) }
+            s.interrupted = s.interrupted.filter { !assetIDs.contains($0.key) }
             return s.running.filter { assetIDs.contains($0.value.assetID) }.map(\.value.task)
         }
         for task in tasks { task.cancel() }
-        // A page of IDs at a time: a save may delete a hundred thousand assets, more than
-        // one statement can bind.
-        let ids = assetIDs.sorted()
-        for start in stride(from: 0, to: ids.count, by: 500) {
-            let page = Array(ids[start..<min(start + 500, ids.count)])
-            update(.in(\.assetID, page) && .in(\.state, [JobState.queued, .running])) {
+        // A range of IDs at a time: a save may delete a hundred thousand assets, more than
+        // one statement can bind, and most often with consecutive IDs.
+        for range in assetIDs.ranges {
+            update(\.assetID >= range.lowerBound && \.assetID < range.upperBound && .in(\.state, [.queued, .running])) {
                 $0.state = .cancelled
                 $0.lastError = "its asset was deleted"
                 $0.owner = nil

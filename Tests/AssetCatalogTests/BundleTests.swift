@@ -593,6 +593,39 @@ import Testing
         #expect(try catalog.assets().map(\.name) == ["b.txt", "a.txt", "c.txt"])
     }
 
+    /// A replaced asset goes as a row, without an object: its jobs are cancelled once the
+    /// import commits, as a deleted asset's are.
+    @Test func aReplacedAssetsJobsAreCancelledOnceTheImportCommits() async throws {
+        let (_, catalog, old, bundle) = try await conflict()
+        defer { catalog.close() }
+        let job = try catalog.jobs.submit("never-registered", for: old.id)
+        let kept = try catalog.jobs.submit("never-registered", for: try catalog.asset("b.txt").id)
+        _ = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
+        let jobs = try catalog.jobs.list()
+        let cancelled = try #require(jobs.first { $0.id == job })
+        #expect(cancelled.state == .cancelled && cancelled.error == "its asset was deleted")
+        #expect(jobs.first { $0.id == kept }?.state == .queued)
+    }
+
+    /// A replacing import whose records fail to commit deletes nothing: the catalog's asset,
+    /// its file and its job are as they were.
+    @Test func aReplaceThatFailsToCommitKeepsTheReplacedAsset() async throws {
+        let (t, catalog, old, bundle) = try await conflict()
+        let job = try catalog.jobs.submit("never-registered", for: old.id)
+        let before = try catalog.assets()
+        catalog.close()
+        let run = try await t.run(
+            ["import", bundle, "--on-conflict", "replace"], environment: ["ASSETCAT_FAULT": "fail-import-commit"])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("the disk is full (injected)"), "\(run.stderr)")
+        let reopened = try t.open()
+        defer { reopened.close() }
+        #expect(try reopened.assets() == before)
+        #expect(t.hasObject(old.sha256))
+        #expect(try reopened.jobs.list().first { $0.id == job }?.state == .queued)
+        #expect(try reopened.stats().pendingRemovals == 0)
+    }
+
     @Test func aReplacedAssetsFileStaysWhenTheBundleBringsItsContentBack() async throws {
         let bundle = try await exportedBundle([("a.txt", "new a\n"), ("moved.txt", "old a\n")])
         let t = try TestCatalog()

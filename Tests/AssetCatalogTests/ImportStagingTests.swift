@@ -113,7 +113,11 @@ struct ImportStagingTests {
         try scratch.replace(named: "name 7")  // a second entry of the same name
         try scratch.replace(named: "a name the catalog lacks")
         var pages: [[Int64]] = []
-        try scratch.forEachReplacedPage { pages.append($0) }
+        while true {
+            let page = try scratch.replacedPage(after: pages.last?.last ?? 0)
+            guard !page.isEmpty else { break }
+            pages.append(page)
+        }
         #expect(pages.map(\.count) == [1_000, 1_000, 500])
         #expect(pages.flatMap { $0 } == (1...2_500).map(Int64.init))
         let listed = try scratch.replaced(limit: 3)
