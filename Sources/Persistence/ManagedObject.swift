@@ -180,9 +180,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Throw to refuse saving the deletion of this object.
     open func validateForDelete() throws {}
 
-    /// Called inside the transaction of a ``ManagedObjectContext/batchDelete(_:)``
-    /// with a snapshot of every row of this entity it deletes (cascades
-    /// included), before the rows are deleted.
+    /// Called inside the transaction of a ``ManagedObjectContext/batchDelete(_:)``,
+    /// or of a save that deletes rows without objects
+    /// (``ManagedObjectContext/deleteRows(_:pages:)``, and members a save's deletions
+    /// reach in the store), with a snapshot of rows of this entity it deletes
+    /// (cascades included), a page at a time, before they are deleted. The
+    /// saving context's `userInfo` is `effects.userInfo`.
     ///
     /// Batch deletes do not materialise objects, so ``willSave()`` and
     /// ``prepareForDeletion()`` do not run for them: override this to do, for
