@@ -112,7 +112,6 @@ public final class Asset: ManagedObject {
         if isDeleted {
             let deleted = DeletedAssets.of(effects)
             deleted.ids.insert(objectID.rowID)
-            deleted.held.append(objectID.rowID)
             // The file the store's row names, whatever unsaved changes say.
             let storage = committedValue(for: \.storage) ?? storage
             guard storage == .managed else { return }  // referenced files and members are never removed
@@ -132,15 +131,17 @@ public final class Asset: ManagedObject {
     }
 
     /// The assets one save (or batch delete) deletes, gathered by their `willSave` and by
-    /// ``willBatchDelete(_:effects:)`` into one piece of work each way: once it commits,
-    /// their jobs are cancelled and (when one had managed content) the sweep runs, once;
-    /// should it fail, the jobs their `prepareForDeletion` held run again.
+    /// ``willBatchDelete(_:effects:)`` into one piece of work: once it commits, their jobs
+    /// are cancelled and (when one had managed content) the sweep runs, once.
+    ///
+    /// A save that fails leaves the jobs `prepareForDeletion` held as they are: the context
+    /// still holds the deletion, and what ends it releases them once — a rollback
+    /// (`undoDeletion`), the context thrown away (its discarded deletions), or a later
+    /// save that commits.
     private final class DeletedAssets {
         static let key = "AssetCatalog.deletedAssets"
         /// Every asset deleted, as ranges: a bulk deletion of consecutive IDs stays small.
         var ids = RowIDSet()
-        /// The objects deleted, whose `prepareForDeletion` held their jobs.
-        var held: [Int64] = []
         /// Whether one of them planned the removal of its content.
         var removeContent = false
 
@@ -149,9 +150,6 @@ public final class Asset: ManagedObject {
             effects.shared(key) {
                 let runtime = effects.userInfo[CatalogRuntime.key] as? CatalogRuntime
                 let deleted = DeletedAssets()
-                effects.onFailure { [deleted] in
-                    for id in deleted.held { runtime?.jobs?.resume(for: id) }
-                }
                 effects.afterCommit { [deleted] in
                     runtime?.jobs?.assetsDeleted(deleted.ids)
                     if deleted.removeContent { runtime?.didCommitRemovals() }

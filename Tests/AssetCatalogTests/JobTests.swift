@@ -167,6 +167,32 @@ final class Flaky: JobProcessor {
         #expect(try catalog.asset(String(asset.id)).metadata["stepped"] == "3")
     }
 
+    /// Two contexts delete the same asset; the first one's save fails and it rolls back. Its
+    /// deletion is over, the second's is not: the asset's jobs stay held. A failed save
+    /// releases nothing by itself — its rollback, or the context thrown away, does, once.
+    @Test func aFailedSaveDoesNotReleaseAnotherDeletionsHold() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        defer { catalog.close() }
+        let log = StepLog()
+        catalog.jobs.register(Stepper(log: log, steps: 1, stepDuration: .milliseconds(1)), as: "stepper")
+        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        let pending = catalog.newContext()
+        try pending.performAndWait { pending.delete(try pending.existingObject(with: asset.objectID)) }
+        let failing = catalog.newContext()
+        struct DiskFull: Error {}
+        try failing.performAndWait {
+            failing.delete(try failing.existingObject(with: asset.objectID))
+            catalog.container.failNextCommit(with: DiskFull())
+            #expect(throws: PersistenceError.self) { try failing.save() }
+            failing.rollback()
+        }
+        _ = try await catalog.jobs.runUntilIdle()
+        #expect(log.all.isEmpty)  // held by the deletion still pending
+        #expect(try state(catalog, id).state == .queued)
+        try pending.performAndWait { try pending.save() }
+        #expect(try state(catalog, id).state == .cancelled)
+    }
+
     @Test func noResultLandsForAnAssetWhoseDeletionCommittedEvenInTheLastInstant() async throws {
         // A processor that finishes at once, racing deletions: whatever the
         // interleaving, a job's result never lands after its asset's deletion.
