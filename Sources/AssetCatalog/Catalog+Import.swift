@@ -463,9 +463,11 @@ extension Catalog {
                 // Planning reads the catalog and hashes referenced files: it stops when the import does.
                 if Task.isCancelled { throw cancelled() }
                 let same = try scratch.existing(named: entry.name)
-                if same.contains(where: {
+                if let match = same.first(where: {
                     $0.sha256 == entry.sha256 && $0.tags == entry.tags && $0.metadata == entry.metadata
                 }) {
+                    // Another entry of this name may replace the others, not this one.
+                    if options.onConflict == .replace { try scratch.keep(match.id) }
                     plan.result.alreadyPresent.append(entry.name, limit: limit)
                     try scratch.plan(entry.seq, outcome: .alreadyPresent)
                     return

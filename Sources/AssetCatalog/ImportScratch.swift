@@ -37,6 +37,7 @@ final class ImportScratch: @unchecked Sendable {
         CREATE INDEX existing_name ON existing(name);
         CREATE TABLE taken(name TEXT PRIMARY KEY) WITHOUT ROWID;
         CREATE TABLE replaced(id INTEGER PRIMARY KEY);
+        CREATE TABLE kept(id INTEGER PRIMARY KEY);
         """
 
     init() throws {
@@ -61,7 +62,8 @@ final class ImportScratch: @unchecked Sendable {
     func resetEntries() throws {
         try run { db in
             try db.execute(
-                sql: "DROP TABLE entry; DROP TABLE existing; DROP TABLE taken; DROP TABLE replaced; " + Self.entrySchema
+                sql: "DROP TABLE entry; DROP TABLE existing; DROP TABLE taken; DROP TABLE replaced; DROP TABLE kept; "
+                    + Self.entrySchema
             )
         }
     }
@@ -277,9 +279,19 @@ final class ImportScratch: @unchecked Sendable {
             [.text(name), .text(name)]) != 0
     }
 
-    /// Notes that the plan deletes the catalog's assets named `name` (``ConflictPolicy/replace``).
+    /// Notes that the plan deletes the catalog's assets named `name` (``ConflictPolicy/replace``),
+    /// but for those an entry of the bundle is already (``keep(_:)``).
     func replace(named name: String) throws {
-        try execute("INSERT OR IGNORE INTO replaced(id) SELECT id FROM existing WHERE name = ?", [.text(name)])
+        try execute(
+            "INSERT OR IGNORE INTO replaced(id) SELECT id FROM existing WHERE name = ? AND id NOT IN (SELECT id FROM kept)",
+            [.text(name)])
+    }
+
+    /// Notes that an entry of the bundle is the catalog's asset `id`, already present: the
+    /// plan does not delete it, whichever other entry of its name replaces the rest.
+    func keep(_ id: Int64) throws {
+        try execute("INSERT OR IGNORE INTO kept(id) VALUES (?)", [.integer(id)])
+        try execute("DELETE FROM replaced WHERE id = ?", [.integer(id)])
     }
 
     /// The catalog's assets the plan deletes: how many, and the first `limit` IDs.
@@ -326,6 +338,7 @@ final class ImportScratch: @unchecked Sendable {
                     DELETE FROM existing;
                     DELETE FROM taken;
                     DELETE FROM replaced;
+                    DELETE FROM kept;
                     """)
         }
     }

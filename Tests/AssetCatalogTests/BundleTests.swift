@@ -593,6 +593,32 @@ import Testing
         #expect(try catalog.assets().map(\.name) == ["b.txt", "a.txt", "c.txt"])
     }
 
+    /// Two entries of the bundle share a name: one is the catalog's asset of that name, the
+    /// other is not. The first is already present, so the second's replace leaves that asset.
+    @Test func aReplaceLeavesTheAssetAnotherEntryOfItsNameIsAlready() async throws {
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "twins.tar").path
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            _ = try await catalog.add([try source.file("one/a.txt", "same\n"), try source.file("two/a.txt", "other\n")])
+            #expect(try catalog.assets().map(\.name) == ["a.txt", "a.txt"])
+            _ = try await catalog.export(to: bundle)
+        }
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let mine = try #require(try await catalog.add([try t.file("a.txt", "same\n")]).added.first)
+        let result = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
+        #expect(result.alreadyPresent.items == ["a.txt"])
+        #expect(result.replaced.isEmpty)
+        let assets = try catalog.assets()
+        #expect(assets.map(\.name) == ["a.txt", "a.txt"])
+        #expect(assets[0].id == mine.id)
+        #expect(try bytes(of: String(assets[1].id), in: catalog) == Data("other\n".utf8))
+        #expect(t.hasObject(mine.sha256))
+    }
+
     /// A replaced asset goes as a row, without an object: its jobs are cancelled once the
     /// import commits, as a deleted asset's are.
     @Test func aReplacedAssetsJobsAreCancelledOnceTheImportCommits() async throws {
