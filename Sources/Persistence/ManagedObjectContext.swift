@@ -612,7 +612,7 @@ public final class ManagedObjectContext {
             let (cascaded, nullified, deletedRows) = completedRules
             completedRules = ([], [], [:])
             var rowRanges = saved.rowRanges
-            for (entity, ranges) in effects.rowRanges { rowRanges[entity, default: []] += ranges }
+            for (entity, ids) in effects.rowRanges { rowRanges[entity, default: []] += ids.ranges }
             let deletedRanges = deletedRows.mapValues(\.ranges)
             let note = SaveNotification(
                 inserted: saved.inserted.map(\.objectID) + saved.rows
@@ -1176,9 +1176,10 @@ public final class ManagedObjectContext {
     /// ``ManagedObject/willBatchDelete(_:effects:)`` with this save's effects, and the rows
     /// it plans are written with the page. `prepareForDeletion` and `willSave` do not run:
     /// no object stands for these rows. A row or object this save inserts must not point at
-    /// a deleted row (the save throws `validation`).
+    /// a deleted row, nor may an object it updates, or a row the hooks plan (the save throws
+    /// `validation`).
     ///
-    /// If `pages` or a hook throws, the save throws that error and writes nothing; the
+    /// If `pages` or a `willBatchDelete` hook throws, the save throws that error and writes nothing; the
     /// deletions stay pending, and the next save, or one that restarts after the merge
     /// policy resolved a conflict, asks for the pages again from 0. ``rollback()`` and
     /// ``reset()`` drop them. Objects of this context for deleted rows leave it after the
@@ -1352,7 +1353,7 @@ public final class ManagedObjectContext {
         let note = SaveNotification(
             inserted: [], updated: outcome.nullified,
             deleted: outcome.deleted.flatMap { name, ids in ids.map { ManagedObjectID(entityName: name, rowID: $0) } },
-            contextName: name, insertedRowRanges: effects.rowRanges)
+            contextName: name, insertedRowRanges: effects.rowRanges.mapValues(\.ranges))
         core.broadcast(note, from: nil)
         return note
     }

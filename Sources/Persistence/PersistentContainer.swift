@@ -15,9 +15,11 @@ public struct SaveNotification: Sendable, Hashable {
     /// The name of the context that saved, if it has one.
     public var contextName: String?
     /// Rows inserted by ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)``,
-    /// as ranges of row IDs by entity name (row `id` of entity `name` is
-    /// `ManagedObjectID(entityName: name, rowID: id)`). They are not in
-    /// ``insertedObjectIDs``: a notification stays small however many rows a save wrote.
+    /// and rows that ``ManagedObject/willBatchDelete(_:effects:)`` hooks planned (for a batch
+    /// delete, or the rows a save deletes without objects), as ranges of row IDs by entity
+    /// name (row `id` of entity `name` is `ManagedObjectID(entityName: name, rowID: id)`).
+    /// They are not in ``insertedObjectIDs``: a notification stays small however many rows
+    /// a save wrote.
     public var insertedRowRanges: [String: [Range<Int64>]]
     /// Rows deleted by ``ManagedObjectContext/deleteRows(_:pages:)`` (and what their delete
     /// rules cascaded to), as ascending ranges of row IDs by entity name. They are not in

@@ -78,6 +78,11 @@ struct DeletionTally {
     var deleted: [String: RowIDSet] = [:]
     /// Rows whose relationship to a removed row was set to `NULL`.
     var nullified: [ManagedObjectID] = []
+
+    /// The rows nullified and not deleted after all (by a later page, or a cascade).
+    var clearedAndKept: [ManagedObjectID] {
+        nullified.filter { deleted[$0.entityName]?.contains($0.rowID) != true }
+    }
 }
 
 /// Thrown by a store when rows changed since they were read. The store wrote

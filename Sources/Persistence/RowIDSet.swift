@@ -30,7 +30,7 @@ public struct RowIDSet: Sendable, Hashable, Sequence {
 
     /// Adds `id`; an ID above every other (the usual case) is added in constant time.
     public mutating func insert(_ id: Int64) {
-        guard id < Int64.max else { return }
+        precondition(id < Int64.max, "a RowIDSet holds IDs below Int64.max")
         insert(id..<id + 1)
     }
 

@@ -400,20 +400,27 @@ final class SQLiteStore: PersistentStore {
                 // not point at them.
                 var paged = DeletionTally()
                 for deletion in changes.rowDeletions { try deleteRows(db, deletion, effects, &paged) }
+                for update in changes.updates {
+                    try Self.requireNoLink(
+                        update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
+                }
                 for insert in changes.inserts {
                     try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
                 for stream in changes.streams { try insertRows(db, stream, deleted: paged.deleted) }
-                var result = StoreSaveResult(versions: versions, deletedRows: paged.deleted, nullified: paged.nullified)
+                var result = StoreSaveResult(
+                    versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
+                var deleted = paged.deleted
                 if !changes.deletes.isEmpty {
                     let completed = try completeDeleteRules(db, changes.deletes, effects)
                     result.cascadeDeleted = completed.deleted.flatMap { name, ids in
                         ids.map { ManagedObjectID(entityName: name, rowID: $0) }
                     }
-                    result.nullified += completed.nullified
+                    result.nullified += completed.clearedAndKept
+                    for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
                 }
-                try insertEffectRows(db, effects)
+                try insertEffectRows(db, effects, refusingLinksInto: deleted)
                 try runBeforeCommit(db, effects)
                 try runInjectedFault()
                 return result
@@ -442,7 +449,7 @@ final class SQLiteStore: PersistentStore {
                         + "the ID it is asked for (\(after)); got \(page[0])...\(last)")
             }
             let rows = try Self.rows(db, sql[entity.name]!, ids: page).sorted { $0.id < $1.id }
-            try deleteWithRules(db, entity, rows, effects, &tally)
+            try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
             after = last
         }
     }
@@ -474,24 +481,54 @@ final class SQLiteStore: PersistentStore {
                 case .nullify:
                     tally.nullified += try nullify(db, destination, inverse, owners: ids)
                 case .cascade:
-                    try cascade(db, destination, inverse, owners: ids, effects, &tally)
+                    let members = ids.chunked(500).map { DeletionWork.members(destination, inverse, $0) }
+                    try deleteWithRules(db, members, effects, &tally)
                 }
             }
         }
         return tally
     }
 
-    /// Deletes `rows` of `entity` inside the transaction, with the schema's delete rules —
+    /// Deletes rows inside the transaction, with the schema's delete rules —
     /// the one way rows are deleted without objects (batch deletes, a save's paged
     /// deletions, and the members a save's deletions reach in the store).
     ///
-    /// Deny refuses first. Then the entity's `willBatchDelete` hook gets the rows and the
-    /// rows it plans are written; the rows go; cascade deletes what they own, a page of
-    /// members at a time (an archive of a million members is not a million rows in
-    /// memory), recursively; nullify clears the links to them.
+    /// For each page of rows: deny refuses first; the entity's `willBatchDelete` hook gets
+    /// the rows; the rows go, and the rows the hook planned are written (none may point at
+    /// a row deleted by now); nullify clears the links to them; cascade deletes what they
+    /// own, read a page of members at a time (an archive of a million members is not a
+    /// million rows in memory). The work waits in a list, not on the stack: a chain of
+    /// cascades thousands deep is as safe as one level.
     private func deleteWithRules(
+        _ db: Database, _ work: [DeletionWork], _ effects: SaveEffects, _ tally: inout DeletionTally
+    ) throws {
+        var work = work
+        while let next = work.popLast() {
+            switch next {
+            case .members(let destination, let inverse, let owners):
+                let page = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: owners, limit: 500)
+                guard !page.isEmpty else { continue }
+                work.append(next)  // read again once this page is gone
+                work.append(.rows(destination, page))
+            case .rows(let entity, let rows):
+                try deletePage(db, entity, rows, effects, &tally, then: &work)
+            }
+        }
+    }
+
+    /// What ``deleteWithRules(_:_:_:_:)`` has still to do.
+    private enum DeletionWork {
+        /// Rows read, to delete with their rules.
+        case rows(EntityDescription, [StoreRow])
+        /// The members of `owners` through `inverse`, to delete a page at a time: each page
+        /// deleted leaves the query, until none is left.
+        case members(EntityDescription, PropertyDescription, ArraySlice<Int64>)
+    }
+
+    /// Deletes one page of rows; what their cascade rules reach goes to `work`.
+    private func deletePage(
         _ db: Database, _ entity: EntityDescription, _ rows: [StoreRow], _ effects: SaveEffects,
-        _ tally: inout DeletionTally
+        _ tally: inout DeletionTally, then work: inout [DeletionWork]
     ) throws {
         guard !rows.isEmpty else { return }
         let ids = rows.map(\.id)
@@ -510,10 +547,15 @@ final class SQLiteStore: PersistentStore {
             }
         }
         let planned = effects.rows.count
-        try entity.objectType.willBatchDelete(rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
-        try insertEffectRows(db, effects, from: planned)
+        do {
+            try entity.objectType.willBatchDelete(
+                rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
+        } catch {
+            throw StreamFailure(error: error)  // the hook's error, as it is
+        }
         try delete(db, entity, ids)
         for id in ids { tally.deleted[entity.name, default: RowIDSet()].insert(id) }
+        try insertEffectRows(db, effects, from: planned, refusingLinksInto: tally.deleted)
         for property in entity.properties {
             switch property.kind {
             case .attribute: continue
@@ -528,7 +570,7 @@ final class SQLiteStore: PersistentStore {
                     })
                 for chunk in targets.sorted().chunked(500) {
                     let owned = try Self.rows(db, sql[destination.name]!, ids: Array(chunk)).sorted { $0.id < $1.id }
-                    try deleteWithRules(db, destination, owned, effects, &tally)
+                    if !owned.isEmpty { work.append(.rows(destination, owned)) }
                 }
             case .toMany(let destinationName):
                 guard property.deleteRule != .deny, let destination = schema.entity(named: destinationName) else {
@@ -538,23 +580,8 @@ final class SQLiteStore: PersistentStore {
                 if property.deleteRule == .nullify {
                     tally.nullified += try nullify(db, destination, inverse, owners: ids)
                 } else {
-                    try cascade(db, destination, inverse, owners: ids, effects, &tally)
+                    for chunk in ids.chunked(500) { work.append(.members(destination, inverse, chunk)) }
                 }
-            }
-        }
-    }
-
-    /// Deletes the members of `owners` (with their own rules), a page at a time: each page
-    /// deleted leaves the query, until none is left.
-    private func cascade(
-        _ db: Database, _ destination: EntityDescription, _ inverse: PropertyDescription, owners: [Int64],
-        _ effects: SaveEffects, _ tally: inout DeletionTally
-    ) throws {
-        for chunk in owners.chunked(500) {
-            while true {
-                let members = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: chunk, limit: 500)
-                guard !members.isEmpty else { break }
-                try deleteWithRules(db, destination, members, effects, &tally)
             }
         }
     }
@@ -597,13 +624,16 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Refuses a row this save writes that points at a row its paged deletions removed.
+    /// Refuses a row this transaction writes that points at a row it deleted without an
+    /// object. `values` are those of `slots` (all of them by default).
     private static func requireNoLink(
-        _ entity: EntityDescription, _ id: Int64, _ values: [StoreValue], into deleted: [String: RowIDSet]
+        _ entity: EntityDescription, _ id: Int64, _ values: [StoreValue], slots: [Int]? = nil,
+        into deleted: [String: RowIDSet]
     ) throws {
         guard !deleted.isEmpty else { return }
-        for property in entity.storedProperties {
-            guard case .toOne(let destination) = property.kind, case .integer(let target) = values[property.slot!],
+        for (i, slot) in (slots ?? Array(values.indices)).enumerated() {
+            let property = entity.storedProperties[slot]
+            guard case .toOne(let destination) = property.kind, case .integer(let target) = values[i],
                 deleted[destination]?.contains(target) == true
             else { continue }
             throw PersistenceError.pointsAtDeleted(
@@ -712,7 +742,9 @@ final class SQLiteStore: PersistentStore {
     /// transaction, one block per entity. Rows planned by the hooks of deletions without
     /// objects (`start` given) are written page by page and leave `effects`, kept as
     /// ranges: a deletion of any size plans in constant memory.
-    private func insertEffectRows(_ db: Database, _ effects: SaveEffects, from start: Int? = nil) throws {
+    private func insertEffectRows(
+        _ db: Database, _ effects: SaveEffects, from start: Int? = nil, refusingLinksInto deleted: [String: RowIDSet]
+    ) throws {
         let first = start ?? 0
         guard first < effects.rows.count else { return }
         var blocks: [String: (entity: EntityDescription, count: Int)] = [:]
@@ -726,12 +758,14 @@ final class SQLiteStore: PersistentStore {
             let block = blocks[name]!
             let ids = try Self.reserve(db, entity: name, count: block.count)
             next[name] = ids.lowerBound
-            if start != nil { effects.rowRanges[name, default: []].append(ids.lowerBound..<ids.upperBound + 1) }
+            if start != nil { effects.rowRanges[name, default: RowIDSet()].insert(ids.lowerBound..<ids.upperBound + 1) }
         }
         for i in first..<effects.rows.count {
             let name = effects.rows[i].entity.name
             effects.rows[i].id = next[name]!
             next[name]! += 1
+            let row = effects.rows[i]
+            try Self.requireNoLink(row.entity, row.id, row.values, into: deleted)
         }
         try Self.insertRows(db, Array(effects.rows[first...]), sql: sql)
         if start != nil { effects.rows.removeSubrange(first...) }
@@ -764,6 +798,14 @@ final class SQLiteStore: PersistentStore {
     }
 
     func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
+        do {
+            return try deleteMatching(fetch, effects: effects)
+        } catch let failure as StreamFailure {
+            throw failure.error
+        }
+    }
+
+    private func deleteMatching(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
         try mapErrors(nil) {
             try pool.write { db in
                 // The rows that match now; deleted a page at a time.
@@ -774,11 +816,11 @@ final class SQLiteStore: PersistentStore {
                 for chunk in ids.chunked(500) {
                     // A row an earlier page's cascade deleted is gone: it is not read again.
                     let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
-                    try deleteWithRules(db, fetch.entity, rows, effects, &tally)
+                    try deleteWithRules(db, [.rows(fetch.entity, rows)], effects, &tally)
                 }
                 try runBeforeCommit(db, effects)
                 try runInjectedFault()
-                return BatchDeleteOutcome(deleted: tally.deleted, nullified: tally.nullified)
+                return BatchDeleteOutcome(deleted: tally.deleted, nullified: tally.clearedAndKept)
             }
         }
     }

@@ -45,7 +45,7 @@ public final class SaveEffects {
     var rows: [StoreChanges.Insert] = []
     /// The IDs of rows already written, by entity name: those planned by the hooks of
     /// deletions without objects, written with each page.
-    var rowRanges: [String: [Range<Int64>]] = [:]
+    var rowRanges: [String: RowIDSet] = [:]
     var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []

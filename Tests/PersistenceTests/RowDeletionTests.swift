@@ -1,8 +1,32 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
-/// `deleteRows(_:pages:)`: rows deleted by ID, a page at a time, inside a save.
+/// A tree: deleting a branch deletes its children; a branch leaning on another loses that
+/// link when the other goes. Its `willBatchDelete` plans `userInfo["replant"]` rows.
+final class Branch: ManagedObject {
+    @ToOne var parent: Branch?
+    @ToMany(inverse: \Branch.parent, deleteRule: .cascade) var children: [Branch]
+    @ToOne var leaning: Branch?
+    @ToMany(inverse: \Branch.leaning) var leaners: [Branch]
+
+    /// Plans a branch whose parent is `userInfo["replant"]`, when set: a hook that would
+    /// give a deleted branch a new child each time its children are deleted.
+    override class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
+        guard let parent = effects.userInfo["replant"] as? Branch else { return }
+        effects.insert(Branch.self) { $0.setPrimitiveValue(parent, for: \.parent) }
+    }
+}
+
+/// A store whose schema has ``Branch`` too.
+private func branchStore() throws -> (PersistentContainer, ManagedObjectContext) {
+    let directory = try ScratchDirectory.make("persistence-tests")
+    let container = try PersistentContainer(
+        storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities + [Branch.self]))
+    return (container, container.newBackgroundContext(name: "test"))
+}
+
 @Suite struct RowDeletionTests {
     /// Saves one doc per path and returns their IDs.
     func docs(_ context: ManagedObjectContext, _ paths: [String]) throws -> [Int64] {
@@ -202,6 +226,89 @@ import Testing
         context.rollback()
         #expect(try store.stored(FetchRequest<Folder>()).count == 1)
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    }
+
+    @Test func anObjectUpdatedToPointAtADeletedRowIsRefused() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let folder = Folder(context: context)
+        folder.name = "f"
+        let note = Note(context: context)
+        try context.save()
+        note.folder = folder
+        try context.deleteRows(Folder.self, pages: pages(of: [folder.objectID.rowID], size: 1))
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.message == "\(note.objectID).folder points at Folder 1, which is being deleted")
+        context.rollback()
+        #expect(try store.stored(FetchRequest<Note>()).map(\.folder) == [nil])
+        #expect(try store.stored(FetchRequest<Folder>()).count == 1)
+    }
+
+    /// A cascade thousands deep: the work waits in a list, not on the stack.
+    @Test func aDeepCascadeDeletesEveryLevel() throws {
+        let (container, context) = try branchStore()
+        let root = Branch(context: context)
+        try context.save()
+        // Each row's parent is the row before it; the first's, the root. The rows are made
+        // by the save, once their IDs are known.
+        var first: Int64 = 0
+        let rootID = root.objectID.rowID
+        first = try context.insertRows(
+            Branch.self, count: 5_000, batchSize: 1_000,
+            streaming: { i, row in
+                row[\.parent] = ManagedObjectID(entityName: "Branch", rowID: i == 0 ? rootID : first + Int64(i) - 1)
+            }
+        ).lowerBound
+        try context.save()
+        try context.deleteRows(Branch.self, pages: pages(of: [root.objectID.rowID], size: 1))
+        try context.save()
+        #expect(try container.newBackgroundContext().count(for: FetchRequest<Branch>()) == 0)
+    }
+
+    /// A hook that plans a row pointing at a row deleted by now is refused: a cascade whose
+    /// hook gave its owner new members would never end.
+    @Test func aPlannedRowPointingAtADeletedRowIsRefused() throws {
+        let (container, context) = try branchStore()
+        let root = Branch(context: context)
+        Branch(context: context).parent = root
+        try context.save()
+        context.userInfo["replant"] = root
+        try context.deleteRows(Branch.self, pages: pages(of: [root.objectID.rowID], size: 1))
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .validation)
+        #expect(error?.message.hasSuffix(".parent points at Branch 1, which is being deleted") == true)
+        context.rollback()
+        #expect(try container.newBackgroundContext().count(for: FetchRequest<Branch>()) == 2)
+    }
+
+    /// A row whose link a page cleared, and a later page deleted, is deleted, not updated.
+    @Test func aRowClearedThenDeletedIsOnlyDeleted() async throws {
+        let (container, context) = try branchStore()
+        let first = Branch(context: context)
+        let second = Branch(context: context)
+        second.leaning = first
+        let third = Branch(context: context)
+        third.leaning = first
+        try context.save()
+        let notifications = container.saveNotifications()
+        try context.deleteRows(Branch.self, pages: pages(of: [first, second].map(\.objectID.rowID), size: 1))
+        try context.save()
+        var iterator = notifications.makeAsyncIterator()
+        let note = try #require(await iterator.next())
+        #expect(note.updatedObjectIDs == [third.objectID])
+        #expect(note.deletedRowRanges == ["Branch": [1..<3]])
+    }
+
+    @Test func aHooksErrorFailsTheSaveAsItIs() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let ids = try docs(context, ["a"])
+        struct Refusal: Error {}
+        context.userInfo["refuseBatchDelete"] = Refusal()
+        try context.deleteRows(Doc.self, pages: pages(of: ids, size: 1))
+        #expect(throws: Refusal.self) { try context.save() }
+        #expect(throws: Refusal.self) { try context.batchDelete(FetchRequest<Doc>()) }
+        #expect(try store.stored(FetchRequest<Doc>()).count == 1)
     }
 
     @Test func anotherContextMergesTheRangesOfDeletedRows() throws {

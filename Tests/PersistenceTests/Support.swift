@@ -141,7 +141,9 @@ final class Doc: ManagedObject {
         }
     }
 
+    /// Throws `userInfo["refuseBatchDelete"]` of the deleting context, if set.
     override class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
+        if let refusal = effects.userInfo["refuseBatchDelete"] as? any Error { throw refusal }
         for row in rows {
             let path = row.value(for: \Doc.path) ?? "?"
             effects.insert(Plan.self) { $0.path = path }
