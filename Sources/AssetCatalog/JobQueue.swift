@@ -195,15 +195,27 @@ public final class JobQueue: JobProvider, Sendable {
             return s.running.filter { assetIDs.contains($0.value.assetID) }.map(\.value.task)
         }
         for task in tasks { task.cancel() }
-        // A range of IDs at a time: a save may delete a hundred thousand assets, more than
-        // one statement can bind, and most often with consecutive IDs.
+        // A save may delete a hundred thousand assets, more than one statement can bind: a
+        // long run of consecutive IDs goes by its bounds, scattered ones by lists of 500.
+        let unfinished: FetchPredicate<Job> = .in(\.state, [.queued, .running])
+        let cancel = { (job: Job) in
+            job.state = .cancelled
+            job.lastError = "its asset was deleted"
+            job.owner = nil
+        }
+        var scattered: [Int64] = []
         for range in assetIDs.ranges {
-            update(\.assetID >= range.lowerBound && \.assetID < range.upperBound && .in(\.state, [.queued, .running])) {
-                $0.state = .cancelled
-                $0.lastError = "its asset was deleted"
-                $0.owner = nil
+            if range.count > 64 {
+                update(\.assetID >= range.lowerBound && \.assetID < range.upperBound && unfinished, cancel)
+                continue
+            }
+            scattered += range
+            if scattered.count >= 500 {
+                update(.in(\.assetID, scattered) && unfinished, cancel)
+                scattered = []
             }
         }
+        if !scattered.isEmpty { update(.in(\.assetID, scattered) && unfinished, cancel) }
     }
 
     // MARK: - Control

@@ -154,6 +154,26 @@ import Testing
         #expect(cancelled.allSatisfy { $0.error == "its asset was deleted" })
     }
 
+    /// A batch delete of scattered assets cancels each one's jobs (in lists of IDs, more
+    /// than one statement's worth), and no other asset's.
+    @Test func aBatchDeleteCancelsTheJobsOfScatteredAssets() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let files = try (0..<1_100).map { try t.file("f\($0).txt", "content \($0)\n") }
+        let added = try await catalog.add(files).added
+        let doomed = added.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+        _ = try catalog.tag(doomed.map { String($0.id) }, adding: ["doomed"])
+        let jobs = try catalog.jobs.submit(["never-registered"], for: added.map(\.id))
+        #expect(try catalog.removeAll(AssetQuery(tag: "doomed")) == 550)
+        let states = Dictionary(uniqueKeysWithValues: try catalog.jobs.list().map { ($0.asset, $0) })
+        #expect(jobs.count == 1_100)
+        #expect(
+            doomed.allSatisfy { states[$0.id]?.state == .cancelled && states[$0.id]?.error == "its asset was deleted" })
+        let kept = Set(added.map(\.id)).subtracting(doomed.map(\.id))
+        #expect(kept.allSatisfy { states[$0]?.state == .queued })
+    }
+
     @Test func batchDeleteRemovesFilesAfterItsCommit() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
