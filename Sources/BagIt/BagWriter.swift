@@ -153,8 +153,8 @@ public final class BagWriter {
     ///     the tag manifest.
     ///   - agent: `Bag-Software-Agent`.
     ///   - compressionLevel: For compressed archives; `nil` for the format's default.
-    /// - Throws: ``BagError`` `invalidArgument` for an unsafe or repeated payload path, `io`
-    ///   if the bag cannot be created.
+    /// - Throws: ``BagError`` `invalidArgument` for an unsafe or repeated payload path, or a
+    ///   compression level the format does not take; `io` if the bag cannot be created.
     public convenience init(
         path: String, format: BagFormat? = nil, bagName: String? = nil, payload: [BagPayloadItem],
         info: [(label: String, value: String)] = [], tagFiles: [BagTagFile] = [],
@@ -238,9 +238,16 @@ public final class BagWriter {
                     path: path, format: archiveFormat,
                     options: ArchiveWriteOptions(compressionLevel: compressionLevel, synchronizesOnFinish: true))
             } catch {
-                throw BagError(.io, file: path, "cannot be written: \(error.message)")
+                throw BagError(
+                    error.code == .invalidArgument ? .invalidArgument : .io, file: path,
+                    "cannot be written: \(error.message)")
             }
         case .directory:
+            if let compressionLevel {
+                throw BagError(
+                    .invalidArgument, file: path,
+                    "is a directory bag: it has no compression level (\(compressionLevel) was given)")
+            }
             if access(path, F_OK) == 0 {
                 throw BagError(.io, file: path, "already exists; give a new path for the bag")
             }

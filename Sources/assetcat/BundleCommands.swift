@@ -28,6 +28,8 @@ struct Export: AsyncParsableCommand {
     var format: String?
     @Option(help: "Only assets with this tag.") var tag: String?
     @Option(help: "Only assets of this kind.") var kind: String?
+    @Option(help: "gzip, xz and zip 0–9, zstd 1–22 (default: the format's; xz 6 takes about 140 MB, 2 about 60 MB).")
+    var compressionLevel: Int?
     @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged = false
     @Flag(help: "Print a JSON summary.") var json = false
 
@@ -43,7 +45,9 @@ struct Export: AsyncParsableCommand {
             defer { catalog.close() }
             let selection = ExportSelection(
                 references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
-            let exportOptions = ExportOptions(format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged)
+            let exportOptions = ExportOptions(
+                format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged,
+                compressionLevel: compressionLevel)
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
             let result: ExportResult
             do {

@@ -137,6 +137,36 @@ import Testing
         }
     }
 
+    @Test func exportTakesACompressionLevelTheFormatAllows() async throws {
+        let t = try TestCatalog()
+        #expect(try await t.run(["init", t.root.path]).status == 0)
+        let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+        let text = (0..<60_000).map { words[($0 * 7_919 + $0 / 3) % words.count] }.joined(separator: " ")
+        #expect(try await t.run(["add", try t.file("words.txt", text)]).status == 0)
+        let directory = t.directory.path
+        for level in ["1", "9"] {
+            let run = try await t.run(["export", "level\(level).tar.gz", "--compression-level", level])
+            #expect(run.status == 0, "\(run.stderr)")
+        }
+        let size = { (name: String) in
+            (try? FileManager.default.attributesOfItem(atPath: "\(directory)/\(name)")[.size] as? Int) ?? 0
+        }
+        #expect(size("level9.tar.gz") > 0 && size("level9.tar.gz") < size("level1.tar.gz"))
+
+        let zstd = try await t.run(["export", "bad.tar.zst", "--compression-level", "30"])
+        #expect(zstd.status == 1)
+        #expect(zstd.stderr.contains("compression level 30 is not valid for tar.zst (use 1–22)"), "\(zstd.stderr)")
+        let tar = try await t.run(["export", "plain.tar", "--compression-level", "3"])
+        #expect(tar.stderr.contains("compression level 3 is not valid for tar (it has no compression level)"))
+        let bag = try await t.run(["export", "bag", "--compression-level", "3"])
+        #expect(bag.status == 1)
+        #expect(
+            bag.stderr == "assetcat: \(directory)/bag: is a directory bag: it has no compression level (3 was given)\n")
+        for name in ["bad.tar.zst", "plain.tar", "bag"] {
+            #expect(!FileManager.default.fileExists(atPath: "\(directory)/\(name)"))
+        }
+    }
+
     @Test func anUnknownFormatOrConflictPolicyIsAClearError() async throws {
         let t = try await populated()
         let format = try await t.run(["export", "out.rar", "--format", "rar"])
