@@ -154,6 +154,30 @@ import Testing
         #expect(cancelled.allSatisfy { $0.error == "its asset was deleted" })
     }
 
+    /// A removal that fails (its file cannot be unlinked) fails its batch of plans; the batch
+    /// is then carried out a plan at a time: every other file goes, and that one plan stays
+    /// pending for the next sweep.
+    @Test func aPlanThatCannotBeCarriedOutHoldsUpNoOther() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let added = try await catalog.add(try (0..<300).map { try t.file("f\($0).txt", "content \($0)\n") }).added
+        // Asset 100's object is now a folder that is not empty: unlink fails (EISDIR).
+        let stuck = t.objectPath(added[100].sha256)
+        try FileManager.default.removeItem(atPath: stuck)
+        try FileManager.default.createDirectory(atPath: stuck, withIntermediateDirectories: false)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: stuck + "/inside"))
+
+        _ = try catalog.remove(added.map { String($0.id) })  // the sweep's failure is logged, not thrown
+        #expect(try catalog.assets().isEmpty)
+        #expect(added.enumerated().allSatisfy { $0.offset == 100 || !t.hasObject($0.element.sha256) })
+        #expect(try catalog.stats().pendingRemovals == 1)
+
+        try FileManager.default.removeItem(atPath: stuck)
+        #expect(try catalog.runtime.sweep() == 1)
+        #expect(try catalog.stats().pendingRemovals == 0)
+    }
+
     /// A batch delete of scattered assets cancels each one's jobs (in lists of IDs, more
     /// than one statement's worth), and no other asset's.
     @Test func aBatchDeleteCancelsTheJobsOfScatteredAssets() async throws {
