@@ -84,9 +84,9 @@ public final class ManagedObjectContext {
     private var deferredErrors: [PersistenceError] = []
     private var isSaving = false
     private var redirtied: [ManagedObject] = []
-    /// Rows the last commit's transaction deleted or cleared while completing delete rules,
-    /// and the rows its row deletions removed.
-    private var completedRules: ([ManagedObjectID], [ManagedObjectID], [String: RowIDSet]) = ([], [], [:])
+    /// What the last commit's transaction did beyond the changes it was given: rows it
+    /// deleted or cleared while completing delete rules, the rows its row deletions removed.
+    private var committed = StoreSaveResult()
     private var entityCache: [ObjectIdentifier: EntityDescription] = [:]
     private let children = Locked<[WeakContext]>([])
 
@@ -609,11 +609,11 @@ public final class ManagedObjectContext {
         }
         effects.runAfterCommit()
         if parent == nil {
-            let (cascaded, nullified, deletedRows) = completedRules
-            completedRules = ([], [], [:])
+            let (cascaded, nullified) = (committed.cascadeDeleted, committed.nullified)
+            let deletedRanges = committed.deletedRows.mapValues(\.ranges)
+            committed = StoreSaveResult()
             var rowRanges = saved.rowRanges
             for (entity, ids) in effects.rowRanges { rowRanges[entity, default: []] += ids.ranges }
-            let deletedRanges = deletedRows.mapValues(\.ranges)
             let note = SaveNotification(
                 inserted: saved.inserted.map(\.objectID) + saved.rows
                     + effects.rows.map { .init(entityName: $0.entity.name, rowID: $0.id) },
@@ -839,7 +839,7 @@ public final class ManagedObjectContext {
             let result = try core.store.save(changes, effects: effects)
             for o in saved.inserted { o.version = 1 }
             for o in saved.updated { o.version = result.versions[o.objectID] ?? o.version }
-            completedRules = (result.cascadeDeleted, result.nullified, result.deletedRows)
+            committed = result
         } catch let conflict as StoreConflict {
             guard mergePolicy != .error, !lastAttempt else {
                 let names = conflict.objectIDs.map(\.description).joined(separator: ", ")
