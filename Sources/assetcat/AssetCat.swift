@@ -24,8 +24,23 @@ struct CatalogOption: ParsableArguments {
     @Option(name: .long, help: "The catalog directory (default: $ASSETCAT_CATALOG, else the nearest .assetcat).")
     var catalog: String?
 
+    /// Opens the catalog to change it: a read-only catalog fails with a message that says so.
     func open() throws -> Catalog {
         try Catalog.open(at: CatalogLocator.locate(explicit: catalog))
+    }
+
+    /// Opens the catalog for a command that only reads it: writable where it can be (so the
+    /// open still finishes an earlier process's work), read-only where it cannot, saying so
+    /// when removals an earlier process committed could not be finished.
+    func openForReading() throws -> Catalog {
+        let catalog = try Catalog.open(
+            at: CatalogLocator.locate(explicit: catalog), options: .init(access: .readWriteIfPossible))
+        if catalog.isReadOnly, let pending = try? catalog.pendingRemovalCount(), pending > 0 {
+            Terminal.note(
+                "note: the catalog is read-only; \(plural(pending, "committed removal")) could not be finished "
+                    + "(the next command that can write the catalog finishes them)")
+        }
+        return catalog
     }
 }
 

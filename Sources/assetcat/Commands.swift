@@ -69,7 +69,7 @@ struct List: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let query = AssetQuery(tag: tag, kind: kind)
             if json {
@@ -139,7 +139,7 @@ struct Show: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let a = try catalog.asset(asset)
             if json { return try Terminal.json(a) }
@@ -167,7 +167,7 @@ struct Cat: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             try catalog.read(asset) { chunk in try Terminal.output(Data(chunk)) }
         }
@@ -221,7 +221,9 @@ struct Tag: AsyncParsableCommand {
 
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Re-hash content; report missing and damaged assets (exit 1 if any). Changes nothing.")
+        abstract:
+            "Re-hash content; report missing and damaged assets, and content no asset uses (exit 1 if any). Changes nothing."
+    )
 
     @OptionGroup var options: CatalogOption
     @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
@@ -229,7 +231,7 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let report = try await catalog.verify(assets.isEmpty ? nil : assets) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
@@ -246,8 +248,13 @@ struct Verify: AsyncParsableCommand {
                 print(
                     "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
                         + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+                if report.unreferencedObjects > 0 {
+                    print(
+                        "\(plural(report.unreferencedObjects, "file")) in objects/ that no asset uses "
+                            + "(`assetcat gc` lists them; nothing was removed)")
+                }
             }
-            if !report.issues.isEmpty { throw ExitCode.failure }
+            if !report.isHealthy { throw ExitCode.failure }
         }
     }
 }
@@ -290,7 +297,7 @@ struct Stats: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let s = try catalog.stats()
             if json { return try Terminal.json(s) }
