@@ -217,6 +217,46 @@ public final class Catalog: Sendable {
         return try Catalog(root: root, options: options, creating: false)
     }
 
+    /// Starts a new store for a catalog whose store is lost (missing, or moved to
+    /// `quarantine/` as unusable) and records every file of `objects/` in it as an asset
+    /// named `recovered-<digest>` and tagged `recovered`: the last resort when there is no
+    /// backup of the store. Names, tags, metadata, references and archive members are not
+    /// recoverable from content alone; a quarantined store stays where it is.
+    ///
+    /// - Throws: ``CatalogError/Code/exists`` when the catalog's store opens (nothing to
+    ///   recover), ``CatalogError/Code/notFound`` when `directory` holds no catalog.
+    public static func recover(at directory: URL, options: OpenOptions = OpenOptions())
+        throws -> (catalog: Catalog, report: GarbageReport)
+    {
+        let root = directory.standardizedFileURL
+        if FileManager.default.fileExists(atPath: storeURL(in: root).path) {
+            do {
+                try open(at: root, options: options).close()
+                throw CatalogError(
+                    .exists,
+                    "The catalog at \(root.path) opens: it has nothing to recover (`assetcat gc --adopt` records "
+                        + "content no asset uses)", path: root.path)
+            } catch let error as CatalogError where error.code == .store {
+                // Unusable, and now in quarantine, is recovered below; a store that could not
+                // be opened for another reason (busy, I/O) is still there, and not lost.
+                guard !FileManager.default.fileExists(atPath: storeURL(in: root).path) else { throw error }
+            }
+        }
+        guard exists(at: root) || lostStore(root) != nil else {
+            throw CatalogError(.notFound, "No catalog at \(root.path): nothing to recover", path: root.path)
+        }
+        var options = options
+        options.access = .readWrite
+        options.onUnreadableStore = .recreate  // past the quarantined store: a new one, on purpose
+        let catalog = try Catalog(root: root, options: options, creating: true)
+        do {
+            return (catalog, try catalog.collectGarbage(.adopt))
+        } catch {
+            catalog.close()
+            throw error
+        }
+    }
+
     /// The error for a directory that has no store and no `catalog.json` but still shows a
     /// catalog was there: a store moved to `quarantine/`, or content in `objects/`.
     private static func lostStore(_ root: URL) -> CatalogError? {
@@ -230,7 +270,8 @@ public final class Catalog: Sendable {
         return CatalogError(
             .store,
             "The catalog at \(root.path) has lost its store: \(storeName) is missing but objects/ holds content. "
-                + "Nothing was changed; restore \(storeName) from a backup",
+                + "Nothing was changed; restore \(storeName) from a backup, or run `assetcat recover` to start a new "
+                + "store that lists the content of objects/",
             path: storeURL(in: root).path)
     }
 
@@ -242,8 +283,8 @@ public final class Catalog: Sendable {
         return CatalogError(
             .store,
             "The catalog at \(root.path) cannot be opened: its store \(storeName) \(why). Nothing in objects/ was "
-                + "touched. Restore \(storeName) from a backup into \(root.path) (or move it back from the "
-                + "quarantine if it is intact)",
+                + "touched. Restore \(storeName) from a backup into \(root.path), or run `assetcat recover` to start "
+                + "a new store that lists the content of objects/",
             path: storeURL(in: root).path)
     }
 
@@ -291,7 +332,8 @@ public final class Catalog: Sendable {
                 throw CatalogError(
                     .store,
                     "The catalog at \(root.path) has lost its store: \(Self.storeName) is missing. Nothing was "
-                        + "changed; restore \(Self.storeName) from a backup",
+                        + "changed; restore \(Self.storeName) from a backup, or run `assetcat recover` to start a "
+                        + "new store that lists the content of objects/",
                     path: storeURL.path, cause: error)
             }
             throw CatalogError(.store, error.message, path: storeURL.path, cause: error)

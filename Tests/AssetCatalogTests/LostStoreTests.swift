@@ -49,8 +49,8 @@ import Testing
             error?.message
                 == "The catalog at \(t.root.path) cannot be opened: its store catalog.sqlite is unusable (it holds "
                 + "no schema (the file is empty, or its tables are gone)); it was moved to \(folder.path). Nothing "
-                + "in objects/ was touched. Restore catalog.sqlite from a backup into \(t.root.path) (or move it "
-                + "back from the quarantine if it is intact)")
+                + "in objects/ was touched. Restore catalog.sqlite from a backup into \(t.root.path), or run `assetcat "
+                + "recover` to start a new store that lists the content of objects/")
         #expect(!FileManager.default.fileExists(atPath: store(t).path))
         // Every later command says where the store went; none makes a new one.
         for _ in 0..<2 {
@@ -59,7 +59,8 @@ import Testing
                 again?.message
                     == "The catalog at \(t.root.path) cannot be opened: its store catalog.sqlite was found unusable "
                     + "and moved to \(folder.path). Nothing in objects/ was touched. Restore catalog.sqlite from a "
-                    + "backup into \(t.root.path) (or move it back from the quarantine if it is intact)")
+                    + "backup into \(t.root.path), or run `assetcat recover` to start a new store that lists the content of "
+                    + "objects/")
         }
         #expect(throws: CatalogError.self) { try t.create() }
         // The user's path of the report: add a file, remove an asset. Both refused; nothing lost.
@@ -99,7 +100,8 @@ import Testing
         #expect(
             error?.message
                 == "The catalog at \(t.root.path) has lost its store: catalog.sqlite is missing. Nothing was changed; "
-                + "restore catalog.sqlite from a backup")
+                + "restore catalog.sqlite from a backup, or run `assetcat recover` to start a new store that lists "
+                + "the content of objects/")
         #expect(!FileManager.default.fileExists(atPath: store(t).path))
         #expect(throws: CatalogError.self) { try t.create() }
     }
@@ -121,7 +123,8 @@ import Testing
         #expect(
             error?.message
                 == "The catalog at \(t.root.path) has lost its store: catalog.sqlite is missing but objects/ holds "
-                + "content. Nothing was changed; restore catalog.sqlite from a backup")
+                + "content. Nothing was changed; restore catalog.sqlite from a backup, or run `assetcat recover` to start a "
+                + "new store that lists the content of objects/")
         #expect(!FileManager.default.fileExists(atPath: store(t).path))
     }
 
@@ -136,6 +139,31 @@ import Testing
             try JSONDecoder.iso8601.decode(
                 CatalogIdentity.self, from: Data(contentsOf: t.root.appending(path: "catalog.json"))
             ).id == identity.id)
+    }
+
+    @Test func recoverStartsANewStoreListingTheContentOfObjects() async throws {
+        let (t, added) = try await catalog(of: 4)
+        try empty(store(t))
+        #expect(throws: CatalogError.self) { try t.open() }
+        let run = try await t.run(["recover"])
+        #expect(run.status == 0)
+        #expect(
+            run.stdout
+                == "started a new store in \(t.root.path)\nrecorded 4 files of objects/ as assets tagged 'recovered'\n")
+        let catalog = try t.open()
+        let recovered = try catalog.assets()
+        #expect(Set(recovered.map(\.sha256)) == Set(added.map(\.sha256)))
+        #expect(recovered.allSatisfy { $0.tags == ["recovered"] && $0.name == "recovered-\($0.sha256)" })
+        #expect(try await catalog.verify().isHealthy)
+        catalog.close()
+        // The quarantined store is kept; a catalog whose store opens has nothing to recover.
+        _ = try quarantineFolder(t)
+        let again = try await t.run(["recover"])
+        #expect(again.status == 1)
+        #expect(
+            again.stderr
+                == "assetcat: The catalog at \(t.root.path) opens: it has nothing to recover (`assetcat gc --adopt` "
+                + "records content no asset uses)\n")
     }
 
     @Test func verifyCountsContentThatNoAssetUses() async throws {
