@@ -106,6 +106,16 @@ public final class Asset: ManagedObject {
         if events.contains(.undoDeletion) { runtime?.jobs?.resume(for: objectID.rowID) }
     }
 
+    /// A child's save hands its deletion to the parent context, whose own instance now
+    /// holds the asset's jobs (its `prepareForDeletion` ran as the save deleted it there,
+    /// or it had deleted the asset itself): this context lets go of its hold, so that one
+    /// deletion pending in one context is one hold, however many contexts it passed through.
+    /// A deletion saved to the store releases nothing here: its commit cancels the jobs.
+    override public func didSave() {
+        guard isDeleted, let context = managedObjectContext, context.parent != nil else { return }
+        runtime?.jobs?.resume(for: objectID.rowID)
+    }
+
     override public func willSave() {
         let runtime = runtime
         guard let effects = saveEffects else { return }

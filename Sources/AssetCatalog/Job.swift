@@ -170,14 +170,35 @@ public protocol JobProcessor: Sendable {
 
 /// Runs jobs for assets, outside saves: the seeds' network provider, whose
 /// work `prepareForDeletion` cancels.
+///
+/// The rule of holds: a deletion holds an asset's jobs once for each context
+/// in which it is pending, and each hold is released once.
+/// - `prepareForDeletion` takes a hold (``cancelAll(for:)``) in the context
+///   that deletes the asset, directly or by cascade.
+/// - A child context's save hands its deletion to the parent: the parent's
+///   instance takes its own hold as the save deletes it there (or already
+///   held one, having deleted it itself), and the child's releases its hold
+///   (``resume(for:)``, from `didSave`).
+/// - A deletion that ends without a commit releases its context's hold: a
+///   rollback (`undoDeletion`), a reset, the context thrown away. A failed
+///   save releases nothing: the context still holds the deletion.
+/// - When the last hold goes, the interrupted jobs are queued again, once;
+///   when a deletion commits, every hold on the asset goes with it and its
+///   unfinished jobs are cancelled.
+///
+/// So however many contexts a deletion passes through, in whatever order
+/// they save, roll back or are discarded, a deletion that never commits
+/// leaves the asset's jobs queued or running again exactly once.
 public protocol JobProvider: Sendable {
     /// Queues work of `kind` for an asset; returns the job's ID.
     @discardableResult
     func submit(_ kind: String, for assetID: Int64) throws -> Int64
-    /// Stops the asset's running jobs and holds its queued ones (its deletion is pending).
+    /// Takes a hold on the asset's jobs: stops the running ones and holds the queued
+    /// ones (a deletion of the asset is pending in one more context).
     func cancelAll(for assetID: Int64)
-    /// Releases what ``cancelAll(for:)`` stopped: the deletion was rolled
-    /// back, failed, or discarded — the interrupted jobs run again.
+    /// Releases one hold that ``cancelAll(for:)`` took: a deletion ended without a
+    /// commit, or moved to a parent context. When none is left, the interrupted jobs
+    /// run again.
     func resume(for assetID: Int64)
     /// Job state changes and progress, as they happen.
     func events() -> AsyncStream<JobRecord>

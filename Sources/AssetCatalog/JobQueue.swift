@@ -30,8 +30,10 @@ public struct JobRunSummary: Sendable, Hashable {
 ///   this process's: no result or metadata ever lands for an asset whose
 ///   deletion committed, even one finishing in the instant before.
 /// - When the deletion commits, the asset's unfinished jobs are marked
-///   cancelled. When it is rolled back, fails, or is discarded (a child
-///   context thrown away), ``resume(for:)`` queues the interrupted jobs again.
+///   cancelled. When it ends without a commit (rolled back, reset, a context
+///   thrown away), ``resume(for:)`` queues the interrupted jobs again, once
+///   the last context holding the deletion let go (``JobProvider`` states the
+///   rule of holds).
 /// - A deletion committed by another process is noticed within a quarter of
 ///   a second (the store's change counter), and the jobs are cancelled.
 /// - A process killed while running jobs leaves them `running`; the next
