@@ -444,12 +444,10 @@ public final class ArchiveWriter {
             }
             defer { closedir(directory) }
             var names: [[UInt8]] = []
-            while let item = readdir(directory) {
-                let childName = withUnsafeBytes(of: item.pointee.d_name) { raw in
-                    Array(raw.prefix(while: { $0 != 0 }))
-                }
-                if childName == [0x2E] || childName == [0x2E, 0x2E] { continue }
-                names.append(childName)
+            let failure = forEachDirectoryEntry(in: directory) { names.append(Array($0)) }
+            if failure != 0 {
+                errno = failure
+                throw ioError("readdir", path: diskPath, member: memberPath)
             }
             names.sort { $0.lexicographicallyPrecedes($1) }
             for childBytes in names {

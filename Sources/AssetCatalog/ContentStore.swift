@@ -1,3 +1,4 @@
+import ArchiveIO
 import BagIt
 import CFileSync
 import Crypto
@@ -269,11 +270,11 @@ final class ContentStore: Sendable {
                 if fd >= 0 { close(fd) }
                 break
             }
-            while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                    String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            // A failed read leaves what it did not reach to the second pass, then to removeItem.
+            _ = forEachDirectoryEntry(in: directory) { name in
+                _ = name.withMemoryRebound(to: CChar.self) { Array($0) + [0] }.withUnsafeBufferPointer {
+                    unlinkat(fd, $0.baseAddress!, 0)
                 }
-                if name != "." && name != ".." { unlinkat(fd, name, 0) }
             }
             closedir(directory)
             if unlinkat(stagingDirectory, folder.name, AT_REMOVEDIR) == 0 || errno == ENOENT { return }
