@@ -3,9 +3,9 @@ import BagIt
 import Foundation
 import GRDB
 import GRDBSQLite
+import Locking
 import Logging
 import Persistence
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -807,7 +807,7 @@ extension Catalog {
 
 /// Tells an import's early work, from the reading task, that its plan is moot.
 private final class EarlyPlan: Sendable {
-    private let moot = Mutex(false)
+    private let moot = Locked(false)
     var isMoot: Bool {
         get { moot.withLock { $0 } }
         set { moot.withLock { $0 = newValue } }

@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 public import Logging
 public import Persistence
 import Synchronization
@@ -12,7 +13,7 @@ final class CatalogRuntime: Sendable {
     weak let container: PersistentContainer?
     weak let jobs: JobQueue?
     let logger: Logger
-    private let sweeping = Mutex(())
+    private let sweeping = Locked(())
     /// How many sweeps this process has run (tests count them: one per save, not per asset).
     let sweepsRun = Atomic<Int>(0)
 

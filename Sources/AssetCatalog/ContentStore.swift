@@ -3,6 +3,7 @@ import BagIt
 import CFileSync
 import Crypto
 import Foundation
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -96,7 +97,7 @@ final class ContentStore: Sendable {
         return fd
     }
 
-    private let isClosed = Mutex(false)
+    private let isClosed = Locked(false)
 
     deinit {
         release()
@@ -657,7 +658,7 @@ final class ContentAdoption: @unchecked Sendable {
     /// Those of `digests` the adoption holds (a pin of each): ``requireAll(in:)`` checks them.
     func covering(_ digests: Set<String>) throws -> Set<String> { try staged.holds(digests) }
 
-    private let checkClaimed = Mutex(false)
+    private let checkClaimed = Locked(false)
 
     /// `true` the first time only: the save that writes an adoption's rows, in batches,
     /// plans one ``requireAll(in:)``.

@@ -1,10 +1,10 @@
 import Foundation
+import Locking
 import Logging
 import Persistence
-import Synchronization
 
 final class SummaryBox: Sendable {
-    let value = Mutex(JobRunSummary())
+    let value = Locked(JobRunSummary())
 }
 
 /// What ``JobQueue/runUntilIdle(progress:)`` did.
@@ -84,9 +84,9 @@ public final class JobQueue: JobProvider, Sendable {
     public let concurrency: Int
     /// This process, as job rows name their owner (`pid-id`, then `#run`).
     let owner: String
-    private let catalogBox = Mutex(WeakCatalog())
+    private let catalogBox = Locked(WeakCatalog())
     private var catalog: Catalog? { catalogBox.withLock { $0.value } }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let logger: Logger
 
     struct WeakCatalog: @unchecked Sendable {
@@ -461,7 +461,7 @@ public final class JobQueue: JobProvider, Sendable {
         _ job: JobRecord, token: String, asset: AssetRecord, processor: any JobProcessor, catalog: Catalog,
         summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?
     ) -> Bool {
-        let lastReport = Mutex(Date.distantPast)
+        let lastReport = Locked(Date.distantPast)
         let context = JobContext(
             jobID: job.id, kind: job.kind, asset: asset, catalog: catalog, runToken: token,
             progressSink: { [weak self] fraction in

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// What happens to the objects on the other side of a relationship when the
 /// object that owns it is deleted.
@@ -64,7 +64,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// The inverses of to-many relationships, resolved on first use (the
     /// destination's description may not exist yet when this one is built).
     private let inverseResolvers: [String: @Sendable () -> PropertyDescription?]
-    private let inverses = Mutex<[String: PropertyDescription]>([:])
+    private let inverses = Locked<[String: PropertyDescription]>([:])
 
     /// One prototype instance, probed to map key paths to properties.
     private let probe: Locked<Probe>
@@ -255,7 +255,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
 
 /// The registry of entity descriptions, one per `ManagedObject` subclass.
 enum EntityRegistry {
-    private static let descriptions = Mutex<[ObjectIdentifier: EntityDescription]>([:])
+    private static let descriptions = Locked<[ObjectIdentifier: EntityDescription]>([:])
 
     static func description(for type: ManagedObject.Type) -> EntityDescription {
         let key = ObjectIdentifier(type)

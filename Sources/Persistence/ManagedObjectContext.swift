@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Locking
 import Logging
 
 /// How a save resolves rows that changed in the store since its objects read them.

@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 public import Logging
 import Synchronization
 
@@ -302,10 +303,10 @@ final class ContainerCore: Sendable {
     let schema: Schema
     let logger: Logger
     let ids: IDAllocator
-    let hooks = Mutex<Hooks>(Hooks())
-    let lastExternalToken = Mutex<Int64?>(nil)
-    private let subscribers = Mutex<[UUID: AsyncStream<SaveNotification>.Continuation]>([:])
-    private let contexts = Mutex<[WeakContextBox]>([])
+    let hooks = Locked<Hooks>(Hooks())
+    let lastExternalToken = Locked<Int64?>(nil)
+    private let subscribers = Locked<[UUID: AsyncStream<SaveNotification>.Continuation]>([:])
+    private let contexts = Locked<[WeakContextBox]>([])
 
     struct Hooks {
         var saveError: (@Sendable (any Error, ManagedObjectContext) -> Void)?
@@ -381,7 +382,7 @@ final class IDAllocator: Sendable {
     }
     private let store: any PersistentStore
     private let schema: Schema
-    private let blocks = Mutex<[String: Block]>([:])
+    private let blocks = Locked<[String: Block]>([:])
     private let provisionalIDs = Atomic<Int64>(0)
 
     init(store: any PersistentStore, schema: Schema) {

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
-import Synchronization
+import Locking
 
 /// Why a store file could not be opened; the container quarantines the file
 /// for the first two.
@@ -39,7 +39,7 @@ final class SQLiteStore: PersistentStore {
     private let pool: any DatabaseWriter
     private let sql: [String: EntitySQL]
     private let schema: Schema
-    private let injectedFault = Mutex<(@Sendable () throws -> Void)?>(nil)
+    private let injectedFault = Locked<(@Sendable () throws -> Void)?>(nil)
 
     /// The table every store with a schema has: its absence means the
     /// database was never given one, or lost it.
