@@ -19,6 +19,20 @@ struct AssetCat: AsyncParsableCommand {
     )
 }
 
+extension AssetCat {
+    /// Refuses an unknown option (``OptionCheck``), then parses and runs as ArgumentParser does.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if OptionCheck.hasOptions(arguments), let root = OptionCheck.commands(of: AssetCat.self),
+            let message = OptionCheck.unknownOption(in: arguments, root: root)
+        {
+            Terminal.error(message)
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
+        await main(arguments)
+    }
+}
+
 /// The `--catalog` option every command but `init` takes.
 struct CatalogOption: ParsableArguments {
     @Option(name: .long, help: "The catalog directory (default: $ASSETCAT_CATALOG, else the nearest .assetcat).")
@@ -51,7 +65,7 @@ struct Init: AsyncParsableCommand {
             let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
             let catalog = try Catalog.create(at: directory)
             catalog.close()
-            print("Created an empty catalog in \(directory.path)")
+            print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
         }
     }
 }
