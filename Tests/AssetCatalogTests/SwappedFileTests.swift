@@ -183,6 +183,23 @@ import Testing
         #expect(result.added.isEmpty)
     }
 
+    /// A referenced file that became a FIFO: `cat` and `verify` say so at once instead of
+    /// waiting for a writer.
+    @Test func aReferencedFileSwappedForAFIFOIsRefusedByCatAndVerify() async throws {
+        let f = try AddFixture()
+        let path = f.dir + "/a.txt"
+        let added = try await f.catalog.add([path], options: AddOptions(mode: .reference))
+        #expect(added.added.count == 1)
+        let unblocker = FIFOUnblocker(path)
+        defer { unblocker.stop() }
+        Self.fifo(path, unblocker)
+        let error = try #require(throws: CatalogError.self) { try f.catalog.read("1") { _ in } }
+        #expect(error.message == "Could not read \(path): it is a FIFO, not a regular file")
+        let report = try await f.catalog.verify()
+        #expect(report.issues.map(\.problem) == [.unreadable])
+        #expect(report.issues.map(\.detail) == ["\(path) is a FIFO, not a regular file"])
+    }
+
     /// As documented: a path the user names is followed through links, at any component; links
     /// found inside a directory are skipped.
     @Test func addFollowsLinksInANamedPathAndSkipsThemInsideADirectory() async throws {
