@@ -818,7 +818,11 @@ final class Scan {
         while let directory = pending.popLast() {
             let fd: Int32
             do {
-                fd = directory.isEmpty ? dup(rootFD) : try FileAccess.openDirectory(directory, beneath: rootFD)
+                // The root anew (not a dup: its position in the directory would be shared).
+                fd =
+                    directory.isEmpty
+                    ? openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    : try FileAccess.openDirectory(directory, beneath: rootFD)
             } catch {
                 throw BagError(opening: directory, error)
             }
