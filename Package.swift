@@ -74,7 +74,14 @@ let package = Package(
         .executableTarget(name: "PersistenceDemo", dependencies: ["Persistence"]),
         // A separate process for the tests that need two writers or a crash.
         .executableTarget(name: "persistence-fixture", dependencies: ["Persistence"], path: "Tests/PersistenceFixture"),
-        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "persistence-fixture", "TestScratch"]),
+        .testTarget(
+            name: "PersistenceTests",
+            dependencies: [
+                "Persistence", "persistence-fixture", "TestScratch",
+                // To damage stores as a user's mistake would (tables dropped, a schema gone).
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO"]),
         .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO"]),
         .testTarget(

@@ -112,6 +112,7 @@ extension Catalog {
     public func add(
         _ paths: [String], options: AddOptions = AddOptions(), progress: (@Sendable (AddProgress) -> Void)? = nil
     ) async throws -> AddResult {
+        try content.requireWritable()
         for tag in options.tags { try Self.validateTag(tag) }
         if options.defersHashing && options.mode != .reference {
             throw CatalogError(

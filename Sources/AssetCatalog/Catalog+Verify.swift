@@ -28,6 +28,14 @@ public struct VerifyIssue: Sendable, Codable, Hashable {
 public struct VerifyReport: Sendable, Codable {
     public var checked: Int
     public var issues: [VerifyIssue]
+    /// Files in `objects/` that no asset uses, counted by a verify of the whole catalog
+    /// (`0` when only some assets were verified). Nothing is removed: ``Catalog/collectGarbage(_:)``
+    /// lists them, and adopts or purges them when asked. Content an add in progress holds
+    /// is not counted, nor content whose removal is pending.
+    public var unreferencedObjects: Int = 0
+
+    /// Whether nothing is wrong: no issue, and no content that no asset uses.
+    public var isHealthy: Bool { issues.isEmpty && unreferencedObjects == 0 }
 }
 
 /// An unreferenced file in `objects/`.
@@ -65,12 +73,22 @@ public enum GarbageAction: String, Sendable {
 
 extension Catalog {
     /// Re-hashes assets' content (all of them, or the referenced ones) and
-    /// reports the missing and damaged ones. Changes nothing.
+    /// reports the missing and damaged ones; a verify of the whole catalog also
+    /// counts the files in `objects/` that no asset uses. Changes nothing.
     public func verify(_ references: [String]? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
         -> VerifyReport
     {
         let records = try references.map { try $0.map { try asset($0) } } ?? assets()
-        return try await check(records, progress: progress)
+        var report = try await check(records, progress: progress)
+        if references == nil && !Task.isCancelled {
+            // Content whose removal is journaled (pending: a crash, a read-only open) is not lost.
+            let pending = try storeErrors {
+                try withContext { try $0.fetch(FetchRequest<RemovalPlan>()).map(\.sha256) }
+            }
+            let used = Set(records.lazy.filter { $0.storage == .managed }.map(\.sha256)).union(pending)
+            report.unreferencedObjects = content.objectFiles().count { !used.contains($0.sha256) && !$0.isPinned }
+        }
+        return report
     }
 
     /// What is missing, damaged or unreadable among `records`: a file per core at a time.

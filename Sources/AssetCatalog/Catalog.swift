@@ -121,6 +121,8 @@ public final class Catalog: Sendable {
     public struct OpenOptions: Sendable {
         /// Create the catalog when the directory holds none.
         public var createIfMissing: Bool
+        /// Whether the catalog is opened to change it, or only to read it.
+        public var access: Access
         /// What to do with an unusable store; by default opening fails (a
         /// catalog is a source of truth, not a cache) after moving it aside.
         public var onUnreadableStore: PersistentContainer.UnreadableStorePolicy
@@ -128,13 +130,32 @@ public final class Catalog: Sendable {
         public var logger: Logger
 
         public init(
-            createIfMissing: Bool = false, onUnreadableStore: PersistentContainer.UnreadableStorePolicy = .fail,
+            createIfMissing: Bool = false, access: Access = .readWrite,
+            onUnreadableStore: PersistentContainer.UnreadableStorePolicy = .fail,
             logger: Logger = Logger(label: "AssetCatalog", factory: { _ in SwiftLogNoOpLogHandler() })
         ) {
             self.createIfMissing = createIfMissing
+            self.access = access
             self.onUnreadableStore = onUnreadableStore
             self.logger = logger
         }
+    }
+
+    /// Whether an open may change the catalog.
+    public enum Access: Sendable {
+        /// Read and write. Opening finishes work an earlier process left (pending removals,
+        /// staging of processes that are gone) and fails with ``CatalogError/Code/readOnly``
+        /// where the catalog cannot be written (a read-only mount, a folder this user may not
+        /// write).
+        case readWrite
+        /// Read only: nothing in the catalog's directory is created, migrated, repaired or
+        /// written, and every change fails with ``CatalogError/Code/readOnly``. Works on a
+        /// read-only file system. Removals left pending stay pending
+        /// (``Catalog/pendingRemovalCount()``).
+        case readOnly
+        /// ``readWrite`` where the catalog can be written, else ``readOnly``: for commands
+        /// that only read, so that they still finish an earlier process's work where they can.
+        case readWriteIfPossible
     }
 
     /// The catalog's directory.
@@ -149,51 +170,182 @@ public final class Catalog: Sendable {
     /// The catalog's job provider: register processors, run the queue.
     public let jobs: JobQueue
 
-    /// Whether `directory` holds a catalog.
+    /// Whether `directory` holds a catalog (its `catalog.json` or its store).
     public static func exists(at directory: URL) -> Bool {
-        FileManager.default.fileExists(atPath: directory.appending(path: storeName).path)
+        CatalogIdentity.exists(in: directory) || FileManager.default.fileExists(atPath: storeURL(in: directory).path)
     }
+
+    static func storeURL(in root: URL) -> URL { root.appending(path: storeName) }
 
     /// Creates a new, empty catalog in `directory` (made if missing).
     ///
-    /// - Throws: ``CatalogError/Code/exists`` when it already holds one.
+    /// - Throws: ``CatalogError/Code/exists`` when it already holds one, or holds the
+    ///   content of one whose store is lost.
     public static func create(at directory: URL, options: OpenOptions = OpenOptions()) throws -> Catalog {
         guard !exists(at: directory) else {
             throw CatalogError(.exists, "A catalog already exists at \(directory.path)", path: directory.path)
         }
         var options = options
         options.createIfMissing = true
+        options.access = .readWrite
         return try open(at: directory, options: options)
     }
 
     /// Opens the catalog in `directory`, finishing any removal a crash left
     /// pending and clearing staging work of processes that are gone.
     ///
+    /// Only ``create(at:options:)`` (or `createIfMissing` in a directory that holds no
+    /// catalog) makes a store. A catalog whose store is missing, emptied, or without its
+    /// tables is refused and nothing in it is touched: the store is moved to
+    /// `quarantine/` and this open, and every later one, fails saying where it went.
+    ///
     /// - Throws: ``CatalogError/Code/notFound`` when there is no catalog
     ///   (and `createIfMissing` is false); ``CatalogError/Code/store`` when
-    ///   its store is unusable (the message says where it was moved).
+    ///   its store is unusable or lost (the message says where it was moved and
+    ///   what to do); ``CatalogError/Code/readOnly`` when it cannot be written and
+    ///   `access` is ``Access/readWrite``.
     public static func open(at directory: URL, options: OpenOptions = OpenOptions()) throws -> Catalog {
-        guard options.createIfMissing || exists(at: directory) else {
-            throw CatalogError(
-                .notFound, "No catalog at \(directory.path); create one with `assetcat init`", path: directory.path)
+        let root = directory.standardizedFileURL
+        if !exists(at: root) {
+            if let lost = lostStore(root) { throw lost }
+            guard options.createIfMissing else {
+                throw CatalogError(
+                    .notFound, "No catalog at \(root.path); create one with `assetcat init`", path: root.path)
+            }
+            return try Catalog(root: root, options: options, creating: true)
         }
-        return try Catalog(root: directory.standardizedFileURL, options: options)
+        return try Catalog(root: root, options: options, creating: false)
     }
 
-    private init(root: URL, options: OpenOptions) throws {
+    /// Starts a new store for a catalog whose store is lost (missing, or moved to
+    /// `quarantine/` as unusable) and records every file of `objects/` in it as an asset
+    /// named `recovered-<digest>` and tagged `recovered`: the last resort when there is no
+    /// backup of the store. Names, tags, metadata, references and archive members are not
+    /// recoverable from content alone; a quarantined store stays where it is.
+    ///
+    /// - Throws: ``CatalogError/Code/exists`` when the catalog's store opens (nothing to
+    ///   recover), ``CatalogError/Code/notFound`` when `directory` holds no catalog.
+    public static func recover(at directory: URL, options: OpenOptions = OpenOptions())
+        throws -> (catalog: Catalog, report: GarbageReport)
+    {
+        let root = directory.standardizedFileURL
+        if FileManager.default.fileExists(atPath: storeURL(in: root).path) {
+            do {
+                try open(at: root, options: options).close()
+                throw CatalogError(
+                    .exists,
+                    "The catalog at \(root.path) opens: it has nothing to recover (`assetcat gc --adopt` records "
+                        + "content no asset uses)", path: root.path)
+            } catch let error as CatalogError where error.code == .store {
+                // Unusable, and now in quarantine, is recovered below; a store that could not
+                // be opened for another reason (busy, I/O) is still there, and not lost.
+                guard !FileManager.default.fileExists(atPath: storeURL(in: root).path) else { throw error }
+            }
+        }
+        guard exists(at: root) || lostStore(root) != nil else {
+            throw CatalogError(.notFound, "No catalog at \(root.path): nothing to recover", path: root.path)
+        }
+        var options = options
+        options.access = .readWrite
+        options.onUnreadableStore = .recreate  // past the quarantined store: a new one, on purpose
+        let catalog = try Catalog(root: root, options: options, creating: true)
+        do {
+            return (catalog, try catalog.collectGarbage(.adopt))
+        } catch {
+            catalog.close()
+            throw error
+        }
+    }
+
+    /// The error for a directory that has no store and no `catalog.json` but still shows a
+    /// catalog was there: a store moved to `quarantine/`, or content in `objects/`.
+    private static func lostStore(_ root: URL) -> CatalogError? {
+        if let folder = PersistentContainer.quarantinedStore(of: storeURL(in: root)) {
+            return quarantined(root, folder: folder, reason: nil)
+        }
+        let objects = root.appending(path: "objects").path
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: objects), !entries.isEmpty else {
+            return nil
+        }
+        return CatalogError(
+            .store,
+            "The catalog at \(root.path) has lost its store: \(storeName) is missing but objects/ holds content. "
+                + "Nothing was changed; restore \(storeName) from a backup, or run `assetcat recover` to start a new "
+                + "store that lists the content of objects/",
+            path: storeURL(in: root).path)
+    }
+
+    /// The error for a catalog whose store is in `quarantine/`.
+    private static func quarantined(_ root: URL, folder: URL, reason: String?) -> CatalogError {
+        let why =
+            reason.map { "is unusable (\($0)); it was moved to \(folder.path)" }
+            ?? "was found unusable and moved to \(folder.path)"
+        return CatalogError(
+            .store,
+            "The catalog at \(root.path) cannot be opened: its store \(storeName) \(why). Nothing in objects/ was "
+                + "touched. Restore \(storeName) from a backup into \(root.path), or run `assetcat recover` to start "
+                + "a new store that lists the content of objects/",
+            path: storeURL(in: root).path)
+    }
+
+    /// Whether the catalog at `root` can be written by this process.
+    private static func isWritable(_ root: URL) -> Bool {
+        guard access(root.path, W_OK) == 0 else { return false }
+        let store = storeURL(in: root).path
+        return access(store, F_OK) != 0 || access(store, W_OK) == 0
+    }
+
+    private init(root: URL, options: OpenOptions, creating: Bool) throws {
         self.root = root
-        try ContentStore.makeDirectory(root.path)
+        let readOnly: Bool
+        switch options.access {
+        case .readOnly: readOnly = true
+        case .readWrite, .readWriteIfPossible:
+            if !creating, !Self.isWritable(root) {
+                guard options.access == .readWriteIfPossible else {
+                    throw CatalogError(
+                        .readOnly,
+                        "The catalog at \(root.path) is read-only (\(ContentStore.errnoText())): this command "
+                            + "changes it. Commands that only read it (ls, show, cat, verify, stats) still work",
+                        path: root.path)
+                }
+                readOnly = true
+            } else {
+                readOnly = false
+            }
+        }
+        if !readOnly { try ContentStore.makeDirectory(root.path) }
         var storeOptions = PersistentContainer.Options()
         storeOptions.onUnreadableStore = options.onUnreadableStore
         storeOptions.logger = options.logger
+        storeOptions.createsStore = creating
+        storeOptions.readOnly = readOnly
+        let storeURL = Self.storeURL(in: root)
         do {
             container = try PersistentContainer(
-                storeURL: root.appending(path: Self.storeName), schema: try Schema(Self.entities), options: storeOptions
-            )
+                storeURL: storeURL, schema: try Schema(Self.entities), options: storeOptions)
         } catch let error as PersistenceError {
-            throw CatalogError(.store, error.message, path: root.appending(path: Self.storeName).path, cause: error)
+            if let quarantine = error.quarantine {
+                throw Self.quarantined(root, folder: quarantine.folder, reason: quarantine.reason)
+            }
+            if error.code == .notFound {
+                throw CatalogError(
+                    .store,
+                    "The catalog at \(root.path) has lost its store: \(Self.storeName) is missing. Nothing was "
+                        + "changed; restore \(Self.storeName) from a backup, or run `assetcat recover` to start a "
+                        + "new store that lists the content of objects/",
+                    path: storeURL.path, cause: error)
+            }
+            throw CatalogError(.store, error.message, path: storeURL.path, cause: error)
         }
-        let content = try ContentStore(root: root.path)
+        let content: ContentStore
+        do {
+            content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
+            if !readOnly { try CatalogIdentity.write(in: root) }
+        } catch {
+            container.close()
+            throw error
+        }
         jobs = JobQueue(
             owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger)
         runtime = CatalogRuntime(content: content, container: container, jobs: jobs, logger: options.logger)
@@ -202,6 +354,7 @@ public final class Catalog: Sendable {
         container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         jobs.attach(self)
         BuiltInProcessors.register(on: jobs)
+        guard !readOnly else { return }
         jobs.recoverAbandoned()  // a dead worker's jobs show as queued, not running
         do {
             let finished = try runtime.sweep()
@@ -210,6 +363,16 @@ public final class Catalog: Sendable {
             // The catalog is usable: the plans stay pending (stats and gc report them).
             options.logger.warning("some removals stay pending: \(error)")
         }
+    }
+
+    /// Whether the catalog was opened read-only (``Access/readOnly``, or
+    /// ``Access/readWriteIfPossible`` where it cannot be written).
+    public var isReadOnly: Bool { container.isReadOnly }
+
+    /// How many committed removals are still to be carried out (a crash, a failed sweep,
+    /// or a read-only open that could not finish them).
+    public func pendingRemovalCount() throws -> Int {
+        try storeErrors { try withContext { try $0.count(for: FetchRequest<RemovalPlan>()) } }
     }
 
     /// Whether opening found the store unusable and started an empty one.
@@ -282,6 +445,7 @@ public final class Catalog: Sendable {
             throw error
         } catch let error as PersistenceError {
             if let inner = error.cause as? CatalogError { throw inner }
+            if error.code == .readOnly { throw CatalogError.readOnlyCatalog(root.path) }
             throw CatalogError(.store, error.message, cause: error)
         }
     }

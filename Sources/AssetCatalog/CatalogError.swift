@@ -22,6 +22,9 @@ public struct CatalogError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code(name: "cancelled")
         /// An archive could not be read.
         public static let archive = Code(name: "archive")
+        /// The catalog cannot be changed: it was opened read-only, or it is on a
+        /// file system (or in a folder) that this process cannot write.
+        public static let readOnly = Code(name: "readOnly")
     }
 
     public var code: Code
@@ -40,4 +43,12 @@ public struct CatalogError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+}
+
+extension CatalogError {
+    /// A change asked of a catalog opened read-only.
+    static func readOnlyCatalog(_ root: String) -> CatalogError {
+        CatalogError(
+            .readOnly, "The catalog at \(root) is open read-only: it cannot be changed", path: root)
+    }
 }

@@ -32,10 +32,28 @@ final class ContentStore: Sendable {
     /// Names new staging files: a counter, where a UUID would read `/dev/urandom` per file.
     private let stagedCount = Atomic<Int>(0)
 
+    /// Whether this store only reads (a read-only catalog): it has no staging folder and
+    /// refuses to stage content.
+    let isReadOnly: Bool
+
     static let bufferSize = 1 << 20
+
+    /// The content of the catalog at `root`, for reading only: nothing is created, cleared
+    /// or locked.
+    init(readingAt root: String) throws {
+        self.root = root
+        objects = root + "/objects"
+        staging = root + "/staging"
+        ownStaging = staging + "/\(getpid())-reader"
+        isReadOnly = true
+        lockDescriptor = -1
+        stagingDirectory = -1
+        objectsDirectory = try Self.openDirectory(objects)
+    }
 
     init(root: String) throws {
         self.root = root
+        isReadOnly = false
         objects = root + "/objects"
         staging = root + "/staging"
         for directory in [objects, staging] { try Self.makeDirectory(directory) }
@@ -84,7 +102,13 @@ final class ContentStore: Sendable {
         // Closed only now, not by release(): work still in flight holds this store, and a
         // descriptor closed under it could be reused for another folder by then.
         close(objectsDirectory)
-        close(stagingDirectory)
+        if !isReadOnly { close(stagingDirectory) }
+    }
+
+    /// Throws unless content can be written (the catalog was not opened read-only).
+    func requireWritable() throws {
+        guard isReadOnly else { return }
+        throw CatalogError.readOnlyCatalog(root)
     }
 
     /// Removes this process's staging folder and releases its lock. A clean
@@ -96,6 +120,7 @@ final class ContentStore: Sendable {
                 defer { closed = true }; return !closed
             })
         else { return }
+        guard !isReadOnly else { return }
         try? FileManager.default.removeItem(atPath: ownStaging)
         unlink(ownStaging + ".lock")
         close(lockDescriptor)
@@ -195,6 +220,7 @@ final class ContentStore: Sendable {
 
     /// Creates a new file in staging, for writing; returns its path and descriptor.
     func createStagingFile() throws -> (path: String, fd: Int32) {
+        try requireWritable()
         let path = newStagingPath()
         let fd = openat(stagingDirectory, stagingName(path), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o444)
         guard fd >= 0 else { throw CatalogError(.io, "Could not create \(path): \(Self.errnoText())", path: path) }
@@ -204,6 +230,7 @@ final class ContentStore: Sendable {
     /// Makes a new folder in this process's staging folder, for the files of one piece of
     /// work (an import) that are removed together: ``removeStagingFolder(_:)``.
     func makeStagingFolder() throws -> StagingFolder {
+        try requireWritable()
         let folder = StagingFolder(parent: ownStaging, number: stagedCount.add(1, ordering: .relaxed).newValue)
         guard mkdirat(stagingDirectory, folder.name, 0o755) == 0 else {
             throw CatalogError(.io, "Could not create \(folder.path): \(Self.errnoText())", path: folder.path)

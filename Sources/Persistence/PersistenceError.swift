@@ -1,3 +1,5 @@
+public import Foundation
+
 /// An error of the persistence layer: a save that was refused, a store that
 /// could not be opened, a misuse of the API.
 ///
@@ -24,6 +26,9 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let io = Code(name: "io")
         /// The store file is not a usable database; see ``PersistentContainer/storeWasResetOnLoad``.
         public static let storeUnreadable = Code(name: "storeUnreadable")
+        /// The store was opened read-only (``PersistentContainer/Options/readOnly``), or its
+        /// file cannot be written: nothing was changed.
+        public static let readOnly = Code(name: "readOnly")
         /// The store could not be migrated to the current schema.
         public static let migration = Code(name: "migration")
         /// No object with that ID exists.
@@ -41,6 +46,21 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
     public var underlyingErrors: [PersistenceError]
     /// The error that caused this one (a SQLite error, a thrown validation error).
     public var cause: (any Error)?
+    /// For a store found unusable when it was opened: where it was moved, and why.
+    public var quarantine: Quarantine?
+
+    /// Where an unusable store was moved, and why.
+    public struct Quarantine: Sendable, Hashable {
+        /// The folder of `quarantine/` that holds the store file and its `-wal` and `-shm`.
+        public var folder: URL
+        /// What was wrong with it, in a few words (`nil` when an earlier open moved it).
+        public var reason: String?
+
+        public init(folder: URL, reason: String?) {
+            self.folder = folder
+            self.reason = reason
+        }
+    }
 
     public init(
         _ code: Code, _ message: String, objectIDs: [ManagedObjectID] = [],

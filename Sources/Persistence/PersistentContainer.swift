@@ -62,6 +62,10 @@ public struct SaveNotification: Sendable, Hashable {
 /// (``storeWasResetOnLoad``, ``quarantinedStoreURL``); with
 /// ``UnreadableStorePolicy/fail`` it is moved there too and opening fails
 /// with instructions, and later opens keep failing until the caller chooses.
+/// A program whose store must already exist opens with
+/// ``Options/createsStore`` `false`: then an emptied file is unusable too,
+/// never taken for a new store. ``Options/readOnly`` reads a store without
+/// writing anything, on a read-only file system too.
 public final class PersistentContainer: Sendable {
     /// What to do when the store file is unreadable or cannot be migrated.
     public enum UnreadableStorePolicy: Sendable {
@@ -79,12 +83,26 @@ public final class PersistentContainer: Sendable {
         public var busyTimeout: TimeInterval = 30
         /// Whether opening runs `PRAGMA quick_check` (linear in the store's size).
         public var checksIntegrityOnOpen = true
+        /// Whether opening may create the store. When `false`, a missing file fails the
+        /// open (``PersistenceError/Code/notFound``), and a database that holds no schema —
+        /// an emptied file, a file whose tables were dropped — is unusable like a damaged
+        /// one (quarantined, ``PersistenceError/Code/storeUnreadable``) instead of being
+        /// given a fresh schema. A program whose store is a source of truth opens with
+        /// `false` every time but the first.
+        public var createsStore = true
+        /// Whether the store is opened for reading only: nothing is created, migrated,
+        /// quarantined or written, and every save fails with
+        /// ``PersistenceError/Code/readOnly``. A store on a read-only file system can be
+        /// read this way. A store that needs a migration fails the open.
+        public var readOnly = false
         /// Where the container logs; silent by default.
         public var logger = Logger(label: "Persistence", factory: { _ in SwiftLogNoOpLogHandler() })
         public init() {}
     }
 
     public let storeURL: URL
+    /// Whether the store was opened for reading only (``Options/readOnly``).
+    public let isReadOnly: Bool
     public let schema: Schema
     /// Whether opening found an unreadable store and replaced it with an empty one.
     public let storeWasResetOnLoad: Bool
@@ -100,22 +118,29 @@ public final class PersistentContainer: Sendable {
     /// Opens (or creates) the store at `storeURL` for `schema`.
     ///
     /// - Throws: ``PersistenceError`` with code `storeUnreadable` or
-    ///   `migration` (the file was quarantined; the message says where and
-    ///   what to do), or `io`.
+    ///   `migration` (the file was quarantined, unless read-only; the message
+    ///   says where and what to do), `notFound` (no file, and
+    ///   ``Options/createsStore`` is `false`), or `io`.
     public init(storeURL: URL, schema: Schema, options: Options = Options()) throws {
         self.storeURL = storeURL
         self.schema = schema
+        isReadOnly = options.readOnly
         let directory = storeURL.deletingLastPathComponent()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if options.createsStore && !options.readOnly {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
         let quarantine = directory.appending(path: "quarantine")
         let fileName = storeURL.lastPathComponent
-        if options.onUnreadableStore == .fail, !FileManager.default.fileExists(atPath: storeURL.path),
+        let mayCreate = options.createsStore && !options.readOnly
+        if options.onUnreadableStore == .fail || !mayCreate, !FileManager.default.fileExists(atPath: storeURL.path),
             let earlier = Self.quarantined(fileName, in: quarantine)
         {
-            throw PersistenceError(
+            var error = PersistenceError(
                 .storeUnreadable,
                 "The store \(storeURL.path) was quarantined to \(earlier.path) by an earlier open; restore it from a "
                     + "backup, or open with onUnreadableStore: .recreate to start with an empty store")
+            error.quarantine = .init(folder: earlier, reason: nil)
+            throw error
         }
         let store: SQLiteStore
         var reset = false
@@ -123,23 +148,35 @@ public final class PersistentContainer: Sendable {
         do {
             store = try SQLiteStore(
                 url: storeURL, schema: schema, busyTimeout: options.busyTimeout,
-                checksIntegrity: options.checksIntegrityOnOpen)
+                checksIntegrity: options.checksIntegrityOnOpen,
+                mode: StoreOpenMode(createsSchema: mayCreate, readOnly: options.readOnly))
         } catch {
             let (code, reason, cause): (PersistenceError.Code, String, any Error)
             switch error {
             case .unreadable(let r, let c): (code, reason, cause) = (.storeUnreadable, r, c)
             case .migration(let r, let c): (code, reason, cause) = (.migration, r, c)
             case .unavailable(let r, let c):
-                throw PersistenceError(.io, "Could not open the store \(storeURL.path): \(r)", cause: c)
+                let code: PersistenceError.Code =
+                    options.readOnly && (c as? PersistenceError)?.code == .migration
+                    ? .migration : .io
+                throw PersistenceError(code, "Could not open the store \(storeURL.path): \(r)", cause: c)
+            case .missing:
+                throw PersistenceError(.notFound, "There is no store at \(storeURL.path)")
+            }
+            guard !options.readOnly else {
+                // Nothing is moved by a read-only open: it says what it found.
+                throw PersistenceError(code, "The store \(storeURL.path) is unusable (\(reason))", cause: cause)
             }
             let target = try Self.moveToQuarantine(storeURL, quarantine: quarantine)
             options.logger.error("store \(storeURL.path) is unusable (\(reason)); moved to \(target.path)")
             guard options.onUnreadableStore == .recreate else {
-                throw PersistenceError(
+                var error = PersistenceError(
                     code,
                     "The store \(storeURL.path) is unusable (\(reason)); it was moved to \(target.path). Restore it "
                         + "from a backup, or open with onUnreadableStore: .recreate to start with an empty store",
                     cause: cause)
+                error.quarantine = .init(folder: target, reason: reason)
+                throw error
             }
             do {
                 store = try SQLiteStore(
@@ -154,6 +191,13 @@ public final class PersistentContainer: Sendable {
         quarantinedStoreURL = moved
         core = ContainerCore(store: store, schema: schema, logger: options.logger)
         viewContext = ManagedObjectContext(core: core, parent: nil, name: "view")
+    }
+
+    /// The folder of `quarantine/` (beside the store) that holds the store most recently
+    /// moved there, if any.
+    public static func quarantinedStore(of storeURL: URL) -> URL? {
+        quarantined(
+            storeURL.lastPathComponent, in: storeURL.deletingLastPathComponent().appending(path: "quarantine"))
     }
 
     private static func quarantined(_ fileName: String, in quarantine: URL) -> URL? {

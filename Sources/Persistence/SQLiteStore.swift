@@ -6,63 +6,203 @@ import Synchronization
 /// Why a store file could not be opened; the container quarantines the file
 /// for the first two.
 enum StoreOpenFailure: Error {
-    /// Not a database, or fails `PRAGMA quick_check`.
+    /// Not a database, fails `PRAGMA quick_check`, or holds no schema where one was expected.
     case unreadable(String, cause: any Error)
     /// A migration or the schema reconciliation failed.
     case migration(String, cause: any Error)
     /// The store could not be opened for a reason outside the file (busy,
-    /// locked, permissions, I/O): nothing is moved.
+    /// locked, permissions, I/O, a read-only open of a store that needs
+    /// writing): nothing is moved.
     case unavailable(String, cause: any Error)
+    /// There is no store file, and the open may not create one.
+    case missing
+}
+
+/// How ``SQLiteStore`` opens its file.
+struct StoreOpenMode {
+    /// Whether a missing file may be created, and a database that holds no
+    /// schema (an empty file) given one.
+    var createsSchema = true
+    /// Whether the store is opened for reading only: nothing is created,
+    /// migrated or written, and every save fails.
+    var readOnly = false
 }
 
 /// The SQLite store: GRDB's `DatabasePool` in WAL mode with
 /// `synchronous=FULL` (a committed deletion survives power loss) and a busy
-/// timeout, so that several processes can write one store in turn.
+/// timeout, so that several processes can write one store in turn. A
+/// read-only store is one read-only connection; on a read-only file system
+/// whose store has no `-wal` file it reads the file as immutable.
 final class SQLiteStore: PersistentStore {
     let url: URL
-    private let pool: DatabasePool
+    let isReadOnly: Bool
+    private let pool: any DatabaseWriter
     private let sql: [String: EntitySQL]
     private let schema: Schema
     private let injectedFault = Mutex<(@Sendable () throws -> Void)?>(nil)
 
-    init(url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool) throws(StoreOpenFailure) {
+    /// The table every store with a schema has: its absence means the
+    /// database was never given one, or lost it.
+    static let sequenceTable = "_persistence_sequence"
+
+    init(url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool, mode: StoreOpenMode = .init())
+        throws(StoreOpenFailure)
+    {
         self.url = url
+        isReadOnly = mode.readOnly
+        let exists = FileManager.default.fileExists(atPath: url.path)
+        if !exists && (!mode.createsSchema || mode.readOnly) { throw .missing }
+        if exists {
+            // Checked before the pool switches the file to WAL, which rewrites
+            // its header: a store that ends in quarantine is left untouched.
+            try Self.check(url, busyTimeout: busyTimeout, integrity: checksIntegrity, needsSchema: !mode.createsSchema)
+        }
+        sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
+        self.schema = schema
+        if mode.readOnly {
+            pool = try Self.openReadOnly(url, busyTimeout: busyTimeout)
+            do {
+                try pool.read { db in try Self.requireCurrent(db, schema: schema) }
+            } catch {
+                try? pool.close()
+                throw Self.classify(error, url: url, damaged: StoreOpenFailure.unavailable)
+            }
+            return
+        }
         var config = Configuration()
         config.busyMode = .timeout(busyTimeout)
         config.label = "Persistence"
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        if checksIntegrity && FileManager.default.fileExists(atPath: url.path) {
-            // Check before the pool switches the file to WAL, which rewrites
-            // its header: a store that ends in quarantine is left untouched.
-            do {
-                var checkConfig = Configuration()
-                checkConfig.busyMode = .timeout(busyTimeout)
-                let queue = try DatabaseQueue(path: url.path, configuration: checkConfig)
-                defer { try? queue.close() }
-                let result = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
-                if result != ["ok"] {
-                    let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
-                    let detail = findings.first.map(String.init) ?? "unknown damage"
-                    throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
-                }
-            } catch {
-                throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
-            }
-        }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
         } catch {
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
-        sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
-        self.schema = schema
+        let sql = sql
         do {
-            try pool.write { db in try Self.migrate(db, schema: schema, sql: sql) }
+            try pool.write { db in
+                if !mode.createsSchema { try Self.requireSchema(db) }
+                try Self.migrate(db, schema: schema, sql: sql)
+            }
+        } catch let missing as SchemaMissing {
+            try? pool.close()
+            throw .unreadable(missing.reason, cause: missing)
         } catch {
             try? pool.close()
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.migration)
+        }
+    }
+
+    /// A database with no schema, or with tables gone, where a schema was expected.
+    private struct SchemaMissing: Error {
+        var reason = "it holds no schema (the file is empty, or its tables are gone)"
+    }
+
+    /// Throws ``SchemaMissing`` unless `db` has a schema and every table it ever made for an
+    /// entity (each has a row in the sequence table) is still there.
+    private static func requireSchema(_ db: Database) throws {
+        guard try db.tableExists(sequenceTable) else { throw SchemaMissing() }
+        for entity in try String.fetchAll(db, sql: "SELECT entity FROM \(sequenceTable) ORDER BY entity")
+        where try !db.tableExists(entity) {
+            throw SchemaMissing(reason: "its table \(quote(entity)) is gone")
+        }
+    }
+
+    /// Reads the file without writing to it: that it is a database (and
+    /// passes `PRAGMA quick_check` when `integrity`), and that it holds a
+    /// schema when `needsSchema`.
+    private static func check(_ url: URL, busyTimeout: TimeInterval, integrity: Bool, needsSchema: Bool)
+        throws(StoreOpenFailure)
+    {
+        guard integrity || needsSchema else { return }
+        do {
+            var checkConfig = Configuration()
+            checkConfig.busyMode = .timeout(busyTimeout)
+            checkConfig.readonly = true
+            let queue: DatabaseQueue
+            do {
+                queue = try DatabaseQueue(path: url.path, configuration: checkConfig)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {
+                // A read-only file system, with no -wal/-shm to read beside the file.
+                guard let immutable = try immutableQueue(url, configuration: checkConfig) else { throw error }
+                queue = immutable
+            }
+            defer { try? queue.close() }
+            try queue.read { db in
+                if needsSchema { try requireSchema(db) }
+                guard integrity else { return }
+                let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                if result != ["ok"] {
+                    let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
+                    let detail = findings.first.map(String.init) ?? "unknown damage"
+                    throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
+                }
+            }
+        } catch let missing as SchemaMissing {
+            throw .unreadable(missing.reason, cause: missing)
+        } catch {
+            throw classify(error, url: url, damaged: StoreOpenFailure.unreadable)
+        }
+    }
+
+    /// One read-only connection; where the file system refuses the `-shm`
+    /// a WAL reader needs and there is no `-wal` to read, the file opened as
+    /// immutable (nothing else can write a read-only file system).
+    private static func openReadOnly(_ url: URL, busyTimeout: TimeInterval) throws(StoreOpenFailure) -> DatabaseQueue {
+        var config = Configuration()
+        config.readonly = true
+        config.busyMode = .timeout(busyTimeout)
+        config.label = "Persistence"
+        do {
+            do {
+                return try DatabaseQueue(path: url.path, configuration: config)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {
+                guard let immutable = try immutableQueue(url, configuration: config) else { throw error }
+                return immutable
+            }
+        } catch {
+            throw classify(error, url: url, damaged: StoreOpenFailure.unreadable)
+        }
+    }
+
+    /// `url` opened as immutable, when nothing can be writing it: its folder
+    /// is on a read-only file system and there is no `-wal` holding commits
+    /// that the file does not have yet. `nil` otherwise.
+    private static func immutableQueue(_ url: URL, configuration: Configuration) throws -> DatabaseQueue? {
+        var fs = statvfs()
+        let folder = url.deletingLastPathComponent().path
+        guard statvfs(folder, &fs) == 0, fs.f_flag & UInt(ST_RDONLY) != 0 else { return nil }
+        var info = stat()
+        if stat(url.path + "-wal", &info) == 0, info.st_size > 0 {
+            throw PersistenceError(
+                .io,
+                "The store \(url.path) is on a read-only file system and has commits not yet written into it "
+                    + "(\(url.lastPathComponent)-wal); open it once where it can be written")
+        }
+        var components = URLComponents()
+        components.scheme = "file"
+        components.path = url.path
+        components.queryItems = [URLQueryItem(name: "immutable", value: "1")]
+        guard let uri = components.string else { return nil }
+        return try DatabaseQueue(path: uri, configuration: configuration)
+    }
+
+    /// Throws unless the store's schema is the one `schema` describes, with
+    /// every migration applied: a read-only open cannot migrate.
+    private static func requireCurrent(_ db: Database, schema: Schema) throws {
+        let stale = PersistenceError(
+            .migration,
+            "the store needs migrating to this version, which a read-only open cannot do; "
+                + "open it once where it can be written")
+        guard try db.tableExists("_persistence_migrations") else { throw stale }
+        let applied = Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations"))
+        guard schema.migrations.allSatisfy({ applied.contains($0.id) }) else { throw stale }
+        for entity in schema.entities {
+            guard try db.tableExists(entity.name) else { throw stale }
+            let existing = Set(try db.columns(in: entity.name).map(\.name))
+            guard entity.storedProperties.allSatisfy({ existing.contains($0.name) }) else { throw stale }
         }
     }
 
@@ -165,7 +305,7 @@ final class SQLiteStore: PersistentStore {
 
     func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64> {
         try mapErrors(nil) {
-            try pool.write { db in try Self.reserve(db, entity: entity.name, count: count) }
+            try writing { db in try Self.reserve(db, entity: entity.name, count: count) }
         }
     }
 
@@ -178,7 +318,7 @@ final class SQLiteStore: PersistentStore {
     }
 
     func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>) {
-        _ = try? pool.write { db in
+        _ = try? writing { db in
             try db.execute(
                 sql: "UPDATE _persistence_sequence SET next = ? WHERE entity = ? AND next = ?",
                 arguments: [unused.lowerBound, entity.name, unused.upperBound + 1])
@@ -361,7 +501,7 @@ final class SQLiteStore: PersistentStore {
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         try mapErrors(nil) {
-            try pool.write { db in
+            try writing { db in
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
                 // Deletes first: a save may delete a row and insert another with its unique value.
@@ -788,7 +928,7 @@ final class SQLiteStore: PersistentStore {
     func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64] {
         guard !rows.isEmpty else { return [] }
         return try mapErrors(nil) {
-            try pool.write { db in
+            try writing { db in
                 let range = try Self.reserve(db, entity: entity.name, count: rows.count)
                 let inserts = zip(range, rows).map { StoreChanges.Insert(entity: entity, id: $0, values: $1) }
                 try Self.insertRows(db, inserts, sql: sql)
@@ -807,7 +947,7 @@ final class SQLiteStore: PersistentStore {
 
     private func deleteMatching(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
         try mapErrors(nil) {
-            try pool.write { db in
+            try writing { db in
                 // The rows that match now; deleted a page at a time.
                 let (query, arguments) = select("\"id\"", fetch)
                 let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
@@ -843,6 +983,14 @@ final class SQLiteStore: PersistentStore {
             objectIDs: [objectID])
     }
 
+    /// `body` in a write transaction; a read-only store refuses at once.
+    private func writing<T>(_ body: (Database) throws -> T) throws -> T {
+        guard !isReadOnly else {
+            throw PersistenceError(.readOnly, "The store \(url.path) was opened read-only: it cannot be changed")
+        }
+        return try pool.write(body)
+    }
+
     func externalChangeToken() throws -> Int64 {
         try mapErrors(nil) {
             try pool.writeWithoutTransaction { try Int64.fetchOne($0, sql: "PRAGMA data_version") ?? 0 }
@@ -863,6 +1011,10 @@ final class SQLiteStore: PersistentStore {
             if error.resultCode == .SQLITE_CONSTRAINT {
                 throw PersistenceError(
                     .constraint, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
+            }
+            if error.resultCode == .SQLITE_READONLY {
+                throw PersistenceError(
+                    .readOnly, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
             }
             throw PersistenceError(.io, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
         }

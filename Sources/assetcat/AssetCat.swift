@@ -13,7 +13,7 @@ struct AssetCat: AsyncParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Init.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
+            Init.self, Recover.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
             CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self,
         ]
     )
@@ -38,8 +38,23 @@ struct CatalogOption: ParsableArguments {
     @Option(name: .long, help: "The catalog directory (default: $ASSETCAT_CATALOG, else the nearest .assetcat).")
     var catalog: String?
 
+    /// Opens the catalog to change it: a read-only catalog fails with a message that says so.
     func open() throws -> Catalog {
         try Catalog.open(at: CatalogLocator.locate(explicit: catalog))
+    }
+
+    /// Opens the catalog for a command that only reads it: writable where it can be (so the
+    /// open still finishes an earlier process's work), read-only where it cannot, saying so
+    /// when removals an earlier process committed could not be finished.
+    func openForReading() throws -> Catalog {
+        let catalog = try Catalog.open(
+            at: CatalogLocator.locate(explicit: catalog), options: .init(access: .readWriteIfPossible))
+        if catalog.isReadOnly, let pending = try? catalog.pendingRemovalCount(), pending > 0 {
+            Terminal.note(
+                "note: the catalog is read-only; \(plural(pending, "committed removal")) could not be finished "
+                    + "(the next command that can write the catalog finishes them)")
+        }
+        return catalog
     }
 }
 
@@ -66,6 +81,29 @@ struct Init: AsyncParsableCommand {
             let catalog = try Catalog.create(at: directory)
             catalog.close()
             print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
+        }
+    }
+}
+
+struct Recover: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Start a new store for a catalog whose store is lost, listing the content of objects/.",
+        discussion: """
+            The last resort when catalog.sqlite is lost or was quarantined as unusable and there is no \
+            backup of it: every file of objects/ becomes an asset named recovered-<digest>, tagged \
+            'recovered'. Names, tags, metadata, references and archive members cannot be recovered from \
+            content. A quarantined store stays in quarantine/.
+            """)
+
+    @OptionGroup var options: CatalogOption
+
+    func run() async throws {
+        try await reportingErrors {
+            let directory = try CatalogLocator.locate(explicit: options.catalog)
+            let (catalog, report) = try Catalog.recover(at: directory)
+            catalog.close()
+            print("started a new store in \(directory.path)")
+            print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")
         }
     }
 }

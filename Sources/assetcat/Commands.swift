@@ -69,7 +69,7 @@ struct List: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let query = AssetQuery(tag: tag, kind: kind)
             if json {
@@ -140,7 +140,7 @@ struct Show: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let a = try catalog.asset(asset)
             if json { return try Terminal.json(a) }
@@ -171,7 +171,7 @@ struct Cat: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             try catalog.read(asset) { chunk in try Terminal.output(Data(chunk)) }
         }
@@ -226,7 +226,9 @@ struct Tag: AsyncParsableCommand {
 
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Re-hash content; report missing and damaged assets (exit 1 if any). Changes nothing.")
+        abstract:
+            "Re-hash content; report missing and damaged assets, and content no asset uses (exit 1 if any). Changes nothing."
+    )
 
     @OptionGroup var options: CatalogOption
     @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
@@ -234,7 +236,7 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let report = try await catalog.verify(assets.isEmpty ? nil : assets) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
@@ -252,8 +254,13 @@ struct Verify: AsyncParsableCommand {
                 print(
                     "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
                         + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+                if report.unreferencedObjects > 0 {
+                    print(
+                        "\(plural(report.unreferencedObjects, "file")) in objects/ that no asset uses "
+                            + "(`assetcat gc` lists them; nothing was removed)")
+                }
             }
-            if !report.issues.isEmpty { throw ExitCode.failure }
+            if !report.isHealthy { throw ExitCode.failure }
         }
     }
 }
@@ -298,7 +305,7 @@ struct Stats: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let s = try catalog.stats()
             if json { return try Terminal.json(s) }

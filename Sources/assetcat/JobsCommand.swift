@@ -19,7 +19,7 @@ struct JobsList: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let catalog = try options.open()
+            let catalog = try options.openForReading()
             defer { catalog.close() }
             let jobs = try catalog.jobs.list()
             if json { return try Terminal.json(jobs) }
