@@ -102,7 +102,7 @@ struct Recover: AsyncParsableCommand {
             let directory = try CatalogLocator.locate(explicit: options.catalog)
             let (catalog, report) = try Catalog.recover(at: directory)
             catalog.close()
-            print("started a new store in \(directory.path)")
+            print("started a new store in \(DisplayText.quoted(directory.path))")
             print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")
         }
     }

@@ -316,7 +316,8 @@ struct Stats: AsyncParsableCommand {
             print("pending:       \(s.pendingRemovals) removals")
             let kinds = s.kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             print("kinds:         \(kinds)")
-            let tags = s.tags.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            let tags = s.tags.sorted { $0.key < $1.key }.map { "\(DisplayText.quoted($0.key)) \($0.value)" }
+                .joined(separator: ", ")
             print("tags:          \(tags)")
         }
     }

@@ -49,6 +49,16 @@ import Testing
                 == "removed 1  \"a\\nb.txt\"\nremoved 1 asset and 0 files from objects/\n")
     }
 
+    @Test func aTagWithAnEscapeSequenceIsQuotedWhereverItIsShown() async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        #expect(try await t.run(["add", try t.file("x.txt", "x\n"), "--tag", "red\u{1B}[31m"]).status == 0)
+        let stats = try await t.run(["stats"]).stdout.split(separator: "\n")
+        #expect(stats.last == #"tags:          "red\033[31m" 1"#)
+        #expect(try await t.run(["show", "1"]).stdout.contains("\ntags:     \"red\\033[31m\"\n"))
+        #expect(try await t.run(["tag", "1", "--add", "blue"]).stdout == #"1  x.txt  [blue, "red\033[31m"]"# + "\n")
+    }
+
     @Test func anErrorNamingAFileStaysOneLine() async throws {
         let t = try TestCatalog()
         try t.create().close()
