@@ -65,10 +65,10 @@ static int open_components(int dirfd, const char *path, int last_flags) {
         int next = is_last ? openat(fd, name, last_flags)
                            : openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0) {
-            // A symbolic link to a directory, opened with O_DIRECTORY | O_NOFOLLOW: ELOOP on
-            // Linux, but ENOTDIR elsewhere; say ELOOP whenever the component is a link.
+            // A symbolic link opened with O_DIRECTORY | O_NOFOLLOW: ELOOP or ENOTDIR, depending
+            // on the kernel and the component; say ELOOP whenever the component is a link.
             int saved = errno;
-            if (saved == ENOTDIR && !is_last) {
+            if (saved == ENOTDIR && (!is_last || (last_flags & O_DIRECTORY))) {
                 struct stat info;
                 if (fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(info.st_mode)) saved = ELOOP;
             }
@@ -107,9 +107,11 @@ int cfilesync_open_beneath(int dirfd, const char *path, int flags, int use_opena
         if (fd >= 0) return (int)fd;
         // ENOSYS: an older kernel. EPERM: a seccomp filter (older container runtimes) that
         // refuses system calls it does not know; the fallback gives the true answer.
+        // ENOTDIR: perhaps a link where a directory was asked for, which the component walk
+        // tells apart (ELOOP).
         if (errno == ENOSYS) {
             __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);
-        } else if (errno != EPERM) {
+        } else if (errno != EPERM && errno != ENOTDIR) {
             return -1;
         }
     }

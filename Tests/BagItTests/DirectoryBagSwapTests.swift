@@ -132,6 +132,24 @@ import Testing
         #expect(message == "data/a.txt: is a FIFO, not a regular file; a bag holds regular files only")
     }
 
+    /// A folder holding one folder that holds the bag is read (an extracted archive), but not
+    /// when that one entry is a link to a bag elsewhere.
+    @Test(arguments: [false, true])
+    func aFolderHoldingOnlyALinkToABagIsRefused(avoidingOpenat2: Bool) throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let holder = f.directory + "/holder"
+        try FileManager.default.createDirectory(atPath: holder, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: holder + "/bag", withDestinationPath: f.bag)
+        let message = refusal {
+            try FileAccess.$avoidsOpenat2.withValue(avoidingOpenat2) { try BagReader.read(at: holder) }
+        }
+        #expect(message == "bag: is a symbolic link, or is reached through one; a bag holds regular files only")
+        try FileManager.default.removeItem(atPath: holder + "/bag")
+        try FileManager.default.moveItem(atPath: f.bag, toPath: holder + "/bag")
+        #expect(try BagReader.read(at: holder).problems.map(\.description) == [])
+    }
+
     @Test func anUnchangedBagReadsTheSameEitherWay() throws {
         let f = try Fixture()
         defer { f.remove() }
