@@ -119,7 +119,6 @@ extension Catalog {
                 .invalidArgument, "Hashing can only be deferred for referenced files (content is stored by its digest)")
         }
         let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path)
-        Self.afterExpanding?(files.map(\.path))
         let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
         var result = AddResult(added: [], failures: [], wasCancelled: false, filesFound: files.count)
         var done = AddProgress(filesDone: 0, filesTotal: files.count, bytesDone: 0, bytesTotal: totalBytes)
@@ -141,6 +140,7 @@ extension Catalog {
             }
         }
 
+        Self.afterExpanding?(files.map(\.path))  // the tests' window: listed, nothing opened yet
         try await withThrowingTaskGroup(of: (Int, Result<IngestedFile, CatalogError>).self) { group in
             var next = 0
             func launch() {
@@ -314,8 +314,7 @@ extension Catalog {
 
     /// The regular files named by `paths` (directories expanded when
     /// `recursive`), absolute and in a stable order. Symbolic links are
-    /// followed for named files and skipped inside directories (and a file
-    /// swapped for one before it is read is refused).
+    /// followed for named files and skipped inside directories.
     static func expand(_ paths: [String], recursive: Bool, excluding catalogRoot: String) throws -> [SourceFile] {
         var files: [SourceFile] = []
         let manager = FileManager.default
