@@ -71,7 +71,8 @@ let package = Package(
         // Temporary directories for the tests, removed when the test process exits.
         .target(name: "TestScratch"),
         // Temporary catalogs, fixtures and crash helpers for the tests.
-        .target(name: "AssetCatalogTestSupport", dependencies: ["AssetCatalog", "Persistence", "TestScratch"]),
+        .target(
+            name: "AssetCatalogTestSupport", dependencies: ["AssetCatalog", "BagIt", "Persistence", "TestScratch"]),
         // `make demo` until the catalog exists: prints each lifecycle event as it fires.
         .executableTarget(name: "PersistenceDemo", dependencies: ["Persistence"]),
         // A separate process for the tests that need two writers or a crash.

@@ -140,6 +140,7 @@ extension Catalog {
             }
         }
 
+        Self.afterExpanding?(files.map(\.path))  // the tests' window: listed, nothing opened yet
         try await withThrowingTaskGroup(of: (Int, Result<IngestedFile, CatalogError>).self) { group in
             var next = 0
             func launch() {
@@ -197,11 +198,11 @@ extension Catalog {
         case .reference where options.defersHashing:
             return IngestedFile(source: file.path, name: name, digest: "", size: file.size, pin: nil)
         case .reference:
-            let (digest, size) = try ContentStore.digest(ofFileAt: file.path, isCancelled: stop)
+            let (digest, size) = try ContentStore.digest(ofFileAt: file.path, below: file.below, isCancelled: stop)
             return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: nil)
         case .copy:
             // Linked into objects/ with its whole batch, just before the batch commits.
-            let (digest, size, staged) = try content.stage(fileAt: file.path, isCancelled: stop)
+            let (digest, size, staged) = try content.stage(fileAt: file.path, below: file.below, isCancelled: stop)
             return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
         }
     }
@@ -306,6 +307,9 @@ extension Catalog {
     struct SourceFile: Sendable {
         var path: String
         var size: Int64
+        /// For a file found under a directory the user named: that directory, below which it
+        /// is opened without following links (``ContentStore/openSource(_:below:)``).
+        var below: String? = nil
     }
 
     /// The regular files named by `paths` (directories expanded when
@@ -340,7 +344,9 @@ extension Catalog {
             guard recursive else {
                 throw CatalogError(.invalidArgument, "\(raw) is a directory; add it with --recursive", path: raw)
             }
-            guard let walker = manager.enumerator(atPath: path) else { continue }
+            // A named directory is followed like a named file: FileManager's enumerator would
+            // list nothing under a link to a directory.
+            guard let walker = manager.enumerator(atPath: realPath(path) ?? path) else { continue }
             var found: [SourceFile] = []
             while let relative = walker.nextObject() as? String {
                 let full = path + "/" + relative
@@ -350,7 +356,7 @@ extension Catalog {
                 if type == S_IFDIR, isInsideCatalog(full) {
                     walker.skipDescendants()  // e.g. `add --recursive .` next to ./.assetcat
                 } else if type == S_IFREG {
-                    found.append(SourceFile(path: full, size: Int64(info.st_size)))
+                    found.append(SourceFile(path: full, size: Int64(info.st_size), below: path))
                 }
             }
             files += found.sorted { $0.path < $1.path }

@@ -1,3 +1,4 @@
+import BagIt
 import Foundation
 import Persistence
 
@@ -205,14 +206,22 @@ extension Catalog {
         return archive.storage == .managed ? content.objectPath(archive.sha256) : archive.path
     }
 
+    /// Streams a managed or referenced file: opened once and checked for what it is (a FIFO
+    /// swapped in for a referenced file is refused, not waited on).
     static func stream(_ path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT {
+        let fd: Int32
+        do {
+            fd = try FileAccess.openRegularFile(atPath: path).fd
+        } catch {
+            let name = DisplayText.quoted(path)
+            switch error.kind {
+            case .system(ENOENT):
                 throw CatalogError(
-                    .notFound, "Cannot read \(path): the file is missing; run `assetcat verify`", path: path)
+                    .notFound, "Cannot read \(name): the file is missing; run `assetcat verify`", path: path)
+            case .system(let code):
+                throw CatalogError(.io, "Could not read \(name): \(String(cString: strerror(code)))", path: path)
+            default: throw CatalogError(.io, "Could not read \(name): it \(error.reason)", path: path)
             }
-            throw CatalogError(.io, "Could not read \(path): \(ContentStore.errnoText())", path: path)
         }
         defer { Glibc.close(fd) }
         try ContentStore.readChunks(fd, path: path, body)

@@ -326,13 +326,13 @@ final class ContentStore: Sendable {
     }
 
     /// The SHA-256 (hex) and size of a file, read in 1 MiB chunks; when
-    /// `copyTo` is given, the bytes are also written there and synced.
+    /// `copyTo` is given, the bytes are also written there and synced. See
+    /// ``openSource(_:below:)`` for `below`.
     static func digest(
-        ofFileAt path: String, copyTo destination: String? = nil, syncsCopy: Bool = true,
-        isCancelled: () -> Bool = { false }
+        ofFileAt path: String, below directory: String? = nil, copyTo destination: String? = nil,
+        syncsCopy: Bool = true, isCancelled: () -> Bool = { false }
     ) throws -> (digest: String, size: Int64) {
-        let input = open(path, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw CatalogError(.io, "Could not open \(path): \(errnoText())", path: path) }
+        let input = try openSource(path, below: directory)
         defer { close(input) }
         var output: Int32 = -1
         if let destination {
@@ -358,6 +358,32 @@ final class ContentStore: Sendable {
         return (hex(hasher.finalize()), size)
     }
 
+    /// Opens a file to read it: once, and then checked for what it is (a regular file, or a
+    /// `CatalogError` `io` naming it — a FIFO does not make the read wait for a writer). A file
+    /// named by the user is opened following symbolic links; one found below the `directory`
+    /// the user named (`path` then begins with it) is opened without following a link at any
+    /// component below it, as it was found (links there are skipped, and one swapped in since
+    /// is refused).
+    static func openSource(_ path: String, below directory: String?) throws -> Int32 {
+        do {
+            guard let directory else { return try FileAccess.openRegularFile(atPath: path).fd }
+            let relative = String(Substring(path.utf8.dropFirst(directory.utf8.count + 1)))
+            let root = try FileAccess.openDirectory(directory)
+            defer { close(root) }
+            return try FileAccess.openRegularFile(relative, beneath: root).fd
+        } catch {
+            let name = DisplayText.quoted(path)
+            switch error.kind {
+            case .system(let code):
+                throw CatalogError(.io, "Could not open \(name): \(String(cString: strerror(code)))", path: path)
+            case .symbolicLink:
+                throw CatalogError(
+                    .io, "\(name) \(error.reason) (links inside a directory are not followed)", path: path)
+            default: throw CatalogError(.io, "\(name) \(error.reason)", path: path)
+            }
+        }
+    }
+
     /// Reads an open file to its end, chunk by chunk, into a buffer the size of the file up
     /// to ``bufferSize``: a small file costs one small allocation and two reads.
     static func readChunks(_ fd: Int32, path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
@@ -380,14 +406,14 @@ final class ContentStore: Sendable {
     /// Copies a file into staging, hashing it on the way. The copy is not
     /// synced yet: ``adoptAll(_:)`` makes a whole batch durable at once. The
     /// caller adopts the staged copy or removes it.
-    func stage(fileAt path: String, isCancelled: () -> Bool = { false }) throws -> (
+    func stage(fileAt path: String, below directory: String? = nil, isCancelled: () -> Bool = { false }) throws -> (
         digest: String, size: Int64, staged: String
     ) {
         let staged = newStagingPath()
         FaultPoint.reach(.slowIngest)
         do {
             let (digest, size) = try Self.digest(
-                ofFileAt: path, copyTo: staged, syncsCopy: false, isCancelled: isCancelled)
+                ofFileAt: path, below: directory, copyTo: staged, syncsCopy: false, isCancelled: isCancelled)
             FaultPoint.reach(.afterStage)
             return (digest, size, staged)
         } catch {

@@ -238,9 +238,13 @@ final class Scan {
     var sha256Manifests: [String: Int] = [:]
     /// A directory bag's root, relative to which paths are given.
     var directoryRoot: String?
+    /// The root, open: every file of a directory bag is opened below it (``FileAccess``).
+    var directoryFD: Int32 = -1
     var bytesTotal: Int64 = 0
     var bytesDone: Int64 = 0
     var filesDone = 0
+
+    deinit { if directoryFD >= 0 { close(directoryFD) } }
 
     init(
         source: String, index: BagIndex, options: BagReadOptions,
@@ -685,7 +689,7 @@ final class Scan {
                     + "sha512 = coalesce(sha512, ?) WHERE key = ?",
                 arguments: [digests[.md5], digests[.sha1], digests[.sha256], digests[.sha512], BagIndex.key(path)])
         }
-        if let directoryRoot {
+        if directoryRoot != nil {
             // Tag files, then the payload, from the disk again.
             var paths = Array(tags.keys)
             if !payload.isEmpty {
@@ -696,7 +700,7 @@ final class Scan {
             }
             for path in paths {
                 var hasher = MultiHasher(try needs(path))
-                try hashFile(directoryRoot + "/" + path, as: path) { hasher.update($0) }
+                try hashFile(path) { hasher.update($0) }
                 try update(path, hasher.finalize())
             }
         } else {
@@ -730,19 +734,31 @@ final class Scan {
 
     func readDirectory(_ path: String) throws {
         var root = path
+        var inner: String?
         let manager = FileManager.default
         if !manager.fileExists(atPath: path + "/bagit.txt") {
             let children = (try? manager.contentsOfDirectory(atPath: path)) ?? []
             if children.count == 1, manager.fileExists(atPath: path + "/" + children[0] + "/bagit.txt") {
                 root = path + "/" + children[0]  // the folder an archive was extracted into
+                inner = children[0]
             }
         }
         directoryRoot = root
+        do {
+            directoryFD = try FileAccess.openDirectory(path)
+            if let inner {
+                let fd = try FileAccess.openDirectory(inner, beneath: directoryFD)
+                close(directoryFD)
+                directoryFD = fd
+            }
+        } catch {
+            throw BagError(opening: inner ?? path, error)
+        }
         // The paths go to the index, to be read in byte order: tag files first (the manifests
         // say which digests the payload needs), then the payload.
         try index.run { db in
             try db.inTransaction {
-                try Self.walk(root) { relative, info in
+                try Self.walk(root, directoryFD) { relative, info in
                     switch info.st_mode & S_IFMT {
                     case S_IFDIR: break
                     case S_IFREG:
@@ -770,6 +786,7 @@ final class Scan {
                 return .commit
             }
         }
+        BagReader.afterListing?(root)
         for payload in [0, 1] {
             var after = ""
             while true {
@@ -779,26 +796,42 @@ final class Scan {
                             sql: "SELECT path FROM walk WHERE payload = ? AND path > ? ORDER BY path LIMIT 1000"),
                         arguments: [payload, after])
                 }
-                for relative in page { try readFile(root + "/" + relative, as: relative) }
+                for relative in page { try readFile(relative) }
                 guard page.count == 1000, let last = page.last else { break }
                 after = last
             }
         }
     }
 
-    /// Calls `body` with the path, relative to `root`, and the `lstat` of everything under
-    /// `root`, each directory before what it holds. By `readdir`: FileManager's enumerator
-    /// keeps about 130 bytes of every path it returns until the walk ends, on Linux.
+    /// Calls `body` with the path, relative to `root` (open as `rootFD`), and the `lstat` of
+    /// everything under `root`, each directory before what it holds. By `readdir`:
+    /// FileManager's enumerator keeps about 130 bytes of every path it returns until the walk
+    /// ends, on Linux. Each directory is opened below `rootFD` without following a link.
     ///
     /// - Throws: ``BagError`` `io` for a directory or file that cannot be read, and
-    ///   `hostileEntry` for a name that is not UTF-8 (no manifest could list it).
-    static func walk(_ root: String, _ body: (_ relative: String, _ info: stat) throws -> Void) throws {
+    ///   `hostileEntry` for a name that is not UTF-8 (no manifest could list it) or a
+    ///   directory that became a symbolic link.
+    static func walk(
+        _ root: String, _ rootFD: Int32, _ body: (_ relative: String, _ info: stat) throws -> Void
+    ) throws {
         var pending = [""]
         while let directory = pending.popLast() {
-            guard let handle = opendir(directory.isEmpty ? root : root + "/" + directory) else {
+            let fd: Int32
+            do {
+                // The root anew (not a dup: its position in the directory would be shared).
+                fd =
+                    directory.isEmpty
+                    ? openat(rootFD, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    : try FileAccess.openDirectory(directory, beneath: rootFD)
+            } catch {
+                throw BagError(opening: directory, error)
+            }
+            guard fd >= 0, let handle = fdopendir(fd) else {
+                let code = errno
+                if fd >= 0 { close(fd) }
                 throw BagError(
                     .io, file: directory.isEmpty ? root : directory,
-                    "cannot be read: \(String(cString: strerror(errno)))")
+                    "cannot be read: \(String(cString: strerror(code)))")
             }
             defer { closedir(handle) }
             while true {
@@ -818,7 +851,7 @@ final class Scan {
                         .hostileEntry, file: relative, "has a name that is not UTF-8, which no manifest can list")
                 }
                 var info = stat()
-                guard lstat(root + "/" + relative, &info) == 0 else {
+                guard fstatat(dirfd(handle), name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
                     throw BagError(.io, file: relative, "cannot be read: \(String(cString: strerror(errno)))")
                 }
                 if info.st_mode & S_IFMT == S_IFDIR { pending.append(relative) }
@@ -827,10 +860,10 @@ final class Scan {
         }
     }
 
-    func readFile(_ full: String, as relative: String) throws {
+    func readFile(_ relative: String) throws {
         var total: Int64 = 0
         try consume(relative) { write in
-            try hashFile(full, as: relative) { chunk in
+            try hashFile(relative) { chunk in
                 total += Int64(chunk.count)
                 try write(chunk)
             }
@@ -838,11 +871,15 @@ final class Scan {
         report(bytes: total, file: true)
     }
 
-    /// Pushes a file's bytes through `body`, a megabyte at a time.
-    func hashFile(_ full: String, as relative: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let fd = open(full, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw BagError(.io, file: relative, "cannot be opened: \(String(cString: strerror(errno)))")
+    /// Pushes the bytes of a directory bag's file through `body`, a megabyte at a time. The
+    /// file is opened below the bag's root without following a link, and must be a regular
+    /// file: the walk checked it, but it may have been swapped since.
+    func hashFile(_ relative: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let fd: Int32
+        do {
+            fd = try FileAccess.openRegularFile(relative, beneath: directoryFD).fd
+        } catch {
+            throw BagError(opening: relative, error)
         }
         defer { close(fd) }
         let size = 1 << 20

@@ -19,6 +19,20 @@ struct AssetCat: AsyncParsableCommand {
     )
 }
 
+extension AssetCat {
+    /// Refuses an unknown option (``OptionCheck``), then parses and runs as ArgumentParser does.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if OptionCheck.hasOptions(arguments), let root = OptionCheck.commands(of: AssetCat.self),
+            let message = OptionCheck.unknownOption(in: arguments, root: root)
+        {
+            Terminal.error(message)
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
+        await main(arguments)
+    }
+}
+
 /// The `--catalog` option every command but `init` takes.
 struct CatalogOption: ParsableArguments {
     @Option(name: .long, help: "The catalog directory (default: $ASSETCAT_CATALOG, else the nearest .assetcat).")
@@ -66,7 +80,7 @@ struct Init: AsyncParsableCommand {
             let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
             let catalog = try Catalog.create(at: directory)
             catalog.close()
-            print("Created an empty catalog in \(directory.path)")
+            print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
         }
     }
 }
@@ -88,7 +102,7 @@ struct Recover: AsyncParsableCommand {
             let directory = try CatalogLocator.locate(explicit: options.catalog)
             let (catalog, report) = try Catalog.recover(at: directory)
             catalog.close()
-            print("started a new store in \(directory.path)")
+            print("started a new store in \(DisplayText.quoted(directory.path))")
             print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")
         }
     }

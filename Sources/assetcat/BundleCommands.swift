@@ -59,10 +59,13 @@ struct Export: AsyncParsableCommand {
                 Terminal.note("interrupted: no bundle was written")
                 throw ExitCode(130)
             }
-            for skip in result.skipped { Terminal.note("left out \(skip.id) \(skip.name): \(skip.reason)") }
+            for skip in result.skipped {
+                Terminal.note("left out \(skip.id) \(DisplayText.quoted(skip.name)): \(skip.reason)")
+            }
             if json { return try Terminal.json(result) }
             print(
-                "exported \(plural(result.assets, "asset")) (\(Terminal.formatBytes(result.bytes))) to \(result.path)"
+                "exported \(plural(result.assets, "asset")) (\(Terminal.formatBytes(result.bytes))) to "
+                    + DisplayText.quoted(result.path)
                     + (result.skipped.isEmpty ? "" : "; left out \(result.skipped.count) missing or damaged"))
         }
     }
@@ -106,19 +109,24 @@ struct Import: AsyncParsableCommand {
                 throw ExitCode(130)
             }
             if json { return try Terminal.json(result) }
-            var parts = ["imported \(plural(result.importedCount, "asset")) from \(path)"]
+            var parts = ["imported \(plural(result.importedCount, "asset")) from \(DisplayText.quoted(path))"]
             if !result.alreadyPresent.isEmpty { parts.append("\(result.alreadyPresent.count) already present") }
             if !result.skipped.isEmpty { parts.append("\(result.skipped.count) skipped (name conflicts)") }
             if !result.replaced.isEmpty { parts.append("\(result.replaced.count) replaced") }
             if !result.renamed.isEmpty { parts.append("\(result.renamed.count) renamed") }
             print(parts.joined(separator: "; "))
             printQueued(result.queuedJobCount)
-            for skip in result.skipped.items { Terminal.note("skipped \(skip.name): \(skip.reason)") }
+            for skip in result.skipped.items {
+                Terminal.note("skipped \(DisplayText.quoted(skip.name)): \(skip.reason)")
+            }
             noteOmitted(result.skipped, "skipped")
-            for rename in result.renamed.items { Terminal.note("renamed \(rename.from) -> \(rename.to)") }
+            for rename in result.renamed.items {
+                Terminal.note("renamed \(DisplayText.quoted(rename.from)) -> \(DisplayText.quoted(rename.to))")
+            }
             noteOmitted(result.renamed, "renamed")
             for name in result.storedAsManaged.items {
-                Terminal.note("stored \(name) in the catalog: its referenced file is not on this machine")
+                Terminal.note(
+                    "stored \(DisplayText.quoted(name)) in the catalog: its referenced file is not on this machine")
             }
             noteOmitted(result.storedAsManaged, "stored in the catalog")
         }
@@ -145,11 +153,12 @@ struct Validate: AsyncParsableCommand {
                 try Terminal.json(report)
             } else if report.isValid {
                 print(
-                    "\(bundle) is valid: BagIt \(report.version ?? "?"), \(plural(report.payloadFiles, "payload file")), "
+                    "\(DisplayText.quoted(bundle)) is valid: BagIt \(report.version ?? "?"), \(plural(report.payloadFiles, "payload file")), "
                         + Terminal.formatBytes(report.payloadBytes))
             } else {
-                for problem in report.problems { print(problem) }
-                Terminal.note("\(bundle) is not a valid bag: \(plural(report.problems.count, "problem"))")
+                for problem in report.problems { print(DisplayText.escapingControls(problem)) }
+                Terminal.note(
+                    "\(DisplayText.quoted(bundle)) is not a valid bag: \(plural(report.problems.count, "problem"))")
             }
             if !report.isValid { throw ExitCode.failure }
         }

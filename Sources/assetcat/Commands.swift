@@ -121,7 +121,8 @@ struct Table {
 
     static func row(_ a: AssetRecord) -> String {
         assets.line(
-            [String(a.id), a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))], last: a.name)
+            [String(a.id), a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))],
+            last: DisplayText.quoted(a.name))
     }
 
     static func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
@@ -144,15 +145,18 @@ struct Show: AsyncParsableCommand {
             let a = try catalog.asset(asset)
             if json { return try Terminal.json(a) }
             let dates = ISO8601DateFormatter()
+            // Names, paths, tags and metadata come from files: quoted if they hold control characters.
             var lines: [(String, String)] = [
-                ("id", String(a.id)), ("name", a.name), ("kind", a.kind), ("storage", a.storage.rawValue),
-                ("size", String(a.size)), ("sha256", a.sha256),
+                ("id", String(a.id)), ("name", DisplayText.quoted(a.name)), ("kind", a.kind),
+                ("storage", a.storage.rawValue), ("size", String(a.size)), ("sha256", a.sha256),
             ]
-            if let path = a.path { lines.append(("path", path)) }
+            if let path = a.path { lines.append(("path", DisplayText.quoted(path))) }
             if let archive = a.archive { lines.append(("archive", String(archive))) }
-            if let member = a.member { lines.append(("member", member)) }
-            lines.append(("tags", a.tags.joined(separator: ", ")))
-            for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) { lines.append(("metadata.\(key)", value)) }
+            if let member = a.member { lines.append(("member", DisplayText.quoted(member))) }
+            lines.append(("tags", a.tags.map(DisplayText.quoted).joined(separator: ", ")))
+            for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) {
+                lines.append((DisplayText.quoted("metadata.\(key)"), DisplayText.quoted(value)))
+            }
             lines += [("created", dates.string(from: a.created)), ("modified", dates.string(from: a.modified))]
             for (key, value) in lines { print(Table.pad(key + ":", 10) + value) }
         }
@@ -188,7 +192,7 @@ struct Remove: AsyncParsableCommand {
             defer { catalog.close() }
             let result = try catalog.remove(assets, dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
-            for a in result.removed { print("\(verb) \(a.id)  \(a.name)") }
+            for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(
                 "\(verb) \(plural(result.removed.count, "asset")) and \(plural(result.filesRemoved.count, "file")) "
                     + "from objects/")
@@ -213,7 +217,8 @@ struct Tag: AsyncParsableCommand {
             let catalog = try options.open()
             defer { catalog.close() }
             for a in try catalog.tag(assets, adding: add, removing: remove) {
-                print("\(a.id)  \(a.name)  [\(a.tags.joined(separator: ", "))]")
+                let tags = a.tags.map(DisplayText.quoted).joined(separator: ", ")
+                print("\(a.id)  \(DisplayText.quoted(a.name))  [\(tags)]")
             }
         }
     }
@@ -240,7 +245,8 @@ struct Verify: AsyncParsableCommand {
                 try Terminal.json(report)
             } else {
                 for issue in report.issues {
-                    print("\(issue.problem.rawValue)  \(issue.id)  \(issue.name)  \(issue.path)")
+                    let (name, path) = (DisplayText.quoted(issue.name), DisplayText.quoted(issue.path))
+                    print("\(issue.problem.rawValue)  \(issue.id)  \(name)  \(path)")
                 }
                 let missing = report.issues.filter { $0.problem == .missing }.count
                 let damaged = report.issues.filter { $0.problem == .damaged }.count
@@ -277,7 +283,9 @@ struct CollectGarbage: AsyncParsableCommand {
             defer { catalog.close() }
             let report = try catalog.collectGarbage(adopt ? .adopt : purge ? .purge : .report)
             print("finished \(report.pendingRemovalsFinished) pending removals")
-            for object in report.unreferenced { print("unreferenced  \(object.size)  \(object.path)") }
+            for object in report.unreferenced {
+                print("unreferenced  \(object.size)  \(DisplayText.quoted(object.path))")
+            }
             if adopt { print("adopted \(report.adopted.count) files as assets tagged 'recovered'") }
             if purge { print("purged \(report.purged.count) files") }
             if !adopt && !purge && !report.unreferenced.isEmpty {
@@ -308,7 +316,8 @@ struct Stats: AsyncParsableCommand {
             print("pending:       \(s.pendingRemovals) removals")
             let kinds = s.kinds.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             print("kinds:         \(kinds)")
-            let tags = s.tags.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            let tags = s.tags.sorted { $0.key < $1.key }.map { "\(DisplayText.quoted($0.key)) \($0.value)" }
+                .joined(separator: ", ")
             print("tags:          \(tags)")
         }
     }

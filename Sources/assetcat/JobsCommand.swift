@@ -36,7 +36,7 @@ struct JobsList: AsyncParsableCommand {
                     String(job.id), job.kind, String(job.asset), job.state.rawValue,
                     "\(Int(job.progress * 100))%", String(job.attempts),
                 ]
-                print(table.line(cells, last: job.error ?? ""))
+                print(table.line(cells, last: DisplayText.escapingControls(job.error ?? "")))
             }
         }
     }
@@ -59,7 +59,7 @@ struct JobsRun: AsyncParsableCommand {
                 let events = catalog.jobs.events()
                 _ = try? await interrupt.run {
                     for await job in events where job.state != .running {
-                        let error = job.error.map { "  \($0)" } ?? ""
+                        let error = job.error.map { "  \(DisplayText.escapingControls($0))" } ?? ""
                         print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)\(error)")
                     }
                 }

@@ -9,12 +9,14 @@ import Foundation
 enum Terminal {
     static let isInteractive = isatty(STDERR_FILENO) == 1
 
+    /// `assetcat: message` on stderr, one line whatever names the message holds.
     static func error(_ message: String) {
-        FileHandle.standardError.write(Data("assetcat: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("assetcat: \(DisplayText.escapingControls(message))\n".utf8))
     }
 
+    /// A line on stderr, one line whatever names it holds.
     static func note(_ message: String) {
-        FileHandle.standardError.write(Data("\(message)\n".utf8))
+        FileHandle.standardError.write(Data("\(DisplayText.escapingControls(message))\n".utf8))
     }
 
     /// Draws `[#####-----] 50%  3/6 files  12.0 MB` over itself on stderr.

@@ -1,0 +1,68 @@
+import ArgumentParser
+import AssetCatalog
+import Foundation
+
+/// Refuses an option no command knows before ArgumentParser sees it. ArgumentParser reads
+/// `-dash.txt` as the short flags `-d -a -s -h …` and, finding `-h`, prints help and exits 0;
+/// and when a command's required argument is missing, it reports that instead of the unknown
+/// option that took its place (`rm --foo`). A name that begins with `-` goes after `--`.
+enum OptionCheck {
+    /// One command's option names, as they are typed (`--catalog`, `-h`), and its subcommands.
+    struct Command {
+        var names: Set<String> = []
+        var subcommands: [String: Command] = [:]
+        var defaultSubcommand: String?
+    }
+
+    /// The message for the first argument before `--` that looks like an option but is none
+    /// of the chosen command's, or `nil`.
+    static func unknownOption(in arguments: [String], root: Command) -> String? {
+        var command = root
+        var path: [String] = []
+        var names = root.names
+        for argument in arguments {
+            if argument == "--" { break }
+            if argument.hasPrefix("-") && argument != "-" {
+                let name = argument.hasPrefix("--") ? String(argument.prefix { $0 != "=" }) : argument
+                if !names.contains(name) {
+                    let quoted = DisplayText.quoted(argument)
+                    let example = (["assetcat"] + path + ["--", quoted]).joined(separator: " ")
+                    return "unknown option '\(quoted)'; a name that begins with '-' goes after '--': \(example)"
+                }
+            } else if let next = command.subcommands[argument] {
+                command = next
+                path.append(argument)
+                names = next.names.union(next.defaultSubcommand.flatMap { next.subcommands[$0]?.names } ?? [])
+            }
+        }
+        return nil
+    }
+
+    /// Whether an argument before `--` looks like an option (most do not: then nothing is checked).
+    static func hasOptions(_ arguments: [String]) -> Bool {
+        arguments.prefix { $0 != "--" }.contains { $0.hasPrefix("-") && $0 != "-" }
+    }
+
+    /// The commands of `tool` and their option names, from ArgumentParser's own description
+    /// of them (what `--experimental-dump-help` prints); `nil` if it cannot be read.
+    static func commands(of tool: any ParsableCommand.Type) -> Command? {
+        guard let json = try? JSONSerialization.jsonObject(with: Data(tool._dumpHelp().utf8)) as? [String: Any],
+            let root = json["command"] as? [String: Any]
+        else { return nil }
+        func command(_ info: [String: Any]) -> Command {
+            var result = Command()
+            for argument in info["arguments"] as? [[String: Any]] ?? [] {
+                for name in argument["names"] as? [[String: Any]] ?? [] {
+                    guard let kind = name["kind"] as? String, let text = name["name"] as? String else { continue }
+                    result.names.insert((kind == "long" ? "--" : "-") + text)
+                }
+            }
+            for sub in info["subcommands"] as? [[String: Any]] ?? [] {
+                if let name = sub["commandName"] as? String { result.subcommands[name] = command(sub) }
+            }
+            result.defaultSubcommand = info["defaultSubcommand"] as? String
+            return result
+        }
+        return command(root)
+    }
+}
