@@ -2,7 +2,7 @@
 # Both install what the machine lacks (Scripts/install-deps.sh), then build.
 SWIFT ?= swift
 
-.PHONY: deps build demo demo-persistence test bench lint format
+.PHONY: deps build demo demo-persistence test sanitize bench lint format
 
 deps:
 	@./Scripts/install-deps.sh
@@ -19,6 +19,10 @@ demo-persistence: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+# The whole suite under AddressSanitizer, then ThreadSanitizer; fails on any report.
+sanitize: deps
+	SWIFT=$(SWIFT) ./Scripts/sanitize.sh
 
 bench: deps
 	$(SWIFT) build -c release --scratch-path .build-bench --product assetcat

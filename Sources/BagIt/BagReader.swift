@@ -834,16 +834,7 @@ final class Scan {
                     "cannot be read: \(String(cString: strerror(code)))")
             }
             defer { closedir(handle) }
-            while true {
-                errno = 0  // readdir's NULL is the end, or an error
-                guard let entry = readdir(handle) else {
-                    if errno == 0 { break }
-                    throw BagError(
-                        .io, file: directory.isEmpty ? root : directory,
-                        "cannot be read: \(String(cString: strerror(errno)))")
-                }
-                let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
-                if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }
+            let failure = try forEachDirectoryEntry(in: handle) { bytes in
                 let name = String(decoding: bytes, as: UTF8.self)
                 let relative = directory.isEmpty ? name : directory + "/" + name
                 guard name.utf8.elementsEqual(bytes) else {
@@ -856,6 +847,11 @@ final class Scan {
                 }
                 if info.st_mode & S_IFMT == S_IFDIR { pending.append(relative) }
                 try body(relative, info)
+            }
+            guard failure == 0 else {
+                throw BagError(
+                    .io, file: directory.isEmpty ? root : directory,
+                    "cannot be read: \(String(cString: strerror(failure)))")
             }
         }
     }
