@@ -18,7 +18,7 @@ for sanitizer in "${sanitizers[@]}"; do
     echo "== $sanitizer sanitizer: testing" >&2
     rm -f "$logs"/report.*
     # Leaks are not checked: the only ones found are XCTest's own.
-    export ASAN_OPTIONS="detect_leaks=0:log_path=$logs/report"
+    export ASAN_OPTIONS="detect_leaks=0:log_path=$logs/report:suppressions=$PWD/Scripts/sanitizers/asan.supp"
     export TSAN_OPTIONS="log_path=$logs/report"
     if ! "$SWIFT" test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch"; then
         echo "== $sanitizer sanitizer: the suite failed" >&2
