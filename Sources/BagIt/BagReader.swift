@@ -475,7 +475,7 @@ final class Scan {
                 ))
         }
         guard let text = String(validating: line, as: UTF8.self) else {
-            return .failure(BagError(.malformedTagFile, file: manifest.name, "is not valid UTF-8"))
+            return .failure(BagError(.malformedTagFile, file: manifest.name, "line \(number) is not valid UTF-8"))
         }
         do {
             guard
@@ -1003,7 +1003,9 @@ final class Scan {
                     bytes, file: relative, algorithm: algorithm, version: version)
             } catch { problems.append(error) }
         }
-        if payloadManifests.isEmpty && !problems.contains(.malformedManifest) {
+        // A manifest in a supported algorithm that could not be read has said why already.
+        let readManifest = manifests.contains { $0.root == root }
+        if payloadManifests.isEmpty && !readManifest && !problems.contains(.malformedManifest) {
             let (low, high) = (root + "manifest-", root + "manifest.")
             let manifestFiles = try String.fetchAll(
                 db, sql: "SELECT path FROM file WHERE path >= ? AND path < ? ORDER BY path", arguments: [low, high]

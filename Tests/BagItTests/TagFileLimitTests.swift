@@ -155,4 +155,15 @@ import Testing
         #expect(
             few.problems.map(\.file) == ["data/missing-10000.txt", "data/missing-10001.txt", "data/missing-10002.txt"])
     }
+
+    // MARK: A manifest that is not UTF-8
+
+    /// The reason given is the true one: the manifest is in a supported algorithm, but a
+    /// line of it is not UTF-8.
+    @Test func aManifestPathThatIsNotUTF8IsReportedAsSuchAlone() throws {
+        var manifest = Array("\(sha256(Self.payload))  data/a.txt\n".utf8)
+        manifest += Array("\(sha256(Self.payload))  data/b".utf8) + [0xFF, 0xFE] + Array(".txt\n".utf8)
+        let read = try BagReader.read(at: try bag(["manifest-sha256.txt": manifest]))
+        #expect(read.problems.map(\.description) == ["manifest-sha256.txt: line 2 is not valid UTF-8"])
+    }
 }
