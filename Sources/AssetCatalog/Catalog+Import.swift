@@ -127,8 +127,11 @@ public struct BundleValidation: Sendable, Codable {
     public var payloadBytes: Int64
     /// Whether the bag carries this catalog's records (`assetcat-records.json`).
     public var hasRecords: Bool
-    /// Every problem, one line each, naming its file.
+    /// The problems, one line each, naming its file: every one, or the first of them when
+    /// there are many (a thousand of the bag's, a thousand of each kind of the records').
     public var problems: [String]
+    /// How many problems there are in all (``problems`` may give fewer).
+    public var problemCount: Int
 }
 
 /// Stages one payload file of an import in its staging folder — or, when the manifest says
@@ -294,9 +297,10 @@ extension Catalog {
             throw error
         }
         // An invalid bag makes the plan moot (the records are still read: their problems are listed too).
-        if !bag.problems.isEmpty { moot.isMoot = true }
+        if !bag.isValid { moot.isMoot = true }
         let work = await early?.value
         var problems = bag.problems
+        var problemCount = bag.problemCount
         let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
         let hasRecords = records.file?.path == root + BundleRecords.fileName
         var recordsRead = false
@@ -306,7 +310,9 @@ extension Catalog {
             case .success:
                 recordsRead = true
                 plan = work.plan
-            case .failure(let error as BagError): problems.append(error)
+            case .failure(let error as BagError):
+                problems.append(error)
+                problemCount += 1
             case .failure(let error): throw error
             }
         }
@@ -315,7 +321,7 @@ extension Catalog {
         // One walk of the payload: the records checked against it, or for a bag without
         // them, an asset made of each file.
         let check = recordsRead ? BundleRecords.Check(scratch) : nil
-        if recordsRead || (!hasRecords && problems.isEmpty) {
+        if recordsRead || (!hasRecords && problemCount == 0) {
             let now = Date()
             var plain: [BundleRecords.Entry] = []
             var count = 0
@@ -334,14 +340,16 @@ extension Catalog {
                 }
             }
             if let check {
-                problems += try check.finish()
+                let found = try check.finish()
+                problems += found.first
+                problemCount += found.count
             } else {
                 try scratch.add(plain)
                 try scratch.seal()
             }
         }
         if let first = problems.first {
-            let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
+            let more = problemCount > 1 ? " (and \(problemCount - 1) more; `assetcat validate` lists them)" : ""
             throw CatalogError(
                 .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
         }
@@ -756,8 +764,9 @@ extension Catalog {
     /// the declaration, every manifest both ways, checksums, `Payload-Oxum`, this
     /// catalog's records file when present, and the safety of every archive member.
     ///
-    /// - Returns: The findings; ``BundleValidation/problems`` lists every problem, one
-    ///   line each, naming its file.
+    /// - Returns: The findings; ``BundleValidation/problems`` lists the problems (the first
+    ///   of them when there are many), one line each, naming its file, and
+    ///   ``BundleValidation/problemCount`` counts them all.
     /// - Throws: ``CatalogError`` `notFound` when there is nothing at `path`.
     public static func validateBundle(
         at path: String, policy: ExtractionPolicy = .default, progress: (@Sendable (BundleProgress) -> Void)? = nil
@@ -767,7 +776,7 @@ extension Catalog {
         }
         var validation = BundleValidation(
             bundle: path, isValid: false, version: nil, payloadFiles: 0, payloadBytes: 0, hasRecords: false,
-            problems: [])
+            problems: [], problemCount: 0)
         // Our records come before the payload: they are read into a temporary database on
         // another core meanwhile.
         let early = EarlyRecords()
@@ -782,25 +791,31 @@ extension Catalog {
                             filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal))
                 })
             var problems = bag.problems
+            var problemCount = bag.problemCount
             let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
             if records.file?.path == root + BundleRecords.fileName {
                 validation.hasRecords = true
                 do {
                     let check = BundleRecords.Check(try early.scratch())
                     try bag.payload.forEach { try check.visit($0) }
-                    problems += try check.finish()
+                    let found = try check.finish()
+                    problems += found.first
+                    problemCount += found.count
                 } catch let error as BagError {
                     problems.append(error)
+                    problemCount += 1
                 }
             }
             validation.version = bag.version
             validation.payloadFiles = bag.payload.count
             validation.payloadBytes = bag.payloadBytes
             validation.problems = problems.map(\.description)
+            validation.problemCount = problemCount
         } catch let error as BagError {
             validation.problems = [error.description]
+            validation.problemCount = 1
         }
-        validation.isValid = validation.problems.isEmpty
+        validation.isValid = validation.problemCount == 0
         return validation
     }
 }

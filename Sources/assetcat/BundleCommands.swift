@@ -149,7 +149,9 @@ struct Validate: AsyncParsableCommand {
                         + Terminal.formatBytes(report.payloadBytes))
             } else {
                 for problem in report.problems { print(problem) }
-                Terminal.note("\(bundle) is not a valid bag: \(plural(report.problems.count, "problem"))")
+                let omitted = report.problemCount - report.problems.count
+                if omitted > 0 { print("… and \(plural(omitted, "more problem"))") }
+                Terminal.note("\(bundle) is not a valid bag: \(plural(report.problemCount, "problem"))")
             }
             if !report.isValid { throw ExitCode.failure }
         }
