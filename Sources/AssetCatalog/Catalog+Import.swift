@@ -360,6 +360,19 @@ extension Catalog {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
         }
+        // The members the records give an archive must be in it, as recorded: each archive
+        // is read once more, from its staged copy.
+        if recordsRead {
+            let members = try BundleRecords.MemberCheck.problems(
+                scratch, policy: options.policy,
+                archiveFile: { digest in try scratch.stagedFile(digest).map(staged.folder.file) },
+                isCancelled: { Task.isCancelled })
+            if let first = members.first.first {
+                let more = members.count > 1 ? " (and \(members.count - 1) more)" : ""
+                throw CatalogError(
+                    .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
+            }
+        }
         return (!hasRecords, plan)
     }
 

@@ -1,0 +1,190 @@
+import ArchiveIO
+import BagIt
+import Foundation
+import GRDB
+import GRDBSQLite
+
+extension BundleRecords {
+    /// Checks our records' archive members against the archives themselves, in the bag's
+    /// payload: each member an import would record exists in its archive — the
+    /// `memberOrdinal`-th of that name, as ``ArchiveIndex`` counts them — with the recorded
+    /// size and SHA-256. The other checks compare a member's record with the member's own
+    /// payload file only: without this one, a record could point at a member its archive does
+    /// not have, and the catalog at nothing right after the import.
+    ///
+    /// Each archive is read once, as a stream; what it holds goes to the import's
+    /// ``ImportScratch`` (table `archive_member`), which the records are then compared with
+    /// in SQL: memory does not grow with the number of members. Its bytes count against the
+    /// import's ``ExtractionPolicy`` (size and compression ratio), so that an archive that
+    /// expands without end is refused rather than read.
+    enum MemberCheck {
+        /// The most problems listed (all are counted).
+        static let limit = 1_000
+
+        /// The problems of the records' members, the first ``limit`` in the records' order,
+        /// and how many there are in all.
+        ///
+        /// - Parameter archiveFile: The file holding the content with a SHA-256, `nil` when
+        ///   there is none (such an archive's members are reported as absent).
+        static func problems(
+            _ scratch: ImportScratch, policy: ExtractionPolicy, archiveFile: (String) throws -> String?,
+            isCancelled: () -> Bool
+        ) throws -> (first: [BagError], count: Int) {
+            try scratch.execute("DROP TABLE IF EXISTS archive_member")
+            try scratch.execute(
+                """
+                CREATE TABLE archive_member(
+                    archive INTEGER NOT NULL, member TEXT NOT NULL, ordinal INTEGER NOT NULL,
+                    size INTEGER, sha256 TEXT, PRIMARY KEY (archive, member, ordinal)) WITHOUT ROWID
+                """)
+            // The archives whose members an import records (few rows: one per archive).
+            var archives: [(key: Int64, sha256: String, payload: String)] = []
+            try scratch.run { db in
+                try db.run(
+                    """
+                    SELECT a.key, a.sha256, a.payload FROM entry AS a
+                    WHERE a.top = 1 AND a.key IN (SELECT archive FROM entry WHERE top = 0) ORDER BY a.seq
+                    """, []
+                ) { h in
+                    archives.append((sqlite3_column_int64(h, 0), Database.text(h, 1) ?? "", Database.text(h, 2) ?? ""))
+                }
+            }
+            for archive in archives {
+                guard let file = try archiveFile(archive.sha256) else { continue }
+                try read(
+                    file, key: archive.key, payload: archive.payload, into: scratch, policy: policy,
+                    isCancelled: isCancelled)
+            }
+            return try compare(scratch)
+        }
+
+        /// Reads one archive's members into `archive_member`: each file's size and SHA-256
+        /// under its path and ordinal; a hard link's, those of the member it repeats.
+        private static func read(
+            _ file: String, key: Int64, payload: String, into scratch: ImportScratch, policy: ExtractionPolicy,
+            isCancelled: () -> Bool
+        ) throws {
+            var rows: [(member: String, size: Int64?, sha256: String?, link: String?)] = []
+            func flush() throws {
+                guard !rows.isEmpty else { return }
+                try scratch.run { db in
+                    try db.inTransaction {
+                        for row in rows {
+                            // The ordinal: how many members of this path came before.
+                            var ordinal: Int64 = 0
+                            try db.run(
+                                "SELECT count(*) FROM archive_member WHERE archive = ? AND member = ?",
+                                [.integer(key), .text(row.member)]
+                            ) { ordinal = sqlite3_column_int64($0, 0) }
+                            var size = row.size.map(SQLArgument.integer) ?? .text(nil)
+                            var sha256 = SQLArgument.text(row.sha256)
+                            if let link = row.link {
+                                // As ArchiveIndex reads a hard link: the first member of its target's path.
+                                try db.run(
+                                    "SELECT size, sha256 FROM archive_member WHERE archive = ? AND member = ? AND ordinal = 0",
+                                    [.integer(key), .text(link)]
+                                ) { h in
+                                    size = .integer(sqlite3_column_int64(h, 0))
+                                    sha256 = .text(Database.text(h, 1))
+                                }
+                            }
+                            try db.run(
+                                "INSERT INTO archive_member(archive, member, ordinal, size, sha256) VALUES (?, ?, ?, ?, ?)",
+                                [.integer(key), .text(row.member), .integer(ordinal), size, sha256])
+                        }
+                        return .commit
+                    }
+                }
+                rows.removeAll(keepingCapacity: true)
+            }
+            do {
+                try withArchiveReader(at: file) { reader in
+                    var checker = ExtractionGuard(policy: policy, archivePath: payload, remembersPaths: false)
+                    while let entry = try reader.nextEntry() {
+                        if isCancelled() {
+                            throw CatalogError(.cancelled, "The import was stopped; nothing was imported")
+                        }
+                        switch entry.kind {
+                        case .file:
+                            var hasher = DigestAccumulator()
+                            var size: Int64 = 0
+                            try reader.readData { chunk in
+                                if reader.lastChunkIsHole {
+                                    try checker.accountHole(bytes: chunk.count)
+                                } else {
+                                    try checker.account(
+                                        bytes: chunk.count, compressedBytesRead: reader.compressedBytesRead)
+                                }
+                                hasher.add(chunk)
+                                size += Int64(chunk.count)
+                            }
+                            rows.append((entry.path, size, hasher.hex, nil))
+                        case .hardlink:
+                            // A link to itself, or to nothing read before it, has no bytes.
+                            let target = entry.linkTarget.flatMap { $0 == entry.path ? nil : $0 }
+                            if target != nil { try flush() }  // its target's row is written first
+                            rows.append((entry.path, nil, nil, target))
+                        default:
+                            continue
+                        }
+                        if rows.count >= ImportScratch.pageSize { try flush() }
+                    }
+                    try flush()
+                }
+            } catch let error as CatalogError {
+                throw error
+            } catch let error as ArchiveError {
+                throw BagError(
+                    .malformedTagFile, file: BundleRecords.fileName,
+                    "lists members of \(payload), which cannot be read as an archive: \(error.libarchiveMessage ?? error.message)"
+                )
+            }
+        }
+
+        /// The member entries that their archive contradicts, in the records' order.
+        private static func compare(_ scratch: ImportScratch) throws -> (first: [BagError], count: Int) {
+            let wrong = """
+                FROM entry AS e JOIN entry AS a ON a.key = e.archive AND a.top = 1
+                LEFT JOIN archive_member AS m
+                    ON m.archive = a.key AND m.member = e.member AND m.ordinal = coalesce(e.member_ordinal, 0)
+                WHERE e.top = 0 AND (m.member IS NULL OR m.size IS NOT e.size OR m.sha256 IS NOT e.sha256)
+                """
+            let count = Int(try scratch.value("SELECT count(*) \(wrong)"))
+            guard count > 0 else { return ([], 0) }
+            var first: [BagError] = []
+            try scratch.run { db in
+                try db.run(
+                    """
+                    SELECT e.name, e.member, coalesce(e.member_ordinal, 0), e.size, e.sha256, a.payload,
+                        m.member IS NOT NULL, m.size, m.sha256
+                    \(wrong) ORDER BY e.seq LIMIT ?
+                    """, [.integer(Int64(limit))]
+                ) { h in
+                    let name = Database.text(h, 0) ?? ""
+                    let member = Database.text(h, 1) ?? ""
+                    let ordinal = sqlite3_column_int64(h, 2)
+                    let payload = Database.text(h, 5) ?? ""
+                    let which = ordinal == 0 ? "member \(member)" : "member \(member) (ordinal \(ordinal))"
+                    let reason: String
+                    if sqlite3_column_int64(h, 6) == 0 {
+                        reason = "says \(name) is \(which) of \(payload), which that archive does not hold"
+                    } else if sqlite3_column_type(h, 7) == SQLITE_NULL {
+                        reason = "says \(name) is \(which) of \(payload), a link in that archive to nothing before it"
+                    } else if sqlite3_column_int64(h, 7) != sqlite3_column_int64(h, 3) {
+                        reason =
+                            "says \(which) of \(payload) has \(sqlite3_column_int64(h, 3)) bytes; "
+                            + "it has \(sqlite3_column_int64(h, 7))"
+                    } else {
+                        let recorded = Database.text(h, 4) ?? ""
+                        let actual = Database.text(h, 8) ?? ""
+                        reason =
+                            "says \(which) of \(payload) hashes to \(recorded.prefix(12))…; "
+                            + "it hashes to \(actual.prefix(12))…"
+                    }
+                    first.append(BagError(.malformedTagFile, file: BundleRecords.fileName, reason))
+                }
+            }
+            return (first, count)
+        }
+    }
+}
