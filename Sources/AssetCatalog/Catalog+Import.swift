@@ -185,8 +185,9 @@ extension Catalog {
     ///
     /// Every payload file is staged and checked against every manifest the bag has
     /// (MD5, SHA-1, SHA-256, SHA-512), for completeness both ways, and against this
-    /// catalog's records file when the bag has one; then one transaction adopts
-    /// everything. A bag from another tool becomes assets named by their payload paths.
+    /// catalog's records file when the bag has one (each archive member the records name
+    /// must be in its archive, at its ordinal, with its size and SHA-256; the first wrong
+    /// record is named). Then one transaction adopts everything. A bag from another tool becomes assets named by their payload paths.
     /// Content the catalog has is not stored twice. On any failure — an invalid or
     /// hostile bag, a conflict error, a failed commit, cancellation — the catalog is as
     /// it was and nothing is left in staging.
