@@ -364,10 +364,15 @@ extension Catalog {
         // The members the records give an archive must be in it, as recorded: each archive
         // is read once more, from its staged copy.
         if recordsRead {
-            let members = try BundleRecords.MemberCheck.problems(
-                scratch, policy: options.policy,
-                archiveFile: { digest in try scratch.stagedFile(digest).map(staged.folder.file) },
-                isCancelled: { Task.isCancelled })
+            let members: (first: [BagError], count: Int)
+            do {
+                members = try BundleRecords.MemberCheck.problems(
+                    scratch, policy: options.policy,
+                    archiveFile: { digest in try scratch.stagedFile(digest).map(staged.folder.file) },
+                    isCancelled: { Task.isCancelled })
+            } catch let error as BagError {
+                members = ([error], 1)  // an archive that cannot be read as one
+            }
             if let first = members.first.first {
                 let more = members.count > 1 ? " (and \(members.count - 1) more)" : ""
                 throw CatalogError(

@@ -15,8 +15,10 @@ extension BundleRecords {
     /// Each archive is read once, as a stream; what it holds goes to the import's
     /// ``ImportScratch`` (table `archive_member`), which the records are then compared with
     /// in SQL: memory does not grow with the number of members. Its bytes count against the
-    /// import's ``ExtractionPolicy`` (size and compression ratio), so that an archive that
-    /// expands without end is refused rather than read.
+    /// import's ``ExtractionPolicy/maxTotalBytes``, so that an archive that expands without
+    /// end is refused rather than read. (Not against its compression ratio: the archive is
+    /// not extracted, and a catalog may well hold an archive of highly compressible files,
+    /// which the bag holds uncompressed beside it.)
     enum MemberCheck {
         /// The most problems listed (all are counted).
         static let limit = 1_000
@@ -99,7 +101,9 @@ extension BundleRecords {
             }
             do {
                 try withArchiveReader(at: file) { reader in
-                    var checker = ExtractionGuard(policy: policy, archivePath: payload, remembersPaths: false)
+                    var limits = policy
+                    limits.maxCompressionRatio = .infinity
+                    var checker = ExtractionGuard(policy: limits, archivePath: payload, remembersPaths: false)
                     while let entry = try reader.nextEntry() {
                         if isCancelled() {
                             throw CatalogError(.cancelled, "The import was stopped; nothing was imported")
@@ -133,6 +137,11 @@ extension BundleRecords {
                 }
             } catch let error as CatalogError {
                 throw error
+            } catch let error as ArchiveError where error.code == .sizeLimitExceeded {
+                throw BagError(
+                    .malformedTagFile, file: BundleRecords.fileName,
+                    "lists members of \(payload), which expands to more than \(policy.maxTotalBytes) bytes, the "
+                        + "import's limit")
             } catch let error as ArchiveError {
                 throw BagError(
                     .malformedTagFile, file: BundleRecords.fileName,

@@ -101,9 +101,11 @@ import Testing
 
         /// Imports the bag, which must be refused; the catalog stays empty, nothing is left
         /// in staging or `objects/`. Returns the message.
-        func refusal(sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        func refusal(
+            options: ImportOptions = ImportOptions(), sourceLocation: SourceLocation = #_sourceLocation
+        ) async throws -> String {
             let error = try await #require(throws: CatalogError.self, sourceLocation: sourceLocation) {
-                try await catalog.importBundle(from: bag)
+                try await catalog.importBundle(from: bag, options: options)
             }
             #expect(try catalog.assets().isEmpty, sourceLocation: sourceLocation)
             let objects = target.root.appending(path: "objects").path
@@ -169,6 +171,19 @@ import Testing
                 == f.invalid(
                     "says member f1.txt of data/pack.tar hashes to \(recorded.prefix(12))…; it hashes to "
                         + "\(hasher.hex.prefix(12))…"))
+    }
+
+    /// The archive is read within the import's size limit (a directory bag's own files are
+    /// not archive members: only the archive read for its members counts here).
+    @Test func anArchiveLargerThanTheImportsLimitIsRefused() async throws {
+        let f = try await Fixture()
+        #expect(
+            try await f.refusal(options: ImportOptions(policy: ExtractionPolicy(maxTotalBytes: 10)))
+                == f.invalid("lists members of data/pack.tar, which expands to more than 10 bytes, the import's limit"))
+        // Within it, the same bag imports.
+        let result = try await f.catalog.importBundle(
+            from: f.bag, options: ImportOptions(policy: ExtractionPolicy(maxTotalBytes: 12)))
+        #expect(result.importedCount == 3)
     }
 
     /// Several wrong records: the first is named, the others counted.
