@@ -368,7 +368,7 @@ extension Catalog {
             do {
                 members = try BundleRecords.MemberCheck.problems(
                     scratch, policy: options.policy,
-                    archiveFile: { digest in try scratch.stagedFile(digest).map(staged.folder.file) },
+                    archiveFile: { digest, _ in try scratch.stagedFile(digest).map(staged.folder.file) },
                     isCancelled: { Task.isCancelled })
             } catch let error as BagError {
                 members = ([error], 1)  // an archive that cannot be read as one
@@ -815,11 +815,21 @@ extension Catalog {
             if records.file?.path == root + BundleRecords.fileName {
                 validation.hasRecords = true
                 do {
-                    let check = BundleRecords.Check(try early.scratch())
+                    let scratch = try early.scratch()
+                    let check = BundleRecords.Check(scratch)
                     try bag.payload.forEach { try check.visit($0) }
                     let found = try check.finish()
                     problems += found.first
                     problemCount += found.count
+                    // As import: the members the records give an archive, once all else is right.
+                    if problemCount == 0 {
+                        let copies = ArchiveCopies(bag)
+                        let members = try BundleRecords.MemberCheck.problems(
+                            scratch, policy: policy, archiveFile: { _, payload in try copies.copy(payload) },
+                            isCancelled: { false })
+                        problems += members.first
+                        problemCount += members.count
+                    }
                 } catch let error as BagError {
                     problems.append(error)
                     problemCount += 1

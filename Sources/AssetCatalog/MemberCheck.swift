@@ -26,11 +26,11 @@ extension BundleRecords {
         /// The problems of the records' members, the first ``limit`` in the records' order,
         /// and how many there are in all.
         ///
-        /// - Parameter archiveFile: The file holding the content with a SHA-256, `nil` when
-        ///   there is none (such an archive's members are reported as absent).
+        /// - Parameter archiveFile: A path to the bytes of the archive with this SHA-256 and
+        ///   payload path, `nil` when there are none (its members are reported as absent).
         static func problems(
-            _ scratch: ImportScratch, policy: ExtractionPolicy, archiveFile: (String) throws -> String?,
-            isCancelled: () -> Bool
+            _ scratch: ImportScratch, policy: ExtractionPolicy,
+            archiveFile: (_ sha256: String, _ payload: String) throws -> String?, isCancelled: () -> Bool
         ) throws -> (first: [BagError], count: Int) {
             try scratch.execute("DROP TABLE IF EXISTS archive_member")
             try scratch.execute(
@@ -52,7 +52,7 @@ extension BundleRecords {
                 }
             }
             for archive in archives {
-                guard let file = try archiveFile(archive.sha256) else { continue }
+                guard let file = try archiveFile(archive.sha256, archive.payload) else { continue }
                 try read(
                     file, key: archive.key, payload: archive.payload, into: scratch, policy: policy,
                     isCancelled: isCancelled)
@@ -195,5 +195,82 @@ extension BundleRecords {
             }
             return (first, count)
         }
+    }
+}
+
+/// Copies of a bag's archives for ``BundleRecords/MemberCheck`` when a bag is validated, not
+/// imported (nothing is staged): each in an unnamed temporary file (`O_TMPFILE`), which goes
+/// with its descriptor, or with the process should it be killed — read through
+/// `/proc/self/fd`. One at a time: a copy goes when the next is made, or when this goes.
+final class ArchiveCopies {
+    let bag: BagContents
+    private var fd: Int32 = -1
+
+    init(_ bag: BagContents) {
+        self.bag = bag
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// `O_TMPFILE`, which Swift does not import (`__O_TMPFILE | O_DIRECTORY`).
+    private static let temporaryFile: Int32 = 0o20000000 | O_DIRECTORY
+
+    /// A path to a copy of payload file `payload` (relative to the bag), or `nil` when the
+    /// bag has no such regular file.
+    func copy(_ payload: String) throws -> String? {
+        if fd >= 0 { close(fd) }
+        fd = open(NSTemporaryDirectory(), Self.temporaryFile | O_RDWR | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw BagError(
+                .io, file: payload, "cannot be copied to read its members: \(String(cString: strerror(errno)))")
+        }
+        let out = fd
+        let write = { (chunk: UnsafeRawBufferPointer) in try ContentStore.writeAll(out, chunk, path: payload) }
+        if let directory = bag.directory {
+            // Opened once, without following a link, and then checked for what it is.
+            let input = open(directory + "/" + payload, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard input >= 0 else { return nil }
+            defer { close(input) }
+            var info = stat()
+            guard fstat(input, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+            defer { buffer.deallocate() }
+            while true {
+                let n = read(input, buffer.baseAddress, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                guard n >= 0 else {
+                    throw BagError(.io, file: payload, "cannot be read: \(String(cString: strerror(errno)))")
+                }
+                if n == 0 { break }
+                try write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            }
+        } else {
+            let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
+            guard try copyMember(root + payload, write) else { return nil }
+        }
+        return "/proc/self/fd/\(fd)"
+    }
+
+    /// Streams the regular file at `path` (normalised, as a read names members) in the bag's
+    /// archive through `write`: a hard link's, from the file it repeats. Whether it was there.
+    private func copyMember(_ path: String, _ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        let checker = ExtractionGuard(policy: .default, archivePath: bag.source, remembersPaths: false)
+        var target: String?
+        let found: Bool = try withArchiveReader(at: bag.source) { reader in
+            while let entry = try reader.nextEntry() {
+                guard entry.kind == .file || entry.kind == .hardlink,
+                    (try? checker.validatePath(entry.path, of: entry))?.joined(separator: "/") == path
+                else { continue }
+                guard entry.kind == .file else {
+                    target = try? checker.validatePath(entry.linkTarget ?? "", of: entry).joined(separator: "/")
+                    return false
+                }
+                try reader.readData(write)
+                return true
+            }
+            return false
+        }
+        if !found, let target, target != path { return try copyMember(target, write) }
+        return found
     }
 }

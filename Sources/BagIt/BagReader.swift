@@ -93,6 +93,9 @@ public struct BagContents {
     public var problems: [BagError]
     /// How many problems were found in all.
     public var problemCount: Int
+    /// For a directory bag: the directory that holds its `bagit.txt` (the one given, or the
+    /// one folder in it); `nil` for an archive.
+    public var directory: String?
 
     public var isValid: Bool { problemCount == 0 }
     /// Payload bytes (what `Payload-Oxum` counts, with ``BagPayload/count``).
@@ -1143,7 +1146,7 @@ final class Scan {
         }
         return BagContents(
             source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
-            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count)
+            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, directory: directoryRoot)
     }
 }
 

@@ -186,6 +186,32 @@ import Testing
         #expect(result.importedCount == 3)
     }
 
+    /// `validate` checks the members as import does, in a directory bag and in an archive.
+    @Test func validationListsAMemberTheArchiveLacks() async throws {
+        let f = try await Fixture()
+        let tar = f.source.directory.appending(path: "bag.tar").path
+        func archived() throws -> String {
+            try? FileManager.default.removeItem(atPath: tar)
+            let writer = try ArchiveWriter(path: tar, format: .tar)
+            try writer.addTree(at: f.bag, as: "bag")
+            try writer.finish()
+            return tar
+        }
+        for bundle in [f.bag, try archived()] {
+            let valid = try Catalog.validateBundle(at: bundle)
+            #expect(valid.problems == [] && valid.problemCount == 0 && valid.isValid)
+        }
+        try f.changeF1 { $0.replacing("\"member\":\"f1.txt\"", with: "\"member\":\"f!.txt\"") }
+        for bundle in [f.bag, try archived()] {
+            let report = try Catalog.validateBundle(at: bundle)
+            #expect(!report.isValid && report.problemCount == 1)
+            #expect(
+                report.problems == [
+                    "assetcat-records.json: says f1.txt is member f!.txt of data/pack.tar, which that archive does not hold"
+                ])
+        }
+    }
+
     /// Several wrong records: the first is named, the others counted.
     @Test func theFirstWrongRecordIsNamedAndTheOthersCounted() async throws {
         let f = try await Fixture()
