@@ -24,8 +24,8 @@ public struct BagReadOptions: Sendable {
     public var policy: ExtractionPolicy
     /// The most bytes a tag file kept in memory may have: one of ``keptTagFiles``. (The
     /// standard ones have smaller limits of their own: 4 KiB for `bagit.txt`, 1 MiB for
-    /// `bag-info.txt`, 8 MiB for a tag manifest, and lines of at most 1 KiB, 64 KiB and
-    /// 1 MiB.)
+    /// `bag-info.txt`, 1 MiB for a tag manifest, 16 MiB for all of them together, and lines
+    /// of at most 1 KiB, 64 KiB and 1 MiB.)
     public var maxTagFileBytes: Int
     /// Further tag files (relative to the bag) whose bytes ``BagContents/tagFiles`` keeps.
     /// (Payload manifests are never kept: they are read line by line into the read's index.)
@@ -140,8 +140,11 @@ public enum BagReader {
         static let declaration = TagLimit(bytes: 4 << 10, lineBytes: 1 << 10)
         /// `bag-info.txt`: a few fields, some of them long.
         static let bagInfo = TagLimit(bytes: 1 << 20, lineBytes: 64 << 10)
-        /// A tag manifest: a line for each of a bag's few tag files.
-        static let tagManifest = TagLimit(bytes: 8 << 20, lineBytes: Scan.maxManifestLineBytes)
+        /// A tag manifest: a line for each of a bag's few tag files (thousands fit).
+        static let tagManifest = TagLimit(bytes: 1 << 20, lineBytes: Scan.maxManifestLineBytes)
+        /// All of them together, in every possible root (the top level and each top-level
+        /// directory: which one is the bag's is known once the read ends).
+        static let totalBytes = 16 << 20
 
         /// The limit of a tag file by its name in the bag, if it has one.
         static func of(_ name: String) -> TagLimit? {
@@ -272,6 +275,8 @@ final class Scan {
 
     /// Kept tag-file bytes, by path in the bundle.
     var kept: [String: [UInt8]] = [:]
+    /// The bytes of the standard tag files kept so far (``BagReader/TagLimit/totalBytes``).
+    var keptStandardBytes = 0
     /// The files named `fetch.txt` (at a possible root) that list anything, by path in the bundle.
     var fetchLists: Set<String> = []
     /// The files named `bagit.txt` at the top or one directory down.
@@ -622,6 +627,14 @@ final class Scan {
                         .hostileEntry, file: path,
                         "is larger than \(BagReader.TagLimit.describe(tagLimit.bytes)), the limit for \(name)")
                 }
+                guard keptStandardBytes + chunk.count <= BagReader.TagLimit.totalBytes else {
+                    throw BagError(
+                        .hostileEntry, file: path,
+                        "takes the tag files kept in memory (bagit.txt, bag-info.txt and tag manifests, of every "
+                            + "possible root) over \(BagReader.TagLimit.describe(BagReader.TagLimit.totalBytes)), "
+                            + "their limit together")
+                }
+                keptStandardBytes += chunk.count
                 try lineCount.count(chunk, limit: tagLimit.lineBytes) { number in
                     BagError(
                         .hostileEntry, file: path,

@@ -103,10 +103,10 @@ import Testing
     @Test func aTagManifestOverItsLimitIsRefused() throws {
         let line = Array("\(sha256(Self.payload))  bagit.txt\n".utf8)
         var bytes = [UInt8]()
-        while bytes.count <= 8 << 20 { bytes += line }
+        while bytes.count <= 1 << 20 { bytes += line }
         #expect(
             refusal(try bag(["tagmanifest-sha256.txt": bytes]))?.description
-                == "tagmanifest-sha256.txt: is larger than 8 MiB (8388608 bytes), the limit for tagmanifest-sha256.txt")
+                == "tagmanifest-sha256.txt: is larger than 1 MiB (1048576 bytes), the limit for tagmanifest-sha256.txt")
     }
 
     /// In an archive, the limit names the member as the archive has it.
@@ -119,6 +119,22 @@ import Testing
         #expect(
             refusal(path)?.description
                 == "bag/bag-info.txt: is larger than 1 MiB (1048576 bytes), the limit for bag-info.txt")
+    }
+
+    /// Which top-level directory is the bag is known once the read ends: until then, the tag
+    /// files of each are kept — within a limit for all of them together.
+    @Test func theTagFilesOfManyPossibleRootsHaveALimitTogether() throws {
+        let path = root + "/roots.tar"
+        let writer = try ArchiveWriter(path: path, format: .tar)
+        let info = Self.shortLines(1 << 20)
+        for i in 0..<17 {
+            try writer.writeEntry(ArchiveEntry(path: "bag\(i)/bag-info.txt", kind: .file), contents: info)
+        }
+        try writer.finish()
+        #expect(
+            refusal(path)?.description
+                == "bag16/bag-info.txt: takes the tag files kept in memory (bagit.txt, bag-info.txt and tag "
+                + "manifests, of every possible root) over 16 MiB (16777216 bytes), their limit together")
     }
 
     /// `fetch.txt` is not kept: a large one of blank lines is no problem, one that lists
