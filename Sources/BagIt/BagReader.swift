@@ -72,7 +72,7 @@ public struct BagPayloadFile: Sendable, Hashable {
 }
 
 /// What reading a bag found: its declaration, fields, payload and manifests, the tag files
-/// asked for — and every problem, each naming its file.
+/// asked for — and its problems, each naming its file (the first of them, and how many).
 public struct BagContents {
     /// The bundle's path (a directory or an archive).
     public var source: String
@@ -188,7 +188,8 @@ public enum BagReader {
     ///     (``BagContents/bagName``).
     ///   - progress: Called as the read advances.
     ///   - isCancelled: Polled between chunks; `true` stops the read with `cancelled`.
-    /// - Returns: The contents, with every validation problem in ``BagContents/problems``.
+    /// - Returns: The contents, with the validation problems in ``BagContents/problems`` (the
+    ///   first ``BagReadOptions/maxProblems``) and their number in ``BagContents/problemCount``.
     /// - Throws: ``BagError`` for what stops a read: a missing bundle, an unreadable or
     ///   hostile archive, a refused entry, a failing sink.
     public static func read(
