@@ -32,7 +32,7 @@
 // Then hostile tag files (issue 24, finding 5; --skip-hostile leaves them out, --hostile-only runs
 // only them): directory bags generated here — a 30 MB and a 100 MB `bag-info.txt` of short lines,
 // a `manifest-sha256.txt` of 1,000,000 lines naming files the bag lacks, a 100 MB `bagit.txt` —
-// each given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit).
+// each as a directory and as a .tar, given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit).
 // Printed: each run's exit status, peak RSS and time, and its first line of output. Target
 // < 200 MB each. (Give --assetcat a build from before the limits to see what they changed.)
 //
@@ -373,6 +373,8 @@ if !skipLarge { bundleCase(kind: "large", label: "large (20 × 64 MiB)") }
 /// One refused run of a hostile bag: its peak, time, exit status and first line of output.
 struct HostileRow {
     var bag: String
+    /// `dir` or `tar`.
+    var form: String
     var command: String
     var run: Run
     var status: Int32
@@ -457,31 +459,40 @@ func hostileBag(_ name: String, tag: String, write: (String) -> Void) -> String 
         say(
             "  \(hostile.tag): \(byteCount(bag + "/" + hostile.tag)) bytes, \(output("wc -l < \(quoted(bag + "/" + hostile.tag))")) lines"
         )
-        for command in ["validate", "import"] {
-            let catalog = base + "/hostile-catalog"
-            catalogInit(catalog)
-            sync()
-            let log = base + "/hostile-stdout.txt"
-            let run =
-                command == "validate"
-                ? spawn(assetcat, ["validate", bag], stdout: log, mayFail: true)
-                : spawn(assetcat, ["import", "--catalog", catalog, bag], stdout: log, mayFail: true)
-            let status = children.lastExitStatus
-            let stdout = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            let firstLine =
-                (stdout.isEmpty ? children.lastStderr : stdout).split(separator: "\n").first.map(String.init) ?? ""
-            let lines = stdout.split(separator: "\n").count
-            say(
-                "  assetcat \(command): exit \(status), \(String(format: "%.3f s", run.seconds)), "
-                    + "peak \(String(format: "%.1f MB", Double(run.peakKiB) / 1024)), \(lines) lines of output")
-            say("    \(firstLine.prefix(200))")
-            // (A refusal is expected of this code; a build from before the limits may accept them.)
-            if command == "import" { say("    assets recorded: \(assetCount(catalog))") }
-            result.append(
-                HostileRow(bag: hostile.name, command: command, run: run, status: status, message: String(firstLine)))
-            removeTree(catalog)
+        // The same bag as a directory and as a .tar.
+        let tar = bag + ".tar"
+        shell(
+            "bsdtar -cf \(quoted(tar)) -C \(quoted(base)) \(quoted((bag as NSString).lastPathComponent))", timed: false)
+        for (form, bundle) in [("dir", bag), ("tar", tar)] {
+            for command in ["validate", "import"] {
+                let catalog = base + "/hostile-catalog"
+                catalogInit(catalog)
+                sync()
+                let log = base + "/hostile-stdout.txt"
+                let run =
+                    command == "validate"
+                    ? spawn(assetcat, ["validate", bundle], stdout: log, mayFail: true)
+                    : spawn(assetcat, ["import", "--catalog", catalog, bundle], stdout: log, mayFail: true)
+                let status = children.lastExitStatus
+                let stdout = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                let firstLine =
+                    (stdout.isEmpty ? children.lastStderr : stdout).split(separator: "\n").first.map(String.init) ?? ""
+                let lines = stdout.split(separator: "\n").count
+                say(
+                    "  assetcat \(command) (\(form)): exit \(status), \(String(format: "%.3f s", run.seconds)), "
+                        + "peak \(String(format: "%.1f MB", Double(run.peakKiB) / 1024)), \(lines) lines of output")
+                say("    \(firstLine.prefix(200))")
+                // (A refusal is expected of this code; a build from before the limits may accept them.)
+                if command == "import" { say("    assets recorded: \(assetCount(catalog))") }
+                result.append(
+                    HostileRow(
+                        bag: hostile.name, form: form, command: command, run: run, status: status,
+                        message: String(firstLine)))
+                removeTree(catalog)
+            }
         }
         removeTree(bag)
+        removeTree(tar)
     }
     return result
 }
@@ -518,11 +529,11 @@ if let worst = rows.max(by: { $0.ours.peakKiB < $1.ours.peakKiB }) {
 
 if !hostileRows.isEmpty {
     say("")
-    say("| hostile bag | command | exit | seconds | assetcat peak MB | target < 200 MB met |")
-    say("|---|---|---:|---:|---:|---|")
+    say("| hostile bag | form | command | exit | seconds | assetcat peak MB | target < 200 MB met |")
+    say("|---|---|---|---:|---:|---:|---|")
     for row in hostileRows {
         say(
-            "| \(row.bag) | \(row.command) | \(row.status) | \(s(row.run.seconds)) | "
+            "| \(row.bag) | \(row.form) | \(row.command) | \(row.status) | \(s(row.run.seconds)) | "
                 + "\(String(format: "%.1f", row.peakMB)) | \(row.peakMB < 200 ? "yes" : "**NO**") |")
     }
 }
