@@ -111,11 +111,28 @@ struct BundleRecords {
         private var next = 0
         private var after: (key: String, seq: Int64)?
         /// The problems of each entry that has some, by its `seq`: reported in the records' order.
+        /// Only those of the first ``limit`` such entries are kept (``foundCount`` counts all).
         private var found: [Int64: [BagError]] = [:]
+        private var foundCount = 0
+        /// The payload files no entry lists: the first ``limit`` by path (``unlistedCount``: all).
         private var unlisted: [String] = []
+        private var unlistedCount = 0
+        /// The most problems of each kind kept: records of a million wrong entries take the
+        /// memory of this many.
+        let limit: Int
 
-        init(_ scratch: ImportScratch) {
+        init(_ scratch: ImportScratch, limit: Int = 1_000) {
             self.scratch = scratch
+            self.limit = max(1, limit)
+        }
+
+        /// Notes an entry's problems, keeping those of the first ``limit`` entries by `seq`.
+        private func note(_ seq: Int64, _ problems: [BagError]) {
+            foundCount += problems.count
+            found[seq] = problems
+            if found.count >= 2 * limit {
+                for seq in found.keys.sorted().dropFirst(limit) { found[seq] = nil }
+            }
         }
 
         /// The entry at ``next``, reading the next page when the last is done; `nil` at the end.
@@ -162,7 +179,12 @@ struct BundleRecords {
                 try take(payload)
             } else {
                 // A payload file no entry accounts for would be left out of the import without a word.
+                unlistedCount += 1
                 unlisted.append(payload.path)
+                if unlisted.count >= 2 * limit {
+                    unlisted.sort()
+                    unlisted.removeLast(unlisted.count - limit)
+                }
             }
         }
 
@@ -171,28 +193,33 @@ struct BundleRecords {
         private func take(_ payload: BagPayloadFile?) throws {
             guard let first = try current() else { return }
             let problems = BundleRecords.problems(of: first.entry, payload)
-            if !problems.isEmpty { found[first.seq] = problems }
+            if !problems.isEmpty { note(first.seq, problems) }
             next += 1
             while let other = try current(), other.key.utf8.elementsEqual(first.key.utf8) {
-                found[other.seq] = [
-                    BagError(.malformedTagFile, file: fileName, "gives \(other.entry.payload) to two assets")
-                ]
+                note(
+                    other.seq,
+                    [BagError(.malformedTagFile, file: fileName, "gives \(other.entry.payload) to two assets")])
                 next += 1
             }
         }
 
-        /// The problems found, once every payload file has been visited.
-        func finish() throws -> [BagError] {
+        /// The problems found, once every payload file has been visited: the first of them (at
+        /// most ``limit`` of each kind), and how many there are in all.
+        func finish() throws -> (first: [BagError], count: Int) {
             while try current() != nil { try take(nil) }
             let file = fileName
             // A key used twice, at its second use; then each entry's own problems.
             var twice: [Int64: BagError] = [:]
+            var twiceCount = 0
             var links: [BagError] = []
+            var linkCount = 0
             try scratch.run { db in
                 try db.run(
                     "SELECT e.seq, e.key FROM entry AS e WHERE EXISTS (SELECT 1 FROM entry AS f WHERE f.key = e.key AND f.seq < e.seq)",
                     []
                 ) { h in
+                    twiceCount += 1
+                    guard twice.count < limit else { return }
                     twice[sqlite3_column_int64(h, 0)] = BagError(
                         .malformedTagFile, file: file, "lists the key \(sqlite3_column_int64(h, 1)) twice")
                 }
@@ -204,7 +231,11 @@ struct BundleRecords {
                     """, []
                 ) { h in
                     let name = Database.text(h, 0) ?? ""
-                    if sqlite3_column_int64(h, 2) == 0 {
+                    let dangling = sqlite3_column_int64(h, 2) == 0
+                    guard dangling || sqlite3_column_int64(h, 3) == 0 else { return }
+                    linkCount += 1
+                    guard links.count < limit else { return }
+                    if dangling {
                         links.append(
                             BagError(
                                 .malformedTagFile, file: file,
@@ -221,10 +252,10 @@ struct BundleRecords {
                 if let error = twice[seq] { problems.append(error) }
                 problems += found[seq] ?? []
             }
-            for path in unlisted.sorted() {
+            for path in unlisted.sorted().prefix(limit) {
                 problems.append(BagError(.malformedTagFile, file: file, "does not list \(path), which the bag holds"))
             }
-            return problems + links
+            return (problems + links, twiceCount + foundCount + unlistedCount + linkCount)
         }
     }
 }

@@ -127,8 +127,11 @@ public struct BundleValidation: Sendable, Codable {
     public var payloadBytes: Int64
     /// Whether the bag carries this catalog's records (`assetcat-records.json`).
     public var hasRecords: Bool
-    /// Every problem, one line each, naming its file.
+    /// The problems, one line each, naming its file: every one, or the first of them when
+    /// there are many (a thousand of the bag's, a thousand of each kind of the records').
     public var problems: [String]
+    /// How many problems there are in all (``problems`` may give fewer).
+    public var problemCount: Int
 }
 
 /// Stages one payload file of an import in its staging folder — or, when the manifest says
@@ -182,8 +185,9 @@ extension Catalog {
     ///
     /// Every payload file is staged and checked against every manifest the bag has
     /// (MD5, SHA-1, SHA-256, SHA-512), for completeness both ways, and against this
-    /// catalog's records file when the bag has one; then one transaction adopts
-    /// everything. A bag from another tool becomes assets named by their payload paths.
+    /// catalog's records file when the bag has one (each archive member the records name
+    /// must be in its archive, at its ordinal, with its size and SHA-256; the first wrong
+    /// record is named). Then one transaction adopts everything. A bag from another tool becomes assets named by their payload paths.
     /// Content the catalog has is not stored twice. On any failure — an invalid or
     /// hostile bag, a conflict error, a failed commit, cancellation — the catalog is as
     /// it was and nothing is left in staging.
@@ -294,9 +298,10 @@ extension Catalog {
             throw error
         }
         // An invalid bag makes the plan moot (the records are still read: their problems are listed too).
-        if !bag.problems.isEmpty { moot.isMoot = true }
+        if !bag.isValid { moot.isMoot = true }
         let work = await early?.value
         var problems = bag.problems
+        var problemCount = bag.problemCount
         let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
         let hasRecords = records.file?.path == root + BundleRecords.fileName
         var recordsRead = false
@@ -306,7 +311,9 @@ extension Catalog {
             case .success:
                 recordsRead = true
                 plan = work.plan
-            case .failure(let error as BagError): problems.append(error)
+            case .failure(let error as BagError):
+                problems.append(error)
+                problemCount += 1
             case .failure(let error): throw error
             }
         }
@@ -315,7 +322,7 @@ extension Catalog {
         // One walk of the payload: the records checked against it, or for a bag without
         // them, an asset made of each file.
         let check = recordsRead ? BundleRecords.Check(scratch) : nil
-        if recordsRead || (!hasRecords && problems.isEmpty) {
+        if recordsRead || (!hasRecords && problemCount == 0) {
             let now = Date()
             var plain: [BundleRecords.Entry] = []
             var count = 0
@@ -334,14 +341,16 @@ extension Catalog {
                 }
             }
             if let check {
-                problems += try check.finish()
+                let found = try check.finish()
+                problems += found.first
+                problemCount += found.count
             } else {
                 try scratch.add(plain)
                 try scratch.seal()
             }
         }
         if let first = problems.first {
-            let more = problems.count > 1 ? " (and \(problems.count - 1) more; `assetcat validate` lists them)" : ""
+            let more = problemCount > 1 ? " (and \(problemCount - 1) more; `assetcat validate` lists them)" : ""
             throw CatalogError(
                 .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
         }
@@ -351,6 +360,24 @@ extension Catalog {
         if let first = staged.changed.map(relative).min() {
             throw CatalogError(
                 .damaged, "\(path): \(first) changed while it was read; nothing was imported", path: path)
+        }
+        // The members the records give an archive must be in it, as recorded: each archive
+        // is read once more, from its staged copy.
+        if recordsRead {
+            let members: (first: [BagError], count: Int)
+            do {
+                members = try BundleRecords.MemberCheck.problems(
+                    scratch, policy: options.policy,
+                    archiveFile: { digest, _ in try scratch.stagedFile(digest).map(staged.folder.file) },
+                    isCancelled: { Task.isCancelled })
+            } catch let error as BagError {
+                members = ([error], 1)  // an archive that cannot be read as one
+            }
+            if let first = members.first.first {
+                let more = members.count > 1 ? " (and \(members.count - 1) more)" : ""
+                throw CatalogError(
+                    .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
+            }
         }
         return (!hasRecords, plan)
     }
@@ -756,8 +783,9 @@ extension Catalog {
     /// the declaration, every manifest both ways, checksums, `Payload-Oxum`, this
     /// catalog's records file when present, and the safety of every archive member.
     ///
-    /// - Returns: The findings; ``BundleValidation/problems`` lists every problem, one
-    ///   line each, naming its file.
+    /// - Returns: The findings; ``BundleValidation/problems`` lists the problems (the first
+    ///   of them when there are many), one line each, naming its file, and
+    ///   ``BundleValidation/problemCount`` counts them all.
     /// - Throws: ``CatalogError`` `notFound` when there is nothing at `path`.
     public static func validateBundle(
         at path: String, policy: ExtractionPolicy = .default, progress: (@Sendable (BundleProgress) -> Void)? = nil
@@ -767,7 +795,7 @@ extension Catalog {
         }
         var validation = BundleValidation(
             bundle: path, isValid: false, version: nil, payloadFiles: 0, payloadBytes: 0, hasRecords: false,
-            problems: [])
+            problems: [], problemCount: 0)
         // Our records come before the payload: they are read into a temporary database on
         // another core meanwhile.
         let early = EarlyRecords()
@@ -782,25 +810,41 @@ extension Catalog {
                             filesDone: p.filesDone, filesTotal: 0, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal))
                 })
             var problems = bag.problems
+            var problemCount = bag.problemCount
             let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
             if records.file?.path == root + BundleRecords.fileName {
                 validation.hasRecords = true
                 do {
-                    let check = BundleRecords.Check(try early.scratch())
+                    let scratch = try early.scratch()
+                    let check = BundleRecords.Check(scratch)
                     try bag.payload.forEach { try check.visit($0) }
-                    problems += try check.finish()
+                    let found = try check.finish()
+                    problems += found.first
+                    problemCount += found.count
+                    // As import: the members the records give an archive, once all else is right.
+                    if problemCount == 0 {
+                        let copies = ArchiveCopies(bag)
+                        let members = try BundleRecords.MemberCheck.problems(
+                            scratch, policy: policy, archiveFile: { _, payload in try copies.copy(payload) },
+                            isCancelled: { false })
+                        problems += members.first
+                        problemCount += members.count
+                    }
                 } catch let error as BagError {
                     problems.append(error)
+                    problemCount += 1
                 }
             }
             validation.version = bag.version
             validation.payloadFiles = bag.payload.count
             validation.payloadBytes = bag.payloadBytes
             validation.problems = problems.map(\.description)
+            validation.problemCount = problemCount
         } catch let error as BagError {
             validation.problems = [error.description]
+            validation.problemCount = 1
         }
-        validation.isValid = validation.problems.isEmpty
+        validation.isValid = validation.problemCount == 0
         return validation
     }
 }

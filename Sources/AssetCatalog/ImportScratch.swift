@@ -451,6 +451,17 @@ extension ImportScratch {
         }
     }
 
+    /// The number, in the import's staging folder, of a staged file with this content.
+    func stagedFile(_ digest: String) throws -> Int64? {
+        try run { db in
+            var file: Int64?
+            try db.run("SELECT file FROM staged WHERE digest = ?", [.text(digest)]) {
+                file = sqlite3_column_int64($0, 0)
+            }
+            return file
+        }
+    }
+
     /// What the commit adopts: the content of the imported managed assets, each once.
     struct Adoption {
         /// A content no payload file had (the first, by SHA-256), if any.

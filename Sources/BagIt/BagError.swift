@@ -77,3 +77,50 @@ extension String {
         return result
     }
 }
+
+/// The first problems of a validation, by file and reason, and how many there are in all: a
+/// bag of a million problems keeps the memory of `limit` of them, whatever order they are
+/// found in.
+package struct ProblemList {
+    /// How many problems were added.
+    package private(set) var count = 0
+    /// How many of them had each code.
+    package private(set) var codes: [BagError.Code: Int] = [:]
+    private var kept: [BagError] = []
+    private let limit: Int
+
+    package init(limit: Int) { self.limit = max(0, limit) }
+
+    package mutating func append(_ problem: BagError) {
+        count += 1
+        codes[problem.code, default: 0] += 1
+        guard limit > 0 else { return }
+        kept.append(problem)
+        // Trimmed now and then to the first `limit`: a sort per `limit` problems.
+        if kept.count >= 2 * limit { trim() }
+    }
+
+    package mutating func append(contentsOf problems: some Sequence<BagError>) {
+        for problem in problems { append(problem) }
+    }
+
+    /// Whether a problem with `code` was added.
+    package func contains(_ code: BagError.Code) -> Bool { codes[code, default: 0] > 0 }
+
+    /// The first `limit` problems, sorted by file, then reason.
+    package var first: [BagError] {
+        var list = self
+        list.trim()
+        return list.kept
+    }
+
+    private mutating func trim() {
+        kept.sort(by: Self.precedes)
+        if kept.count > limit { kept.removeLast(kept.count - limit) }
+    }
+
+    /// The order problems are listed in: by file, then reason.
+    package static func precedes(_ a: BagError, _ b: BagError) -> Bool {
+        (a.file ?? "", a.reason) < (b.file ?? "", b.reason)
+    }
+}

@@ -22,8 +22,10 @@ public struct BagReadOptions: Sendable {
     /// The rules for an archive's members: limits on count, size and compression
     /// ratio, and what links may do.
     public var policy: ExtractionPolicy
-    /// The most bytes a tag file kept in memory (declaration, bag-info, manifests,
-    /// ``keptTagFiles``) may have.
+    /// The most bytes a tag file kept in memory may have: one of ``keptTagFiles``. (The
+    /// standard ones have smaller limits of their own: 4 KiB for `bagit.txt`, 1 MiB for
+    /// `bag-info.txt`, 1 MiB for a tag manifest, 16 MiB for all of them together, and lines
+    /// of at most 1 KiB, 64 KiB and 1 MiB.)
     public var maxTagFileBytes: Int
     /// Further tag files (relative to the bag) whose bytes ``BagContents/tagFiles`` keeps.
     /// (Payload manifests are never kept: they are read line by line into the read's index.)
@@ -31,15 +33,20 @@ public struct BagReadOptions: Sendable {
     /// Whether a payload sink is told the SHA-256 the manifest gives its file: a look-up per
     /// file, which a sink that would not use it (nothing to compare with) can spare.
     public var looksUpExpectedSHA256: Bool
+    /// The most problems ``BagContents/problems`` gives (the first, by file); its
+    /// ``BagContents/problemCount`` counts them all. A bag of a million problems takes the
+    /// memory of this many.
+    public var maxProblems: Int
 
     public init(
         policy: ExtractionPolicy = .default, maxTagFileBytes: Int = 256 << 20, keptTagFiles: Set<String> = [],
-        looksUpExpectedSHA256: Bool = true
+        looksUpExpectedSHA256: Bool = true, maxProblems: Int = 1_000
     ) {
         self.policy = policy
         self.maxTagFileBytes = maxTagFileBytes
         self.keptTagFiles = keptTagFiles
         self.looksUpExpectedSHA256 = looksUpExpectedSHA256
+        self.maxProblems = maxProblems
     }
 }
 
@@ -65,7 +72,7 @@ public struct BagPayloadFile: Sendable, Hashable {
 }
 
 /// What reading a bag found: its declaration, fields, payload and manifests, the tag files
-/// asked for — and every problem, each naming its file.
+/// asked for — and its problems, each naming its file (the first of them, and how many).
 public struct BagContents {
     /// The bundle's path (a directory or an archive).
     public var source: String
@@ -80,10 +87,17 @@ public struct BagContents {
     public var payload: BagPayload
     /// The bytes of the tag files in ``BagReadOptions/keptTagFiles`` that the bag has.
     public var tagFiles: [String: [UInt8]]
-    /// Every problem found, sorted by file. Empty for a valid bag.
+    /// The problems found, sorted by file: all of them, or the first
+    /// ``BagReadOptions/maxProblems`` when there are more (``problemCount`` counts them all).
+    /// Empty for a valid bag.
     public var problems: [BagError]
+    /// How many problems were found in all.
+    public var problemCount: Int
+    /// For a directory bag: the directory that holds its `bagit.txt` (the one given, or the
+    /// one folder in it); `nil` for an archive.
+    public var directory: String?
 
-    public var isValid: Bool { problems.isEmpty }
+    public var isValid: Bool { problemCount == 0 }
     /// Payload bytes (what `Payload-Oxum` counts, with ``BagPayload/count``).
     public var payloadBytes: Int64 { payload.bytes }
 }
@@ -110,10 +124,41 @@ public struct BagContents {
 /// ```
 public enum BagReader {
     /// The tag files whose bytes a reader keeps. (Payload manifests are read line by line,
-    /// into the read's index, instead.)
+    /// into the read's index, instead; of `fetch.txt`, only whether it lists anything.)
     static func isStandardTag(_ name: String) -> Bool {
-        name == "bagit.txt" || name == "bag-info.txt" || name == "fetch.txt"
+        name == "bagit.txt" || name == "bag-info.txt"
             || ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") != nil
+    }
+
+    /// The most bytes, and the longest line, that a reader takes of a standard tag file it
+    /// keeps in memory: far more than any bag needs, far less than a hostile one could hold.
+    struct TagLimit {
+        var bytes: Int
+        var lineBytes: Int
+
+        /// `bagit.txt`: two short lines.
+        static let declaration = TagLimit(bytes: 4 << 10, lineBytes: 1 << 10)
+        /// `bag-info.txt`: a few fields, some of them long.
+        static let bagInfo = TagLimit(bytes: 1 << 20, lineBytes: 64 << 10)
+        /// A tag manifest: a line for each of a bag's few tag files (thousands fit).
+        static let tagManifest = TagLimit(bytes: 1 << 20, lineBytes: Scan.maxManifestLineBytes)
+        /// All of them together, in every possible root (the top level and each top-level
+        /// directory: which one is the bag's is known once the read ends).
+        static let totalBytes = 16 << 20
+
+        /// The limit of a tag file by its name in the bag, if it has one.
+        static func of(_ name: String) -> TagLimit? {
+            if name == "bagit.txt" { return declaration }
+            if name == "bag-info.txt" { return bagInfo }
+            if ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") != nil { return tagManifest }
+            return nil
+        }
+
+        /// `1048576` → `1 MiB (1048576 bytes)`.
+        static func describe(_ bytes: Int) -> String {
+            let unit = bytes >= 1 << 20 && bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes >> 10) KiB"
+            return "\(unit) (\(bytes) bytes)"
+        }
     }
 
     /// Reads and checks the bag at `path`.
@@ -143,7 +188,8 @@ public enum BagReader {
     ///     (``BagContents/bagName``).
     ///   - progress: Called as the read advances.
     ///   - isCancelled: Polled between chunks; `true` stops the read with `cancelled`.
-    /// - Returns: The contents, with every validation problem in ``BagContents/problems``.
+    /// - Returns: The contents, with the validation problems in ``BagContents/problems`` (the
+    ///   first ``BagReadOptions/maxProblems``) and their number in ``BagContents/problemCount``.
     /// - Throws: ``BagError`` for what stops a read: a missing bundle, an unreadable or
     ///   hostile archive, a refused entry, a failing sink.
     public static func read(
@@ -230,6 +276,10 @@ final class Scan {
 
     /// Kept tag-file bytes, by path in the bundle.
     var kept: [String: [UInt8]] = [:]
+    /// The bytes of the standard tag files kept so far (``BagReader/TagLimit/totalBytes``).
+    var keptStandardBytes = 0
+    /// The files named `fetch.txt` (at a possible root) that list anything, by path in the bundle.
+    var fetchLists: Set<String> = []
     /// The files named `bagit.txt` at the top or one directory down.
     var declarations: [String] = []
     /// The payload manifests met so far; a manifest's ID in the index is its position.
@@ -438,7 +488,7 @@ final class Scan {
                 ))
         }
         guard let text = String(validating: line, as: UTF8.self) else {
-            return .failure(BagError(.malformedTagFile, file: manifest.name, "is not valid UTF-8"))
+            return .failure(BagError(.malformedTagFile, file: manifest.name, "line \(number) is not valid UTF-8"))
         }
         do {
             guard
@@ -530,7 +580,9 @@ final class Scan {
         }
         let manifest = isPayload ? nil : startManifest(path)
         let keeps = !isPayload && manifest == nil && isKeptTag(path)
-        if !isPayload && manifest == nil && !keeps, let tagSink {
+        // Of `fetch.txt`, only whether it lists anything is kept.
+        let isFetch = !isPayload && manifest == nil && !keeps && tagNames(path).contains("fetch.txt")
+        if !isPayload && manifest == nil && !keeps && !isFetch, let tagSink {
             // Relative to a root whose `bagit.txt` came already, when one did.
             let names = tagNames(path).filter { name in
                 declarations.isEmpty
@@ -538,7 +590,15 @@ final class Scan {
             }
             for name in names where target == nil { target = try tagSink(name, path) }
         }
-        if !isPayload && (manifest != nil || keeps || target != nil) { handledTags.insert(Array(path.utf8)) }
+        if !isPayload && (manifest != nil || keeps || isFetch || target != nil) {
+            handledTags.insert(Array(path.utf8))
+        }
+        // A standard tag file kept in memory has limits of its own, checked as its bytes come.
+        let tagLimit =
+            keeps
+            ? tagNames(path).lazy.compactMap { name in BagReader.TagLimit.of(name).map { (name, $0) } }.first : nil
+        var lineCount = LineCount()
+        var fetchListsFiles = false
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
@@ -563,6 +623,30 @@ final class Scan {
                     lines = LineSplitter()
                 }
             }
+            if isFetch && !fetchListsFiles {
+                fetchListsFiles = chunk.contains { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+            }
+            if let (name, tagLimit) = tagLimit {
+                guard bytes.count + chunk.count <= tagLimit.bytes else {
+                    throw BagError(
+                        .hostileEntry, file: path,
+                        "is larger than \(BagReader.TagLimit.describe(tagLimit.bytes)), the limit for \(name)")
+                }
+                guard keptStandardBytes + chunk.count <= BagReader.TagLimit.totalBytes else {
+                    throw BagError(
+                        .hostileEntry, file: path,
+                        "takes the tag files kept in memory (bagit.txt, bag-info.txt and tag manifests, of every "
+                            + "possible root) over \(BagReader.TagLimit.describe(BagReader.TagLimit.totalBytes)), "
+                            + "their limit together")
+                }
+                keptStandardBytes += chunk.count
+                try lineCount.count(chunk, limit: tagLimit.lineBytes) { number in
+                    BagError(
+                        .hostileEntry, file: path,
+                        "line \(number) is longer than \(BagReader.TagLimit.describe(tagLimit.lineBytes)), "
+                            + "the limit for a line of \(name)")
+                }
+            }
             if keeps {
                 guard bytes.count + chunk.count <= limit else {
                     throw BagError(
@@ -577,6 +661,7 @@ final class Scan {
             if manifests[manifest].failure == nil { try lines.finish { try manifestLine(manifest, $0) } }
             try endManifest(manifest)
         }
+        if isFetch && fetchListsFiles { fetchLists.insert(path) }
         if keeps {
             kept[path] = bytes
             noteKept(path)
@@ -928,7 +1013,7 @@ final class Scan {
         }
         let root = String(declarations[0].dropLast("bagit.txt".count))
         let (dataLow, dataHigh) = BagPayload.range(root + "data/")
-        var problems: [BagError] = []
+        var problems = ProblemList(limit: options.maxProblems)
 
         if !root.isEmpty {
             let (low, high) = BagPayload.range(root)
@@ -968,7 +1053,9 @@ final class Scan {
                     bytes, file: relative, algorithm: algorithm, version: version)
             } catch { problems.append(error) }
         }
-        if payloadManifests.isEmpty && !problems.contains(where: { $0.code == .malformedManifest }) {
+        // A manifest in a supported algorithm that could not be read has said why already.
+        let readManifest = manifests.contains { $0.root == root }
+        if payloadManifests.isEmpty && !readManifest && !problems.contains(.malformedManifest) {
             let (low, high) = (root + "manifest-", root + "manifest.")
             let manifestFiles = try String.fetchAll(
                 db, sql: "SELECT path FROM file WHERE path >= ? AND path < ? ORDER BY path", arguments: [low, high]
@@ -1014,7 +1101,8 @@ final class Scan {
 
         // Completeness both ways, and checksums, for every payload manifest. (In any order:
         // the problems are sorted by file at the end.)
-        let problemsBefore = problems.count
+        let otherProblems = { problems.count - problems.codes[.malformedManifest, default: 0] }
+        let otherProblemsBefore = otherProblems()
         for algorithm in payloadManifests.keys.sorted() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
@@ -1049,8 +1137,9 @@ final class Scan {
                     if !listed.bytes(2).elementsEqual(files.bytes(2))
                         || sqlite3_column_type(files.handle, 2) == SQLITE_NULL
                     {
-                        problems += Self.checksumProblem(
-                            listed.text(1) ?? "", listed: listed.text(2) ?? "", in: name, algorithm, files.text(2))
+                        problems.append(
+                            contentsOf: Self.checksumProblem(
+                                listed.text(1) ?? "", listed: listed.text(2) ?? "", in: name, algorithm, files.text(2)))
                     }
                     try listed.step()
                     try files.step()
@@ -1065,7 +1154,9 @@ final class Scan {
                 if path.hasBytePrefix("data/") {
                     problems.append(BagError(.malformedManifest, file: name, "lists the payload file \(path)"))
                 } else if let digests = try tagDigests[path] ?? indexedFile(root + path)?.digests {
-                    problems += Self.checksumProblem(path, listed: checksum, in: name, algorithm, digests[algorithm])
+                    problems.append(
+                        contentsOf: Self.checksumProblem(
+                            path, listed: checksum, in: name, algorithm, digests[algorithm]))
                 } else {
                     problems.append(BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
                 }
@@ -1077,7 +1168,7 @@ final class Scan {
             db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM file WHERE path >= ? AND path < ?",
             arguments: [dataLow, dataHigh])!
         // (The problems since are the merges', and a manifest's lines not under data/.)
-        let manifestsMatch = !problems[problemsBefore...].contains { $0.code != .malformedManifest }
+        let manifestsMatch = otherProblems() == otherProblemsBefore
         let payload = BagPayload(
             index: index, root: root, manifests: payloadManifests, manifestsListDigests: manifestsMatch,
             count: totals[0], bytes: totals[1])
@@ -1094,9 +1185,7 @@ final class Scan {
                         "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"))
             }
         }
-        if let fetch = kept[root + "fetch.txt"],
-            fetch.contains(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 })
-        {
+        if fetchLists.contains(root + "fetch.txt") {
             problems.append(
                 BagError(
                     .fetchUnsupported, file: "fetch.txt",
@@ -1104,8 +1193,38 @@ final class Scan {
         }
         return BagContents(
             source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
-            tagFiles: tagFiles,
-            problems: problems.sorted { ($0.file ?? "", $0.reason) < ($1.file ?? "", $1.reason) })
+            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, directory: directoryRoot)
+    }
+}
+
+/// Counts the lines of a stream of bytes, chunk by chunk (ended by LF, CR or CR LF, as
+/// ``LineSplitter`` splits them), to refuse one that is too long as soon as it is.
+struct LineCount {
+    /// The line being read, from 1.
+    private(set) var number = 1
+    private var length = 0
+    private var afterCR = false
+
+    /// Counts `chunk`'s bytes; throws `tooLong(number)` once a line has more than `limit`.
+    mutating func count(
+        _ chunk: UnsafeRawBufferPointer, limit: Int, tooLong: (Int) -> BagError
+    ) throws(BagError) {
+        for byte in chunk {
+            switch byte {
+            case 0x0A:
+                if !afterCR { number += 1 }  // after CR, the CR ended the line
+                afterCR = false
+                length = 0
+            case 0x0D:
+                number += 1
+                afterCR = true
+                length = 0
+            default:
+                afterCR = false
+                length += 1
+                if length > limit { throw tooLong(number) }
+            }
+        }
     }
 }
 

@@ -141,7 +141,9 @@ private func noteOmitted(_ list: CappedList<some Any>, _ what: String) {
 struct Validate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check a BagIt bag (a directory or an archive) without importing it.",
-        discussion: "Exit 0 for a valid bag; otherwise every problem, one per line naming the file, and exit 1.")
+        discussion:
+            "Exit 0 for a valid bag; otherwise its problems, one per line naming the file (the first 1,000, then "
+            + "how many more), and exit 1.")
 
     @Argument(help: "The bag: a directory or an archive.") var bundle: String
     @Flag(help: "Print a JSON report.") var json = false
@@ -157,8 +159,10 @@ struct Validate: AsyncParsableCommand {
                         + Terminal.formatBytes(report.payloadBytes))
             } else {
                 for problem in report.problems { print(DisplayText.escapingControls(problem)) }
+                let omitted = report.problemCount - report.problems.count
+                if omitted > 0 { print("… and \(plural(omitted, "more problem"))") }
                 Terminal.note(
-                    "\(DisplayText.quoted(bundle)) is not a valid bag: \(plural(report.problems.count, "problem"))")
+                    "\(DisplayText.quoted(bundle)) is not a valid bag: \(plural(report.problemCount, "problem"))")
             }
             if !report.isValid { throw ExitCode.failure }
         }

@@ -109,4 +109,54 @@ import Testing
                 + "the payload is 12 bytes in 2 files (and 2 more; `assetcat validate` lists them)\n")
         #expect(try await u.run(["ls", "--json"]).stdout == "[]\n")
     }
+
+    /// A manifest of 2,500 files the bag lacks: the first 1,000 problems, then how many more.
+    @Test func aBagWithManyProblemsPrintsTheFirstAndACount() async throws {
+        let t = try TestCatalog()
+        let bag = try await exportedBag(t)
+        var manifest = try String(contentsOfFile: bag + "/manifest-sha256.txt", encoding: .utf8)
+        let listed = try sha256(bag + "/data/a.txt")
+        for i in 0..<2_500 { manifest += "\(listed)  data/missing-\(10_000 + i).txt\n" }
+        try Data(manifest.utf8).write(to: URL(fileURLWithPath: bag + "/manifest-sha256.txt"))
+        try Data("BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n".utf8).write(
+            to: URL(fileURLWithPath: bag + "/bagit.txt"))
+        for tagManifest in try FileManager.default.contentsOfDirectory(atPath: bag)
+        where tagManifest.hasPrefix("tagmanifest-") {
+            try FileManager.default.removeItem(atPath: bag + "/" + tagManifest)
+        }
+        let run = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(run.status == 1)
+        let lines = run.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == 1_002)
+        #expect(lines.first == "data/missing-10000.txt: is listed in manifest-sha256.txt but is not in the bag")
+        #expect(lines[999] == "data/missing-10999.txt: is listed in manifest-sha256.txt but is not in the bag")
+        #expect(lines[1_000] == "… and 1500 more problems")
+        #expect(run.stderr == "\(bag) is not a valid bag: 2500 problems\n")
+    }
+
+    /// A manifest line whose path is not UTF-8: import says so, not that the manifest's
+    /// algorithm is unsupported; validate lists that alone.
+    @Test func aManifestPathThatIsNotUTF8IsTheReasonGiven() async throws {
+        let t = try TestCatalog()
+        let bag = try await exportedBag(t)
+        var manifest = Array(try Data(contentsOf: URL(fileURLWithPath: bag + "/manifest-sha256.txt")))
+        manifest += Array("\(try sha256(bag + "/data/a.txt"))  data/a".utf8) + [0xFF] + Array(".txt\n".utf8)
+        try Data(manifest).write(to: URL(fileURLWithPath: bag + "/manifest-sha256.txt"))
+        for tagManifest in try FileManager.default.contentsOfDirectory(atPath: bag)
+        where tagManifest.hasPrefix("tagmanifest-") {
+            try FileManager.default.removeItem(atPath: bag + "/" + tagManifest)
+        }
+        let validate = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(validate.status == 1)
+        #expect(validate.stdout == "manifest-sha256.txt: line 4 is not valid UTF-8\n")
+        let u = try TestCatalog()
+        try u.create().close()
+        let run = try await u.run(["import", bag])
+        #expect(run.status != 0)
+        #expect(
+            run.stderr
+                == "assetcat: \(bag) is not a valid bag, nothing was imported: manifest-sha256.txt: line 4 is not "
+                + "valid UTF-8\n")
+        #expect(try await u.run(["ls", "--json"]).stdout == "[]\n")
+    }
 }

@@ -1,6 +1,7 @@
 // Running the benchmarks' child processes: wall time and peak memory of each
 // (`/usr/bin/time -f %M`), shared by the suites that time the assetcat binary.
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -34,6 +35,14 @@ public final class ChildProcesses: Sendable {
     private let timeFile: String
     private let errorFile: String
 
+    private let lastStatus = Mutex<Int32>(0)
+
+    /// The exit status of the last child run.
+    public var lastExitStatus: Int32 { lastStatus.withLock { $0 } }
+
+    /// The stderr of the last child run.
+    public var lastStderr: String { (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? "" }
+
     public init(base: String) {
         self.base = base
         timeFile = base + "/time.out"
@@ -41,9 +50,12 @@ public final class ChildProcesses: Sendable {
     }
 
     /// Runs `program` (under `/usr/bin/time` when `timed`), stdout to `stdout`; returns its
-    /// wall time and peak RSS. A failing child stops the benchmark.
+    /// wall time and peak RSS. A failing child stops the benchmark, unless `mayFail`: then its
+    /// exit status is in ``lastExitStatus`` and its stderr in ``lastStderr``.
     @discardableResult
-    public func spawn(_ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true) -> Run {
+    public func spawn(
+        _ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true, mayFail: Bool = false
+    ) -> Run {
         let argv = (timed ? ["/usr/bin/time", "-f", "%M", "-o", timeFile] : []) + [program] + args
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -61,7 +73,10 @@ public final class ChildProcesses: Sendable {
             guard errno == EINTR else { fatalError("waitpid: \(String(cString: strerror(errno)))") }
         }
         let seconds = now() - start
-        guard exitStatus == 0 else {
+        // /usr/bin/time passes the child's exit status on.
+        let code = (exitStatus & 0x7F) == 0 ? (exitStatus >> 8) & 0xFF : 128 + (exitStatus & 0x7F)
+        lastStatus.withLock { $0 = code }
+        guard exitStatus == 0 || mayFail else {
             let log = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
             // Leave no corpora behind (they are large), then stop.
             let words: [String] = ["rm", "-rf", base]

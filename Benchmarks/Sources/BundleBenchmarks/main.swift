@@ -29,6 +29,13 @@
 //           Target ≤ 1.3×.
 //   memory  peak RSS of every assetcat export and import < 64 MB, whatever the bundle's size.
 //
+// Then hostile tag files (issue 24, finding 5; --skip-hostile leaves them out, --hostile-only runs
+// only them): directory bags generated here — a 30 MB and a 100 MB `bag-info.txt` of short lines,
+// a `manifest-sha256.txt` of 1,000,000 lines naming files the bag lacks, a 100 MB `bagit.txt` —
+// each as a directory and as a .tar, given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit).
+// Printed: each run's exit status, peak RSS and time, and its first line of output. Target
+// < 200 MB each. (Give --assetcat a build from before the limits to see what they changed.)
+//
 // Durability is not in the baselines (bsdtar does not sync; export fsyncs its bundle, import
 // syncs the catalog's file system twice). The `sync` column is how long a `sync` right after the
 // baseline's bsdtar step took: on tmpfs nothing; on a disk, what the baseline would pay to be as
@@ -56,6 +63,7 @@ var repeats = 3
 var corpusScript = URL(fileURLWithPath: repositoryRoot + "/../shared/bench/make_corpus.sh").standardizedFileURL.path
 var skipSmall = false
 var skipLarge = false
+var skipHostile = false
 // tmpfs when it has room (the large case needs about 8 GB at its peak): the benchmark then
 // measures the software, not the disk's write-back.
 var work: String = {
@@ -75,7 +83,7 @@ do {
     func usage() -> Never {
         say(
             "usage: BundleBenchmarks [--assetcat PATH] [--repeat N] [--work DIR] [--corpus-script PATH] "
-                + "[--skip-small] [--skip-large]")
+                + "[--skip-small] [--skip-large] [--skip-hostile] [--hostile-only]")
         exit(2)
     }
     while i < arguments.count {
@@ -86,6 +94,10 @@ do {
         case "--corpus-script": corpusScript = value()
         case "--skip-small": skipSmall = true
         case "--skip-large": skipLarge = true
+        case "--skip-hostile": skipHostile = true
+        case "--hostile-only":
+            skipSmall = true
+            skipLarge = true
         default: usage()
         }
         i += 1
@@ -100,7 +112,7 @@ func which(_ name: String) -> String? {
     return nil
 }
 
-guard access(corpusScript, R_OK) == 0 else {
+guard (skipSmall && skipLarge) || access(corpusScript, R_OK) == 0 else {
     say("no corpus generator at \(corpusScript).")
     say("This benchmark makes its corpora with shared/bench/make_corpus.sh, from beside the repository")
     say("(../shared/bench/make_corpus.sh); give its path with --corpus-script PATH.")
@@ -127,8 +139,10 @@ let base = work + "/bundle-bench-\(getpid())"
 let children = ChildProcesses(base: base)
 
 @discardableResult
-func spawn(_ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true) -> Run {
-    children.spawn(program, args, stdout: stdout, timed: timed)
+func spawn(
+    _ program: String, _ args: [String], stdout: String = "/dev/null", timed: Bool = true, mayFail: Bool = false
+) -> Run {
+    children.spawn(program, args, stdout: stdout, timed: timed, mayFail: mayFail)
 }
 
 @discardableResult
@@ -354,6 +368,137 @@ say(
 if !skipSmall { bundleCase(kind: "small", label: "small (10,000 × 1–16 KiB)") }
 if !skipLarge { bundleCase(kind: "large", label: "large (20 × 64 MiB)") }
 
+// MARK: Hostile tag files
+
+/// One refused run of a hostile bag: its peak, time, exit status and first line of output.
+struct HostileRow {
+    var bag: String
+    /// `dir` or `tar`.
+    var form: String
+    var command: String
+    var run: Run
+    var status: Int32
+    var message: String
+    var peakMB: Double { Double(run.peakKiB) / 1024 }
+}
+
+/// Writes `head`, then `line(0)`, `line(1)`, … to `path`: `bytes` bytes in all (the last line
+/// cut short), or `lines` lines.
+func writeRepeated(_ path: String, _ head: String, line: (Int) -> String, bytes: Int = .max, lines: Int = .max) {
+    guard let file = fopen(path, "w") else { fatalError("cannot write \(path)") }
+    defer { fclose(file) }
+    let count = bytes
+    var written = 0
+    var buffer = [UInt8](head.utf8)
+    var i = 0
+    while written + buffer.count < count && i < lines {
+        buffer += line(i).utf8
+        i += 1
+        if buffer.count >= 1 << 20 {
+            let n = min(buffer.count, count - written)
+            fwrite(buffer, 1, n, file)
+            written += n
+            buffer.removeAll(keepingCapacity: true)
+        }
+    }
+    fwrite(buffer, 1, min(buffer.count, count - written), file)
+}
+
+/// Writes `text` to a new file at `path`.
+func writeText(_ path: String, _ text: String) {
+    precondition(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)), "cannot write \(path)")
+}
+
+/// A directory bag of one payload file, with `tag` (a name) written by `write`.
+func hostileBag(_ name: String, tag: String, write: (String) -> Void) -> String {
+    let bag = base + "/hostile-" + name
+    removeTree(bag)
+    mkdir(bag, 0o755)
+    mkdir(bag + "/data", 0o755)
+    let payload = "payload\n"
+    writeText(bag + "/data/a.txt", payload)
+    let sha = output("printf 'payload\\n' | sha256sum | cut -c1-64")
+    writeText(bag + "/bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
+    writeText(bag + "/manifest-sha256.txt", "\(sha)  data/a.txt\n")
+    write(bag + "/" + tag)
+    return bag
+}
+
+@MainActor func hostileCases() -> [HostileRow] {
+    var result: [HostileRow] = []
+    let cases: [(name: String, tag: String, write: (String) -> Void)] = [
+        (
+            "bag-info 30 MB of short lines", "bag-info.txt",
+            { writeRepeated($0, "", line: { "L\($0 % 10): v\n" }, bytes: 30_000_000) }
+        ),
+        (
+            "bag-info 100 MB of short lines", "bag-info.txt",
+            { writeRepeated($0, "", line: { "L\($0 % 10): v\n" }, bytes: 100_000_000) }
+        ),
+        (
+            "manifest-sha256 of 1,000,000 absent files", "manifest-sha256.txt",
+            { path in
+                writeRepeated(
+                    path, "",
+                    line: { String(repeating: "0", count: 56) + String(format: "%08x", $0) + "  data/f\($0)\n" },
+                    lines: 1_000_000)
+            }
+        ),
+        (
+            "bagit.txt 100 MB", "bagit.txt",
+            {
+                writeRepeated(
+                    $0, "BagIt-Version: 1.0\n", line: { _ in "Tag-File-Character-Encoding: UTF-8\n" },
+                    bytes: 100_000_000)
+            }
+        ),
+    ]
+    for hostile in cases {
+        say("hostile bag: \(hostile.name)")
+        let bag = hostileBag(String(result.count), tag: hostile.tag, write: hostile.write)
+        say(
+            "  \(hostile.tag): \(byteCount(bag + "/" + hostile.tag)) bytes, \(output("wc -l < \(quoted(bag + "/" + hostile.tag))")) lines"
+        )
+        // The same bag as a directory and as a .tar.
+        let tar = bag + ".tar"
+        shell(
+            "bsdtar -cf \(quoted(tar)) -C \(quoted(base)) \(quoted((bag as NSString).lastPathComponent))", timed: false)
+        for (form, bundle) in [("dir", bag), ("tar", tar)] {
+            for command in ["validate", "import"] {
+                let catalog = base + "/hostile-catalog"
+                catalogInit(catalog)
+                sync()
+                let log = base + "/hostile-stdout.txt"
+                let run =
+                    command == "validate"
+                    ? spawn(assetcat, ["validate", bundle], stdout: log, mayFail: true)
+                    : spawn(assetcat, ["import", "--catalog", catalog, bundle], stdout: log, mayFail: true)
+                let status = children.lastExitStatus
+                let stdout = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                let firstLine =
+                    (stdout.isEmpty ? children.lastStderr : stdout).split(separator: "\n").first.map(String.init) ?? ""
+                let lines = stdout.split(separator: "\n").count
+                say(
+                    "  assetcat \(command) (\(form)): exit \(status), \(String(format: "%.3f s", run.seconds)), "
+                        + "peak \(String(format: "%.1f MB", Double(run.peakKiB) / 1024)), \(lines) lines of output")
+                say("    \(firstLine.prefix(200))")
+                // (A refusal is expected of this code; a build from before the limits may accept them.)
+                if command == "import" { say("    assets recorded: \(assetCount(catalog))") }
+                result.append(
+                    HostileRow(
+                        bag: hostile.name, form: form, command: command, run: run, status: status,
+                        message: String(firstLine)))
+                removeTree(catalog)
+            }
+        }
+        removeTree(bag)
+        removeTree(tar)
+    }
+    return result
+}
+
+let hostileRows = skipHostile ? [] : hostileCases()
+
 // MARK: Table
 
 func s(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
@@ -380,4 +525,15 @@ if let worst = rows.max(by: { $0.ours.peakKiB < $1.ours.peakKiB }) {
     say(
         "largest assetcat peak: \(String(format: "%.1f MB", worst.peakMB)) (\(worst.corpus), \(worst.format), "
             + "\(worst.operation)); target < 64 MB")
+}
+
+if !hostileRows.isEmpty {
+    say("")
+    say("| hostile bag | form | command | exit | seconds | assetcat peak MB | target < 200 MB met |")
+    say("|---|---|---|---:|---:|---:|---|")
+    for row in hostileRows {
+        say(
+            "| \(row.bag) | \(row.form) | \(row.command) | \(row.status) | \(s(row.run.seconds)) | "
+                + "\(String(format: "%.1f", row.peakMB)) | \(row.peakMB < 200 ? "yes" : "**NO**") |")
+    }
 }
