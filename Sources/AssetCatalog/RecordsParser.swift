@@ -315,7 +315,7 @@ final class RecordsFile: BagPayloadSink, @unchecked Sendable {
             throw CatalogError(
                 .io, "Could not create a temporary file in \(directory): \(ContentStore.errnoText())", path: directory)
         }
-        unlink(String(cString: template))
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }  // the file lives on through fd only
         buffer.reserveCapacity(1 << 16)
     }
 

@@ -1,4 +1,4 @@
-public import Crypto
+import Crypto
 
 /// A checksum algorithm of BagIt manifests (`manifest-<name>.txt`).
 ///
