@@ -221,37 +221,57 @@ extension Catalog {
         }
     }
 
-    /// Records ingested files in one transaction. If that fails, the content
-    /// already linked into `objects/` is journaled for removal and swept
-    /// (each file goes only if no other asset uses it).
+    /// Records ingested files in one transaction. The content new to `objects/` is journaled
+    /// first, as an import's is (``PendingImport``, owned by this process): should the
+    /// records not commit — an error, or the process killed at any instant — the journal
+    /// becomes removal plans (here, or in the next sweep of any process once this one is
+    /// gone) and that content goes again, unless an asset uses it by then. The records'
+    /// transaction deletes the journal.
     private func commit(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
         defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
+        let staged = files.compactMap { file in file.pin.map { (path: $0, digest: file.digest) } }
+        let journal = try journal(Set(staged.map(\.digest)).filter { !content.hasObject($0) })
         do {
-            try content.adoptAll(files.compactMap { file in file.pin.map { ($0, file.digest) } })
-            return try record(files, options: options)
+            FaultPoint.reach(.afterAddJournal)
+            try content.adoptAll(staged)
+            FaultPoint.reach(.beforeAddCommit)
+            return try record(files, options: options, journal: journal)
         } catch {
-            if options.mode == .copy { releaseContent(Set(files.map(\.digest))) }
+            if !journal.isEmpty { giveUp(journal) }
             throw error
         }
     }
 
-    /// Plans the removal of content no record adopted, and sweeps.
-    func releaseContent(_ digests: Set<String>) {
-        do {
+    /// Writes the journal of content about to be linked into `objects/` (rows of
+    /// ``PendingImport``, up to ``journalRowSize`` digests each, owned by this process), in
+    /// one transaction; returns the rows' IDs.
+    func journal(_ digests: Set<String>) throws -> Range<Int64> {
+        guard !digests.isEmpty else { return 0..<0 }
+        let sorted = digests.sorted()
+        let size = Self.journalRowSize
+        return try storeErrors {
             try withContext { context in
-                for digest in digests.sorted() { RemovalPlan(context: context).sha256 = digest }
+                let created = Date()
+                let ids = try context.insertRows(
+                    PendingImport.self, count: (sorted.count + size - 1) / size, batchSize: 1,
+                    streaming: { [content] i, row in
+                        row[\.owner] = content.owner
+                        row[\.created] = created
+                        row[\.digests] = sorted[(i * size)..<min(sorted.count, (i + 1) * size)].joined(separator: "\n")
+                    })
                 try context.save()
+                return ids
             }
-            _ = try runtime.sweep()
-        } catch {
-            runtime.logger.warning("content of a failed add stays in objects/ until `assetcat gc`: \(error)")
         }
     }
 
     /// Records ingested files, and the jobs they need, in one transaction: the assets as
     /// rows (``Asset/willInsertRows(_:in:effects:)`` checks them and, under the write lock,
     /// their content, which the pins put back should a removal have taken it).
-    private func record(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
+    /// The rows of `journal` (``PendingImport``) are deleted in the same transaction.
+    private func record(
+        _ files: [IngestedFile], options: AddOptions, journal: Range<Int64>
+    ) throws -> ([AssetRecord], [Int64]) {
         let storage: Storage = options.mode == .copy ? .managed : .referenced
         let tagText = Asset.tagText(options.tags)
         let tags = Asset.tags(fromText: tagText)
@@ -287,6 +307,12 @@ extension Catalog {
                         queue(BuiltInProcessors.indexArchive, for: id)
                     }
                     if options.extractsMetadata && kinds[i] == "image" { queue(BuiltInProcessors.metadata, for: id) }
+                }
+                if !journal.isEmpty {
+                    // The records make the journal moot: it goes in their transaction.
+                    try context.deleteRows(PendingImport.self) { after in
+                        Array(max(after + 1, journal.lowerBound)..<journal.upperBound)
+                    }
                 }
                 try context.save()
                 let records = zip(files.indices, ids).map { i, id in
@@ -369,3 +395,4 @@ extension Catalog {
         }
     }
 }
+

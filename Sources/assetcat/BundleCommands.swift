@@ -57,7 +57,7 @@ struct Export: AsyncParsableCommand {
                 }
             } catch is CancellationError {
                 Terminal.note("interrupted: no bundle was written")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             for skip in result.skipped { Terminal.note("left out \(skip.id) \(skip.name): \(skip.reason)") }
             if json { return try Terminal.json(result) }
@@ -103,7 +103,7 @@ struct Import: AsyncParsableCommand {
                 }
             } catch let error as CatalogError where error.code == .cancelled {
                 Terminal.note("interrupted: nothing was imported")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             if json { return try Terminal.json(result) }
             var parts = ["imported \(plural(result.importedCount, "asset")) from \(path)"]

@@ -40,7 +40,7 @@ struct Add: AsyncParsableCommand {
                 Terminal.note(
                     "interrupted: added \(files) of \(plural(result.filesFound, "file")) (\(plural(members, "archive member"))); "
                         + "nothing was left half-done — run the same command again to add the rest")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             print("added \(plural(files, "file"))" + (members > 0 ? " and \(plural(members, "archive member"))" : ""))
             printQueued(result.queuedJobs.count)
