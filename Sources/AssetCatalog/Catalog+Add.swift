@@ -117,9 +117,11 @@ extension Catalog {
             throw CatalogError(
                 .invalidArgument, "Hashing can only be deferred for referenced files (content is stored by its digest)")
         }
-        let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path)
+        var unnamable: [CatalogError] = []
+        let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path, unnamable: &unnamable)
         let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
-        var result = AddResult(added: [], failures: [], wasCancelled: false, filesFound: files.count)
+        // Files whose name cannot be recorded are failures: never left out without a word.
+        var result = AddResult(added: [], failures: unnamable, wasCancelled: false, filesFound: files.count)
         var done = AddProgress(filesDone: 0, filesTotal: files.count, bytesDone: 0, bytesTotal: totalBytes)
         progress?(done)
         // Files complete in any order; they are recorded in the order given,
@@ -335,8 +337,13 @@ extension Catalog {
 
     /// The regular files named by `paths` (directories expanded when
     /// `recursive`), absolute and in a stable order. Symbolic links are
-    /// followed for named files and skipped inside directories.
-    static func expand(_ paths: [String], recursive: Bool, excluding catalogRoot: String) throws -> [SourceFile] {
+    /// followed for named files and skipped inside directories. A file or folder inside a
+    /// directory whose name is not UTF-8 (a name is text in the catalog, and would not
+    /// survive `ls --json` or a bundle) is not added: it goes to `unnamable`, one error
+    /// each naming it with its bytes escaped (`bad\xff.txt`), a folder's contents with it.
+    static func expand(
+        _ paths: [String], recursive: Bool, excluding catalogRoot: String, unnamable: inout [CatalogError]
+    ) throws -> [SourceFile] {
         var files: [SourceFile] = []
         let manager = FileManager.default
         let excluded = realPath(catalogRoot) ?? catalogRoot
@@ -370,7 +377,15 @@ extension Catalog {
             while let relative = walker.nextObject() as? String {
                 let full = path + "/" + relative
                 var info = stat()  // one lstat per entry (attributesOfItem also looks up owner names)
-                guard lstat(full, &info) == 0 else { continue }
+                guard lstat(full, &info) == 0 else {
+                    // The enumerator decodes a name that is not UTF-8 with U+FFFD, a name no
+                    // file has: say so, rather than leave the file out silently.
+                    if relative.unicodeScalars.contains("\u{FFFD}"), let error = unnamableEntry(full) {
+                        unnamable.append(error)
+                        walker.skipDescendants()
+                    }
+                    continue
+                }
                 let type = info.st_mode & S_IFMT
                 if type == S_IFDIR, isInsideCatalog(full) {
                     walker.skipDescendants()  // e.g. `add --recursive .` next to ./.assetcat
@@ -381,6 +396,47 @@ extension Catalog {
             files += found.sorted { $0.path < $1.path }
         }
         return files
+    }
+
+    /// The refusal of an entry whose name is not UTF-8, found by its decoded name `lossy`
+    /// among the raw names of its folder; `nil` if it is not there (it went meanwhile).
+    private static func unnamableEntry(_ lossy: String) -> CatalogError? {
+        let slash = lossy.utf8.lastIndex(of: UInt8(ascii: "/")) ?? lossy.utf8.startIndex
+        let parent = String(Substring(lossy.utf8[..<slash]))
+        let name = String(Substring(lossy.utf8[lossy.utf8.index(after: slash)...]))
+        guard let directory = opendir(parent) else { return nil }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            guard String(validating: bytes, as: UTF8.self) == nil, String(decoding: bytes, as: UTF8.self) == name
+            else { continue }
+            let shown = parent + "/" + escaped(bytes)
+            return CatalogError(
+                .invalidArgument,
+                "Cannot add \(shown): its name is not valid UTF-8, which the catalog cannot record; "
+                    + "rename it and add it again",
+                path: lossy)
+        }
+        return nil
+    }
+
+    /// A name with each byte that is not part of valid UTF-8 shown as `\xNN`.
+    static func escaped(_ bytes: [UInt8]) -> String {
+        var text = ""
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            // The longest valid prefix (1 to 4 bytes) of the rest, else one byte escaped.
+            if let length = (1...min(4, rest.count)).first(where: {
+                String(validating: rest.prefix($0), as: UTF8.self) != nil
+            }) {
+                text += String(decoding: rest.prefix(length), as: UTF8.self)
+                rest = rest.dropFirst(length)
+            } else {
+                text += "\\x" + String(rest.first!, radix: 16).leftPadded(to: 2)
+                rest = rest.dropFirst()
+            }
+        }
+        return text
     }
 
     private static func realPath(_ path: String) -> String? {
@@ -396,3 +452,8 @@ extension Catalog {
     }
 }
 
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}
