@@ -31,6 +31,7 @@ struct Export: AsyncParsableCommand {
     @Option(help: "gzip, xz and zip 0–9, zstd 1–22 (default: the format's; xz 6 takes about 140 MB, 2 about 60 MB).")
     var compressionLevel: Int?
     @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged = false
+    @Flag(help: "Replace a file, or a folder that is not empty, at the bundle's path.") var force = false
     @Flag(help: "Print a JSON summary.") var json = false
 
     func validate() throws {
@@ -47,7 +48,7 @@ struct Export: AsyncParsableCommand {
                 references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
             let exportOptions = ExportOptions(
                 format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged,
-                compressionLevel: compressionLevel)
+                compressionLevel: compressionLevel, replacesExisting: force)
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
             let result: ExportResult
             do {
