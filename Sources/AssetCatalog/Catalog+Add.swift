@@ -99,6 +99,9 @@ extension Catalog {
     /// before the transaction that records it commits. Completed files are
     /// committed in batches; cancelling the task commits what is complete,
     /// stops the rest, and leaves nothing in staging.
+    /// Should the process die instead (a kill, a crash), the content its last
+    /// batch linked is journaled: the next open of the catalog removes what no
+    /// commit recorded.
     ///
     /// ```swift
     /// let result = try await catalog.add(["/srv/photos"], options: .init(tags: ["2024"], recursive: true))
@@ -108,7 +111,9 @@ extension Catalog {
     /// - Throws: ``CatalogError/Code/notFound`` for a path that does not
     ///   exist and ``CatalogError/Code/invalidArgument`` for a directory
     ///   without `recursive` — before anything is added. Per-file read errors
-    ///   do not stop the add: they are in ``AddResult/failures``.
+    ///   do not stop the add: they are in ``AddResult/failures``, as is each file or
+    ///   folder inside a directory whose name is not UTF-8 (which the catalog cannot
+    ///   record; it is not added).
     public func add(
         _ paths: [String], options: AddOptions = AddOptions(), progress: (@Sendable (AddProgress) -> Void)? = nil
     ) async throws -> AddResult {
