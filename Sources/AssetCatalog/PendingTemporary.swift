@@ -25,11 +25,28 @@ final class PendingTemporary: ManagedObject {
         setPrimitiveValue(Date(), for: \.created)
     }
 
+    /// For a bundle moved aside to be replaced (`/…/.name.replaced-N`), the path it had.
+    static func replacedOriginal(_ path: String) -> String? {
+        guard isTemporaryName(path) else { return nil }
+        let (folder, name) = split(path)
+        guard let dash = name.lastIndex(of: "-"), name[..<dash].hasSuffix(".replaced") else { return nil }
+        let original = name.dropFirst().prefix(upTo: dash).dropLast(".replaced".count)
+        guard !original.isEmpty else { return nil }
+        return folder + "/" + original
+    }
+
+    /// A path's folder and last component, split at its last `/` by bytes (NSString's path
+    /// functions take `/` followed by a combining mark for no `/`).
+    private static func split(_ path: String) -> (folder: String, name: String) {
+        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) ?? path.utf8.startIndex
+        return (String(Substring(path.utf8[..<slash])), String(Substring(path.utf8[path.utf8.index(after: slash)...])))
+    }
+
     /// Whether `path` is one that a writer makes (`/…/.name.partial-N`, `.replaced-N`,
     /// `.replacing-N`): a row whose path is not is never carried out.
     static func isTemporaryName(_ path: String) -> Bool {
         guard path.hasPrefix("/") else { return false }
-        let name = (path as NSString).lastPathComponent
+        let name = split(path).name
         guard name.hasPrefix("."), let dash = name.lastIndex(of: "-") else { return false }
         let number = name[name.index(after: dash)...]
         guard !number.isEmpty, number.allSatisfy(\.isASCII), UInt32(number) != nil else { return false }
@@ -78,7 +95,21 @@ extension CatalogRuntime {
             if PendingTemporary.isTemporaryName(row.path) {
                 var info = stat()
                 do {
-                    if lstat(row.path, &info) == 0 { try FileManager.default.removeItem(atPath: row.path) }
+                    if lstat(row.path, &info) != 0 {
+                        // Gone already: published, or removed by its process.
+                    } else if let original = PendingTemporary.replacedOriginal(row.path), lstat(original, &info) != 0,
+                        errno == ENOENT
+                    {
+                        // A bundle moved aside to be replaced, whose replacement never took its
+                        // place (killed between the two renames): it goes back.
+                        if rename(row.path, original) != 0 {
+                            throw CatalogError(
+                                .io, "Could not put \(row.path) back as \(original): \(ContentStore.errnoText())",
+                                path: row.path)
+                        }
+                    } else {
+                        try FileManager.default.removeItem(atPath: row.path)
+                    }
                 } catch {
                     firstError = firstError ?? error  // stays recorded: the next sweep tries again
                     continue
