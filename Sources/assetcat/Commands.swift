@@ -6,7 +6,10 @@ import Foundation
 struct Add: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add files, directories (--recursive) and archives (one record per member).",
-        discussion: "Files are copied into the catalog unless --reference is given. Ctrl-C commits what is complete."
+        discussion: """
+            Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
+            complete. A file whose name is not UTF-8 is named on stderr and not added (exit 1).
+            """
     )
 
     @OptionGroup var options: CatalogOption
