@@ -21,7 +21,7 @@ let package = Package(
         // libarchive, as a system library (see Sources/CArchive/shim.h).
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
         // Streaming, hostile-input-safe archives. Knows nothing of catalogs.
-        .target(name: "ArchiveIO", dependencies: ["CArchive"]),
+        .target(name: "ArchiveIO", dependencies: ["CArchive", "CFileSync"]),
         // A lock ThreadSanitizer sees, for the state threads share (Synchronization.Mutex it does not).
         .target(name: "Locking"),
         // Core Data's object lifecycle over SQLite. Knows nothing of assets.
@@ -44,7 +44,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
-        // syncfs(2), which Swift's Glibc module does not import.
+        // syncfs(2), O_TMPFILE and renameat2(2), which Swift's Glibc module does not import.
         .target(name: "CFileSync"),
         // Assets, file resources, lifecycle-safe removal: the library's front door.
         .target(

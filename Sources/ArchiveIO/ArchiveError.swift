@@ -45,6 +45,8 @@ public struct ArchiveError: Error, Sendable, CustomStringConvertible {
         public static let writeFailed = Code("writeFailed")
         /// A file or directory on disk could not be read, created or written.
         public static let io = Code("io")
+        /// The archive's path is taken, and the writer was told not to replace what is there.
+        public static let alreadyExists = Code("alreadyExists")
         /// A value passed to ArchiveIO is not acceptable (bad compression level, wrong size).
         public static let invalidArgument = Code("invalidArgument")
         /// The API was used in a way it does not allow (reading data before the first entry,

@@ -1,4 +1,5 @@
 import CArchive
+import CFileSync
 import FoundationEssentials
 import Glibc
 
@@ -13,6 +14,13 @@ public struct ArchiveWriteOptions: Sendable, Hashable {
     /// How many bytes to read at a time from files added with
     /// ``ArchiveWriter/addFile(at:as:)``.
     public var readBufferSize: Int
+    /// Whether ``ArchiveWriter/finish()`` replaces a file already at the archive's path;
+    /// when `false` it fails with `alreadyExists` instead, and the existing file stays.
+    public var replacesExisting: Bool
+    /// Whether a file archive is written to an unnamed file (Linux `O_TMPFILE`) where the
+    /// file system has them; when `false`, always to a hidden file beside the path, as on a
+    /// file system without them.
+    public var usesUnnamedFile: Bool
 
     /// Creates options.
     ///
@@ -20,10 +28,17 @@ public struct ArchiveWriteOptions: Sendable, Hashable {
     ///   - compressionLevel: The compression level, or `nil` for the format's default.
     ///   - synchronizesOnFinish: Whether finishing a file archive fsyncs it.
     ///   - readBufferSize: The read buffer for files on disk.
-    public init(compressionLevel: Int? = nil, synchronizesOnFinish: Bool = false, readBufferSize: Int = 256 << 10) {
+    ///   - replacesExisting: Whether finishing a file archive replaces a file at its path.
+    ///   - usesUnnamedFile: Whether a file archive is written to an unnamed file where possible.
+    public init(
+        compressionLevel: Int? = nil, synchronizesOnFinish: Bool = false, readBufferSize: Int = 256 << 10,
+        replacesExisting: Bool = true, usesUnnamedFile: Bool = true
+    ) {
+        self.usesUnnamedFile = usesUnnamedFile
         self.compressionLevel = compressionLevel
         self.synchronizesOnFinish = synchronizesOnFinish
         self.readBufferSize = readBufferSize
+        self.replacesExisting = replacesExisting
     }
 }
 
@@ -42,10 +57,15 @@ public struct ArchiveWriteOptions: Sendable, Hashable {
 /// }
 /// ```
 ///
-/// A file archive is written to a temporary file beside `path` and renamed into place by
-/// ``finish()``: `path` never holds a partial archive. A writer dropped without
-/// ``finish()`` (for example because an error was thrown) removes its temporary file; a
-/// streamed archive then simply stops without its trailer.
+/// A file archive is written to an unnamed file in `path`'s folder (Linux `O_TMPFILE`) and
+/// linked at `path` by ``finish()``: `path` never holds a partial archive, and a process
+/// that dies before then — killed, even — leaves nothing behind. Where the file system has
+/// no unnamed files, the archive is written to a hidden temporary file beside `path`
+/// (whose name is given first to the `willCreateTemporaryFile` of
+/// ``init(path:format:options:willCreateTemporaryFile:)``, for a caller that must clean up
+/// after a crash) and renamed into place. A writer dropped without ``finish()`` (for
+/// example because an error was thrown) removes its temporary file; a streamed archive
+/// then simply stops without its trailer.
 ///
 /// Names are written as UTF-8 byte for byte (zip entries carry the UTF-8 flag; tar uses pax
 /// headers when a name is not ASCII). Ownership is not recorded (uid and gid are 0).
@@ -65,7 +85,8 @@ public final class ArchiveWriter {
     /// For a compressed archive written to a file: the thread that compresses it.
     private var stage: CompressionStage?
     private let options: ArchiveWriteOptions
-    private let temporaryPath: String?
+    /// Where a file archive is written until ``finish()`` publishes it; `nil` for a stream.
+    private let file: FileTarget?
     private var state = State.open
     private var buffer: UnsafeMutableRawBufferPointer?
 
@@ -74,16 +95,34 @@ public final class ArchiveWriter {
         case failed(ArchiveError)
     }
 
+    private enum FileTarget {
+        /// An `O_TMPFILE` file: no name until it is linked at the archive's path.
+        case unnamed
+        /// A hidden file beside the archive's path.
+        case named(String)
+
+        var temporaryPath: String? {
+            if case .named(let path) = self { path } else { nil }
+        }
+    }
+
     /// Creates the archive file `path`, in `format` or the format its extension names.
     ///
     /// - Parameters:
-    ///   - path: Where to write the archive. Replaced by ``finish()`` if it exists.
+    ///   - path: Where to write the archive. Replaced by ``finish()`` if it exists, unless
+    ///     ``ArchiveWriteOptions/replacesExisting`` is `false`.
     ///   - format: The format; `nil` derives it from `path`'s extension.
     ///   - options: Compression level and buffering.
+    ///   - willCreateTemporaryFile: Called with the path of each hidden file the writer is
+    ///     about to create beside `path` — only where the file system has no unnamed files,
+    ///     or for an instant when replacing a file — before it exists: a caller that records
+    ///     it can remove it should the process die before ``finish()``. Throwing stops the
+    ///     writer (code `callbackFailed`, the error as ``ArchiveError/cause``).
     /// - Throws: ``ArchiveError`` with code `invalidArgument` for an unknown extension or a
     ///   compression level out of range, `io` if the file cannot be created.
     public convenience init(
-        path: String, format: ArchiveFormat? = nil, options: ArchiveWriteOptions = ArchiveWriteOptions()
+        path: String, format: ArchiveFormat? = nil, options: ArchiveWriteOptions = ArchiveWriteOptions(),
+        willCreateTemporaryFile: ((String) throws -> Void)? = nil
     ) throws(ArchiveError) {
         guard let format = format ?? ArchiveFormat(fileExtensionOf: path) else {
             throw ArchiveError(
@@ -92,15 +131,14 @@ public final class ArchiveWriter {
                     + "(use .tar, .tar.gz, .tgz, .tar.zst, .tzst, .tar.xz, .txz or .zip)",
                 archivePath: path)
         }
-        let url = URL(fileURLWithPath: path)
-        let directory = url.deletingLastPathComponent().path
-        // A new, unique file beside the target (O_EXCL), with the usual 0666 & ~umask mode.
-        var fd: Int32 = -1
-        var temporary = ""
-        for _ in 0..<100 {
-            temporary = "\(directory)/.\(url.lastPathComponent).partial-\(UInt32.random(in: .min ... .max))"
-            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-            if fd >= 0 || Glibc.errno != EEXIST { break }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        // An unnamed file in the target's folder, with the usual 0666 & ~umask mode: it
+        // vanishes with the process unless finish() links it.
+        var fd = options.usesUnnamedFile ? cfilesync_open_unnamed(directory, 0o666) : -1
+        var target = FileTarget.unnamed
+        if fd < 0, !options.usesUnnamedFile || [EOPNOTSUPP, EISDIR, EINVAL].contains(Glibc.errno) {
+            // No O_TMPFILE on this file system: a new, unique hidden file beside the target.
+            (fd, target) = try Self.createTemporaryFile(for: path, announcing: willCreateTemporaryFile)
         }
         guard fd >= 0 else {
             let code = Glibc.errno
@@ -110,7 +148,43 @@ public final class ArchiveWriter {
                 archivePath: path, operation: "open", errno: code)
         }
         try self.init(
-            archivePath: path, format: format, options: options, sink: ChunkSink(fd: fd), temporaryPath: temporary)
+            archivePath: path, format: format, options: options, sink: ChunkSink(fd: fd), file: target,
+            willCreateTemporaryFile: willCreateTemporaryFile)
+    }
+
+    /// A hidden path beside `path` that no file has (by chance).
+    private static func temporaryPath(for path: String, _ kind: String) -> String {
+        let url = URL(fileURLWithPath: path)
+        return url.deletingLastPathComponent().path
+            + "/.\(url.lastPathComponent).\(kind)-\(UInt32.random(in: .min ... .max))"
+    }
+
+    /// Creates a new hidden file beside `path` (`O_EXCL`), named to `announce` first; the
+    /// descriptor is -1 (errno set) if it cannot be created.
+    private static func createTemporaryFile(
+        for path: String, announcing announce: ((String) throws -> Void)?
+    ) throws(ArchiveError) -> (Int32, FileTarget) {
+        var fd: Int32 = -1
+        var temporary = ""
+        for _ in 0..<100 {
+            temporary = temporaryPath(for: path, "partial")
+            try announced(temporary, to: announce, archivePath: path)
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+            if fd >= 0 || Glibc.errno != EEXIST { break }
+        }
+        return (fd, .named(temporary))
+    }
+
+    private static func announced(
+        _ temporary: String, to announce: ((String) throws -> Void)?, archivePath: String
+    ) throws(ArchiveError) {
+        do {
+            try announce?(temporary)
+        } catch {
+            throw ArchiveError(
+                code: .callbackFailed, message: "Cannot write '\(archivePath)': \(error)", archivePath: archivePath,
+                cause: error)
+        }
     }
 
     /// Writes an archive in `format` as a stream of chunks, passing each to `writeChunk`.
@@ -136,16 +210,20 @@ public final class ArchiveWriter {
         writeChunk: @escaping (UnsafeRawBufferPointer) throws -> Void
     ) throws(ArchiveError) {
         try self.init(
-            archivePath: name, format: format, options: options, sink: ChunkSink(write: writeChunk), temporaryPath: nil)
+            archivePath: name, format: format, options: options, sink: ChunkSink(write: writeChunk), file: nil,
+            willCreateTemporaryFile: nil)
     }
+
+    /// For a file archive: names the hidden file that replacing an existing one takes.
+    private let willCreateTemporaryFile: ((String) throws -> Void)?
 
     private init(
         archivePath: String, format: ArchiveFormat, options: ArchiveWriteOptions, sink: ChunkSink,
-        temporaryPath: String?
+        file: FileTarget?, willCreateTemporaryFile: ((String) throws -> Void)?
     ) throws(ArchiveError) {
         guard let handle = archive_write_new() else {
             sink.closeFile()
-            if let temporaryPath { unlink(temporaryPath) }
+            if let temporaryPath = file?.temporaryPath { unlink(temporaryPath) }
             throw ArchiveError(
                 code: .outOfMemory, message: "Cannot write '\(archivePath)': archive_write_new failed: out of memory",
                 archivePath: archivePath, operation: "archive_write_new")
@@ -155,7 +233,8 @@ public final class ArchiveWriter {
         self.format = format
         self.options = options
         self.sink = sink
-        self.temporaryPath = temporaryPath
+        self.file = file
+        self.willCreateTemporaryFile = willCreateTemporaryFile
         // libarchive caches the locale's charset the first time it converts a name, so even
         // setting options must happen under the UTF-8 locale.
         try locale.run { () throws(ArchiveError) in try configure() }
@@ -194,7 +273,7 @@ public final class ArchiveWriter {
             case .tar, .zip: nil
             }
         if let (filter, name) = filter {
-            if temporaryPath != nil {
+            if file != nil {
                 // To a file: compressed on a thread of its own, beside the work that produces
                 // the members' bytes. (A stream's chunks stay on the caller's thread.)
                 do {
@@ -239,7 +318,7 @@ public final class ArchiveWriter {
         archive_write_free(handle)
         stage = nil  // its blocks written (or dropped) before the file closes
         sink.closeFile()
-        if !finished, let temporaryPath { unlink(temporaryPath) }
+        if !finished, let temporaryPath = file?.temporaryPath { unlink(temporaryPath) }
         buffer?.deallocate()
     }
 
@@ -392,14 +471,11 @@ public final class ArchiveWriter {
                         errno: failure.errno))
             }
         }
-        if let temporaryPath {
+        if let file {
             if options.synchronizesOnFinish, let fd = sink.fd, fsync(fd) != 0 {
-                throw poison(ioError("fsync", path: temporaryPath, member: nil))
+                throw poison(ioError("fsync", path: file.temporaryPath ?? archivePath, member: nil))
             }
-            sink.closeFile()
-            if rename(temporaryPath, archivePath) != 0 {
-                throw poison(ioError("rename", path: archivePath, member: nil))
-            }
+            try publish(file)
             if options.synchronizesOnFinish {
                 let directory = URL(fileURLWithPath: archivePath).deletingLastPathComponent().path
                 let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -413,6 +489,52 @@ public final class ArchiveWriter {
     }
 
     // MARK: Internals
+
+    /// Gives the finished file the archive's path: never replacing a file there unless
+    /// ``ArchiveWriteOptions/replacesExisting``, and then in one `rename(2)`.
+    private func publish(_ file: FileTarget) throws(ArchiveError) {
+        switch file {
+        case .named(let temporary):
+            sink.closeFile()
+            let status =
+                options.replacesExisting
+                ? rename(temporary, archivePath) : cfilesync_rename_noreplace(temporary, archivePath)
+            guard status == 0 else {
+                throw poison(
+                    Glibc.errno == EEXIST ? alreadyExists() : ioError("rename", path: archivePath, member: nil))
+            }
+        case .unnamed:
+            guard let fd = sink.fd else { throw poison(ioError("linkat", path: archivePath, member: nil)) }
+            if cfilesync_link_unnamed(fd, archivePath) == 0 {
+                sink.closeFile()
+                return
+            }
+            guard Glibc.errno == EEXIST else { throw poison(ioError("linkat", path: archivePath, member: nil)) }
+            guard options.replacesExisting else { throw poison(alreadyExists()) }
+            // Replacing: linked under a hidden name beside the target, then renamed over it.
+            let temporary = Self.temporaryPath(for: archivePath, "replacing")
+            do throws(ArchiveError) {
+                try Self.announced(temporary, to: willCreateTemporaryFile, archivePath: archivePath)
+            } catch {
+                throw poison(error)
+            }
+            guard cfilesync_link_unnamed(fd, temporary) == 0 else {
+                throw poison(ioError("linkat", path: temporary, member: nil))
+            }
+            sink.closeFile()
+            guard rename(temporary, archivePath) == 0 else {
+                let error = ioError("rename", path: archivePath, member: nil)
+                unlink(temporary)
+                throw poison(error)
+            }
+        }
+    }
+
+    private func alreadyExists() -> ArchiveError {
+        ArchiveError(
+            code: .alreadyExists, message: "Cannot write '\(archivePath)': a file of that name already exists",
+            archivePath: archivePath, operation: "link", errno: EEXIST)
+    }
 
     private func addItem(
         directoryFD: Int32, name: String, diskPath: String, memberPath: String, recurse: Bool

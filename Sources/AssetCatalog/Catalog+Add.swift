@@ -1,3 +1,4 @@
+import ArchiveIO
 public import Foundation
 import Logging
 import Persistence
@@ -99,6 +100,9 @@ extension Catalog {
     /// before the transaction that records it commits. Completed files are
     /// committed in batches; cancelling the task commits what is complete,
     /// stops the rest, and leaves nothing in staging.
+    /// Should the process die instead (a kill, a crash), the content its last
+    /// batch linked is journaled: the next open of the catalog removes what no
+    /// commit recorded.
     ///
     /// ```swift
     /// let result = try await catalog.add(["/srv/photos"], options: .init(tags: ["2024"], recursive: true))
@@ -108,7 +112,9 @@ extension Catalog {
     /// - Throws: ``CatalogError/Code/notFound`` for a path that does not
     ///   exist and ``CatalogError/Code/invalidArgument`` for a directory
     ///   without `recursive` — before anything is added. Per-file read errors
-    ///   do not stop the add: they are in ``AddResult/failures``.
+    ///   do not stop the add: they are in ``AddResult/failures``, as is each file or
+    ///   folder inside a directory whose name is not UTF-8 (which the catalog cannot
+    ///   record; it is not added).
     public func add(
         _ paths: [String], options: AddOptions = AddOptions(), progress: (@Sendable (AddProgress) -> Void)? = nil
     ) async throws -> AddResult {
@@ -118,9 +124,11 @@ extension Catalog {
             throw CatalogError(
                 .invalidArgument, "Hashing can only be deferred for referenced files (content is stored by its digest)")
         }
-        let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path)
+        var unnamable: [CatalogError] = []
+        let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path, unnamable: &unnamable)
         let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
-        var result = AddResult(added: [], failures: [], wasCancelled: false, filesFound: files.count)
+        // Files whose name cannot be recorded are failures: never left out without a word.
+        var result = AddResult(added: [], failures: unnamable, wasCancelled: false, filesFound: files.count)
         var done = AddProgress(filesDone: 0, filesTotal: files.count, bytesDone: 0, bytesTotal: totalBytes)
         progress?(done)
         // Files complete in any order; they are recorded in the order given,
@@ -223,37 +231,57 @@ extension Catalog {
         }
     }
 
-    /// Records ingested files in one transaction. If that fails, the content
-    /// already linked into `objects/` is journaled for removal and swept
-    /// (each file goes only if no other asset uses it).
+    /// Records ingested files in one transaction. The content new to `objects/` is journaled
+    /// first, as an import's is (``PendingImport``, owned by this process): should the
+    /// records not commit — an error, or the process killed at any instant — the journal
+    /// becomes removal plans (here, or in the next sweep of any process once this one is
+    /// gone) and that content goes again, unless an asset uses it by then. The records'
+    /// transaction deletes the journal.
     private func commit(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
         defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
+        let staged = files.compactMap { file in file.pin.map { (path: $0, digest: file.digest) } }
+        let journal = try journal(Set(staged.map(\.digest)).filter { !content.hasObject($0) })
         do {
-            try content.adoptAll(files.compactMap { file in file.pin.map { ($0, file.digest) } })
-            return try record(files, options: options)
+            FaultPoint.reach(.afterAddJournal)
+            try content.adoptAll(staged)
+            FaultPoint.reach(.beforeAddCommit)
+            return try record(files, options: options, journal: journal)
         } catch {
-            if options.mode == .copy { releaseContent(Set(files.map(\.digest))) }
+            if !journal.isEmpty { giveUp(journal) }
             throw error
         }
     }
 
-    /// Plans the removal of content no record adopted, and sweeps.
-    func releaseContent(_ digests: Set<String>) {
-        do {
+    /// Writes the journal of content about to be linked into `objects/` (rows of
+    /// ``PendingImport``, up to ``journalRowSize`` digests each, owned by this process), in
+    /// one transaction; returns the rows' IDs.
+    func journal(_ digests: Set<String>) throws -> Range<Int64> {
+        guard !digests.isEmpty else { return 0..<0 }
+        let sorted = digests.sorted()
+        let size = Self.journalRowSize
+        return try storeErrors {
             try withContext { context in
-                for digest in digests.sorted() { RemovalPlan(context: context).sha256 = digest }
+                let created = Date()
+                let ids = try context.insertRows(
+                    PendingImport.self, count: (sorted.count + size - 1) / size, batchSize: 1,
+                    streaming: { [content] i, row in
+                        row[\.owner] = content.owner
+                        row[\.created] = created
+                        row[\.digests] = sorted[(i * size)..<min(sorted.count, (i + 1) * size)].joined(separator: "\n")
+                    })
                 try context.save()
+                return ids
             }
-            _ = try runtime.sweep()
-        } catch {
-            runtime.logger.warning("content of a failed add stays in objects/ until `assetcat gc`: \(error)")
         }
     }
 
     /// Records ingested files, and the jobs they need, in one transaction: the assets as
     /// rows (``Asset/willInsertRows(_:in:effects:)`` checks them and, under the write lock,
     /// their content, which the pins put back should a removal have taken it).
-    private func record(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
+    /// The rows of `journal` (``PendingImport``) are deleted in the same transaction.
+    private func record(
+        _ files: [IngestedFile], options: AddOptions, journal: Range<Int64>
+    ) throws -> ([AssetRecord], [Int64]) {
         let storage: Storage = options.mode == .copy ? .managed : .referenced
         let tagText = Asset.tagText(options.tags)
         let tags = Asset.tags(fromText: tagText)
@@ -290,6 +318,12 @@ extension Catalog {
                     }
                     if options.extractsMetadata && kinds[i] == "image" { queue(BuiltInProcessors.metadata, for: id) }
                 }
+                if !journal.isEmpty {
+                    // The records make the journal moot: it goes in their transaction.
+                    try context.deleteRows(PendingImport.self) { after in
+                        Array(max(after + 1, journal.lowerBound)..<journal.upperBound)
+                    }
+                }
                 try context.save()
                 let records = zip(files.indices, ids).map { i, id in
                     AssetRecord(
@@ -314,8 +348,13 @@ extension Catalog {
 
     /// The regular files named by `paths` (directories expanded when
     /// `recursive`), absolute and in a stable order. Symbolic links are
-    /// followed for named files and skipped inside directories.
-    static func expand(_ paths: [String], recursive: Bool, excluding catalogRoot: String) throws -> [SourceFile] {
+    /// followed for named files and skipped inside directories. A file or folder inside a
+    /// directory whose name is not UTF-8 (a name is text in the catalog, and would not
+    /// survive `ls --json` or a bundle) is not added: it goes to `unnamable`, one error
+    /// each naming it with its bytes escaped (`bad\xff.txt`), a folder's contents with it.
+    static func expand(
+        _ paths: [String], recursive: Bool, excluding catalogRoot: String, unnamable: inout [CatalogError]
+    ) throws -> [SourceFile] {
         var files: [SourceFile] = []
         let manager = FileManager.default
         let excluded = realPath(catalogRoot) ?? catalogRoot
@@ -351,7 +390,15 @@ extension Catalog {
             while let relative = walker.nextObject() as? String {
                 let full = path + "/" + relative
                 var info = stat()  // one lstat per entry (attributesOfItem also looks up owner names)
-                guard lstat(full, &info) == 0 else { continue }
+                guard lstat(full, &info) == 0 else {
+                    // The enumerator decodes a name that is not UTF-8 with U+FFFD, a name no
+                    // file has: say so, rather than leave the file out silently.
+                    if relative.unicodeScalars.contains("\u{FFFD}"), let error = unnamableEntry(full) {
+                        unnamable.append(error)
+                        walker.skipDescendants()
+                    }
+                    continue
+                }
                 let type = info.st_mode & S_IFMT
                 if type == S_IFDIR, isInsideCatalog(full) {
                     walker.skipDescendants()  // e.g. `add --recursive .` next to ./.assetcat
@@ -364,6 +411,48 @@ extension Catalog {
         return files
     }
 
+    /// The refusal of an entry whose name is not UTF-8, found by its decoded name `lossy`
+    /// among the raw names of its folder; `nil` if it is not there (it went meanwhile).
+    private static func unnamableEntry(_ lossy: String) -> CatalogError? {
+        let slash = lossy.utf8.lastIndex(of: UInt8(ascii: "/")) ?? lossy.utf8.startIndex
+        let parent = String(Substring(lossy.utf8[..<slash]))
+        let lossyName = String(Substring(lossy.utf8[lossy.utf8.index(after: slash)...]))
+        guard let directory = opendir(parent) else { return nil }
+        defer { closedir(directory) }
+        var found: CatalogError?
+        _ = forEachDirectoryEntry(in: directory) { name in
+            let bytes = Array(name)
+            guard found == nil, String(validating: bytes, as: UTF8.self) == nil,
+                String(decoding: bytes, as: UTF8.self) == lossyName
+            else { return }
+            found = CatalogError(
+                .invalidArgument,
+                "Cannot add \(parent + "/" + escaped(bytes)): its name is not valid UTF-8, which the catalog cannot "
+                    + "record; rename it and add it again",
+                path: lossy)
+        }
+        return found
+    }
+
+    /// A name with each byte that is not part of valid UTF-8 shown as `\xNN`.
+    static func escaped(_ bytes: [UInt8]) -> String {
+        var text = ""
+        var rest = bytes[...]
+        while !rest.isEmpty {
+            // The longest valid prefix (1 to 4 bytes) of the rest, else one byte escaped.
+            if let length = (1...min(4, rest.count)).first(where: {
+                String(validating: rest.prefix($0), as: UTF8.self) != nil
+            }) {
+                text += String(decoding: rest.prefix(length), as: UTF8.self)
+                rest = rest.dropFirst(length)
+            } else {
+                text += "\\x" + String(rest.first!, radix: 16).leftPadded(to: 2)
+                rest = rest.dropFirst()
+            }
+        }
+        return text
+    }
+
     private static func realPath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
@@ -374,5 +463,11 @@ extension Catalog {
         guard !tag.isEmpty, !tag.contains("\n") else {
             throw CatalogError(.invalidArgument, "Invalid tag \(tag.debugDescription): tags are non-empty, one line")
         }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
     }
 }

@@ -32,11 +32,19 @@ public struct ExportOptions: Sendable, Hashable {
     public var skipsDamaged: Bool
     /// For compressed formats; `nil` for the format's default.
     public var compressionLevel: Int?
+    /// Replace a file, or a folder that is not empty, at the bundle's path (the CLI's
+    /// `--force`). Otherwise the export refuses it with ``CatalogError/Code/exists``, before
+    /// doing any work, and nothing there is touched.
+    public var replacesExisting: Bool
 
-    public init(format: BagFormat? = nil, skipsDamaged: Bool = false, compressionLevel: Int? = nil) {
+    public init(
+        format: BagFormat? = nil, skipsDamaged: Bool = false, compressionLevel: Int? = nil,
+        replacesExisting: Bool = false
+    ) {
         self.format = format
         self.skipsDamaged = skipsDamaged
         self.compressionLevel = compressionLevel
+        self.replacesExisting = replacesExisting
     }
 }
 
@@ -85,6 +93,16 @@ extension Catalog {
     /// asset stops the export with an error naming it (unless ``ExportOptions/skipsDamaged``),
     /// and no partial bundle is left at `path`. Cancelling the task stops it the same way.
     ///
+    /// Nothing is left at or beside `path` by an export that fails, is cancelled, or whose
+    /// process is killed: an archive is written to an unnamed file in `path`'s folder, which
+    /// vanishes with the process, and linked at `path` once complete. The hidden files a
+    /// killed export could leave (a directory bag under construction; an archive on a file
+    /// system without unnamed files) are recorded in the catalog before they exist, and the
+    /// next open of the catalog removes them.
+    ///
+    /// - Throws: ``CatalogError/Code/exists`` when `path` holds a file or a folder that is
+    ///   not empty, unless ``ExportOptions/replacesExisting``.
+    ///
     /// ```swift
     /// let result = try await catalog.export(to: "trip.tar.zst", selection: .init(query: .init(tag: "trip")))
     /// print("\(result.assets) assets, \(result.bytes) bytes")
@@ -92,6 +110,32 @@ extension Catalog {
     public func export(
         to path: String, selection: ExportSelection = .all, options: ExportOptions = ExportOptions(),
         progress: (@Sendable (BundleProgress) -> Void)? = nil
+    ) async throws -> ExportResult {
+        if !options.replacesExisting, BagWriter.wouldReplace(path, format: options.format) {
+            throw Self.bundleExists(path)
+        }
+        // The hidden paths the writer makes beside `path`, recorded before they exist; once the
+        // writer is gone (the bundle published, or its work removed), so are they.
+        let temporaries = TemporaryRows()
+        defer { forgetTemporaries(temporaries.rows) }
+        return try await export(
+            to: path, selection: selection, options: options, temporaries: temporaries, progress: progress)
+    }
+
+    /// The refusal to export over what is at `path`.
+    static func bundleExists(_ path: String) -> CatalogError {
+        CatalogError(
+            .exists, "Cannot export to \(path): it already exists; use --force to replace it", path: path)
+    }
+
+    /// The rows of ``PendingTemporary`` an export recorded.
+    final class TemporaryRows: @unchecked Sendable {
+        var rows: [Int64] = []
+    }
+
+    private func export(
+        to path: String, selection: ExportSelection, options: ExportOptions, temporaries: TemporaryRows,
+        progress: (@Sendable (BundleProgress) -> Void)?
     ) async throws -> ExportResult {
         let scratch = try ExportScratch()
         let recordsFile = content.newStagingPath(suffix: ".records.json")
@@ -192,12 +236,17 @@ extension Catalog {
         try records.finish()
         try scratch.writeManifest(to: manifestFile)
 
+        // Each hidden path the writer makes beside `path` is recorded before it exists.
+        let recordingTemporary: (String) throws -> Void = { [self] in temporaries.rows.append(try recordTemporary($0)) }
         let writer = try bundleErrors(path) {
             try BagWriter(
                 path: path, format: options.format,
                 payload: BagPayloadManifest(file: manifestFile, files: scratch.files, bytes: scratch.bytes),
                 tagFiles: [.file(BundleRecords.fileName, from: recordsFile)],
-                agent: Self.bagSoftwareAgent, compressionLevel: options.compressionLevel)
+                agent: Self.bagSoftwareAgent, compressionLevel: options.compressionLevel,
+                replacesExisting: options.replacesExisting,
+                willCreateTemporaryFile: recordingTemporary,
+                usesUnnamedFile: !FaultPoint.isActive(.namedExportFile))
         }
         var done = BundleProgress(filesDone: 0, filesTotal: scratch.files, bytesDone: 0, bytesTotal: scratch.bytes)
         progress?(done)
@@ -217,6 +266,8 @@ extension Catalog {
                 try Task.checkCancellation()
                 try writePayload(writer, payload, bundle: path)
                 wrote(payload)
+                FaultPoint.reach(.afterExportPayload)
+                FaultPoint.reach(.slowExport)
             }
         }
         var archive: Int64 = 0
@@ -224,6 +275,7 @@ extension Catalog {
             archive = next.id
             try writeMembers(of: next.id, count: next.members, scratch: scratch, to: writer, bundle: path, wrote: wrote)
         }
+        FaultPoint.reach(.beforeExportPublish)
         try bundleErrors(path) { try writer.finish() }
         return ExportResult(
             path: path, format: writer.format.description, assets: scratch.files, files: scratch.files,
@@ -333,6 +385,8 @@ extension Catalog {
                         }
                     }
                     wrote(payload)
+                    FaultPoint.reach(.afterExportPayload)
+                    FaultPoint.reach(.slowExport)
                 }
             }
         } catch let error as CatalogError {
@@ -377,6 +431,7 @@ extension Catalog {
         do {
             return try body()
         } catch let error as BagError {
+            if error.code == .alreadyExists { throw Self.bundleExists(bundle) }
             let code: CatalogError.Code =
                 switch error.code {
                 case .io: .io

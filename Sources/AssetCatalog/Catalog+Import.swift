@@ -658,10 +658,11 @@ extension Catalog {
         }
     }
 
-    /// Turns the journal of an import that did not commit into removal plans, a row at a time,
-    /// and sweeps: its content goes, unless another asset uses it by now. Should that fail for
-    /// a row, the row loses its owner, so that the next sweep (from any process) takes it up.
-    private func giveUp(_ journal: Range<Int64>) {
+    /// Turns the journal of an import (or an add) that did not commit into removal plans, a
+    /// row at a time, and sweeps: its content goes, unless another asset uses it by now.
+    /// Should that fail for a row, the row loses its owner, so that the next sweep (from any
+    /// process) takes it up.
+    func giveUp(_ journal: Range<Int64>) {
         var failure: (any Error)?
         for rowID in journal {
             let id = ManagedObjectID(entityName: PendingImport.entityName, rowID: rowID)

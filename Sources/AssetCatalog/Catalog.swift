@@ -56,7 +56,8 @@ final class CatalogRuntime: Sendable {
                 // carried out (an I/O error) stays pending without holding up
                 // the others.
                 var done = 0
-                var firstError: (any Error)?
+                // Hidden files of exports whose process is gone.
+                var firstError = try removeAbandonedTemporaries(in: context)
                 // Journals of imports whose process is gone (or that gave up) become plans first.
                 for pending in try context.fetch(FetchRequest<PendingImport>())
                 where pending.owner.isEmpty || !content.isOwnerAlive(pending.owner) {
@@ -166,7 +167,9 @@ public final class Catalog: Sendable {
     var content: ContentStore { runtime.content }
 
     static let storeName = "catalog.sqlite"
-    static let entities: [ManagedObject.Type] = [Asset.self, RemovalPlan.self, PendingImport.self, Job.self]
+    static let entities: [ManagedObject.Type] = [
+        Asset.self, RemovalPlan.self, PendingImport.self, Job.self, PendingTemporary.self,
+    ]
 
     /// The catalog's job provider: register processors, run the queue.
     public let jobs: JobQueue

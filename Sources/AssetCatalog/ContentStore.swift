@@ -720,6 +720,17 @@ enum FaultPoint: String {
     /// Not a crash: an import's records fail to commit (``isActive(_:)``), its content
     /// linked into objects/.
     case failImportCommit = "fail-import-commit"
+    /// An add's batch has its content journaled, none of it linked into objects/ yet.
+    case afterAddJournal = "after-add-journal"
+    /// An add's batch has its content linked into objects/, its records not committed.
+    case beforeAddCommit = "before-add-commit"
+    /// An export has written a payload file into its bundle, not published yet.
+    case afterExportPayload = "after-export-payload"
+    /// An export has written its whole bundle, not published yet.
+    case beforeExportPublish = "before-export-publish"
+    /// Not a crash: an export writes its archive to a hidden named file beside the target,
+    /// as on a file system without unnamed files (`O_TMPFILE`).
+    case namedExportFile = "named-export-file"
     /// Not a crash: each file added takes 20 ms longer, so a test can
     /// interrupt an add while it runs.
     case slowIngest = "slow-ingest"
@@ -727,16 +738,25 @@ enum FaultPoint: String {
     /// can act while one runs.
     case slowJobs = "slow-jobs"
 
-    private static let active = ProcessInfo.processInfo.environment["ASSETCAT_FAULT"]
+    /// Not a crash: an export takes 20 ms longer per payload file, so a test can interrupt it.
+    case slowExport = "slow-export"
+
+    /// The points chosen: `ASSETCAT_FAULT=name` (or several, `name,name`).
+    private static let active = Set(
+        (ProcessInfo.processInfo.environment["ASSETCAT_FAULT"] ?? "").split(separator: ",").map(String.init))
+    /// With `ASSETCAT_FAULT_AT=n`, a crash point makes the process die the n-th time it is
+    /// reached (the first time by default): a test can kill a long command at many points.
+    private static let reachesLeft = Atomic<Int>(
+        ProcessInfo.processInfo.environment["ASSETCAT_FAULT_AT"].flatMap { Int($0) } ?? 1)
 
     /// Whether a test chose `point` (for the points that are not a crash).
-    static func isActive(_ point: FaultPoint) -> Bool { active == point.rawValue }
+    static func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
 
     static func reach(_ point: FaultPoint) {
-        guard active == point.rawValue else { return }
-        if point == .slowIngest || point == .slowJobs {
+        guard isActive(point) else { return }
+        if point == .slowIngest || point == .slowJobs || point == .slowExport {
             usleep(20_000)
-        } else {
+        } else if reachesLeft.subtract(1, ordering: .relaxed).newValue == 0 {
             _exit(86)
         }
     }

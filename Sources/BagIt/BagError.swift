@@ -37,6 +37,9 @@ public struct BagError: Error, Sendable, CustomStringConvertible, Hashable {
         case contentMismatch
         /// A value given to the API is not acceptable.
         case invalidArgument
+        /// Writing: the bag's path holds a file or a non-empty folder, which the writer was
+        /// not told to replace.
+        case alreadyExists
         /// The work was cancelled.
         case cancelled
     }

@@ -107,8 +107,12 @@ public enum BagFormat: Sendable, Hashable, CustomStringConvertible {
 /// differ from its listed SHA-256 or size stops the bag.
 ///
 /// The bag appears at its path only when ``finish()`` succeeds: an archive is
-/// written beside it and renamed, a directory is built under a hidden name
-/// and renamed. A writer dropped unfinished removes what it wrote. Memory use
+/// written to an unnamed file in its folder (or, where the file system has none, a
+/// hidden file beside it) and published there, a directory is built under a hidden
+/// name and renamed. A writer dropped unfinished removes what it wrote; the hidden
+/// names a process killed meanwhile would leave are given first to
+/// `willCreateTemporaryFile`, for a caller that cleans up after a crash. A file or a
+/// non-empty folder at the path is replaced only when `replacesExisting`. Memory use
 /// does not depend on the payload's size — nor on its number of files, for a
 /// writer given its manifest as a file (``BagPayloadManifest``).
 ///
@@ -129,6 +133,8 @@ public final class BagWriter {
 
     private var archive: ArchiveWriter?
     private var partialDirectory: String?
+    private let replacesExisting: Bool
+    private let willCreateTemporaryFile: ((String) throws -> Void)?
     private var written: [Bool]
     private var finished = false
     private let date: Date
@@ -141,8 +147,8 @@ public final class BagWriter {
     /// Starts a bag whose payload is the list `payload`, and writes its tag files.
     ///
     /// - Parameters:
-    ///   - path: Where the bag goes. An archive replaces an existing file when finished; a
-    ///     directory must not exist yet.
+    ///   - path: Where the bag goes. It must not hold a file or a non-empty folder, unless
+    ///     `replacesExisting`.
     ///   - format: The format; `nil` takes it from `path` (an archive extension, else a directory).
     ///   - bagName: The top-level directory inside an archive; by default `path`'s file name
     ///     without its archive extension.
@@ -158,7 +164,9 @@ public final class BagWriter {
     public convenience init(
         path: String, format: BagFormat? = nil, bagName: String? = nil, payload: [BagPayloadItem],
         info: [(label: String, value: String)] = [], tagFiles: [BagTagFile] = [],
-        agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date()
+        agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date(),
+        replacesExisting: Bool = false, willCreateTemporaryFile: ((String) throws -> Void)? = nil,
+        usesUnnamedFile: Bool = true
     ) throws(BagError) {
         var seen = Set<String>()
         for item in payload {
@@ -172,37 +180,50 @@ public final class BagWriter {
             manifest: .bytes(
                 "manifest-sha256.txt", TagFile.formatManifest(payload.map { ("data/" + $0.path, $0.sha256) })),
             files: payload.count, bytes: payload.reduce(0) { $0 + $1.size }, info: info, tagFiles: tagFiles,
-            agent: agent, compressionLevel: compressionLevel, date: date)
+            agent: agent, compressionLevel: compressionLevel, date: date, replacesExisting: replacesExisting,
+            willCreateTemporaryFile: willCreateTemporaryFile, usesUnnamedFile: usesUnnamedFile)
     }
 
     /// Starts a bag whose payload `manifest` declares, and writes its tag files: for a bag of
     /// any size, since nothing per payload file is kept in memory. Each file is then written
     /// with ``writePayload(_:producing:)-(BagPayloadItem,_)``, in any order.
     ///
-    /// - Parameter manifest: The SHA-256 manifest, as a sorted file, with its file count
-    ///   and total size.
+    /// - Parameters:
+    ///   - manifest: The SHA-256 manifest, as a sorted file, with its file count and total
+    ///     size.
+    ///   - replacesExisting: Whether ``finish()`` replaces a file or folder at `path`.
+    ///   - willCreateTemporaryFile: Called with each hidden path the writer is about to
+    ///     create beside `path` that a killed process would leave behind, before it exists
+    ///     (as for the initializer taking a list of payload items).
+    ///   - usesUnnamedFile: Whether an archive is written to an unnamed file where possible.
     /// - Throws: ``BagError`` `invalidArgument` naming the manifest and the line for a line
     ///   that is not `checksum  data/path`, a path that is unsafe or out of order (or listed
     ///   twice), a count that differs from `manifest.files`; `io`.
     public convenience init(
         path: String, format: BagFormat? = nil, bagName: String? = nil, payload manifest: BagPayloadManifest,
         info: [(label: String, value: String)] = [], tagFiles: [BagTagFile] = [],
-        agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date()
+        agent: String = "AssetCatalog BagIt", compressionLevel: Int? = nil, date: Date = Date(),
+        replacesExisting: Bool = false, willCreateTemporaryFile: ((String) throws -> Void)? = nil,
+        usesUnnamedFile: Bool = true
     ) throws(BagError) {
         try self.init(
             path: path, format: format, bagName: bagName, payload: [],
             manifest: BagTagFile(path: "manifest-sha256.txt", contents: .file(manifest.file)), files: manifest.files,
             bytes: manifest.bytes, info: info, tagFiles: tagFiles, agent: agent, compressionLevel: compressionLevel,
-            date: date)
+            date: date, replacesExisting: replacesExisting, willCreateTemporaryFile: willCreateTemporaryFile,
+            usesUnnamedFile: usesUnnamedFile)
     }
 
     private init(
         path: String, format: BagFormat?, bagName: String?, payload: [BagPayloadItem], manifest: BagTagFile,
         files: Int, bytes: Int64, info: [(label: String, value: String)], tagFiles: [BagTagFile], agent: String,
-        compressionLevel: Int?, date: Date
+        compressionLevel: Int?, date: Date, replacesExisting: Bool, willCreateTemporaryFile: ((String) throws -> Void)?,
+        usesUnnamedFile: Bool
     ) throws(BagError) {
         let format = format ?? BagFormat(path: path)
         self.path = path
+        self.replacesExisting = replacesExisting
+        self.willCreateTemporaryFile = willCreateTemporaryFile
         self.format = format
         self.payload = payload
         self.date = date
@@ -231,12 +252,18 @@ public final class BagWriter {
         summary.bytes = bytes
         declared = summary
 
+        if !replacesExisting, Self.isTaken(path, byDirectory: format == .directory) {
+            throw BagError(.alreadyExists, file: path, Self.takenReason)
+        }
         switch format {
         case .archive(let archiveFormat):
             do {
                 archive = try ArchiveWriter(
                     path: path, format: archiveFormat,
-                    options: ArchiveWriteOptions(compressionLevel: compressionLevel, synchronizesOnFinish: true))
+                    options: ArchiveWriteOptions(
+                        compressionLevel: compressionLevel, synchronizesOnFinish: true,
+                        replacesExisting: replacesExisting, usesUnnamedFile: usesUnnamedFile),
+                    willCreateTemporaryFile: willCreateTemporaryFile)
             } catch {
                 throw BagError(
                     error.code == .invalidArgument ? .invalidArgument : .io, file: path,
@@ -248,13 +275,8 @@ public final class BagWriter {
                     .invalidArgument, file: path,
                     "is a directory bag: it has no compression level (\(compressionLevel) was given)")
             }
-            if access(path, F_OK) == 0 {
-                throw BagError(.io, file: path, "already exists; give a new path for the bag")
-            }
-            let url = URL(fileURLWithPath: path)
-            let partial =
-                url.deletingLastPathComponent().path
-                + "/.\(url.lastPathComponent).partial-\(UInt32.random(in: 0...UInt32.max))"
+            let partial = Self.hiddenPath(beside: path, "partial")
+            try announce(partial)
             try Self.makeDirectory(partial)
             partialDirectory = partial
         }
@@ -397,6 +419,7 @@ public final class BagWriter {
             do {
                 try archive.finish()
             } catch {
+                if error.code == .alreadyExists { throw BagError(.alreadyExists, file: path, Self.takenReason) }
                 throw BagError(.io, file: path, "cannot be written: \(error.message)")
             }
         } else if let partialDirectory {
@@ -405,9 +428,59 @@ public final class BagWriter {
                 defer { close(fd) }
                 guard cfilesync_syncfs(fd) == 0 else { throw Self.ioError(partialDirectory, "cannot be synced") }
             }
-            guard rename(partialDirectory, path) == 0 else { throw Self.ioError(path, "cannot be created") }
+            try publish(partialDirectory)
         }
         finished = true
+    }
+
+    /// Renames the finished directory bag to ``path`` — over an empty folder, or (when
+    /// `replacesExisting`) over a file or folder, which is moved aside first and then removed.
+    private func publish(_ partialDirectory: String) throws(BagError) {
+        if rename(partialDirectory, path) == 0 { return }
+        guard [EEXIST, ENOTEMPTY, ENOTDIR, EISDIR].contains(errno) else {
+            throw Self.ioError(path, "cannot be created")
+        }
+        guard replacesExisting else { throw BagError(.alreadyExists, file: path, Self.takenReason) }
+        let replaced = Self.hiddenPath(beside: path, "replaced")
+        try announce(replaced)
+        guard rename(path, replaced) == 0 else { throw Self.ioError(path, "cannot be replaced") }
+        guard rename(partialDirectory, path) == 0 else {
+            let error = Self.ioError(path, "cannot be created")
+            rename(replaced, path)
+            throw error
+        }
+        try? FileManager.default.removeItem(atPath: replaced)
+    }
+
+    /// Whether `path` holds something a bag in `format` would replace (which it does only
+    /// when told to): anything, for an archive; anything but an empty folder, for a
+    /// directory bag.
+    public static func wouldReplace(_ path: String, format: BagFormat? = nil) -> Bool {
+        isTaken(path, byDirectory: (format ?? BagFormat(path: path)) == .directory)
+    }
+
+    static func isTaken(_ path: String, byDirectory: Bool) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return false }
+        guard byDirectory, (info.st_mode & S_IFMT) == S_IFDIR else { return true }
+        return !((try? FileManager.default.contentsOfDirectory(atPath: path))?.isEmpty ?? false)
+    }
+
+    static let takenReason = "already exists"
+
+    /// A hidden path beside `path` that no file has (by chance): `.name.kind-random`.
+    static func hiddenPath(beside path: String, _ kind: String) -> String {
+        let url = URL(fileURLWithPath: path)
+        return url.deletingLastPathComponent().path
+            + "/.\(url.lastPathComponent).\(kind)-\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    private func announce(_ temporary: String) throws(BagError) {
+        do {
+            try willCreateTemporaryFile?(temporary)
+        } catch {
+            throw BagError(.io, file: path, "cannot be written: \(error)")
+        }
     }
 
     // MARK: - Writing

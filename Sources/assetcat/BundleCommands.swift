@@ -31,6 +31,7 @@ struct Export: AsyncParsableCommand {
     @Option(help: "gzip, xz and zip 0–9, zstd 1–22 (default: the format's; xz 6 takes about 140 MB, 2 about 60 MB).")
     var compressionLevel: Int?
     @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged = false
+    @Flag(help: "Replace a file, or a folder that is not empty, at the bundle's path.") var force = false
     @Flag(help: "Print a JSON summary.") var json = false
 
     func validate() throws {
@@ -47,7 +48,7 @@ struct Export: AsyncParsableCommand {
                 references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
             let exportOptions = ExportOptions(
                 format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged,
-                compressionLevel: compressionLevel)
+                compressionLevel: compressionLevel, replacesExisting: force)
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
             let result: ExportResult
             do {
@@ -57,7 +58,7 @@ struct Export: AsyncParsableCommand {
                 }
             } catch is CancellationError {
                 Terminal.note("interrupted: no bundle was written")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             for skip in result.skipped {
                 Terminal.note("left out \(skip.id) \(DisplayText.quoted(skip.name)): \(skip.reason)")
@@ -106,7 +107,7 @@ struct Import: AsyncParsableCommand {
                 }
             } catch let error as CatalogError where error.code == .cancelled {
                 Terminal.note("interrupted: nothing was imported")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             if json { return try Terminal.json(result) }
             var parts = ["imported \(plural(result.importedCount, "asset")) from \(DisplayText.quoted(path))"]

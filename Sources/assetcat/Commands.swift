@@ -6,7 +6,10 @@ import Foundation
 struct Add: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add files, directories (--recursive) and archives (one record per member).",
-        discussion: "Files are copied into the catalog unless --reference is given. Ctrl-C commits what is complete."
+        discussion: """
+            Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
+            complete. A file whose name is not UTF-8 is named on stderr and not added (exit 1).
+            """
     )
 
     @OptionGroup var options: CatalogOption
@@ -40,7 +43,7 @@ struct Add: AsyncParsableCommand {
                 Terminal.note(
                     "interrupted: added \(files) of \(plural(result.filesFound, "file")) (\(plural(members, "archive member"))); "
                         + "nothing was left half-done — run the same command again to add the rest")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             print("added \(plural(files, "file"))" + (members > 0 ? " and \(plural(members, "archive member"))" : ""))
             printQueued(result.queuedJobs.count)

@@ -79,7 +79,7 @@ struct JobsRun: AsyncParsableCommand {
             fflush(nil)  // the queue is done: say so now, not after the store has closed
             if summary.wasInterrupted {
                 Terminal.note("interrupted: the jobs that were running are queued again; `assetcat jobs run` resumes")
-                throw ExitCode(130)
+                throw Interrupt.exitCode
             }
             if summary.failed > 0 { throw ExitCode.failure }
         }

@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+import Persistence
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A hidden file or folder that a command is about to create outside the catalog (a
+/// directory bag under construction, an archive bundle on a file system without unnamed
+/// files, a replaced bundle on its way out), recorded before it exists.
+///
+/// The command deletes the row once the path is gone (published under its final name, or
+/// removed). Should its process die first, the next sweep of any process removes the path
+/// and the row, once the lock of the row's ``owner`` is free: a killed export leaves
+/// nothing beside its target after the next command.
+final class PendingTemporary: ManagedObject {
+    /// The staging folder (``ContentStore/owner``) of the process that made the path.
+    @Attribute var owner = ""
+    /// The absolute path.
+    @Attribute var path = ""
+    @Attribute var created = Date(timeIntervalSince1970: 0)
+
+    override func awakeFromInsert() {
+        setPrimitiveValue(Date(), for: \.created)
+    }
+
+    /// For a bundle moved aside to be replaced (`/…/.name.replaced-N`), the path it had.
+    static func replacedOriginal(_ path: String) -> String? {
+        guard isTemporaryName(path) else { return nil }
+        let (folder, name) = split(path)
+        guard let dash = name.lastIndex(of: "-"), name[..<dash].hasSuffix(".replaced") else { return nil }
+        let original = name.dropFirst().prefix(upTo: dash).dropLast(".replaced".count)
+        guard !original.isEmpty else { return nil }
+        return folder + "/" + original
+    }
+
+    /// A path's folder and last component, split at its last `/` by bytes (NSString's path
+    /// functions take `/` followed by a combining mark for no `/`).
+    private static func split(_ path: String) -> (folder: String, name: String) {
+        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) ?? path.utf8.startIndex
+        return (String(Substring(path.utf8[..<slash])), String(Substring(path.utf8[path.utf8.index(after: slash)...])))
+    }
+
+    /// Whether `path` is one that a writer makes (`/…/.name.partial-N`, `.replaced-N`,
+    /// `.replacing-N`): a row whose path is not is never carried out.
+    static func isTemporaryName(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        let name = split(path).name
+        guard name.hasPrefix("."), let dash = name.lastIndex(of: "-") else { return false }
+        let number = name[name.index(after: dash)...]
+        guard !number.isEmpty, number.allSatisfy(\.isASCII), UInt32(number) != nil else { return false }
+        let head = name[..<dash]
+        return [".partial", ".replaced", ".replacing"].contains { head.hasSuffix($0) }
+    }
+}
+
+extension Catalog {
+    /// Records `path` as a temporary of this process (``PendingTemporary``), committed
+    /// before the caller creates it; returns the row's ID.
+    func recordTemporary(_ path: String) throws -> Int64 {
+        try storeErrors {
+            try withContext { context in
+                let row = PendingTemporary(context: context)
+                row.owner = content.owner
+                row.path = path
+                try context.save()
+                return row.objectID.rowID
+            }
+        }
+    }
+
+    /// Forgets temporaries whose paths are gone (published or removed).
+    func forgetTemporaries(_ rows: [Int64]) {
+        guard !rows.isEmpty else { return }
+        do {
+            try storeErrors {
+                try withContext { context in
+                    let ids = rows.map { ManagedObjectID(entityName: PendingTemporary.entityName, rowID: $0) }
+                    _ = try context.batchDelete(FetchRequest<PendingTemporary>(predicate: .objectIDs(ids)))
+                }
+            }
+        } catch {
+            runtime.logger.warning("the record of a temporary file stays until the next sweep: \(error)")
+        }
+    }
+}
+
+extension CatalogRuntime {
+    /// Removes the temporaries of processes that are gone, and their rows. Returns the
+    /// first error met (the other rows are still carried out).
+    func removeAbandonedTemporaries(in context: ManagedObjectContext) throws -> (any Error)? {
+        var firstError: (any Error)?
+        for row in try context.fetch(FetchRequest<PendingTemporary>()) where !content.isOwnerAlive(row.owner) {
+            if PendingTemporary.isTemporaryName(row.path) {
+                var info = stat()
+                do {
+                    if lstat(row.path, &info) != 0 {
+                        // Gone already: published, or removed by its process.
+                    } else if let original = PendingTemporary.replacedOriginal(row.path), lstat(original, &info) != 0,
+                        errno == ENOENT
+                    {
+                        // A bundle moved aside to be replaced, whose replacement never took its
+                        // place (killed between the two renames): it goes back.
+                        if rename(row.path, original) != 0 {
+                            throw CatalogError(
+                                .io, "Could not put \(row.path) back as \(original): \(ContentStore.errnoText())",
+                                path: row.path)
+                        }
+                    } else {
+                        try FileManager.default.removeItem(atPath: row.path)
+                    }
+                } catch {
+                    firstError = firstError ?? error  // stays recorded: the next sweep tries again
+                    continue
+                }
+            }
+            context.delete(row)
+            do {
+                try context.save()
+            } catch {
+                context.rollback()
+                firstError = firstError ?? error
+            }
+        }
+        return firstError
+    }
+}

@@ -1,0 +1,120 @@
+import AssetCatalog
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The SHA-256 of every file in the catalog's `objects/`.
+func objectDigests(_ t: TestCatalog) -> Set<String> {
+    let objects = t.root.appending(path: "objects").path
+    var digests = Set<String>()
+    let manager = FileManager.default
+    for shard in (try? manager.contentsOfDirectory(atPath: objects)) ?? [] {
+        for rest in (try? manager.contentsOfDirectory(atPath: objects + "/" + shard)) ?? [] {
+            digests.insert(shard + rest)
+        }
+    }
+    return digests
+}
+
+/// The SHA-256 of every managed asset the catalog records.
+func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
+    let catalog = try t.open()
+    defer { catalog.close() }
+    return Set(try catalog.assets().filter { $0.storage == .managed }.map(\.sha256))
+}
+
+/// An add killed at any point, then one more command: `objects/` holds exactly the content
+/// of the recorded assets (finding 2 of issue 24). The process dies at a fault point
+/// (`_exit`, as SIGKILL would: no handler, no clean-up) chosen by `ASSETCAT_FAULT`, the n-th
+/// time it is reached (`ASSETCAT_FAULT_AT`): 1,100 files make two or three batches (of 512
+/// files or more: files complete out of order, and a batch takes those in order).
+@Suite struct KilledAddTests {
+    static let files = 1_100
+
+    /// A catalog holding one asset (`shared.txt`, whose content file 7 of the folder has
+    /// too), and the folder of `files` files to add.
+    static func setUp() async throws -> (TestCatalog, String, Set<String>) {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let shared = try t.file("shared.txt", "content 7\n")
+        let before = try await catalog.add([shared]).added
+        catalog.close()
+        #expect(before.count == 1)
+        for i in 0..<files { try t.file("many/f\(String(format: "%04d", i)).txt", "content \(i)\n") }
+        return (t, t.sources.appending(path: "many").path, Set(before.map(\.sha256)))
+    }
+
+    @Test(arguments: [
+        ("after-add-journal", 1), ("after-add-journal", 2), ("before-add-commit", 1), ("before-add-commit", 2),
+        ("after-stage", 1), ("after-stage", 700),
+    ])
+    func killedAddLeavesOnlyTheContentOfRecordedAssets(point: String, at count: Int) async throws {
+        let (t, folder, before) = try await Self.setUp()
+        let run = try await t.run(
+            ["add", "--recursive", folder], environment: ["ASSETCAT_FAULT": point, "ASSETCAT_FAULT_AT": String(count)])
+        #expect(run.status == 86, "\(run.stdout)\(run.stderr)")  // died at the fault point
+        // One more command, and objects/ holds what the recorded assets use, nothing else.
+        let next = try await t.run(["stats"])
+        #expect(next.status == 0)
+        let recorded = try recordedDigests(t)
+        #expect(objectDigests(t) == recorded)
+        #expect(recorded.isSuperset(of: before))  // the content an earlier add recorded stays
+        let catalog = try t.open()
+        #expect(try catalog.collectGarbage().unreferenced.isEmpty)
+        #expect(try catalog.stats().pendingRemovals == 0)
+        catalog.close()
+        // Adding again completes the catalog.
+        let again = try await t.run(["add", "--recursive", folder])
+        #expect(again.status == 0)
+        #expect(try recordedDigests(t).count == Self.files)  // file 7's content is shared.txt's
+        #expect(objectDigests(t) == (try recordedDigests(t)))
+    }
+
+    /// SIGTERM (what `timeout`, systemd and container runtimes send) behaves like Ctrl-C:
+    /// the complete files are committed, the rest undone, a message, exit 143.
+    @Test(arguments: [5, 60])
+    func sigtermDuringAddCommitsWhatIsCompleteAndExits143(afterStaging entries: Int) async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        var paths: [String] = []
+        for i in 0..<150 {
+            paths.append(
+                try t.file("big/f\(String(format: "%03d", i)).bin", Data(repeating: UInt8(i), count: 32 << 10)))
+        }
+        let process = Process()
+        process.executableURL = TestCatalog.executable()
+        process.arguments = ["add", "--catalog", t.root.path] + paths
+        process.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-ingest"]) { $1 }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let staging = t.root.appending(path: "staging").path
+        let pid = process.processIdentifier
+        try await offThePool {
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline,
+                (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 < entries
+            {
+                usleep(1000)
+            }
+            kill(pid, SIGTERM)
+        }
+        let (_, stderr) = try await process.finish(stdout: out, stderr: err)
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 143)
+        let recorded = try t.open().assets()
+        #expect(recorded.count < 150)
+        #expect(
+            stderr
+                == "interrupted: added \(recorded.count) of 150 files (0 archive members); nothing was left half-done — "
+                + "run the same command again to add the rest\n")
+        #expect(objectDigests(t) == Set(recorded.map(\.sha256)))
+        #expect(t.stagingEntries().isEmpty)
+    }
+}
