@@ -89,7 +89,9 @@ let package = Package(
         .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO"]),
         .testTarget(
             name: "AssetCatalogTests",
-            dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "assetcat"]
+            dependencies: [
+                "AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "Locking", "assetcat",
+            ]
         ),
         .testTarget(name: "CLITests", dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "assetcat"]),
     ],

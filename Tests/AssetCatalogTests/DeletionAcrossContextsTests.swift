@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Locking
 import Persistence
 import Testing
 
@@ -160,16 +161,15 @@ import Testing
         let t = try TestCatalog()
         let catalog = try t.create()
         let asset = try #require(try await catalog.add([try t.file("a.txt", "alpha")]).added.first)
-        let log = StepLog()
-        catalog.jobs.register(Stepper(log: log, steps: 2, stepDuration: .milliseconds(200)), as: "stepper")
-        let id = try catalog.jobs.submit("stepper", for: asset.id)
+        let processor = FirstRunWaits()
+        catalog.jobs.register(processor, as: "waits")
+        let id = try catalog.jobs.submit("waits", for: asset.id)
         catalog.jobs.start()
-        try await eventually { log.contains("asset \(asset.id) step 1") }
+        try await eventually { processor.log.contains("run 1") }
         try Self.travel(path, [asset.objectID], in: catalog)
         try await eventually { try catalog.jobs.list().first { $0.id == id }?.state == .succeeded }
-        #expect(log.contains("asset \(asset.id) cancelled"))
-        #expect(log.all.filter { $0 == "asset \(asset.id) step 1" }.count == 2)
-        #expect(log.all.filter { $0 == "asset \(asset.id) step 2" }.count == 1)
+        // Interrupted in its first run, then run again from the start, once.
+        #expect(processor.log.all == ["run 1", "run 1 cancelled", "run 2"])
         try await close(catalog)
     }
 
@@ -206,5 +206,29 @@ import Testing
             try await Task.sleep(for: .milliseconds(5))
         }
         Issue.record("condition never held")
+    }
+}
+
+/// A processor whose first run waits until it is cancelled, and whose later runs end at
+/// once: whether the run is interrupted depends on the deletion, never on time.
+final class FirstRunWaits: JobProcessor {
+    let log = StepLog()
+    private let runs = Locked(0)
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        let run = runs.withLock { count in
+            count += 1
+            return count
+        }
+        log.record("run \(run)")
+        if run == 1 {
+            do {
+                try await Task.sleep(for: .seconds(600))
+            } catch {
+                log.record("run 1 cancelled")
+                throw error
+            }
+        }
+        return JobOutput(metadata: ["runs": String(run)])
     }
 }
