@@ -92,18 +92,18 @@ public final class Asset: ManagedObject {
         setPrimitiveValue(now, for: \.modified)
     }
 
-    private var runtime: CatalogRuntime? { managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime }
+    // MARK: - The write rules (AssetRules states them; these hooks only call them)
 
-    /// Cancels the asset's jobs through the job provider (the seeds'
+    /// Holds the asset's jobs through the job provider (the seeds'
     /// `cancelAllRequests(for:)`); files are not touched: the deletion may
     /// still be rolled back.
     override public func prepareForDeletion() {
-        runtime?.jobs?.cancelAll(for: objectID.rowID)
+        AssetRules.deletionBegan(objectID.rowID, in: managedObjectContext)
     }
 
     /// A rolled-back deletion: the jobs `prepareForDeletion` stopped run again.
     override public func awakeFromSnapshotEvents(_ events: SnapshotEvents) {
-        if events.contains(.undoDeletion) { runtime?.jobs?.resume(for: objectID.rowID) }
+        if events.contains(.undoDeletion) { AssetRules.deletionLeft(objectID.rowID, in: managedObjectContext) }
     }
 
     /// A child's save hands its deletion to the parent context, whose own instance now
@@ -112,76 +112,34 @@ public final class Asset: ManagedObject {
     /// deletion pending in one context is one hold, however many contexts it passed through.
     /// A deletion saved to the store releases nothing here: its commit cancels the jobs.
     override public func didSave() {
-        guard isDeleted, let context = managedObjectContext, context.parent != nil else { return }
-        runtime?.jobs?.resume(for: objectID.rowID)
+        guard isDeleted, managedObjectContext?.parent != nil else { return }
+        AssetRules.deletionLeft(objectID.rowID, in: managedObjectContext)
     }
 
     override public func willSave() {
-        let runtime = runtime
-        guard let effects = saveEffects else { return }
+        // The validation before it made sure the context is a catalog's.
+        guard let effects = saveEffects, let rules = try? AssetRules(effects) else { return }
+        // The content the store's row names, whatever unsaved changes say.
+        let committed = (
+            storage: committedValue(for: \.storage) ?? storage, sha256: committedValue(for: \.sha256) ?? sha256
+        )
         if isDeleted {
-            let deleted = DeletedAssets.of(effects)
-            deleted.ids.insert(objectID.rowID)
-            // The file the store's row names, whatever unsaved changes say.
-            let storage = committedValue(for: \.storage) ?? storage
-            guard storage == .managed else { return }  // referenced files and members are never removed
-            let digest = committedValue(for: \.sha256) ?? sha256
-            effects.insert(RemovalPlan.self) { $0.sha256 = digest }
-            deleted.removeContent = true
+            rules.deleted(id: objectID.rowID, storage: committed.storage, sha256: committed.sha256)
             return
         }
         setPrimitiveValue(Date(), for: \.modified)
-        if isInserted, storage == .managed, let runtime {
-            // A committed record never points at a missing file: checked under
-            // the write lock, where no sweep can remove the file meanwhile.
-            let digest = sha256
-            let name = name
-            effects.beforeCommit { _ in try runtime.content.requireObject(digest, for: name) }
-        }
-    }
-
-    /// The assets one save (or batch delete) deletes, gathered by their `willSave` and by
-    /// ``willBatchDelete(_:effects:)`` into one piece of work: once it commits, their jobs
-    /// are cancelled and (when one had managed content) the sweep runs, once.
-    ///
-    /// A save that fails leaves the jobs `prepareForDeletion` held as they are: the context
-    /// still holds the deletion, and what ends it releases them once — a rollback
-    /// (`undoDeletion`), the context thrown away (its discarded deletions), or a later
-    /// save that commits.
-    private final class DeletedAssets {
-        static let key = "AssetCatalog.deletedAssets"
-        /// Every asset deleted, as ranges: a bulk deletion of consecutive IDs stays small.
-        var ids = RowIDSet()
-        /// Whether one of them planned the removal of its content.
-        var removeContent = false
-
-        /// The gathering of `effects`, made by the first asset deleted.
-        static func of(_ effects: SaveEffects) -> DeletedAssets {
-            effects.shared(key) {
-                let runtime = effects.userInfo[CatalogRuntime.key] as? CatalogRuntime
-                let deleted = DeletedAssets()
-                effects.afterCommit { [deleted] in
-                    runtime?.jobs?.assetsDeleted(deleted.ids)
-                    if deleted.removeContent { runtime?.didCommitRemovals() }
-                }
-                return deleted
-            }
+        if isInserted {
+            rules.inserted(name: name, storage: storage, sha256: sha256)
+        } else {
+            rules.changed(name: name, from: committed, to: (storage, sha256))
         }
     }
 
     /// Rows deleted without objects (a batch delete, an import's replace, the members a
     /// deletion cascades to) get what `prepareForDeletion` and ``willSave()`` give a deleted
-    /// asset: a journal row per managed row, in the deletion's own transaction, and once it
-    /// commits, their jobs cancelled and the sweep run.
+    /// asset.
     override public class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
-        let deleted = DeletedAssets.of(effects)
-        for row in rows {
-            deleted.ids.insert(row.objectID.rowID)
-            guard row.value(for: \Asset.storage) == .managed else { continue }
-            let digest = row.value(for: \Asset.sha256) ?? ""
-            effects.insert(RemovalPlan.self) { $0.sha256 = digest }
-            deleted.removeContent = true
-        }
+        try AssetRules(effects).deleted(rows: rows)
     }
 
     /// The key of a context's `userInfo` under which an add or an import leaves its
@@ -191,76 +149,36 @@ public final class Asset: ManagedObject {
     static let adoptionKey = "AssetCatalog.adoption"
 
     /// Rows inserted in bulk (an import) get what ``validateForInsert()`` and ``willSave()``
-    /// give an inserted asset: a check of their shape, and — under the write lock, before
-    /// the commit — of the content of every managed one in `objects/`.
+    /// give an inserted asset: a check of their shape, and of their content.
     override public class func willInsertRows(
         _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
     ) throws {
-        let adoption = context.userInfo[adoptionKey] as? ContentAdoption
-        // Content the adoption holds is checked by it, once for the whole save (the rows of
-        // a large import come in batches); any other, here.
-        var managed: [String: String] = [:]  // digest → the name of an asset with it
         for row in rows {
-            let name = row.value(for: \Asset.name) ?? ""
-            let storage = row.value(for: \Asset.storage) ?? .managed
-            try validateShape(
-                name: name, storage: storage, sha256: row.value(for: \Asset.sha256) ?? "",
-                path: row.value(for: \Asset.path) ?? nil, hasArchive: row.objectID(for: \Asset.archive) != nil,
-                member: row.value(for: \Asset.member) ?? nil)
-            if storage == .managed, let digest = row.value(for: \Asset.sha256), managed[digest] == nil {
-                managed[digest] = name
-            }
+            try AssetRules.validateShape(
+                name: row.value(for: \Asset.name) ?? "", storage: row.value(for: \Asset.storage) ?? .managed,
+                sha256: row.value(for: \Asset.sha256) ?? "", path: row.value(for: \Asset.path) ?? nil,
+                hasArchive: row.objectID(for: \Asset.archive) != nil, member: row.value(for: \Asset.member) ?? nil)
         }
-        guard let runtime = context.userInfo[CatalogRuntime.key] as? CatalogRuntime else { return }
-        if let adoption, !managed.isEmpty {
-            let covered = try adoption.covering(Set(managed.keys))
-            if !covered.isEmpty {
-                for digest in covered { managed[digest] = nil }
-                if adoption.claimCheck() {
-                    effects.beforeCommit { _ in
-                        try adoption.wait()  // the links, made while the rows were written
-                        try adoption.requireAll(in: runtime.content)
-                    }
-                }
-            }
-        }
-        guard !managed.isEmpty else { return }
-        effects.beforeCommit { _ in
-            try adoption?.wait()
-            for (digest, name) in managed { try runtime.content.requireObject(digest, for: name) }
-        }
+        try AssetRules(try CatalogRuntime.of(context.userInfo), effects)
+            .inserted(rows: rows, adoption: context.userInfo[adoptionKey] as? ContentAdoption)
     }
 
     override public func validateForInsert() throws {
-        try validateShape()
+        try validate()
     }
 
     override public func validateForUpdate() throws {
-        try validateShape()
+        try validate()
     }
 
-    private func validateShape() throws {
-        try Self.validateShape(
+    override public func validateForDelete() throws {
+        _ = try CatalogRuntime.of(managedObjectContext?.userInfo ?? [:])
+    }
+
+    private func validate() throws {
+        _ = try CatalogRuntime.of(managedObjectContext?.userInfo ?? [:])
+        try AssetRules.validateShape(
             name: name, storage: storage, sha256: sha256, path: path, hasArchive: archive != nil, member: member)
-    }
-
-    private static func validateShape(
-        name: String, storage: Storage, sha256: String, path: String?, hasArchive: Bool, member: String?
-    ) throws {
-        switch storage {
-        case .managed:
-            guard ContentStore.isDigest(sha256) else {
-                throw CatalogError(.invalidArgument, "\(name): a managed asset needs a SHA-256 digest")
-            }
-        case .referenced:
-            guard let path, path.hasPrefix("/") else {
-                throw CatalogError(.invalidArgument, "\(name): a referenced asset needs an absolute path")
-            }
-        case .member:
-            guard hasArchive, member != nil else {
-                throw CatalogError(.invalidArgument, "\(name): an archive member needs its archive and member path")
-            }
-        }
     }
 }
 
@@ -284,18 +202,14 @@ final class RemovalPlan: ManagedObject {
         }
     }
 
+    /// A plan deleted (by the sweep) is carried out in the deleting transaction:
+    /// ``CatalogRuntime/removeIfUnused(_:reader:)``.
     override func willSave() {
-        guard isDeleted, let effects = saveEffects,
-            let runtime = managedObjectContext?.userInfo[CatalogRuntime.key] as? CatalogRuntime
-        else { return }
-        let digest = sha256
-        effects.beforeCommit { reader in
-            let users = try reader.count(
-                for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed))
-            guard users == 0 else { return }
-            FaultPoint.reach(.beforeUnlink)
-            try runtime.content.removeObject(digest)
+        guard isDeleted, let effects = saveEffects, let runtime = try? CatalogRuntime.of(effects.userInfo) else {
+            return
         }
+        let digest = sha256
+        effects.beforeCommit { reader in try runtime.removeIfUnused(digest, reader: reader) }
     }
 }
 

@@ -30,6 +30,17 @@ final class CatalogRuntime: Sendable {
         for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: id.rowID) }
     }
 
+    /// One removal plan carried out, inside the transaction that deletes its row: the
+    /// content of `digest` is unlinked (and its folder synced) only if no asset uses it —
+    /// counted here, under the write lock, where no save can start using it meanwhile.
+    func removeIfUnused(_ digest: String, reader: TransactionReader) throws {
+        let users = try reader.count(
+            for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed))
+        guard users == 0 else { return }
+        FaultPoint.reach(.beforeUnlink)
+        try content.removeObject(digest)
+    }
+
     /// Called after a commit that journaled removals: carry them out now.
     func didCommitRemovals() {
         FaultPoint.reach(.afterCommit)
@@ -40,9 +51,12 @@ final class CatalogRuntime: Sendable {
         }
     }
 
-    /// Carries out every pending removal plan: for each, inside one write
-    /// transaction, the file is unlinked only if no asset uses its content,
-    /// and the plan row is deleted. Returns how many plans were processed.
+    /// Carries out every pending removal plan, a page at a time: the page's plan rows are
+    /// deleted in one save, and that save's transaction — under the store's write lock,
+    /// before it commits — runs ``removeIfUnused(_:reader:)`` for each plan (from
+    /// `RemovalPlan.willSave`): the content is unlinked, and its folder synced, only if no
+    /// asset uses it. A crash anywhere leaves the plans, and the next sweep does the work.
+    /// Returns how many plans were processed.
     func sweep() throws -> Int {
         guard let container else { return 0 }
         sweepsRun.add(1, ordering: .relaxed)

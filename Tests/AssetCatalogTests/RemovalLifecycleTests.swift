@@ -7,7 +7,7 @@ import Testing
 @testable import AssetCatalog
 
 /// A managed file is removed only when the deletion of the last record that
-/// uses it has been committed (DESIGN.md §3.2). Each test would fail with the
+/// uses it has been committed (the removal rule, AssetRules). Each test would fail with the
 /// naive design: unlinking in prepareForDeletion, or before the commit.
 @Suite struct RemovalLifecycleTests {
     struct DiskFull: Error, CustomStringConvertible {

@@ -2,7 +2,7 @@ import Foundation
 import Persistence
 import Testing
 
-/// Each hook of DESIGN.md §2.3 fires exactly when, and as often as, it should.
+/// Each lifecycle hook of ManagedObject fires exactly when, and as often as, it should.
 @Suite struct LifecycleHookTests {
     @Test func insertThenSaveCallsAwakeFromInsertOnceThenWillSaveAndDidSave() throws {
         let store = try TestStore()

@@ -1,0 +1,201 @@
+import Foundation
+import Persistence
+
+/// The asset's write rules, in one place. Every way an asset is written goes
+/// through them — an object inserted, changed or deleted (``Asset/willSave()``
+/// and its hooks), rows inserted without objects (an import), rows deleted
+/// without objects (a batch delete, the assets an import replaces, the members
+/// a deletion cascades to in the store) — so each rule is stated once:
+///
+/// - **A committed record never points at missing content.** A managed asset
+///   inserted, or whose content changed, has its content checked in
+///   `objects/` before the commit, under the store's write lock, where no
+///   sweep can remove it meanwhile.
+/// - **Content goes only after the deletion that made it unused commits.**
+///   The removal is journaled (a ``RemovalPlan``) in the deletion's own
+///   transaction — for a deleted managed asset, and for the old content of a
+///   managed asset whose content or storage changed — so a rollback or a failed
+///   save discards it with the deletion. Once the save commits, the sweep
+///   (``CatalogRuntime/sweep()``) removes what no asset uses.
+/// - **A deletion stops the asset's jobs.** Pending, it holds them (one hold
+///   per context it is pending in: ``JobProvider`` states the rule); committed,
+///   it cancels them; ended without a commit, it lets them run again.
+///
+/// The rules need the catalog (its content store, its jobs): they are reached
+/// through ``CatalogRuntime/of(_:)``, which fails loudly — a save of an asset
+/// in a context that is not a catalog's is refused, never a check skipped.
+struct AssetRules {
+    let runtime: CatalogRuntime
+    let effects: SaveEffects
+
+    init(_ runtime: CatalogRuntime, _ effects: SaveEffects) {
+        self.runtime = runtime
+        self.effects = effects
+    }
+
+    /// The rules of `effects`' save, whose context must be a catalog's.
+    init(_ effects: SaveEffects) throws {
+        self.init(try CatalogRuntime.of(effects.userInfo), effects)
+    }
+
+    // MARK: - Inserted, changed
+
+    /// An asset inserted: a managed one's content must be in `objects/` at the commit.
+    func inserted(name: String, storage: Storage, sha256: String) {
+        guard storage == .managed else { return }
+        requireContent([sha256: name])
+    }
+
+    /// An asset whose storage or content changed in place: the new content is checked as an
+    /// inserted asset's is, and the old managed content is journaled as a deleted asset's
+    /// is (it goes once no asset uses it).
+    func changed(name: String, from old: (storage: Storage, sha256: String), to new: (storage: Storage, sha256: String))
+    {
+        guard old != new else { return }
+        inserted(name: name, storage: new.storage, sha256: new.sha256)
+        if old.storage == .managed { journalRemoval(of: old.sha256) }
+    }
+
+    /// Rows inserted without objects: each managed row's content must be in `objects/` at
+    /// the commit. Content that `adoption` (an add's or an import's staged copies) holds is
+    /// checked by it, once for the whole save.
+    func inserted(rows: [ObjectSnapshot], adoption: ContentAdoption?) throws {
+        var managed: [String: String] = [:]  // digest → the name of an asset with it
+        for row in rows where row.value(for: \Asset.storage) ?? .managed == .managed {
+            if let digest = row.value(for: \Asset.sha256), managed[digest] == nil {
+                managed[digest] = row.value(for: \Asset.name) ?? ""
+            }
+        }
+        if let adoption, !managed.isEmpty {
+            let covered = try adoption.covering(Set(managed.keys))
+            if !covered.isEmpty {
+                for digest in covered { managed[digest] = nil }
+                if adoption.claimCheck() {
+                    let content = runtime.content
+                    effects.beforeCommit { _ in
+                        try adoption.wait()  // the links, made while the rows were written
+                        try adoption.requireAll(in: content)
+                    }
+                }
+            }
+        }
+        guard !managed.isEmpty else { return }
+        effects.beforeCommit { [content = runtime.content] _ in
+            try adoption?.wait()
+            for (digest, name) in managed { try content.requireObject(digest, for: name) }
+        }
+    }
+
+    private func requireContent(_ named: [String: String]) {
+        effects.beforeCommit { [content = runtime.content] _ in
+            for (digest, name) in named { try content.requireObject(digest, for: name) }
+        }
+    }
+
+    // MARK: - Deleted
+
+    /// An asset deleted (an object, or a row without one), with the storage and content its
+    /// row in the store names: a managed one's content is journaled for removal; once the
+    /// save commits, the asset's jobs are cancelled and the sweep runs.
+    func deleted(id: Int64, storage: Storage, sha256: String) {
+        let deleted = DeletedAssets.of(effects, runtime)
+        deleted.ids.insert(id)
+        guard storage == .managed else { return }  // referenced files and members are never removed
+        journalRemoval(of: sha256)
+        deleted.removeContent = true
+    }
+
+    /// Rows deleted without objects: each as ``deleted(id:storage:sha256:)``.
+    func deleted(rows: [ObjectSnapshot]) {
+        for row in rows {
+            deleted(
+                id: row.objectID.rowID, storage: row.value(for: \Asset.storage) ?? .managed,
+                sha256: row.value(for: \Asset.sha256) ?? "")
+        }
+    }
+
+    /// A row of the removal journal, in this save's transaction.
+    private func journalRemoval(of digest: String) {
+        effects.insert(RemovalPlan.self) { $0.sha256 = digest }
+        DeletedAssets.of(effects, runtime).removeContent = true
+    }
+
+    /// The assets one save deletes, gathered into one piece of work: once it commits, their
+    /// jobs are cancelled and (when content was journaled) the sweep runs, once.
+    ///
+    /// A save that fails leaves the jobs held as they are: the context still holds the
+    /// deletion, and what ends it releases them once — a rollback (`undoDeletion`), a
+    /// reset or the context thrown away (its discarded deletions), or a later save that
+    /// commits.
+    private final class DeletedAssets {
+        static let key = "AssetCatalog.deletedAssets"
+        /// Every asset deleted, as ranges: a bulk deletion of consecutive IDs stays small.
+        var ids = RowIDSet()
+        /// Whether the save journaled the removal of content.
+        var removeContent = false
+
+        static func of(_ effects: SaveEffects, _ runtime: CatalogRuntime) -> DeletedAssets {
+            effects.shared(key) {
+                let deleted = DeletedAssets()
+                effects.afterCommit { [deleted, weak runtime] in
+                    runtime?.jobs?.assetsDeleted(deleted.ids)
+                    if deleted.removeContent { runtime?.didCommitRemovals() }
+                }
+                return deleted
+            }
+        }
+    }
+
+    // MARK: - Jobs of a pending deletion
+
+    /// The asset was deleted in its context (directly, or by a cascade): its jobs are held.
+    static func deletionBegan(_ id: Int64, in context: ManagedObjectContext?) {
+        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.cancelAll(for: id)
+    }
+
+    /// A deletion left its context without a commit (a rollback; or a child's save handed
+    /// it to the parent, which holds the jobs itself): one hold is released.
+    static func deletionLeft(_ id: Int64, in context: ManagedObjectContext?) {
+        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.resume(for: id)
+    }
+
+    // MARK: - Shape
+
+    /// What every asset must be, whichever way it is written.
+    static func validateShape(
+        name: String, storage: Storage, sha256: String, path: String?, hasArchive: Bool, member: String?
+    ) throws {
+        switch storage {
+        case .managed:
+            guard ContentStore.isDigest(sha256) else {
+                throw CatalogError(.invalidArgument, "\(name): a managed asset needs a SHA-256 digest")
+            }
+        case .referenced:
+            guard let path, path.hasPrefix("/") else {
+                throw CatalogError(.invalidArgument, "\(name): a referenced asset needs an absolute path")
+            }
+        case .member:
+            guard hasArchive, member != nil else {
+                throw CatalogError(.invalidArgument, "\(name): an archive member needs its archive and member path")
+            }
+        }
+    }
+}
+
+extension CatalogRuntime {
+    /// The catalog a context (by its `userInfo`) or a save (by its effects' `userInfo`)
+    /// belongs to.
+    ///
+    /// - Throws: ``CatalogError/Code/invalidArgument`` when it belongs to none: a context made
+    ///   on the store directly, or used after ``Catalog/close()``. Assets are written in a
+    ///   catalog's contexts only (``Catalog/newContext(name:)``), where every rule applies.
+    static func of(_ userInfo: [String: Any]) throws -> CatalogRuntime {
+        guard let runtime = userInfo[key] as? CatalogRuntime else {
+            throw CatalogError(
+                .invalidArgument,
+                "Assets are written in a catalog's contexts only (Catalog.newContext, performBackgroundTask): this "
+                    + "context belongs to no open catalog")
+        }
+        return runtime
+    }
+}
