@@ -29,7 +29,7 @@
 //           Target ≤ 1.3×.
 //   memory  peak RSS of every assetcat export and import < 64 MB, whatever the bundle's size.
 //
-// Then hostile tag files (issue 24, finding 5; --skip-hostile leaves them out, --hostile-only runs
+// Then hostile tag files (--skip-hostile leaves them out, --hostile-only runs
 // only them): directory bags generated here — a 30 MB and a 100 MB `bag-info.txt` of short lines,
 // a `manifest-sha256.txt` of 1,000,000 lines naming files the bag lacks, a 100 MB `bagit.txt` —
 // each as a directory and as a .tar, given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit).
