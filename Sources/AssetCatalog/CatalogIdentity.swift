@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 
 #if canImport(Glibc)
@@ -26,8 +27,11 @@ struct CatalogIdentity: Codable, Sendable {
         return lstat(url(in: root).path, &info) == 0
     }
 
-    /// Writes a new identity into `root`, durably: a temporary file synced, renamed over
-    /// the name, the folder synced. An identity already there is kept.
+    /// Writes a new identity into `root`, durably: an unnamed file synced, then linked
+    /// under its name (which never replaces one: an identity already there is kept), the
+    /// folder synced. A kill at any point leaves either no file or the whole one. Where the
+    /// file system has no unnamed files, a temporary name synced and renamed without
+    /// replacing.
     static func write(in root: URL) throws {
         guard !exists(in: root) else { return }
         let identity = CatalogIdentity(id: UUID(), created: Date())
@@ -37,26 +41,31 @@ struct CatalogIdentity: Codable, Sendable {
         var bytes = try encoder.encode(identity)
         bytes.append(UInt8(ascii: "\n"))
         let target = url(in: root).path
-        let temporary = root.appending(path: ".\(fileName).new-\(getpid())").path
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw CatalogError(.io, "Could not write \(temporary): \(ContentStore.errnoText())", path: temporary)
+        var temporary: String?
+        var fd = cfilesync_open_unnamed(root.path, 0o644)
+        if fd < 0, errno == EOPNOTSUPP || errno == EISDIR {
+            temporary = root.appending(path: ".\(fileName).new-\(getpid())").path
+            fd = open(temporary!, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         }
+        guard fd >= 0 else {
+            throw CatalogError(.io, "Could not write \(target): \(ContentStore.errnoText())", path: target)
+        }
+        defer { close(fd) }
         do {
-            defer { close(fd) }
-            try bytes.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: temporary) }
+            try bytes.withUnsafeBytes { try ContentStore.writeAll(fd, $0, path: target) }
             guard fsync(fd) == 0 else {
-                throw CatalogError(.io, "Could not sync \(temporary): \(ContentStore.errnoText())", path: temporary)
+                throw CatalogError(.io, "Could not sync \(target): \(ContentStore.errnoText())", path: target)
+            }
+            let published =
+                temporary.map { cfilesync_rename_noreplace($0, target) } ?? cfilesync_link_unnamed(fd, target)
+            guard published == 0 || errno == EEXIST else {
+                throw CatalogError(.io, "Could not write \(target): \(ContentStore.errnoText())", path: target)
             }
         } catch {
-            unlink(temporary)
+            if let temporary { unlink(temporary) }
             throw error
         }
-        guard rename(temporary, target) == 0 else {
-            let error = CatalogError(.io, "Could not write \(target): \(ContentStore.errnoText())", path: target)
-            unlink(temporary)
-            throw error
-        }
+        if let temporary { unlink(temporary) }  // left only when another identity was there first
         try ContentStore.syncDirectory(root.path)
     }
 }
