@@ -17,6 +17,10 @@ extension ManagedObjectContext {
     /// ``rollback()`` and ``reset()`` drop them, and a failed save keeps them for the
     /// next. Only a context without a parent takes rows: they go to the store.
     ///
+    /// `configure` runs during this call and may not throw; for rows made by the save, a
+    /// batch at a time, or a `configure` that throws, write `batchSize:`
+    /// (``insertRows(_:count:batchSize:streaming:)``).
+    ///
     /// ```swift
     /// let ids = try context.insertRows(Note.self, count: titles.count) { i, row in
     ///     row[\.title] = titles[i]
@@ -59,8 +63,10 @@ extension ManagedObjectContext {
     /// the save notification names them by range (``SaveNotification/insertedRowRanges``),
     /// not by ID. Only a context without a parent takes rows.
     ///
-    /// Write `batchSize:` or `streaming:` out: a trailing closure that does not throw,
-    /// alone, calls ``insertRows(_:count:_:)``.
+    /// The `batchSize:` label, which has no default, is what selects this form: a call
+    /// without it is ``insertRows(_:count:_:)``, whose closure runs at once and may not
+    /// throw (a throwing one does not compile). Which form runs never depends on
+    /// whether the closure throws.
     ///
     /// ```swift
     /// let ids = try context.insertRows(Note.self, count: file.recordCount, batchSize: 1_000) { i, row in
@@ -71,7 +77,7 @@ extension ManagedObjectContext {
     /// ```
     @discardableResult
     public func insertRows<T: ManagedObject>(
-        _ type: T.Type, count: Int, batchSize: Int = 1_000,
+        _ type: T.Type, count: Int, batchSize: Int,
         streaming configure: @escaping (Int, inout BatchInsertRow<T>) throws -> Void
     ) throws -> Range<Int64> {
         try requireRowsAllowed()
@@ -115,7 +121,7 @@ extension ManagedObjectContext {
     ///
     /// ```swift
     /// context.deleteRows(Note.self) { after in try replaced.ids(after: after, limit: 500) }
-    /// _ = try context.insertRows(Note.self, count: incoming.count, streaming: { i, row in
+    /// _ = try context.insertRows(Note.self, count: incoming.count, batchSize: 1_000, streaming: { i, row in
     ///     row[\.title] = try incoming.record(at: i).title
     /// })
     /// try context.save()  // the old notes go and the new ones come: one transaction
