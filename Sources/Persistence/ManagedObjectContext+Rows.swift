@@ -232,33 +232,6 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Inserts `count` rows of `T` with one prepared statement in one
-    /// transaction, without creating objects (so `awakeFromInsert` does not
-    /// run): `configure` sets each row's values. Returns their IDs, and
-    /// publishes a save notification so that auto-merging contexts see them.
-    ///
-    /// ```swift
-    /// let ids = try context.batchInsert(Note.self, count: 1000) { i, row in
-    ///     row[\.title] = "Note \(i)"
-    /// }
-    /// ```
-    @discardableResult
-    public func batchInsert<T: ManagedObject>(
-        _ type: T.Type, count: Int, _ configure: (Int, inout BatchInsertRow<T>) -> Void
-    ) throws -> [ManagedObjectID] {
-        guard parent == nil else {
-            throw PersistenceError(
-                .misuse, "Batch operations write to the store; run them on a context without a parent")
-        }
-        let entity = self.entity(for: type)
-        let rows = Self.rowValues(entity, 0..<count, configure)
-        let ids = try core.store.batchInsert(entity: entity, rows: rows).map {
-            ManagedObjectID(entityName: entity.name, rowID: $0)
-        }
-        core.broadcast(SaveNotification(inserted: ids, updated: [], deleted: [], contextName: name), from: nil)
-        return ids
-    }
-
     /// Deletes every row `request` matches, in set-based SQL without loading
     /// objects. Delete rules apply (cascade, nullify, deny), and each entity
     /// whose rows go gets ``ManagedObject/willBatchDelete(_:effects:)`` inside
@@ -290,7 +263,8 @@ extension ManagedObjectContext {
     }
 }
 
-/// One row of a ``ManagedObjectContext/batchInsert(_:count:_:)``.
+/// One row of ``ManagedObjectContext/insertRows(_:count:_:)`` or
+/// ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)``.
 public struct BatchInsertRow<Root: ManagedObject> {
     let entity: EntityDescription
     var values: [StoreValue] = []

@@ -120,7 +120,6 @@ protocol PersistentStore: AnyObject, Sendable {
     /// Throws ``StoreConflict`` when a row's version is not the expected one,
     /// and writes nothing then; the error of a stream's `rows` as it is.
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult
-    func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64]
     func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64

@@ -925,18 +925,6 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64] {
-        guard !rows.isEmpty else { return [] }
-        return try mapErrors(nil) {
-            try writing { db in
-                let range = try Self.reserve(db, entity: entity.name, count: rows.count)
-                let inserts = zip(range, rows).map { StoreChanges.Insert(entity: entity, id: $0, values: $1) }
-                try Self.insertRows(db, inserts, sql: sql)
-                return Array(range)
-            }
-        }
-    }
-
     func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
         do {
             return try deleteMatching(fetch, effects: effects)
