@@ -248,11 +248,11 @@ extension ManagedObjectContext {
             case .attribute: continue
             case .toOne:
                 if case .integer = object.values[property.slot!] {
-                    throw SQLiteStore.denial(object.entity, object.objectID.rowID, property)
+                    throw PersistenceError.denial(object.entity, object.objectID.rowID, property)
                 }
             case .toMany:
                 if try members(of: object, toMany: property).contains(where: { !$0.pendingDelete }) {
-                    throw SQLiteStore.denial(object.entity, object.objectID.rowID, property)
+                    throw PersistenceError.denial(object.entity, object.objectID.rowID, property)
                 }
             }
         }

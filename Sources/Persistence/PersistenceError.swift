@@ -82,4 +82,13 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         PersistenceError(
             .validation, "\(id).\(property.name) points at \(target), which is being deleted", objectIDs: [id])
     }
+
+    /// The row `id` of `entity` cannot be deleted: its `property` has members and its delete
+    /// rule is deny. Thrown by contexts and stores alike.
+    static func denial(_ entity: EntityDescription, _ id: Int64, _ property: PropertyDescription) -> PersistenceError {
+        let objectID = ManagedObjectID(entityName: entity.name, rowID: id)
+        return PersistenceError(
+            .validation, "\(objectID) cannot be deleted: its relationship '\(property.name)' is not empty (deny rule)",
+            objectIDs: [objectID])
+    }
 }

@@ -143,7 +143,9 @@ public final class PersistentContainer: Sendable {
             error.quarantine = .init(folder: earlier, reason: nil)
             throw error
         }
-        let store: SQLiteStore
+        // The one place that names the engine: everything after the open goes through
+        // the PersistentStore protocol.
+        let store: any PersistentStore
         var reset = false
         var moved: URL?
         do {
@@ -275,7 +277,7 @@ public final class PersistentContainer: Sendable {
     /// ran and before `COMMIT`, so nothing is written. For testing failure
     /// paths (an I/O error at commit).
     public func failNextCommit(with error: any Error & Sendable) {
-        (core.store as? SQLiteStore)?.failNextCommit(with: error)
+        core.store.failNextCommit(with: error)
     }
 
     /// Whether another process committed to the store since the last call
