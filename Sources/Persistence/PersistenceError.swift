@@ -37,6 +37,7 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let misuse = Code(name: "misuse")
     }
 
+    /// What kind of failure this is.
     public var code: Code
     /// One line naming the object or path, saying what happened.
     public var message: String
@@ -56,13 +57,13 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         /// What was wrong with it, in a few words (`nil` when an earlier open moved it).
         public var reason: String?
 
-        public init(folder: URL, reason: String?) {
+        init(folder: URL, reason: String?) {
             self.folder = folder
             self.reason = reason
         }
     }
 
-    public init(
+    init(
         _ code: Code, _ message: String, objectIDs: [ManagedObjectID] = [],
         underlyingErrors: [PersistenceError] = [], cause: (any Error)? = nil
     ) {

@@ -212,9 +212,11 @@ protocol PersistentStore: AnyObject, Sendable {
 /// Migrations run before the schema is extended, in one transaction with
 /// it. A new store records them as applied without running them.
 public struct Migration: Sendable {
+    /// What names the migration in the store's record of applied ones: never reuse it.
     public let id: String
     let body: @Sendable (any MigrationDatabase) throws -> Void
 
+    /// A migration named `id` that runs `body` on the store's database.
     public init(_ id: String, _ body: @escaping @Sendable (any MigrationDatabase) throws -> Void) {
         self.id = id
         self.body = body
@@ -233,7 +235,9 @@ public protocol MigrationDatabase {
 
 /// A snapshot of one row, as batch-delete hooks receive it.
 public struct ObjectSnapshot: Sendable {
+    /// The row's ID.
     public let objectID: ManagedObjectID
+    /// The row's entity.
     public let entity: EntityDescription
     let values: [StoreValue]
 
@@ -269,7 +273,9 @@ public struct ObjectSnapshot: Sendable {
 
 /// The entities of a store and the migrations that bring old stores to them.
 public struct Schema: Sendable {
+    /// The entities, in the order of the types given.
     public let entities: [EntityDescription]
+    /// The migrations, in the order they run.
     public let migrations: [Migration]
     let entityByName: [String: EntityDescription]
 

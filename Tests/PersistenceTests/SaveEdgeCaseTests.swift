@@ -1,7 +1,8 @@
 import Foundation
-import Persistence
 import TestScratch
 import Testing
+
+@testable import Persistence
 
 /// Deletes the Doc whose row ID it holds from its own willSave when it is
 /// deleted: a hand-written cascade, reached after the Doc's own willSave ran.
