@@ -252,7 +252,7 @@ public struct ObjectSnapshot: Sendable {
     }
 
     /// The stored value of the property named `name`.
-    public subscript(name: String) -> StoreValue? {
+    subscript(name: String) -> StoreValue? {
         entity.property(named: name)?.slot.map { values[$0] }
     }
 
