@@ -710,12 +710,12 @@ extension Catalog {
                 context.userInfo[Asset.adoptionKey] = adoption
                 let top = RowPages { try scratch.page(where: ImportScratch.importedTop, after: $0) }
                 let topIDs = try context.insertRows(
-                    Asset.self, count: topCount,
+                    Asset.self, count: topCount, batchSize: 1_000,
                     streaming: { i, row in Self.fill(&row, try top.row(i), member: false, archive: nil) })
                 try scratch.giveRowIDs(from: topIDs.lowerBound, jobs: foreign)
                 let members = RowPages { try scratch.memberPage(after: $0) }
                 let memberIDs = try context.insertRows(
-                    Asset.self, count: memberCount,
+                    Asset.self, count: memberCount, batchSize: 1_000,
                     streaming: { i, row in
                         let member = try members.row(i)
                         Self.fill(
@@ -732,7 +732,7 @@ extension Catalog {
                 let created = Date()
                 let jobRows = RowPages { try scratch.jobPage(after: $0) }
                 let jobIDs = try context.insertRows(
-                    Job.self, count: foreign ? try scratch.jobCount() : 0,
+                    Job.self, count: foreign ? try scratch.jobCount() : 0, batchSize: 1_000,
                     streaming: { i, row in
                         let entry = try jobRows.row(i)
                         guard let job = BuiltInProcessors.jobForKind[entry.kind] else {

@@ -15,24 +15,34 @@ public enum DeleteRule: String, Sendable, Hashable {
 /// One persistent property of an entity: an attribute, a to-one relationship
 /// (a stored reference) or a to-many relationship (the inverse of a to-one).
 public struct PropertyDescription: Sendable, Hashable {
+    /// What a property holds.
     public enum Kind: Sendable, Hashable {
+        /// A value of this type, in the entity's own row.
         case attribute(AttributeType)
+        /// A reference to one object of the entity named `destination`, stored in this row.
         case toOne(destination: String)
+        /// The objects of `destination` whose to-one inverse points at this one; nothing
+        /// is stored on this side.
         case toMany(destination: String)
     }
 
     /// The Swift property name; also the column name.
     public let name: String
+    /// Attribute, to-one or to-many.
     public let kind: Kind
+    /// Whether the property may be empty (`nil`).
     public let isOptional: Bool
     /// The value a newly inserted object starts with.
     public let defaultValue: StoreValue
+    /// Whether the store keeps an index on the property (``AttributeOptions/indexed``).
     public let isIndexed: Bool
+    /// Whether no two rows may hold the same value (``AttributeOptions/unique``).
     public let isUnique: Bool
+    /// What deleting an object does to the objects this relationship reaches.
     public let deleteRule: DeleteRule
     /// The position of the value in an object's storage; `nil` for to-many
     /// relationships, which store nothing on this side.
-    public let slot: Int?
+    let slot: Int?
 
     /// Whether this property is an attribute.
     public var isAttribute: Bool {
@@ -52,7 +62,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
     /// The entity name, which is also the table name.
     public let name: String
     /// The `ManagedObject` subclass.
-    public let objectType: ManagedObject.Type
+    let objectType: ManagedObject.Type
     /// The properties in declaration order (superclass properties last).
     public let properties: [PropertyDescription]
     /// The properties that occupy a storage slot, indexed by slot.
@@ -166,7 +176,7 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
 
     /// The property a key path such as `\Note.title` names, or `nil` when the
     /// key path does not name a persistent property of this entity.
-    public func property(for keyPath: AnyKeyPath) -> PropertyDescription? {
+    func property(for keyPath: AnyKeyPath) -> PropertyDescription? {
         let key = ObjectIdentifier(keyPath)
         if let property = wrappedProperties.withLock({ $0[key]?.1 }) { return property }
         let name: String? = probe.withLock { probe in

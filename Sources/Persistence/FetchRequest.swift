@@ -140,26 +140,32 @@ public protocol TextAttribute: AttributeValue {}
 extension String: TextAttribute {}
 extension Optional: TextAttribute where Wrapped == String {}
 
+/// Matches the objects whose attribute at `lhs` is equal to `rhs`.
 public func == <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
 {
     .compare(lhs, .equal, rhs.storeValue)
 }
+/// Matches the objects whose attribute at `lhs` is not equal to `rhs`.
 public func != <Root, Value: AttributeValue & Equatable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
 {
     .compare(lhs, .notEqual, rhs.storeValue)
 }
+/// Matches the objects whose attribute at `lhs` is less than `rhs`.
 public func < <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
 {
     .compare(lhs, .less, rhs.storeValue)
 }
+/// Matches the objects whose attribute at `lhs` is less than or equal to `rhs`.
 public func <= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
 {
     .compare(lhs, .lessOrEqual, rhs.storeValue)
 }
+/// Matches the objects whose attribute at `lhs` is greater than `rhs`.
 public func > <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
 {
     .compare(lhs, .greater, rhs.storeValue)
 }
+/// Matches the objects whose attribute at `lhs` is greater than or equal to `rhs`.
 public func >= <Root, Value: AttributeValue & Comparable>(lhs: KeyPath<Root, Value>, rhs: Value) -> FetchPredicate<Root>
 {
     .compare(lhs, .greaterOrEqual, rhs.storeValue)
@@ -176,12 +182,15 @@ public func != <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination
 {
     .compare(lhs, .notEqual, rhs.map { .integer($0.objectID.rowID) } ?? .null)
 }
+/// Matches the objects both predicates match.
 public func && <Root>(lhs: FetchPredicate<Root>, rhs: FetchPredicate<Root>) -> FetchPredicate<Root> {
     FetchPredicate(.and([lhs.node, rhs.node]))
 }
+/// Matches the objects either predicate matches.
 public func || <Root>(lhs: FetchPredicate<Root>, rhs: FetchPredicate<Root>) -> FetchPredicate<Root> {
     FetchPredicate(.or([lhs.node, rhs.node]))
 }
+/// Matches the objects the predicate does not match.
 public prefix func ! <Root>(predicate: FetchPredicate<Root>) -> FetchPredicate<Root> {
     FetchPredicate(.not(predicate.node))
 }
@@ -233,6 +242,8 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     /// (true by default, as in Core Data).
     public var includesPendingChanges: Bool
 
+    /// A request for the objects `predicate` matches (all of them when `nil`), sorted by
+    /// `sortBy` (by ID when empty), skipping `offset` and returning at most `limit`.
     public init(
         predicate: FetchPredicate<Result>? = nil, sortBy sortDescriptors: [SortDescriptor<Result>] = [],
         limit: Int? = nil, offset: Int = 0

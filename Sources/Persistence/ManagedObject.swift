@@ -28,6 +28,7 @@ public struct ObjectInitToken {
 
 /// A change to one property of an object, as observers see it.
 public struct PropertyChange: Sendable, Hashable {
+    /// The object that changed.
     public let objectID: ManagedObjectID
     /// The property's name.
     public let property: String

@@ -11,6 +11,8 @@ public struct ManagedObjectID: Hashable, Sendable, Comparable, CustomStringConve
     /// could not be reserved (such an object cannot be saved).
     public let rowID: Int64
 
+    /// The ID of row `rowID` of the entity named `entityName` (for rows written without
+    /// objects, whose IDs come as ranges).
     public init(entityName: String, rowID: Int64) {
         self.entityName = entityName
         self.rowID = rowID

@@ -37,6 +37,7 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let misuse = Code(name: "misuse")
     }
 
+    /// What kind of failure this is.
     public var code: Code
     /// One line naming the object or path, saying what happened.
     public var message: String
@@ -56,13 +57,13 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         /// What was wrong with it, in a few words (`nil` when an earlier open moved it).
         public var reason: String?
 
-        public init(folder: URL, reason: String?) {
+        init(folder: URL, reason: String?) {
             self.folder = folder
             self.reason = reason
         }
     }
 
-    public init(
+    init(
         _ code: Code, _ message: String, objectIDs: [ManagedObjectID] = [],
         underlyingErrors: [PersistenceError] = [], cause: (any Error)? = nil
     ) {
@@ -81,5 +82,14 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
     {
         PersistenceError(
             .validation, "\(id).\(property.name) points at \(target), which is being deleted", objectIDs: [id])
+    }
+
+    /// The row `id` of `entity` cannot be deleted: its `property` has members and its delete
+    /// rule is deny. Thrown by contexts and stores alike.
+    static func denial(_ entity: EntityDescription, _ id: Int64, _ property: PropertyDescription) -> PersistenceError {
+        let objectID = ManagedObjectID(entityName: entity.name, rowID: id)
+        return PersistenceError(
+            .validation, "\(objectID) cannot be deleted: its relationship '\(property.name)' is not empty (deny rule)",
+            objectIDs: [objectID])
     }
 }

@@ -10,8 +10,13 @@ import Synchronization
 /// ``ManagedObjectContext/mergeChanges(from:)`` to bring another context up
 /// to date.
 public struct SaveNotification: Sendable, Hashable {
+    /// The objects the save inserted, the rows of
+    /// ``ManagedObjectContext/insertRows(_:count:_:)`` and the rows its hooks planned
+    /// through ``SaveEffects/insert(_:_:)``.
     public var insertedObjectIDs: Set<ManagedObjectID>
+    /// The objects the save updated, and rows whose relationship a delete rule cleared.
     public var updatedObjectIDs: Set<ManagedObjectID>
+    /// The objects the save deleted, and the members its delete rules removed.
     public var deletedObjectIDs: Set<ManagedObjectID>
     /// The name of the context that saved, if it has one.
     public var contextName: String?
@@ -27,6 +32,8 @@ public struct SaveNotification: Sendable, Hashable {
     /// ``deletedObjectIDs``; ``ManagedObjectContext/mergeChanges(from:)`` takes both.
     public var deletedRowRanges: [String: [Range<Int64>]]
 
+    /// A notification of these changes, for ``ManagedObjectContext/mergeChanges(from:)``
+    /// (of a save made elsewhere, say in another process).
     public init(
         inserted: some Sequence<ManagedObjectID>, updated: some Sequence<ManagedObjectID>,
         deleted: some Sequence<ManagedObjectID>, contextName: String? = nil,
@@ -79,6 +86,7 @@ public final class PersistentContainer: Sendable {
 
     /// Options for opening a store.
     public struct Options: Sendable {
+        /// What to do with a store that cannot be read or migrated (default: quarantine, fail).
         public var onUnreadableStore: UnreadableStorePolicy = .fail
         /// How long a write waits for another process's transaction, in seconds.
         public var busyTimeout: TimeInterval = 30
@@ -98,12 +106,15 @@ public final class PersistentContainer: Sendable {
         public var readOnly = false
         /// Where the container logs; silent by default.
         public var logger = Logger(label: "Persistence", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// The defaults.
         public init() {}
     }
 
+    /// The store's file.
     public let storeURL: URL
     /// Whether the store was opened for reading only (``Options/readOnly``).
     public let isReadOnly: Bool
+    /// The entities of the store.
     public let schema: Schema
     /// Whether opening found an unreadable store and replaced it with an empty one.
     public let storeWasResetOnLoad: Bool
@@ -143,7 +154,9 @@ public final class PersistentContainer: Sendable {
             error.quarantine = .init(folder: earlier, reason: nil)
             throw error
         }
-        let store: SQLiteStore
+        // The one place that names the engine: everything after the open goes through
+        // the PersistentStore protocol.
+        let store: any PersistentStore
         var reset = false
         var moved: URL?
         do {
@@ -275,7 +288,7 @@ public final class PersistentContainer: Sendable {
     /// ran and before `COMMIT`, so nothing is written. For testing failure
     /// paths (an I/O error at commit).
     public func failNextCommit(with error: any Error & Sendable) {
-        (core.store as? SQLiteStore)?.failNextCommit(with: error)
+        core.store.failNextCommit(with: error)
     }
 
     /// Whether another process committed to the store since the last call

@@ -99,18 +99,80 @@ struct BatchDeleteOutcome: Sendable {
     var nullified: [ManagedObjectID]
 }
 
-/// The contract between contexts and a storage engine. Contexts and entities
-/// only ever talk to a store through it, so an engine other than SQLite (a
-/// server database) can be added without touching them.
+/// Why a store file could not be opened; the container quarantines the file
+/// for the first two.
+enum StoreOpenFailure: Error {
+    /// Not a database, fails `PRAGMA quick_check`, or holds no schema where one was expected.
+    case unreadable(String, cause: any Error)
+    /// A migration or the schema reconciliation failed.
+    case migration(String, cause: any Error)
+    /// The store could not be opened for a reason outside the file (busy,
+    /// locked, permissions, I/O, a read-only open of a store that needs
+    /// writing): nothing is moved.
+    case unavailable(String, cause: any Error)
+    /// There is no store file, and the open may not create one.
+    case missing
+}
+
+/// How a store opens its file (``SQLiteStore`` is the one engine today).
+struct StoreOpenMode {
+    /// Whether a missing file may be created, and a database that holds no
+    /// schema (an empty file) given one.
+    var createsSchema = true
+    /// Whether the store is opened for reading only: nothing is created,
+    /// migrated or written, and every save fails.
+    var readOnly = false
+}
+
+/// The contract between the engine-neutral layer (container, contexts, entities) and a
+/// storage engine: the seam where a second engine (a server database) plugs in.
+///
+/// The container and its contexts talk to a store only through this protocol; the
+/// one place that names an engine is ``PersistentContainer``'s initializer, which
+/// opens it (and reads a ``StoreOpenFailure`` to decide whether to quarantine the
+/// file). Everything the layer hands a store is engine-neutral: entities and their
+/// slots (``EntityDescription``), a ``StoreFetch`` whose predicate is a tree
+/// (`PredicateNode`), ``StoreChanges`` and ``SaveEffects``; everything it gets back is
+/// ``StoreRow``s, IDs and the result types below.
+///
+/// What a store must provide, whatever its engine:
+/// - Row IDs per entity, reserved in blocks that are never handed out twice, across
+///   processes (``reserveIDs(entity:count:)``); a reservation's unused tail may be
+///   given back (``releaseIDs(entity:unused:)``).
+/// - One transaction per ``save(_:effects:)`` and per ``batchDelete(_:effects:)``, in
+///   which it applies the changes in the order ``StoreChanges`` documents, completes
+///   delete rules (cascade, nullify, deny) for what the context could not see, calls
+///   the entities' `willBatchDelete` hooks, a stream's `rows` (which call
+///   `willInsertRows`) and the effects' `beforeCommit` work on its writer, checks row
+///   versions (optimistic locking: ``StoreConflict``) and writes nothing if anything
+///   throws.
+/// - Durability of a commit before it returns, and ``externalChangeToken()`` that
+///   changes when another connection or process commits.
+/// - ``failNextCommit(with:)``, so that the tests of failure paths run on every store.
+///
+/// What lives only in ``SQLiteStore``, and a second store replaces with its own:
+/// GRDB and its connection pool; WAL mode, `synchronous=FULL` and the busy timeout
+/// (several processes writing in turn); the checks on open (`PRAGMA quick_check`, the
+/// header, the read-only and immutable opens) and their mapping to
+/// ``StoreOpenFailure``; the SQL: table and index names (`EntitySQL`), the schema's
+/// creation and extension, the ID reservation table (`_persistence_sequence`),
+/// predicates compiled to `WHERE` clauses, delete rules run as statements, and
+/// `PRAGMA data_version` behind the change token; and the database a ``Migration``
+/// receives (``MigrationDatabase`` runs SQLite SQL).
 protocol PersistentStore: AnyObject, Sendable {
+    /// Where the store lives (for messages and the quarantine).
     var url: URL { get }
     /// Reserves `count` consecutive, never reused row IDs for `entity`.
     func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64>
     /// Gives back the unused tail of a reservation, if no one reserved after it.
     func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>)
+    /// The rows `fetch` matches, in its order, offset and limit.
     func fetch(_ fetch: StoreFetch) throws -> [StoreRow]
+    /// The IDs of the rows `fetch` matches, in its order, offset and limit.
     func fetchIDs(_ fetch: StoreFetch) throws -> [Int64]
+    /// How many rows `fetch` matches.
     func count(_ fetch: StoreFetch) throws -> Int
+    /// The rows of `entity` with these IDs that exist, in any order.
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow]
     /// Applies `changes` and the rows of `effects` in one transaction; returns
     /// the new version of every updated row, the rows its row deletions removed,
@@ -120,10 +182,16 @@ protocol PersistentStore: AnyObject, Sendable {
     /// Throws ``StoreConflict`` when a row's version is not the expected one,
     /// and writes nothing then; the error of a stream's `rows` as it is.
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult
-    func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64]
+    /// Deletes every row `fetch` matches in one transaction, applying delete rules and
+    /// calling `willBatchDelete` of each entity whose rows go, with `effects`.
     func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64
+    /// Makes the next commit (of ``save(_:effects:)`` or ``batchDelete(_:effects:)``) fail
+    /// with `error` after every write ran and before it commits: nothing is written. A
+    /// test hook (``PersistentContainer/failNextCommit(with:)``).
+    func failNextCommit(with error: any Error & Sendable)
+    /// Closes the store's connections; the store is not used afterwards.
     func close()
 }
 
@@ -144,9 +212,11 @@ protocol PersistentStore: AnyObject, Sendable {
 /// Migrations run before the schema is extended, in one transaction with
 /// it. A new store records them as applied without running them.
 public struct Migration: Sendable {
+    /// What names the migration in the store's record of applied ones: never reuse it.
     public let id: String
     let body: @Sendable (any MigrationDatabase) throws -> Void
 
+    /// A migration named `id` that runs `body` on the store's database.
     public init(_ id: String, _ body: @escaping @Sendable (any MigrationDatabase) throws -> Void) {
         self.id = id
         self.body = body
@@ -165,7 +235,9 @@ public protocol MigrationDatabase {
 
 /// A snapshot of one row, as batch-delete hooks receive it.
 public struct ObjectSnapshot: Sendable {
+    /// The row's ID.
     public let objectID: ManagedObjectID
+    /// The row's entity.
     public let entity: EntityDescription
     let values: [StoreValue]
 
@@ -180,7 +252,7 @@ public struct ObjectSnapshot: Sendable {
     }
 
     /// The stored value of the property named `name`.
-    public subscript(name: String) -> StoreValue? {
+    subscript(name: String) -> StoreValue? {
         entity.property(named: name)?.slot.map { values[$0] }
     }
 
@@ -201,7 +273,9 @@ public struct ObjectSnapshot: Sendable {
 
 /// The entities of a store and the migrations that bring old stores to them.
 public struct Schema: Sendable {
+    /// The entities, in the order of the types given.
     public let entities: [EntityDescription]
+    /// The migrations, in the order they run.
     public let migrations: [Migration]
     let entityByName: [String: EntityDescription]
 

@@ -13,6 +13,7 @@ public struct RowIDSet: Sendable, Hashable, Sequence {
     /// How many IDs the set holds.
     public private(set) var count = 0
 
+    /// An empty set.
     public init() {}
 
     /// The set of the IDs in `ranges`, in any order, overlapping or not.
@@ -20,6 +21,7 @@ public struct RowIDSet: Sendable, Hashable, Sequence {
         for range in ranges { insert(range) }
     }
 
+    /// Whether the set holds no ID.
     public var isEmpty: Bool { count == 0 }
 
     /// Whether `id` is in the set.

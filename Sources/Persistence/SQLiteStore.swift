@@ -3,31 +3,6 @@ import GRDB
 import GRDBSQLite
 import Locking
 
-/// Why a store file could not be opened; the container quarantines the file
-/// for the first two.
-enum StoreOpenFailure: Error {
-    /// Not a database, fails `PRAGMA quick_check`, or holds no schema where one was expected.
-    case unreadable(String, cause: any Error)
-    /// A migration or the schema reconciliation failed.
-    case migration(String, cause: any Error)
-    /// The store could not be opened for a reason outside the file (busy,
-    /// locked, permissions, I/O, a read-only open of a store that needs
-    /// writing): nothing is moved.
-    case unavailable(String, cause: any Error)
-    /// There is no store file, and the open may not create one.
-    case missing
-}
-
-/// How ``SQLiteStore`` opens its file.
-struct StoreOpenMode {
-    /// Whether a missing file may be created, and a database that holds no
-    /// schema (an empty file) given one.
-    var createsSchema = true
-    /// Whether the store is opened for reading only: nothing is created,
-    /// migrated or written, and every save fails.
-    var readOnly = false
-}
-
 /// The SQLite store: GRDB's `DatabasePool` in WAL mode with
 /// `synchronous=FULL` (a committed deletion survives power loss) and a busy
 /// timeout, so that several processes can write one store in turn. A
@@ -677,12 +652,12 @@ final class SQLiteStore: PersistentStore {
             case .attribute: continue
             case .toOne:
                 if let first = rows.first(where: { !$0.values[property.slot!].isNull }) {
-                    throw Self.denial(entity, first.id, property)
+                    throw PersistenceError.denial(entity, first.id, property)
                 }
             case .toMany(let destinationName):
                 guard let destination = schema.entity(named: destinationName) else { continue }
                 if let owner = try firstOwner(db, destination, try entity.inverse(of: property), of: ids) {
-                    throw Self.denial(entity, owner, property)
+                    throw PersistenceError.denial(entity, owner, property)
                 }
             }
         }
@@ -925,18 +900,6 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    func batchInsert(entity: EntityDescription, rows: [[StoreValue]]) throws -> [Int64] {
-        guard !rows.isEmpty else { return [] }
-        return try mapErrors(nil) {
-            try writing { db in
-                let range = try Self.reserve(db, entity: entity.name, count: rows.count)
-                let inserts = zip(range, rows).map { StoreChanges.Insert(entity: entity, id: $0, values: $1) }
-                try Self.insertRows(db, inserts, sql: sql)
-                return Array(range)
-            }
-        }
-    }
-
     func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
         do {
             return try deleteMatching(fetch, effects: effects)
@@ -974,13 +937,6 @@ final class SQLiteStore: PersistentStore {
             ORDER BY "id" LIMIT \(limit)
             """
         return try readRows(db, query, owners.map { .integer($0) }, entitySQL)
-    }
-
-    static func denial(_ entity: EntityDescription, _ id: Int64, _ property: PropertyDescription) -> PersistenceError {
-        let objectID = ManagedObjectID(entityName: entity.name, rowID: id)
-        return PersistenceError(
-            .validation, "\(objectID) cannot be deleted: its relationship '\(property.name)' is not empty (deny rule)",
-            objectIDs: [objectID])
     }
 
     /// `body` in a write transaction; a read-only store refuses at once.

@@ -3,13 +3,14 @@ import Persistence
 import Testing
 
 @Suite struct BatchTests {
-    @Test func batchInsertReturnsIDsAndSkipsAwakeFromInsert() throws {
+    @Test func insertedRowsGetTheirIDsAndSkipAwakeFromInsert() throws {
         let store = try TestStore()
         let context = store.context()
-        let ids = try context.batchInsert(Note.self, count: 100) { i, row in
+        let ids = try context.insertRows(Note.self, count: 100) { i, row in
             row[\.title] = "n\(i)"
             row[\.priority] = i % 3
         }
+        try context.save()
         #expect(ids.count == 100)
         #expect(Set(ids).count == 100)
         #expect(store.log.events.isEmpty)

@@ -1,8 +1,9 @@
 import Foundation
 import GRDB
-import Persistence
 import TestScratch
 import Testing
+
+@testable import Persistence
 
 /// A store that must already exist (`createsStore: false`) is never given a
 /// fresh schema, and a read-only open writes nothing.

@@ -212,7 +212,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
 
         try context.deleteRows(Folder.self, pages: gone)
         let rows = try context.insertRows(
-            Note.self, count: 1, streaming: { _, row in row[\.folder] = folder.objectID })
+            Note.self, count: 1, batchSize: 1_000, streaming: { _, row in row[\.folder] = folder.objectID })
         let fromRow = #expect(throws: PersistenceError.self) { try context.save() }
         #expect(fromRow?.code == .validation)
         #expect(fromRow?.message == "Note \(rows.lowerBound).folder points at Folder 1, which is being deleted")

@@ -1,7 +1,8 @@
 import Foundation
-import Persistence
 import TestScratch
 import Testing
+
+@testable import Persistence
 
 /// Deletes the Doc whose row ID it holds from its own willSave when it is
 /// deleted: a hand-written cascade, reached after the Doc's own willSave ran.
@@ -177,7 +178,8 @@ struct Unchecked<T>: @unchecked Sendable {
         try context.save()
         note.title = text  // update path
         try context.save()
-        try context.batchInsert(Note.self, count: 1) { _, row in row[\.title] = text }  // batch path
+        try context.insertRows(Note.self, count: 1) { _, row in row[\.title] = text }  // row path
+        try context.save()
         let stored = try store.stored(FetchRequest<Note>())
         #expect(stored.map { Array($0.title.utf8) } == [Array(text.utf8), Array(text.utf8)])
         let predicates: [FetchPredicate<Note>] = [

@@ -198,7 +198,8 @@ final class Batches {
         let batches = Batches()
         record(context, into: batches) { 0 }
         let first = try context.insertRows(Reading.self, count: 3, batchSize: 2) { i, row in row[\.n] = i }
-        let second = try context.insertRows(Reading.self, count: 2, streaming: { i, row in row[\.n] = 100 + i })
+        let second = try context.insertRows(
+            Reading.self, count: 2, batchSize: 1_000, streaming: { i, row in row[\.n] = 100 + i })
         try context.save()
         #expect(batches.values == [[0, 1], [2], [100, 101]])
         #expect(batches.ids == [Array(first.prefix(2)), [first.last!], Array(second)])
@@ -208,13 +209,13 @@ final class Batches {
         let store = try Store()
         let context = store.context()
         var configured = 0
-        try context.insertRows(Reading.self, count: 10, streaming: { _, _ in configured += 1 })
+        try context.insertRows(Reading.self, count: 10, batchSize: 1_000, streaming: { _, _ in configured += 1 })
         #expect(context.hasChanges)
         context.rollback()
         #expect(!context.hasChanges)
         try context.save()
 
-        try context.insertRows(Reading.self, count: 10, streaming: { _, _ in configured += 1 })
+        try context.insertRows(Reading.self, count: 10, batchSize: 1_000, streaming: { _, _ in configured += 1 })
         context.reset()
         #expect(!context.hasChanges)
         try context.save()
@@ -247,13 +248,14 @@ final class Batches {
         var configured = 0
         let child = context.newChildContext()
         let error = #expect(throws: PersistenceError.self) {
-            try child.insertRows(Reading.self, count: 1, streaming: { _, _ in configured += 1 })
+            try child.insertRows(Reading.self, count: 1, batchSize: 1_000, streaming: { _, _ in configured += 1 })
         }
         #expect(error?.code == .misuse)
         #expect(error?.message == "Rows are written to the store; insert them in a context without a parent")
         #expect(!child.hasChanges)
 
-        let none: Range<Int64> = try context.insertRows(Reading.self, count: 0, streaming: { _, _ in configured += 1 })
+        let none: Range<Int64> = try context.insertRows(
+            Reading.self, count: 0, batchSize: 1_000, streaming: { _, _ in configured += 1 })
         #expect(none.isEmpty)
         #expect(!context.hasChanges)
 
@@ -264,10 +266,10 @@ final class Batches {
         #expect(!context.hasChanges)
 
         let late: Reading.Hook = { _, _ in
-            try context.insertRows(Reading.self, count: 1, streaming: { _, _ in configured += 1 })
+            try context.insertRows(Reading.self, count: 1, batchSize: 1_000, streaming: { _, _ in configured += 1 })
         }
         context.userInfo["willInsertRows"] = late
-        try context.insertRows(Reading.self, count: 1, streaming: { _, _ in })
+        try context.insertRows(Reading.self, count: 1, batchSize: 1_000, streaming: { _, _ in })
         let during = #expect(throws: PersistenceError.self) { try context.save() }
         #expect(during?.message == "insertRows was called during a save (from a save hook); add rows before save()")
         #expect(configured == 0)
@@ -280,9 +282,11 @@ final class Batches {
         let notifications = store.container.saveNotifications()
         let folder = Folder(context: context)
         folder.name = "imports"
-        let first = try context.insertRows(Reading.self, count: 1_500, streaming: { i, row in row[\.n] = i })
-        let second = try context.insertRows(Reading.self, count: 2, streaming: { i, row in row[\.n] = i })
-        let notes = try context.insertRows(Note.self, count: 3, streaming: { _, _ in })
+        let first = try context.insertRows(
+            Reading.self, count: 1_500, batchSize: 1_000, streaming: { i, row in row[\.n] = i })
+        let second = try context.insertRows(
+            Reading.self, count: 2, batchSize: 1_000, streaming: { i, row in row[\.n] = i })
+        let notes = try context.insertRows(Note.self, count: 3, batchSize: 1_000, streaming: { _, _ in })
         try context.save()
 
         var iterator = notifications.makeAsyncIterator()

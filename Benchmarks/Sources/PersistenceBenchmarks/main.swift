@@ -126,11 +126,14 @@ do {
     let url = try temporaryStore("big")
     let container = try PersistentContainer(storeURL: url, schema: try Schema([BenchItem.self]))
     let setup = container.newBackgroundContext()
-    try setup.batchInsert(BenchItem.self, count: bigN) { i, row in
-        row[\.key] = i
-        row[\.name] = "item \(i)"
-        row[\.size] = i
-        row[\.score] = Double(i)
+    try setup.performAndWait {
+        try setup.insertRows(BenchItem.self, count: bigN) { i, row in
+            row[\.key] = i
+            row[\.name] = "item \(i)"
+            row[\.size] = i
+            row[\.score] = Double(i)
+        }
+        try setup.save()
     }
     let lookups = 2_000
     var generator = SystemRandomNumberGenerator()

@@ -1,0 +1,291 @@
+import Foundation
+
+extension ManagedObjectContext {
+    // MARK: - Batch operations
+
+    /// Adds `count` rows of `T` to the next ``save()``, written in its transaction together
+    /// with the context's own changes, without making objects: the bulk form of inserting
+    /// objects, for an import of many records that must commit with other changes or not
+    /// at all. `configure` sets each row's values (others keep their defaults; a to-one
+    /// relationship is set by ID). Returns the rows' IDs, reserved now, so that later rows
+    /// and objects can point at them.
+    ///
+    /// No object stands for these rows, so `awakeFromInsert`, `validateForInsert` and
+    /// `willSave` do not run for them: the save calls the entity's
+    /// ``ManagedObject/willInsertRows(_:in:effects:)`` once, with all of them, instead.
+    /// The context does not register them (fetch them to work with them as objects);
+    /// ``rollback()`` and ``reset()`` drop them, and a failed save keeps them for the
+    /// next. Only a context without a parent takes rows: they go to the store.
+    ///
+    /// `configure` runs during this call and may not throw; for rows made by the save, a
+    /// batch at a time, or a `configure` that throws, write `batchSize:`
+    /// (``insertRows(_:count:batchSize:streaming:)``).
+    ///
+    /// ```swift
+    /// let ids = try context.insertRows(Note.self, count: titles.count) { i, row in
+    ///     row[\.title] = titles[i]
+    /// }
+    /// context.delete(draft)
+    /// try context.save()  // the notes and the deletion: one transaction
+    /// ```
+    @discardableResult
+    public func insertRows<T: ManagedObject>(
+        _ type: T.Type, count: Int, _ configure: (Int, inout BatchInsertRow<T>) -> Void
+    ) throws -> [ManagedObjectID] {
+        try requireRowsAllowed()
+        guard count > 0 else { return [] }
+        let entity = self.entity(for: type)
+        let ids = try core.store.reserveIDs(entity: entity, count: count)
+        let rows = Self.rowValues(entity, 0..<count, configure)
+        pendingRows += zip(ids, rows).map { .init(entity: entity, id: $0, values: $1) }
+        return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
+    }
+
+    /// Adds `count` rows of `T` to the next ``save()`` like ``insertRows(_:count:_:)``, but
+    /// produced by the save itself, `batchSize` at a time: an import of any size runs in
+    /// constant memory. Returns the rows' IDs, reserved now and contiguous (row `i` gets
+    /// `lowerBound + i`), so that later rows and objects can point at them; an empty range
+    /// when `count` is 0.
+    ///
+    /// Nothing runs at the call. The save, inside its transaction and after writing the
+    /// context's own changes (rows may point at objects it inserts), makes the rows in
+    /// index order, a batch at a time: each starts from the entity's defaults and
+    /// `configure` sets it; then the batch is checked as rows of ``insertRows(_:count:_:)``
+    /// are, handed to the entity's ``ManagedObject/willInsertRows(_:in:effects:)`` and
+    /// written. Only one batch is in memory. Rows planned through the hook's effects and
+    /// its `beforeCommit` work come after every row is written. Several streams are written
+    /// in the order they were added, after the rows of ``insertRows(_:count:_:)``.
+    ///
+    /// If `configure` or the hook throws, the save throws that error and writes nothing;
+    /// the rows stay pending. A later save, or a save that restarts after the merge policy
+    /// resolved a conflict, makes them again from index 0: `configure` must give the same
+    /// row each time it is called for an index. ``rollback()`` and ``reset()`` drop them;
+    /// the save notification names them by range (``SaveNotification/insertedRowRanges``),
+    /// not by ID. Only a context without a parent takes rows.
+    ///
+    /// The `batchSize:` label, which has no default, is what selects this form: a call
+    /// without it is ``insertRows(_:count:_:)``, whose closure runs at once and may not
+    /// throw (a throwing one does not compile). Which form runs never depends on
+    /// whether the closure throws.
+    ///
+    /// ```swift
+    /// let ids = try context.insertRows(Note.self, count: file.recordCount, batchSize: 1_000) { i, row in
+    ///     row[\.title] = try file.record(at: i).title  // read during the save
+    /// }
+    /// context.delete(draft)
+    /// try context.save()  // the notes, 1,000 at a time, and the deletion: one transaction
+    /// ```
+    @discardableResult
+    public func insertRows<T: ManagedObject>(
+        _ type: T.Type, count: Int, batchSize: Int,
+        streaming configure: @escaping (Int, inout BatchInsertRow<T>) throws -> Void
+    ) throws -> Range<Int64> {
+        try requireRowsAllowed()
+        guard batchSize > 0 else { throw PersistenceError(.misuse, "batchSize must be at least 1, not \(batchSize)") }
+        guard count > 0 else { return 0..<0 }
+        let entity = self.entity(for: type)
+        let reserved = try core.store.reserveIDs(entity: entity, count: count)
+        let ids = reserved.lowerBound..<reserved.upperBound + 1
+        pendingStreams.append(
+            .init(entity: entity, ids: ids, batchSize: batchSize) { indexes in
+                try Self.rowValues(entity, indexes, configure)
+            })
+        return ids
+    }
+
+    /// Deletes rows of `T` by ID in the next ``save()``, in its transaction, without making
+    /// an object for any of them: the bulk form of deleting objects, for a change that
+    /// replaces many records and must commit with its inserts or not at all. `pages` names
+    /// the rows a page at a time, so a deletion of any size runs in constant memory.
+    ///
+    /// Nothing runs at the call. The save, inside its transaction — after the context's own
+    /// deletions and updates, before its inserts and rows — calls `pages` with 0, then
+    /// with the last ID of each page it got, until a page is empty; each page must list
+    /// IDs in ascending order above the one asked for. An ID with no row is passed over.
+    /// For each page, as ``batchDelete(_:)`` does: delete rules apply (cascade, a page of
+    /// members at a time; nullify; deny refuses the save), each entity whose rows go gets
+    /// ``ManagedObject/willBatchDelete(_:effects:)`` with this save's effects, and the rows
+    /// it plans are written with the page. `prepareForDeletion` and `willSave` do not run:
+    /// no object stands for these rows. A row or object this save inserts must not point at
+    /// a deleted row, nor may an object it updates, or a row the hooks plan (the save throws
+    /// `validation`).
+    ///
+    /// If `pages` or a `willBatchDelete` hook throws, the save throws that error and writes nothing; the
+    /// deletions stay pending, and the next save, or one that restarts after the merge
+    /// policy resolved a conflict, asks for the pages again from 0. ``rollback()`` and
+    /// ``reset()`` drop them. Objects of this context for deleted rows leave it after the
+    /// save; the save notification names the rows by range
+    /// (``SaveNotification/deletedRowRanges``), not by ID, and the rows the hooks planned
+    /// in ``SaveNotification/insertedRowRanges``. Only a context without a parent takes
+    /// row deletions.
+    ///
+    /// ```swift
+    /// context.deleteRows(Note.self) { after in try replaced.ids(after: after, limit: 500) }
+    /// _ = try context.insertRows(Note.self, count: incoming.count, batchSize: 1_000, streaming: { i, row in
+    ///     row[\.title] = try incoming.record(at: i).title
+    /// })
+    /// try context.save()  // the old notes go and the new ones come: one transaction
+    /// ```
+    public func deleteRows<T: ManagedObject>(_ type: T.Type, pages: @escaping (_ after: Int64) throws -> [Int64])
+        throws
+    {
+        try requireRowsAllowed(deleting: true)
+        pendingDeletions.append(.init(entity: entity(for: type), page: pages))
+    }
+
+    /// The pending streams as this save writes them: each batch checked like the rows of
+    /// ``announcePendingRows(_:)``, then handed to its entity's
+    /// ``ManagedObject/willInsertRows(_:in:effects:)``.
+    func streamsToWrite(_ effects: SaveEffects) -> [StoreChanges.Stream] {
+        guard !pendingStreams.isEmpty else { return [] }
+        // What this save deletes, read now: the batches are made on the store's writer.
+        var deleting: [String: Set<Int64>] = [:]
+        for o in deletedList where o.pendingDelete && registered[o.objectID] === o {
+            deleting[o.entity.name, default: []].insert(o.objectID.rowID)
+        }
+        return pendingStreams.map { stream in
+            let entity = stream.entity
+            let produce = stream.rows
+            // The to-one relationships that could point at a deleted object.
+            let checked = entity.storedProperties.compactMap { property -> (PropertyDescription, String, Set<Int64>)? in
+                guard case .toOne(let destination) = property.kind, let ids = deleting[destination] else { return nil }
+                return (property, destination, ids)
+            }
+            var announced = stream
+            announced.rows = { indexes in
+                let rows = try produce(indexes)
+                var snapshots: [ObjectSnapshot] = []
+                snapshots.reserveCapacity(rows.count)
+                for (i, values) in zip(indexes, rows) {
+                    let id = stream.ids.lowerBound + Int64(i)
+                    for (property, destination, deleted) in checked {
+                        guard case .integer(let target) = values[property.slot!], deleted.contains(target) else {
+                            continue
+                        }
+                        throw PersistenceError.pointsAtDeleted(
+                            ManagedObjectID(entityName: entity.name, rowID: id), property,
+                            ManagedObjectID(entityName: destination, rowID: target))
+                    }
+                    snapshots.append(ObjectSnapshot(entity: entity, id: id, values: values))
+                }
+                try entity.objectType.willInsertRows(snapshots, in: self, effects: effects)
+                return rows
+            }
+            return announced
+        }
+    }
+
+    /// Rows go to the store (no parent), and are added before a save, not during one.
+    private func requireRowsAllowed(deleting: Bool = false) throws {
+        guard parent == nil else {
+            throw PersistenceError(
+                .misuse,
+                "Rows are written to the store; \(deleting ? "delete" : "insert") them in a context without a parent")
+        }
+        guard !isSaving else {
+            throw PersistenceError(
+                .misuse,
+                deleting
+                    ? "deleteRows was called during a save (from a save hook); delete rows before save()"
+                    : "insertRows was called during a save (from a save hook); add rows before save()")
+        }
+    }
+
+    /// The values of the rows at `indexes` of an entity: its defaults, then what `configure` sets.
+    private static func rowValues<T: ManagedObject>(
+        _ entity: EntityDescription, _ indexes: Range<Int>, _ configure: (Int, inout BatchInsertRow<T>) throws -> Void
+    ) rethrows -> [[StoreValue]] {
+        var rows: [[StoreValue]] = []
+        rows.reserveCapacity(indexes.count)
+        var row = BatchInsertRow<T>(entity: entity)
+        for i in indexes {
+            row.values = entity.defaultValues
+            try configure(i, &row)
+            rows.append(row.values)
+        }
+        return rows
+    }
+
+    /// Hands each entity's pending rows to its ``ManagedObject/willInsertRows(_:in:effects:)``,
+    /// after checking, as for objects, that no row points at an object this save deletes.
+    func announcePendingRows(_ effects: SaveEffects) throws {
+        guard !pendingRows.isEmpty else { return }
+        var order: [ObjectIdentifier] = []
+        var byEntity: [ObjectIdentifier: [ObjectSnapshot]] = [:]
+        for row in pendingRows {
+            for property in row.entity.storedProperties {
+                guard case .toOne(let destination) = property.kind,
+                    case .integer(let target) = row.values[property.slot!],
+                    let object = registered[ManagedObjectID(entityName: destination, rowID: target)],
+                    object.pendingDelete
+                else { continue }
+                throw PersistenceError.pointsAtDeleted(
+                    ManagedObjectID(entityName: row.entity.name, rowID: row.id), property, object.objectID)
+            }
+            let key = ObjectIdentifier(row.entity)
+            if byEntity[key] == nil { order.append(key) }
+            byEntity[key, default: []].append(ObjectSnapshot(entity: row.entity, id: row.id, values: row.values))
+        }
+        for key in order {
+            let rows = byEntity[key]!
+            try rows[0].entity.objectType.willInsertRows(rows, in: self, effects: effects)
+        }
+    }
+
+    /// Deletes every row `request` matches, in set-based SQL without loading
+    /// objects. Delete rules apply (cascade, nullify, deny), and each entity
+    /// whose rows go gets ``ManagedObject/willBatchDelete(_:effects:)`` inside
+    /// the transaction — so clean-up planned there (journal rows, after-commit
+    /// work) happens for batch deletes too. Returns a notification with the
+    /// deleted and nullified IDs: pass it to ``mergeChanges(from:)`` of live
+    /// contexts (contexts that merge automatically get it anyway).
+    @discardableResult
+    public func batchDelete<T: ManagedObject>(_ request: FetchRequest<T>) throws -> SaveNotification {
+        guard parent == nil else {
+            throw PersistenceError(
+                .misuse, "Batch operations write to the store; run them on a context without a parent")
+        }
+        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo)
+        let outcome: BatchDeleteOutcome
+        do {
+            outcome = try core.store.batchDelete(request.storeFetch, effects: effects)
+        } catch {
+            effects.runOnFailure()
+            throw error
+        }
+        effects.runAfterCommit()
+        let note = SaveNotification(
+            inserted: [], updated: outcome.nullified,
+            deleted: outcome.deleted.flatMap { name, ids in ids.map { ManagedObjectID(entityName: name, rowID: $0) } },
+            contextName: name, insertedRowRanges: effects.rowRanges.mapValues(\.ranges))
+        core.broadcast(note, from: nil)
+        return note
+    }
+}
+
+/// One row of ``ManagedObjectContext/insertRows(_:count:_:)`` or
+/// ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)``.
+public struct BatchInsertRow<Root: ManagedObject> {
+    let entity: EntityDescription
+    var values: [StoreValue] = []
+
+    init(entity: EntityDescription) { self.entity = entity }
+
+    /// The value of an attribute of this row.
+    public subscript<Value: AttributeValue>(keyPath: KeyPath<Root, Value>) -> Value {
+        get {
+            let property = entity.propertyOrDie(for: keyPath)
+            return Value(storeValue: values[property.slot!]) ?? Value(storeValue: property.defaultValue)!
+        }
+        set { values[entity.slotOrDie(for: keyPath)] = newValue.storeValue }
+    }
+
+    /// The destination of a to-one relationship of this row, by ID.
+    public subscript<Destination: ManagedObject>(keyPath: KeyPath<Root, Destination?>) -> ManagedObjectID? {
+        get {
+            guard case .integer(let row) = values[entity.slotOrDie(for: keyPath)] else { return nil }
+            return ManagedObjectID(entityName: Destination.entityName, rowID: row)
+        }
+        set { values[entity.slotOrDie(for: keyPath)] = newValue.map { .integer($0.rowID) } ?? .null }
+    }
+}
