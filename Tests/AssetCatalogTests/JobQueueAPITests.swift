@@ -132,6 +132,36 @@ struct Parked: JobProcessor {
         #expect(rows == [7, JobQueue.defaultMaxAttempts, 2, 1])
     }
 
+    /// A job whose worker died counts the crash as an attempt, against its kind's limit.
+    @Test func aDeadWorkersJobFailsAtItsKindsMaxAttempts() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        catalog.jobs.register(Parked(), as: "fragile", maxAttempts: 2)
+        catalog.jobs.register(Parked(), as: "sturdy")
+        let (fragile, sturdy) = try (
+            catalog.jobs.submit("fragile", for: assets[0].id), catalog.jobs.submit("sturdy", for: assets[0].id)
+        )
+        /// As a claim by a process that then died leaves the row (no such process has a lock).
+        func abandon(_ id: Int64, attempts: Int) throws {
+            try catalog.jobs.changeJob(id) { job in
+                job.state = .running
+                job.owner = "gone-1#1"
+                job.attempts = attempts
+            }
+        }
+        try abandon(fragile, attempts: 1)
+        try abandon(sturdy, attempts: 2)
+        catalog.jobs.recoverAbandoned()
+        #expect(try catalog.jobs.job(id: fragile)?.state == .queued)
+        #expect(try catalog.jobs.job(id: sturdy)?.state == .queued)
+        try abandon(fragile, attempts: 2)
+        try abandon(sturdy, attempts: 4)
+        catalog.jobs.recoverAbandoned()
+        let failed = try #require(try catalog.jobs.job(id: fragile))
+        #expect(failed.state == .failed && failed.error == "its worker process died 2 times")
+        #expect(try catalog.jobs.job(id: sturdy)?.state == .queued)
+    }
+
     // MARK: - Retention
 
     @Test func theStandardRetentionKeepsSevenDaysAndTenThousandJobs() async throws {
@@ -198,6 +228,21 @@ struct Parked: JobProcessor {
         catalog.jobs.retention = .keepsEverything
         #expect(try catalog.jobs.pruneFinishedJobs(now: .distantFuture) == 0)
         #expect(try catalog.jobs.list().count == 2)
+    }
+
+    @Test func aBackgroundWorkerPrunesWhenItStarts() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        catalog.jobs.register(Parked(), as: "ok")
+        let id = try catalog.jobs.submit("ok", for: assets[0].id)
+        _ = try await catalog.jobs.runUntilIdle()
+        #expect(try catalog.jobs.job(id: id)?.state == .succeeded)
+        catalog.jobs.retention = JobRetention(maxAge: nil, maxCount: 0)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        let deadline = Date().addingTimeInterval(60)
+        while try catalog.jobs.job(id: id) != nil, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try catalog.jobs.job(id: id) == nil, "the worker did not prune in a minute")
     }
 
     @Test func pruningNeverTouchesQueuedOrRunningJobs() async throws {
