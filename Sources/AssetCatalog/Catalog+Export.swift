@@ -100,8 +100,12 @@ extension Catalog {
     /// system without unnamed files) are recorded in the catalog before they exist, and the
     /// next open of the catalog removes them.
     ///
+    /// The folders above `path` are created if missing (as `mkdir -p` would); an export that
+    /// fails or is cancelled removes those it created, if they are still empty.
+    ///
     /// - Throws: ``CatalogError/Code/exists`` when `path` holds a file or a folder that is
-    ///   not empty, unless ``ExportOptions/replacesExisting``.
+    ///   not empty, unless ``ExportOptions/replacesExisting``; ``CatalogError/Code/io`` when
+    ///   a missing folder above `path` cannot be created.
     ///
     /// ```swift
     /// let result = try await catalog.export(to: "trip.tar.zst", selection: .init(query: .init(tag: "trip")))
@@ -118,8 +122,46 @@ extension Catalog {
         // writer is gone (the bundle published, or its work removed), so are they.
         let temporaries = TemporaryRows()
         defer { forgetTemporaries(temporaries.rows) }
-        return try await export(
-            to: path, selection: selection, options: options, temporaries: temporaries, progress: progress)
+        let createdFolders = try Self.createMissingFolders(above: path)
+        do {
+            return try await export(
+                to: path, selection: selection, options: options, temporaries: temporaries, progress: progress)
+        } catch {
+            Self.removeEmptyFolders(createdFolders)
+            throw error
+        }
+    }
+
+    /// Creates the missing folders above `path`, outermost first; returns those it created.
+    static func createMissingFolders(above path: String) throws -> [String] {
+        var missing: [String] = []
+        var folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        var info = stat()
+        // Up to the first that exists (ENOTDIR: a file above; its mkdir below names it).
+        while folder.count > 1, lstat(folder, &info) != 0, errno == ENOENT || errno == ENOTDIR {
+            missing.append(folder)
+            folder = URL(fileURLWithPath: folder).deletingLastPathComponent().path
+        }
+        var created: [String] = []
+        for folder in missing.reversed() {
+            if mkdir(folder, 0o777) == 0 {
+                created.append(folder)
+                continue
+            }
+            let code = errno
+            if code == EEXIST { continue }  // made meanwhile, by someone else
+            removeEmptyFolders(created)
+            throw CatalogError(
+                .io,
+                "Cannot export to \(path): could not create the folder \(folder): \(String(cString: strerror(code)))",
+                path: path)
+        }
+        return created
+    }
+
+    /// Removes folders that ``createMissingFolders(above:)`` created, innermost first, if empty.
+    static func removeEmptyFolders(_ folders: [String]) {
+        for folder in folders.reversed() { rmdir(folder) }
     }
 
     /// The refusal to export over what is at `path`.

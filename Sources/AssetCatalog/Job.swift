@@ -23,7 +23,10 @@ public final class Job: ManagedObject {
     @Attribute(.indexed) public var assetID: Int64 = 0
     @Attribute(.indexed) public var state = JobState.queued
     @Attribute public var attempts = 0
-    @Attribute public var maxAttempts = 5
+    /// The attempts allowed, as the kind was registered when the job was submitted
+    /// (``JobQueue/register(_:as:maxAttempts:)``); the registration of the process that
+    /// runs the job decides.
+    @Attribute public var maxAttempts = JobQueue.defaultMaxAttempts
     @Attribute public var lastError: String?
     /// From 0 to 1, as the processor reports it.
     @Attribute public var progress = 0.0
@@ -32,11 +35,16 @@ public final class Job: ManagedObject {
     /// The process running it (`pid-id`), while it runs.
     @Attribute public var owner: String?
     @Attribute public var created = Date(timeIntervalSince1970: 0)
-    @Attribute public var updated = Date(timeIntervalSince1970: 0)
+    /// When the row last changed: for a finished job, when it finished (the retention rule
+    /// prunes by it, hence the index).
+    @Attribute(.indexed) public var updated = Date(timeIntervalSince1970: 0)
 
     /// Not persistent: set when this save writes the job's result; the save
     /// then commits only if that asset still exists (checked under the write lock).
     var resultRequiresAsset: Int64?
+    /// Not persistent: set on the jobs that `JobQueue.submit` queues; the
+    /// save then commits only if their assets all exist (checked under the write lock).
+    var submitRequiresAsset = false
 
     override public func awakeFromInsert() {
         let now = Date()
@@ -52,6 +60,35 @@ public final class Job: ManagedObject {
                 guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 1 else {
                     throw CatalogError(.notFound, "Asset \(assetID) was deleted; the job's result is dropped")
                 }
+            }
+        }
+        if submitRequiresAsset, !isDeleted, let effects = saveEffects {
+            let submitted = effects.shared(SubmittedAssets.key) {
+                let submitted = SubmittedAssets()
+                effects.beforeCommit { try submitted.check($0) }
+                return submitted
+            }
+            submitted.ids.insert(assetID)
+        }
+    }
+}
+
+/// The assets of the jobs one save submits, checked once for the whole save.
+final class SubmittedAssets {
+    static let key = "AssetCatalog.submittedJobAssets"
+    var ids: Set<Int64> = []
+
+    /// Throws ``JobQueue/noSuchAsset(_:)`` for the lowest ID that no asset has.
+    func check(_ reader: TransactionReader) throws {
+        let sorted = ids.sorted()
+        for start in stride(from: 0, to: sorted.count, by: 500) {
+            let chunk = sorted[start..<min(start + 500, sorted.count)]
+            let objectIDs = chunk.map { ManagedObjectID(entityName: Asset.entityName, rowID: $0) }
+            guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs))) < chunk.count else {
+                continue
+            }
+            for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
+                throw JobQueue.noSuchAsset(id.rowID)
             }
         }
     }

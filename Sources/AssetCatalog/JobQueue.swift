@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Locking
 import Logging
 import Persistence
@@ -15,6 +15,26 @@ public struct JobRunSummary: Sendable, Hashable {
     public var retried = 0
     /// Whether the run was stopped (its task cancelled) before the queue was idle.
     public var wasInterrupted = false
+}
+
+/// Which finished jobs (succeeded, failed, cancelled) the catalog keeps as history;
+/// queued and running jobs are always kept. See ``JobQueue/retention``.
+public struct JobRetention: Sendable, Hashable {
+    /// Finished jobs are deleted this many seconds after they finished; `nil`: at any age.
+    public var maxAge: TimeInterval?
+    /// At most this many finished jobs are kept, the most recently finished; `nil`: any number.
+    public var maxCount: Int?
+
+    /// Negative limits count as 0 (keep none).
+    public init(maxAge: TimeInterval? = 7 * 86_400, maxCount: Int? = 10_000) {
+        self.maxAge = maxAge.map { max(0, $0) }
+        self.maxCount = maxCount.map { max(0, $0) }
+    }
+
+    /// Seven days, and at most 10,000 finished jobs: the default.
+    public static let standard = JobRetention()
+    /// Finished jobs are never pruned.
+    public static let keepsEverything = JobRetention(maxAge: nil, maxCount: nil)
 }
 
 /// The default ``JobProvider``: runs jobs with Swift concurrency, a bounded
@@ -49,6 +69,13 @@ public final class JobQueue: JobProvider, Sendable {
 
     struct State {
         var processors: [String: any JobProcessor] = [:]
+        /// The attempts each registered kind allows.
+        var maxAttempts: [String: Int] = [:]
+        var retention = JobRetention()
+        /// When this process last pruned finished jobs.
+        var lastPrune: Date?
+        /// The delay before the first retry of a transient failure; it doubles with each attempt.
+        var retryBaseDelay: TimeInterval = 0.1
         var running: [Int64: Running] = [:]
         /// Pending deletions per asset (two contexts may delete one asset): its jobs are held.
         var held: [Int64: Int] = [:]
@@ -80,6 +107,12 @@ public final class JobQueue: JobProvider, Sendable {
     /// A run of this process has not ended yet (for tests).
     var isRunningAnything: Bool { state.withLock { !$0.running.isEmpty } }
 
+    /// How often a background worker (``start()``) prunes finished jobs, besides once when it starts.
+    static let pruneInterval: TimeInterval = 3_600
+
+    /// The attempts a kind allows when it is registered without saying.
+    public static let defaultMaxAttempts = 5
+
     /// How many jobs run at once.
     public let concurrency: Int
     /// This process, as job rows name their owner (`pid-id`, then `#run`).
@@ -106,23 +139,68 @@ public final class JobQueue: JobProvider, Sendable {
     // MARK: - Processors
 
     /// Registers the processor that runs jobs of `kind` (replacing any).
-    public func register(_ processor: any JobProcessor, as kind: String) {
-        state.withLock { $0.processors[kind] = processor }
+    ///
+    /// A kind must be registered in the process that submits its jobs (even one that
+    /// never runs the queue) and in the one that runs them.
+    ///
+    /// - Parameter maxAttempts: how many times a job of this kind runs when its processor
+    ///   throws ``TransientJobError`` (retried with a backoff that doubles from 0.1 s, up to
+    ///   30 s) or its worker process dies; the last such failure fails the job. Values below
+    ///   1 count as 1 (no retry). The registration of the process that runs the job decides.
+    public func register(_ processor: any JobProcessor, as kind: String, maxAttempts: Int = defaultMaxAttempts) {
+        state.withLock {
+            $0.processors[kind] = processor
+            $0.maxAttempts[kind] = max(1, maxAttempts)
+        }
+    }
+
+    /// The attempts a registered kind allows, else those its row recorded.
+    private func attemptLimit(_ kind: String, recorded: Int) -> Int {
+        state.withLock { $0.maxAttempts[kind] } ?? recorded
+    }
+
+    /// The retention rule for finished jobs: applied after each ``runUntilIdle(progress:)``,
+    /// when a background worker starts and then hourly, and by ``pruneFinishedJobs(now:)``.
+    /// ``JobRetention/standard`` unless set.
+    public var retention: JobRetention {
+        get { state.withLock { $0.retention } }
+        set { state.withLock { $0.retention = newValue } }
+    }
+
+    /// The delay before the first retry of a transient failure (for tests).
+    var retryBaseDelay: TimeInterval {
+        get { state.withLock { $0.retryBaseDelay } }
+        set { state.withLock { $0.retryBaseDelay = newValue } }
     }
 
     // MARK: - JobProvider
 
+    /// Queues work of `kind` for an asset; returns the job's ID (that of the job already
+    /// queued or running, if there is one).
+    ///
+    /// - Throws: ``CatalogError/Code/invalidArgument`` when no processor is registered for
+    ///   `kind` in this process; ``CatalogError/Code/notFound`` when no asset has that ID.
+    ///   Nothing is queued then.
     @discardableResult
     public func submit(_ kind: String, for assetID: Int64) throws -> Int64 {
-        try submit([kind], for: [assetID]).first ?? 0
+        guard let id = try submit([kind], for: [assetID]).first else { throw Self.closed }
+        return id
     }
 
-    /// Queues work of each kind for each asset, in one transaction. A kind
-    /// already queued or running for an asset is not queued twice: its
-    /// existing job's ID is returned.
+    /// Queues work of each kind for each asset, in one transaction; returns the job IDs,
+    /// asset by asset, kind by kind. A kind already queued or running for an asset is not
+    /// queued twice: its existing job's ID is returned.
+    ///
+    /// All or nothing: when a kind has no processor registered in this process
+    /// (``CatalogError/Code/invalidArgument``) or an asset does not exist
+    /// (``CatalogError/Code/notFound``, checked for the whole batch under the store's write
+    /// lock, so an asset deleted meanwhile counts as missing), nothing is queued.
     @discardableResult
     public func submit(_ kinds: [String], for assetIDs: [Int64]) throws -> [Int64] {
-        guard let catalog else { return [] }
+        guard let catalog else { throw Self.closed }
+        let limits = state.withLock { $0.maxAttempts }
+        if let unknown = kinds.first(where: { limits[$0] == nil }) { throw Self.unregisteredKind(unknown) }
+        guard !kinds.isEmpty, !assetIDs.isEmpty else { return [] }
         let ids = try catalog.storeErrors {
             try catalog.withContext { context in
                 let pending = try context.fetch(
@@ -141,6 +219,8 @@ public final class JobQueue: JobProvider, Sendable {
                         let job = Job(context: context)
                         job.kind = kind
                         job.assetID = assetID
+                        job.maxAttempts = limits[kind] ?? Self.defaultMaxAttempts
+                        job.submitRequiresAsset = true
                         existing["\(assetID)/\(kind)"] = job
                         jobs.append(job)
                     }
@@ -255,15 +335,86 @@ public final class JobQueue: JobProvider, Sendable {
         }
     }
 
-    /// The jobs, optionally only those in `states`, in ID order.
-    public func list(_ states: [JobState]? = nil) throws -> [JobRecord] {
-        guard let catalog else { return [] }
+    /// The jobs in any of `states`, in ID order.
+    public func list(_ states: [JobState]) throws -> [JobRecord] {
+        try records(.in(\.state, states))
+    }
+
+    /// The jobs, in ID order: all of them, or only those of one asset, or in one state,
+    /// or both. Filtered by the store (indexed), not after reading every job.
+    ///
+    /// ```swift
+    /// let failed = try catalog.jobs.list(asset: asset.id, state: .failed)
+    /// ```
+    public func list(asset assetID: Int64? = nil, state jobState: JobState? = nil) throws -> [JobRecord] {
+        var predicate: FetchPredicate<Job> = .all
+        if let assetID { predicate = \.assetID == assetID }
+        if let jobState { predicate = predicate && \.state == jobState }
+        return try records(predicate)
+    }
+
+    /// One job, or `nil` when no job has that ID (never had, or pruned as finished).
+    public func job(id: Int64) throws -> JobRecord? {
+        try records(.objectIDs([jobObjectID(id)])).first
+    }
+
+    private func records(_ predicate: FetchPredicate<Job>) throws -> [JobRecord] {
+        guard let catalog else { throw Self.closed }
         return try catalog.storeErrors {
             try catalog.withContext { context in
-                let predicate: FetchPredicate<Job> = states.map { .in(\.state, $0) } ?? .all
-                return try context.fetch(FetchRequest<Job>(predicate: predicate)).map(JobRecord.init)
+                try context.fetch(FetchRequest<Job>(predicate: predicate)).map(JobRecord.init)
             }
         }
+    }
+
+    // MARK: - Retention
+
+    /// Deletes the finished jobs (succeeded, failed, cancelled) that ``retention`` no
+    /// longer keeps: those that finished more than its age before `now`, and those past
+    /// its count, oldest first. Queued and running jobs are never deleted. Each rule is
+    /// one indexed, set-based delete in one transaction, skipped when a count finds
+    /// nothing to delete. Returns how many rows went.
+    @discardableResult
+    public func pruneFinishedJobs(now: Date = Date()) throws -> Int {
+        guard let catalog else { throw Self.closed }
+        let rule = retention
+        let finished: FetchPredicate<Job> = .in(\.state, [JobState.succeeded, .failed, .cancelled])
+        state.withLock { $0.lastPrune = Date() }
+        return try catalog.storeErrors {
+            try catalog.withContext { context in
+                var deleted = 0
+                if let maxAge = rule.maxAge {
+                    let old = FetchRequest<Job>(predicate: finished && \.updated < now.addingTimeInterval(-maxAge))
+                    if try context.count(for: old) > 0 {
+                        deleted += try context.batchDelete(old).deletedObjectIDs.count
+                    }
+                }
+                if let maxCount = rule.maxCount,
+                    try context.count(for: FetchRequest<Job>(predicate: finished)) > maxCount
+                {
+                    let surplus = FetchRequest<Job>(
+                        predicate: finished, sortBy: [.init(\.updated, ascending: false), .objectID(ascending: false)],
+                        offset: maxCount)
+                    deleted += try context.batchDelete(surplus).deletedObjectIDs.count
+                }
+                return deleted
+            }
+        }
+    }
+
+    /// Prunes, logging a failure (a read-only catalog, a busy store) instead of throwing it.
+    private func pruneQuietly() {
+        do {
+            try pruneFinishedJobs()
+        } catch {
+            logger.warning("could not prune finished jobs: \(error)")
+        }
+    }
+
+    /// Prunes if the background worker has not for ``pruneInterval``.
+    private func pruneIfDue() {
+        let last = state.withLock { $0.lastPrune }
+        if last.map({ Date().timeIntervalSince($0) >= Self.pruneInterval }) ?? true { pruneQuietly() }
     }
 
     // MARK: - Running
@@ -298,6 +449,7 @@ public final class JobQueue: JobProvider, Sendable {
             stopRunning()
             summary.value.withLock { $0.wasInterrupted = true }
         }
+        pruneQuietly()
         return summary.value.withLock { $0 }
     }
 
@@ -306,12 +458,14 @@ public final class JobQueue: JobProvider, Sendable {
     public func start() {
         recoverAbandoned()
         markExternalBaseline()
+        state.withLock { $0.lastPrune = nil }
         let worker = Task { [weak self] in
             let summary = SummaryBox()
             var lastCheck = Date()
             defer { self?.state.withLock { $0.workerActive = false } }
             while !Task.isCancelled, let self {
                 self.state.withLock { $0.workerTurns += 1 }
+                self.pruneIfDue()
                 let started = (try? self.claimAndStart(summary: summary, progress: nil)) ?? 0
                 if Date().timeIntervalSince(lastCheck) >= Self.externalCheckInterval {
                     self.checkExternalChanges()
@@ -544,9 +698,9 @@ public final class JobQueue: JobProvider, Sendable {
                 row.owner = nil
             }
             if final?.state == .cancelled { summary.value.withLock { $0.cancelled += 1 } }
-        case .failure(let error as TransientJobError) where job.attempts < (try? maxAttempts(job.id)) ?? 1:
+        case .failure(let error as TransientJobError) where job.attempts < attemptLimit(job.kind, recorded: 1):
             summary.value.withLock { $0.retried += 1 }
-            let delay = min(30, 0.1 * pow(2, Double(job.attempts - 1)))
+            let delay = min(30, retryBaseDelay * pow(2, Double(job.attempts - 1)))
             final = try? changeJob(job.id) { row in
                 guard row.state == .running, row.owner == token else { return }
                 row.state = .queued
@@ -626,7 +780,7 @@ public final class JobQueue: JobProvider, Sendable {
             guard let token = job.owner else { return }
             let process = String(token.prefix { $0 != "#" })
             guard process != self.owner, !content.isOwnerAlive(process) else { return }
-            if job.attempts >= job.maxAttempts {
+            if job.attempts >= self.attemptLimit(job.kind, recorded: job.maxAttempts) {
                 job.state = .failed
                 job.lastError = "its worker process died \(job.attempts) times"
             } else {
@@ -665,9 +819,18 @@ public final class JobQueue: JobProvider, Sendable {
 
     func jobObjectID(_ id: Int64) -> ManagedObjectID { ManagedObjectID(entityName: Job.entityName, rowID: id) }
 
-    private func maxAttempts(_ jobID: Int64) throws -> Int {
-        guard let catalog else { return 1 }
-        return try catalog.withContext { try $0.existingObject(with: jobObjectID(jobID), as: Job.self).maxAttempts }
+    static let closed = CatalogError(.store, "The catalog is closed")
+
+    /// The refusal to submit a kind this process has no processor for.
+    static func unregisteredKind(_ kind: String) -> CatalogError {
+        CatalogError(
+            .invalidArgument,
+            "No processor is registered for the job kind '\(kind)'; register one before submitting (no job was queued)")
+    }
+
+    /// The refusal to submit work for an asset that does not exist.
+    static func noSuchAsset(_ id: Int64) -> CatalogError {
+        CatalogError(.notFound, "No asset with ID \(id) (no job was queued)")
     }
 
     private func nextBackoff() throws -> TimeInterval? {
@@ -688,7 +851,7 @@ public final class JobQueue: JobProvider, Sendable {
     /// task) makes the save conflict, and the closure run again on the fresh row.
     @discardableResult
     func changeJob(_ jobID: Int64, _ change: @escaping (Job) throws -> Void) throws -> JobRecord {
-        guard let catalog else { throw CatalogError(.store, "The catalog is closed") }
+        guard let catalog else { throw Self.closed }
         return try catalog.storeErrors {
             try catalog.withRetriedContext { context in
                 guard let job = try? context.existingObject(with: jobObjectID(jobID), as: Job.self) else {

@@ -15,13 +15,21 @@ struct JobsList: AsyncParsableCommand {
         commandName: "ls", abstract: "List jobs with their state and progress.")
 
     @OptionGroup var options: CatalogOption
+    @Option(help: "Only the jobs of this asset (its ID).") var asset: Int64?
+    @Option(help: "Only the jobs in this state: queued, running, succeeded, failed or cancelled.") var state: String?
     @Flag(help: "Print one JSON array.") var json = false
+
+    func validate() throws {
+        if let state, JobState(rawValue: state) == nil {
+            throw ValidationError("Unknown --state '\(state)': use queued, running, succeeded, failed or cancelled")
+        }
+    }
 
     func run() async throws {
         try await reportingErrors {
             let catalog = try options.openForReading()
             defer { catalog.close() }
-            let jobs = try catalog.jobs.list()
+            let jobs = try catalog.jobs.list(asset: asset, state: state.flatMap(JobState.init(rawValue:)))
             if json { return try Terminal.json(jobs) }
             let table = Table(
                 columns: [

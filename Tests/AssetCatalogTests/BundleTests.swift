@@ -624,8 +624,9 @@ import Testing
     @Test func aReplacedAssetsJobsAreCancelledOnceTheImportCommits() async throws {
         let (_, catalog, old, bundle) = try await conflict()
         defer { catalog.close() }
-        let job = try catalog.jobs.submit("never-registered", for: old.id)
-        let kept = try catalog.jobs.submit("never-registered", for: try catalog.asset("b.txt").id)
+        catalog.jobs.register(Parked(), as: "parked")
+        let job = try catalog.jobs.submit("parked", for: old.id)
+        let kept = try catalog.jobs.submit("parked", for: try catalog.asset("b.txt").id)
         _ = try await catalog.importBundle(from: bundle, options: ImportOptions(onConflict: .replace))
         let jobs = try catalog.jobs.list()
         let cancelled = try #require(jobs.first { $0.id == job })
@@ -637,7 +638,8 @@ import Testing
     /// its file and its job are as they were.
     @Test func aReplaceThatFailsToCommitKeepsTheReplacedAsset() async throws {
         let (t, catalog, old, bundle) = try await conflict()
-        let job = try catalog.jobs.submit("never-registered", for: old.id)
+        catalog.jobs.register(Parked(), as: "parked")
+        let job = try catalog.jobs.submit("parked", for: old.id)
         let before = try catalog.assets()
         catalog.close()
         let run = try await t.run(

@@ -98,9 +98,13 @@ final class Stubborn: JobProcessor {
     /// The claim fetches 64 queued jobs and filters out unknown kinds and
     /// held assets afterwards: 64 jobs of another process's kind starve the rest.
     @Test func jobsOfUnregisteredKindsDoNotStarveTheQueue() async throws {
-        let (_, catalog, asset) = try await catalogWithAsset()
+        let (t, catalog, asset) = try await catalogWithAsset()
         catalog.jobs.register(Stepper(log: StepLog(), steps: 1, stepDuration: .zero), as: "quick")
-        _ = try catalog.jobs.submit(Array(repeating: "pipeline-thumbnail", count: 64), for: [asset.id])
+        // Another opening of the catalog (another process, typically) submits a kind this one lacks.
+        let other = try t.open()
+        other.jobs.register(Parked(), as: "pipeline-thumbnail")
+        _ = try other.jobs.submit(Array(repeating: "pipeline-thumbnail", count: 64), for: [asset.id])
+        other.close()
         let id = try catalog.jobs.submit("quick", for: asset.id)
         let run = Task { try await catalog.jobs.runUntilIdle() }
         let ran = try await waitFor { try state(catalog, id).state == .succeeded }

@@ -143,7 +143,8 @@ import Testing
         let catalog = try t.create()
         defer { catalog.close() }
         let added = try await catalog.add(try (0..<300).map { try t.file("f\($0).txt", "content \($0)\n") }).added
-        let jobs = try added.prefix(3).map { try catalog.jobs.submit("never-registered", for: $0.id) }
+        catalog.jobs.register(Parked(), as: "parked")
+        let jobs = try added.prefix(3).map { try catalog.jobs.submit("parked", for: $0.id) }
         let before = catalog.runtime.sweepsRun.load(ordering: .relaxed)
         let removed = try catalog.remove(added.map { String($0.id) })
         #expect(removed.filesRemoved.count == 300)  // more plans than the sweep takes at once
@@ -188,7 +189,8 @@ import Testing
         let added = try await catalog.add(files).added
         let doomed = added.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
         _ = try catalog.tag(doomed.map { String($0.id) }, adding: ["doomed"])
-        let jobs = try catalog.jobs.submit(["never-registered"], for: added.map(\.id))
+        catalog.jobs.register(Parked(), as: "parked")
+        let jobs = try catalog.jobs.submit(["parked"], for: added.map(\.id))
         #expect(try catalog.removeAll(AssetQuery(tag: "doomed")) == 550)
         let states = Dictionary(uniqueKeysWithValues: try catalog.jobs.list().map { ($0.asset, $0) })
         #expect(jobs.count == 1_100)
