@@ -5,7 +5,7 @@ import GRDB
 import GRDBSQLite
 import Locking
 import Logging
-import Persistence
+@_spi(Testing) import Persistence
 
 #if canImport(Glibc)
     import Glibc

@@ -286,8 +286,9 @@ public final class PersistentContainer: Sendable {
 
     /// Makes the next store commit fail with `error` after all its statements
     /// ran and before `COMMIT`, so nothing is written. For testing failure
-    /// paths (an I/O error at commit).
-    public func failNextCommit(with error: any Error & Sendable) {
+    /// paths (an I/O error at commit): not part of the API a program uses
+    /// (`@_spi(Testing) import Persistence` reaches it).
+    @_spi(Testing) public func failNextCommit(with error: any Error & Sendable) {
         core.store.failNextCommit(with: error)
     }
 

@@ -1,6 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
-import Persistence
+@_spi(Testing) import Persistence
 import Synchronization
 import Testing
 

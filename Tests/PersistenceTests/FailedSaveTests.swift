@@ -1,5 +1,5 @@
 import Foundation
-import Persistence
+@_spi(Testing) import Persistence
 import Testing
 
 /// A save that fails, in any way, writes nothing and leaves the context's

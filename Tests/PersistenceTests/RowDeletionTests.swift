@@ -1,5 +1,5 @@
 import Foundation
-import Persistence
+@_spi(Testing) import Persistence
 import TestScratch
 import Testing
 

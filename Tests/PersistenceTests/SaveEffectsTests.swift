@@ -1,5 +1,5 @@
 import Foundation
-import Persistence
+@_spi(Testing) import Persistence
 import Testing
 
 /// Save-bound side effects: rows in the save's transaction, work after its
