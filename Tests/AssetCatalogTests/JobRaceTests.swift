@@ -95,8 +95,9 @@ final class Stubborn: JobProcessor {
         #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
     }
 
-    /// The claim fetches 64 queued jobs and filters out unknown kinds and
-    /// held assets afterwards: 64 jobs of another process's kind starve the rest.
+    /// 64 queued jobs of a kind only another process runs must not starve this process's
+    /// jobs: the claim asks the store for jobs of the kinds registered here and assets not
+    /// held, rather than fetching a page and filtering it afterwards.
     @Test func jobsOfUnregisteredKindsDoNotStarveTheQueue() async throws {
         let (t, catalog, asset) = try await catalogWithAsset()
         catalog.jobs.register(Stepper(log: StepLog(), steps: 1, stepDuration: .zero), as: "quick")
@@ -113,9 +114,9 @@ final class Stubborn: JobProcessor {
         #expect(ran, "the quick job never ran; runUntilIdle spun")
     }
 
-    /// reset() forgets a pending deletion without undoDeletion nor the
-    /// discarded-deletions handler: the asset stays held, its interrupted
-    /// job stays `running` for the life of the process.
+    /// reset() ends a pending deletion without a rollback: the discarded-deletions handler
+    /// releases the hold, so the interrupted job runs again rather than staying `running`
+    /// for the life of the process.
     @Test func aDeletionForgottenByResetReleasesTheJobs() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
@@ -135,8 +136,8 @@ final class Stubborn: JobProcessor {
         _ = context
     }
 
-    /// `held` is a set, not a count: one context's rollback releases the
-    /// asset while another context's deletion of it is still pending.
+    /// Holds are counted per context: one context's rollback does not release the asset
+    /// while another context's deletion of it is still pending.
     @Test func aRollbackInOneContextDoesNotRestartJobsAnotherContextIsDeleting() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
