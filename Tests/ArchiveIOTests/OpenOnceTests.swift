@@ -19,8 +19,8 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = directory.sub("bag.tar")
         #expect(mkfifo(path, 0o644) == 0)
-        // Before the fix, opening waited for a writer forever: this one comes, and the test
-        // fails on what was read (nothing) instead of hanging. It only unblocks; nothing is timed.
+        // Before the fix, each open waited for a writer forever: this one comes, and the test
+        // fails on what was read (nothing) instead of hanging.
         let unblocker = FIFOWriter(path)
         unblocker.start()
         defer { unblocker.stop() }
@@ -114,8 +114,9 @@ import Testing
     }
 }
 
-/// Opens a FIFO's writing end, once a reader waits on it, and closes it: a reader blocked in
-/// `open` then reads an empty file instead of waiting forever.
+/// Opens a FIFO's writing end whenever a reader waits on it, and closes it at once, until
+/// stopped: every reader blocked in `open` then reads an empty file instead of waiting
+/// forever. It only unblocks; nothing is timed.
 final class FIFOWriter: @unchecked Sendable {
     private let path: String
     private let lock = NSLock()
@@ -127,10 +128,7 @@ final class FIFOWriter: @unchecked Sendable {
         Thread { [self] in
             while !stopping() {
                 let fd = open(path, O_WRONLY | O_NONBLOCK)  // ENXIO while no reader waits
-                if fd >= 0 {
-                    close(fd)
-                    return
-                }
+                if fd >= 0 { close(fd) }
                 usleep(20_000)
             }
         }.start()
