@@ -49,24 +49,39 @@ public final class ArchiveReader {
     private var cursor = DataCursor()
     private var zeroes: UnsafeMutableRawBufferPointer?
     private var finished = false
-    /// The archive file's path when reading a file (for zip names, see ``ZipRawNames``).
-    private var filePath: String?
+    /// The descriptor of the archive file when reading a file, opened once by this reader and
+    /// closed by it; `-1` for a stream. Zip names are read from it too (see ``ZipRawNames``).
+    private var fileDescriptor: Int32 = -1
     private var zipNames: ZipRawNames??
     private var entryIndex = 0
 
     /// Opens the archive file at `path`.
     ///
+    /// The file is opened once, and what was opened is checked: it must be a regular file. A
+    /// FIFO, a device, a socket or a directory is refused at once (it is opened without
+    /// blocking, so a FIFO never waits for a writer). Everything read afterwards comes from
+    /// that one descriptor, even if the path is renamed or replaced meanwhile. A symbolic link
+    /// at `path` is followed.
+    ///
     /// - Parameters:
     ///   - path: The archive's path.
     ///   - blockSize: How many bytes to read from the file at a time.
-    /// - Throws: ``ArchiveError`` with code `openFailed` if the file cannot be opened;
+    /// - Throws: ``ArchiveError`` with code `openFailed` if the file cannot be opened or is not
+    ///   a regular file ("Cannot open 'in.tar': it is a FIFO, not a regular file");
     ///   `unrecognizedFormat` or `truncatedArchive` when its first block already shows that
     ///   (opening reads it to detect the compression); `outOfMemory`.
     public convenience init(path: String, blockSize: Int = 128 * 1024) throws(ArchiveError) {
-        try self.init(archivePath: path, source: nil)
-        filePath = path
-        let status = locale.run { archive_read_open_filename(handle, path, max(blockSize, 512)) }
-        try check(status, "archive_read_open_filename", code: .openFailed)
+        let (fd, size) = try openRegularFile(path)
+        do {
+            try self.init(archivePath: path, source: nil)
+        } catch {
+            close(fd)
+            throw error
+        }
+        fileDescriptor = fd
+        fileSize = size
+        let status = locale.run { archive_read_open_fd(handle, fd, max(blockSize, 512)) }
+        try check(status, "archive_read_open_fd", code: .openFailed)
     }
 
     /// Reads an archive from a stream of chunks, for example a network download.
@@ -117,7 +132,8 @@ public final class ArchiveReader {
     }
 
     deinit {
-        archive_read_free(handle)
+        archive_read_free(handle)  // libarchive does not close a descriptor it was given
+        if fileDescriptor >= 0 { close(fileDescriptor) }
         zeroes?.deallocate()
     }
 
@@ -274,6 +290,10 @@ public final class ArchiveReader {
 
     // MARK: Properties of the archive
 
+    /// The size of the archive file, from `fstat` of the descriptor the reader opened; `nil`
+    /// for a streamed archive.
+    public private(set) var fileSize: Int64?
+
     /// The number of bytes read from the file or stream so far (compressed bytes).
     public var compressedBytesRead: Int64 { archive_filter_bytes(handle, -1) }
 
@@ -414,10 +434,10 @@ public final class ArchiveReader {
 
     /// The raw bytes of the current zip member's name when libarchive may have normalised it.
     private func rawZipName() -> [UInt8]? {
-        guard let filePath, archive_format(handle) & ARCHIVE_FORMAT_BASE_MASK == ARCHIVE_FORMAT_ZIP,
+        guard fileDescriptor >= 0, archive_format(handle) & ARCHIVE_FORMAT_BASE_MASK == ARCHIVE_FORMAT_ZIP,
             archive_filter_count(handle) == 1
         else { return nil }
-        if zipNames == nil { zipNames = .some(ZipRawNames.read(path: filePath)) }
+        if zipNames == nil { zipNames = .some(ZipRawNames.read(fd: fileDescriptor)) }
         return zipNames??.names[entryIndex]
     }
 
@@ -542,6 +562,48 @@ extension ArchiveReader: Sendable {}
 public func withArchiveReader<Result>(at path: String, _ body: (ArchiveReader) throws -> Result) throws -> Result {
     let reader = try ArchiveReader(path: path)
     return try withExtendedLifetime(reader) { try body(reader) }
+}
+
+/// Opens the file at `path` for reading, once, and checks what was opened: a regular file, or
+/// an error naming what it is. `O_NONBLOCK` makes the open of a FIFO return at once instead of
+/// waiting for a writer (and keeps a device from waiting for a carrier); it is cleared once the
+/// file is known to be regular. Returns the descriptor (the caller closes it) and the size.
+private func openRegularFile(_ path: String) throws(ArchiveError) -> (fd: Int32, size: Int64) {
+    func failure(_ operation: String, _ code: Int32, fd: Int32 = -1) -> ArchiveError {
+        if fd >= 0 { close(fd) }
+        return ArchiveError(
+            code: code == ENOMEM ? .outOfMemory : .openFailed,
+            message: "Cannot open '\(path)': \(operation) failed: \(systemMessage(code))",
+            archivePath: path, operation: operation, errno: code)
+    }
+    var fd: Int32
+    repeat { fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) } while fd < 0 && errno == EINTR
+    guard fd >= 0 else { throw failure("open", errno) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw failure("fstat", errno, fd: fd) }
+    guard info.st_mode & S_IFMT == S_IFREG else {
+        close(fd)
+        throw ArchiveError(
+            code: .openFailed,
+            message: "Cannot open '\(path)': it is \(fileTypeName(info.st_mode)), not a regular file",
+            archivePath: path)
+    }
+    let flags = fcntl(fd, F_GETFL)
+    guard flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else { throw failure("fcntl", errno, fd: fd) }
+    return (fd, Int64(info.st_size))
+}
+
+/// A file type in words, for a mode that is not a regular file's.
+private func fileTypeName(_ mode: mode_t) -> String {
+    switch mode & S_IFMT {
+    case S_IFDIR: "a directory"
+    case S_IFIFO: "a FIFO"
+    case S_IFCHR: "a character device"
+    case S_IFBLK: "a block device"
+    case S_IFSOCK: "a socket"
+    case S_IFLNK: "a symbolic link"
+    default: "a file of an unknown type"
+    }
 }
 
 /// Where the reader is within the current member's data.

@@ -13,12 +13,10 @@ struct ZipRawNames {
     /// Member index (in local-header order) → raw name, for names with a non-ASCII byte.
     private(set) var names: [Int: [UInt8]] = [:]
 
-    /// Parses the central directory of the zip file at `path`; `nil` if it cannot be read or
-    /// is not in local-header order.
-    static func read(path: String) -> ZipRawNames? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+    /// Parses the central directory of the zip file open at `fd` (the reader's own descriptor,
+    /// so the names are those of the file it reads; positioned reads leave its offset alone);
+    /// `nil` if it cannot be read or is not in local-header order.
+    static func read(fd: Int32) -> ZipRawNames? {
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_size >= 22 else { return nil }
         var file = BufferedFile(fd: fd, size: Int64(info.st_size))

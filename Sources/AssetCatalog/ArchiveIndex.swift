@@ -26,6 +26,11 @@ enum ArchiveIndex {
             }
         } catch let error as CatalogError {
             throw error
+        } catch let error as ArchiveError where error.code == .openFailed && error.libarchiveMessage == nil {
+            // The file itself could not be opened (gone, not permitted, not a regular file):
+            // as for a referenced file, not a damaged archive.
+            let code: CatalogError.Code = error.errno == ENOENT ? .notFound : .io
+            throw CatalogError(code, "Could not read \(member) from \(path): \(error)", path: path, cause: error)
         } catch {
             throw CatalogError(.archive, "Could not read \(member) from \(path): \(error)", path: path, cause: error)
         }

@@ -675,9 +675,8 @@ final class Scan {
     // MARK: Archives
 
     func readArchive(_ path: String) throws {
-        var info = stat()
-        if stat(path, &info) == 0 { bytesTotal = Int64(info.st_size) }
         try withArchive(path) { reader in
+            bytesTotal = reader.fileSize ?? 0  // of the file opened, not of what the path names now
             // Paths are remembered by the index, on disk, not by the guard (see `record`).
             var checker = ExtractionGuard(policy: options.policy, archivePath: path, remembersPaths: false)
             while let entry = try reader.nextEntry() {

@@ -182,8 +182,9 @@ import Testing
         let path = Fixtures.path("does-not-exist.tar")
         let error = #expect(throws: ArchiveError.self) { try ArchiveReader(path: path) }
         #expect(error?.code == .openFailed)
-        #expect(error?.operation == "archive_read_open_filename")
-        #expect(error?.message == "Cannot open '\(path)': archive_read_open_filename failed: Failed to open '\(path)'")
+        #expect(error?.operation == "open")
+        #expect(error?.errno == ENOENT)
+        #expect(error?.message == "Cannot open '\(path)': open failed: No such file or directory")
     }
 
     @Test func unrecognizedFormat() throws {
@@ -195,7 +196,7 @@ import Testing
         let error = #expect(throws: ArchiveError.self) { try ArchiveReader(path: path) }
         #expect(error?.code == .unrecognizedFormat)
         #expect(
-            error?.message == "Cannot open '\(path)': archive_read_open_filename failed: Unrecognized archive format")
+            error?.message == "Cannot open '\(path)': archive_read_open_fd failed: Unrecognized archive format")
     }
 
     @Test func unrecognizedStreamFailsOnOpen() throws {
@@ -256,7 +257,7 @@ import Testing
             try withArchiveReader(at: path) { _ = try readAll($0) }
         }
         #expect(error?.code == .truncatedArchive)
-        #expect(error?.message == "Cannot open '\(path)': archive_read_open_filename failed: truncated gzip input")
+        #expect(error?.message == "Cannot open '\(path)': archive_read_open_fd failed: truncated gzip input")
     }
 
     @Test func truncatedZipIsAnError() throws {

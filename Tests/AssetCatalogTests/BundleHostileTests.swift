@@ -557,7 +557,7 @@ import Testing
         #expect(
             error.message
                 == f.invalid(
-                    garbage, "Cannot open '\(garbage)': archive_read_open_filename failed: Unrecognized archive format")
+                    garbage, "Cannot open '\(garbage)': archive_read_open_fd failed: Unrecognized archive format")
         )
     }
 
