@@ -98,11 +98,9 @@ struct AssetRules {
     /// row in the store names: a managed one's content is journaled for removal; once the
     /// save commits, the asset's jobs are cancelled and the sweep runs.
     func deleted(id: Int64, storage: Storage, sha256: String) {
-        let deleted = DeletedAssets.of(effects, runtime)
-        deleted.ids.insert(id)
+        DeletedAssets.of(effects, runtime).ids.insert(id)
         guard storage == .managed else { return }  // referenced files and members are never removed
         journalRemoval(of: sha256)
-        deleted.removeContent = true
     }
 
     /// Rows deleted without objects: each as ``deleted(id:storage:sha256:)``.
