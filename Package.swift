@@ -85,15 +85,17 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO"]),
-        .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO"]),
+        .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO", "TestScratch"]),
+        .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO", "TestScratch"]),
         .testTarget(
             name: "AssetCatalogTests",
             dependencies: [
-                "AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "Locking", "assetcat",
+                "AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "Locking", "TestScratch",
+                "assetcat",
             ]
         ),
-        .testTarget(name: "CLITests", dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "assetcat"]),
+        .testTarget(
+            name: "CLITests", dependencies: ["AssetCatalog", "AssetCatalogTestSupport", "TestScratch", "assetcat"]),
     ],
     swiftLanguageModes: [.v6]
 )

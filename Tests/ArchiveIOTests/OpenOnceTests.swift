@@ -1,12 +1,13 @@
 import ArchiveIO
 import Foundation
+import TestScratch
 import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// An archive file is opened once, and what was opened is checked (issue 24, finding 4): a
+/// An archive file is opened once, and what was opened is checked: a
 /// FIFO, a device or a directory is refused at once, and everything read — the zip names from
 /// the central directory included — comes from the file that was opened, even if its path is
 /// replaced meanwhile.
@@ -21,7 +22,7 @@ import Testing
         #expect(mkfifo(path, 0o644) == 0)
         // Before the fix, each open waited for a writer forever: this one comes, and the test
         // fails on what was read (nothing) instead of hanging.
-        let unblocker = FIFOWriter(path)
+        let unblocker = FIFOUnblocker(path)
         unblocker.start()
         defer { unblocker.stop() }
         let error = refusal(path)
@@ -68,7 +69,7 @@ import Testing
         let link = directory.sub("link.tar")
         #expect(mkfifo(fifo, 0o644) == 0)
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fifo)
-        let unblocker = FIFOWriter(fifo)
+        let unblocker = FIFOUnblocker(fifo)
         unblocker.start()
         defer { unblocker.stop() }
         #expect(refusal(link)?.message == "Cannot open '\(link)': it is a FIFO, not a regular file")
@@ -112,29 +113,4 @@ import Testing
         var chunks = [[UInt8]()].makeIterator()
         #expect(try ArchiveReader(name: "stream") { chunks.next() }.fileSize == nil)
     }
-}
-
-/// Opens a FIFO's writing end whenever a reader waits on it, and closes it at once, until
-/// stopped: every reader blocked in `open` then reads an empty file instead of waiting
-/// forever. It only unblocks; nothing is timed.
-final class FIFOWriter: @unchecked Sendable {
-    private let path: String
-    private let lock = NSLock()
-    private var isStopped = false
-
-    init(_ path: String) { self.path = path }
-
-    func start() {
-        Thread { [self] in
-            while !stopping() {
-                let fd = open(path, O_WRONLY | O_NONBLOCK)  // ENXIO while no reader waits
-                if fd >= 0 { close(fd) }
-                usleep(20_000)
-            }
-        }.start()
-    }
-
-    private func stopping() -> Bool { lock.withLock { isStopped } }
-
-    func stop() { lock.withLock { isStopped = true } }
 }

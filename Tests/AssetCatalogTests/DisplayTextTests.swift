@@ -1,7 +1,7 @@
 import AssetCatalog
 import Testing
 
-/// Names and paths printed for a person (issue 24, finding 7): one line each, quoted as git
+/// Names and paths printed for a person: one line each, quoted as git
 /// quotes paths when they hold what a terminal would act on.
 @Suite struct DisplayTextTests {
     @Test func anOrdinaryNameIsUnchanged() {

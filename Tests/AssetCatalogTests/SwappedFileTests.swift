@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -8,8 +9,8 @@ import Testing
     import Glibc
 #endif
 
-/// Files swapped between the moment they were listed and the moment they are read (issue 24,
-/// finding 4): an import of a directory bag, and an add, read what they listed — a regular
+/// Files swapped between the moment they were listed and the moment they are read:
+/// an import of a directory bag, and an add, read what they listed — a regular
 /// file, below the directory it was found in — or refuse the file by name. Never the bytes
 /// of a link's target, never a wait on a FIFO. The window is made deterministic with the
 /// test-support hooks, not with a sleep.

@@ -1,4 +1,5 @@
 import Foundation
+import TestScratch
 import Testing
 
 @testable import BagIt
@@ -7,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-/// A directory bag changed between its listing and its reading (issue 24, finding 4): what is
+/// A directory bag changed between its listing and its reading: what is
 /// read is what was listed, a regular file below the bag's root, or the read stops naming the
 /// file. The window is made deterministic with ``BagReader/afterListing``; each case runs with
 /// `openat2` and with the component-by-component way of kernels without it.
@@ -178,43 +179,5 @@ import Testing
                 #expect(throws: FileAccess.Failure(kind: kind)) { try FileAccess.openRegularFile(path, beneath: root) }
             }
         }
-    }
-}
-
-/// Opens a FIFO's writing end, once a reader waits on it, and closes it: a reader blocked in
-/// `open` then reads an empty file instead of waiting forever.
-final class FIFOUnblocker: @unchecked Sendable {
-    private let path: String
-    private let stopped = NSLock()
-    private var isStopped = false
-    private var thread: Thread?
-
-    init(_ path: String) { self.path = path }
-
-    func start() {
-        let thread = Thread { [self] in
-            while !stopping() {
-                let fd = open(path, O_WRONLY | O_NONBLOCK)  // ENXIO while no reader waits
-                if fd >= 0 {
-                    close(fd)
-                    return
-                }
-                usleep(20_000)
-            }
-        }
-        self.thread = thread
-        thread.start()
-    }
-
-    private func stopping() -> Bool {
-        stopped.lock()
-        defer { stopped.unlock() }
-        return isStopped
-    }
-
-    func stop() {
-        stopped.lock()
-        isStopped = true
-        stopped.unlock()
     }
 }

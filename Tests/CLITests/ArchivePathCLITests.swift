@@ -1,12 +1,13 @@
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// `assetcat import` and `validate` given a FIFO as the bundle (issue 24, finding 4): refused
+/// `assetcat import` and `validate` given a FIFO as the bundle: refused
 /// at once, naming what it is. The ``FIFOUnblocker`` only matters without the fix: it lets the
 /// child's open return, so that the test fails on the output instead of hanging.
 @Suite struct ArchivePathCLITests {

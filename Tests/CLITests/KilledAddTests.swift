@@ -28,7 +28,7 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
 }
 
 /// An add killed at any point, then one more command: `objects/` holds exactly the content
-/// of the recorded assets (finding 2 of issue 24). The process dies at a fault point
+/// of the recorded assets. The process dies at a fault point
 /// (`_exit`, as SIGKILL would: no handler, no clean-up) chosen by `ASSETCAT_FAULT`, the n-th
 /// time it is reached (`ASSETCAT_FAULT_AT`): 1,100 files make two or three batches (of 512
 /// files or more: files complete out of order, and a batch takes those in order).

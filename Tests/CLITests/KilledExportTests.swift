@@ -9,7 +9,7 @@ import Testing
 
 /// A killed or interrupted export leaves nothing at or beside its target (after the next
 /// command at the latest), and an export never replaces what is at its path unless told to
-/// (`--force`): finding 3 of issue 24.
+/// (`--force`).
 @Suite struct KilledExportTests {
     /// A catalog of 60 small assets, and an empty folder `out/` for bundles.
     static func populated() async throws -> (TestCatalog, String) {

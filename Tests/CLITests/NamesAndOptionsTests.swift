@@ -3,7 +3,7 @@ import AssetCatalogTestSupport
 import Foundation
 import Testing
 
-/// Output and arguments a file name can subvert (issue 24, finding 7): human output quotes a
+/// Output and arguments a file name can subvert: human output quotes a
 /// name that holds control characters, as git quotes paths, so a name cannot forge a row;
 /// `--json` keeps it exact. An unknown option is an error that names it; a name that begins
 /// with `-` goes after `--`.

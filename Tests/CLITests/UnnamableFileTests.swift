@@ -23,8 +23,8 @@ func makeRawEntry(in folder: String, _ name: [UInt8], directory: Bool = false, c
     #expect(made)
 }
 
-/// A file whose name is not UTF-8 is never left out without a word (finding 6 of issue
-/// 24): the catalog records names as text, so it is named on stderr (its bytes escaped),
+/// A file whose name is not UTF-8 is never left out without a word:
+/// the catalog records names as text, so it is named on stderr (its bytes escaped),
 /// the other files are added, and the command exits non-zero, as `cp -r` does.
 @Suite struct UnnamableFileTests {
     /// A folder of three good files, `bad\xff\xfe.txt`, and a folder `dir\xff` holding a file.
