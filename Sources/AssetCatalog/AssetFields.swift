@@ -62,7 +62,7 @@ public struct AssetFields: Sendable, Hashable {
         self.path = path
         self.member = member
         self.memberOrdinal = memberOrdinal
-        self.tagText = Asset.tagText(tags)
+        self.tagText = tags.isEmpty ? "\n" : Asset.tagText(tags)  // what tagText([]) gives, without the work
         self.metadataJSON = Asset.metadataJSON(metadata)
         self.created = created
         self.modified = modified
@@ -104,15 +104,23 @@ public struct AssetFields: Sendable, Hashable {
 
 // MARK: - JSON
 
-extension AssetFields: Codable {
-    enum CodingKeys: String, CodingKey {
-        case name, kind, storage, size, sha256, path, member, memberOrdinal, tags, metadata, created, modified
-    }
+/// The keys of the JSON objects that carry an asset's fields: the fields' own, and those of
+/// the objects that hold them — the CLI's form (``AssetRecord``: `id`, `archive`) and an entry
+/// of a bundle's records file (`key`, `archive`, `payload`). One key type, so that each object
+/// is read through one container.
+enum AssetJSONKey: String, CodingKey {
+    case name, kind, storage, size, sha256, path, member, memberOrdinal, tags, metadata, created, modified
+    case id, key, archive, payload
+}
 
+extension AssetFields: Codable {
     /// Reads the fields from a JSON object that holds them among others (a records file's
     /// entry, the CLI's JSON form): `path`, `member` and `memberOrdinal` may be absent.
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
+        try self.init(from: decoder.container(keyedBy: AssetJSONKey.self))
+    }
+
+    init(from c: KeyedDecodingContainer<AssetJSONKey>) throws {
         name = try c.decode(String.self, forKey: .name)
         kind = try c.decode(String.self, forKey: .kind)
         storage = try c.decode(Storage.self, forKey: .storage)
@@ -130,13 +138,15 @@ extension AssetFields: Codable {
     /// Writes the fields as the CLI's `--json` shows them: every field, `null` when absent
     /// (a stable shape), without `memberOrdinal`.
     public func encode(to encoder: any Encoder) throws {
-        try encode(to: encoder, absentAsNull: true, memberOrdinal: false)
+        var c = encoder.container(keyedBy: AssetJSONKey.self)
+        try encode(to: &c, absentAsNull: true, memberOrdinal: false)
     }
 
-    /// Writes the fields into the JSON object `encoder` makes: absent ones as `null` or left
-    /// out, and `memberOrdinal` or not.
-    func encode(to encoder: any Encoder, absentAsNull: Bool, memberOrdinal writesOrdinal: Bool) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
+    /// Writes the fields into a JSON object: absent ones as `null` or left out, and
+    /// `memberOrdinal` or not.
+    func encode(
+        to c: inout KeyedEncodingContainer<AssetJSONKey>, absentAsNull: Bool, memberOrdinal writesOrdinal: Bool
+    ) throws {
         try c.encode(name, forKey: .name)
         try c.encode(kind, forKey: .kind)
         try c.encode(storage, forKey: .storage)

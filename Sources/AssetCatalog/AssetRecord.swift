@@ -38,23 +38,20 @@ public struct AssetRecord: Sendable, Hashable, Codable {
     /// The asset's ID in the object graph.
     public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id) }
 
-    enum CodingKeys: String, CodingKey {
-        case id, archive
-    }
-
+    /// Reads a record in the CLI's JSON form (``encode(to:)``).
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let c = try decoder.container(keyedBy: AssetJSONKey.self)
         id = try c.decode(Int64.self, forKey: .id)
         archive = try c.decodeIfPresent(Int64.self, forKey: .archive)
-        fields = try AssetFields(from: decoder)
+        fields = try AssetFields(from: c)
     }
 
     /// Every field, `null` when absent: `ls --json` has a stable shape.
     public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
+        var c = encoder.container(keyedBy: AssetJSONKey.self)
         try c.encode(id, forKey: .id)
         try c.encode(archive, forKey: .archive)  // null, not absent: stable shape
-        try fields.encode(to: encoder)
+        try fields.encode(to: &c, absentAsNull: true, memberOrdinal: false)
     }
 }
 

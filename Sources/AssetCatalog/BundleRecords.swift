@@ -26,10 +26,6 @@ struct BundleRecords {
         /// in the exporting catalog, and `memberOrdinal` is written for members only.
         var fields: AssetFields
 
-        enum CodingKeys: String, CodingKey {
-            case key, archive, payload
-        }
-
         init(key: Int64, archive: Int64?, payload: String, fields: AssetFields) {
             self.key = key
             self.archive = archive
@@ -38,20 +34,20 @@ struct BundleRecords {
         }
 
         init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.container(keyedBy: AssetJSONKey.self)
             key = try c.decode(Int64.self, forKey: .key)
-            fields = try AssetFields(from: decoder)
+            fields = try AssetFields(from: c)
             payload = try c.decode(String.self, forKey: .payload)
             archive = try c.decodeIfPresent(Int64.self, forKey: .archive)
         }
 
         /// What ``appendJSON(to:)`` writes, through `JSONEncoder` (its tests' yardstick).
         func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
+            var c = encoder.container(keyedBy: AssetJSONKey.self)
             try c.encode(key, forKey: .key)
             try c.encodeIfPresent(archive, forKey: .archive)
             try c.encode(payload, forKey: .payload)
-            try fields.encode(to: encoder, absentAsNull: false, memberOrdinal: fields.storage == .member)
+            try fields.encode(to: &c, absentAsNull: false, memberOrdinal: fields.storage == .member)
         }
     }
 

@@ -42,4 +42,22 @@ struct AssetFieldsTests {
         record.tags = ["b", "a"]  // through the record, as a library user writes it
         #expect(record.fields.tags == ["a", "b"] && record.tags == ["a", "b"])
     }
+
+    /// The CLI's JSON form reads back into the same records, and writes the same bytes again.
+    @Test func theJSONOfRecordsReadsBackIntoTheSameRecords() throws {
+        let listing = try Data(contentsOf: URL(fileURLWithPath: testAsset("bundles/records-v1.ls.json")))
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let records = try decoder.decode([AssetRecord].self, from: listing)
+        #expect(records.count == 13)
+        #expect(records[0].name == "plain.txt" && records[0].tags == ["a", "b", "demo"])
+        #expect(records[7].archive == 7 && records[7].member == "sample/hello.txt" && records[7].path == nil)
+        // The same JSON again (the CLI lays its array out line by line, so not the same bytes).
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        let again = try encoder.encode(records)
+        let parsed = try #require(try JSONSerialization.jsonObject(with: listing) as? NSArray)
+        #expect(parsed.isEqual(try JSONSerialization.jsonObject(with: again)))
+        #expect(try decoder.decode([AssetRecord].self, from: again) == records)
+    }
 }
