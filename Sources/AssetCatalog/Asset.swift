@@ -53,6 +53,9 @@ public final class Asset: ManagedObject {
     /// For an archive: its members. Deleting an archive deletes them.
     @ToMany(inverse: \Asset.archive, deleteRule: .cascade) public var members: [Asset]
 
+    /// The asset's ID (its row in the store): what ``Catalog/asset(_:)`` and the CLI take.
+    public var assetID: AssetID { AssetID(objectID.rowID) }
+
     /// The asset's tags, sorted.
     public var tags: [String] {
         get { Self.tags(fromText: tagText) }

@@ -44,8 +44,9 @@ struct Export: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.open()
             defer { catalog.close() }
-            let selection = ExportSelection(
-                references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
+            let selection = try ExportSelection(
+                ids: assets.isEmpty ? nil : AssetReference.resolve(assets, in: catalog),
+                query: AssetQuery(tag: tag, kind: kind))
             let exportOptions = ExportOptions(
                 format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged,
                 compressionLevel: compressionLevel, replacesExisting: force)

@@ -124,7 +124,7 @@ struct Table {
 
     static func row(_ a: AssetRecord) -> String {
         assets.line(
-            [String(a.id), a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))],
+            ["\(a.id)", a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))],
             last: DisplayText.quoted(a.name))
     }
 
@@ -145,16 +145,16 @@ struct Show: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.openForReading()
             defer { catalog.close() }
-            let a = try catalog.asset(asset)
+            let a = try AssetReference.resolve(asset, in: catalog)
             if json { return try Terminal.json(a) }
             let dates = ISO8601DateFormatter()
             // Names, paths, tags and metadata come from files: quoted if they hold control characters.
             var lines: [(String, String)] = [
-                ("id", String(a.id)), ("name", DisplayText.quoted(a.name)), ("kind", a.kind),
+                ("id", "\(a.id)"), ("name", DisplayText.quoted(a.name)), ("kind", a.kind),
                 ("storage", a.storage.rawValue), ("size", String(a.size)), ("sha256", a.sha256),
             ]
             if let path = a.path { lines.append(("path", DisplayText.quoted(path))) }
-            if let archive = a.archive { lines.append(("archive", String(archive))) }
+            if let archive = a.archive { lines.append(("archive", "\(archive)")) }
             if let member = a.member { lines.append(("member", DisplayText.quoted(member))) }
             lines.append(("tags", a.tags.map(DisplayText.quoted).joined(separator: ", ")))
             for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) {
@@ -176,7 +176,8 @@ struct Cat: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.openForReading()
             defer { catalog.close() }
-            try catalog.read(asset) { chunk in try Terminal.output(Data(chunk)) }
+            try catalog.read(AssetReference.resolve(asset, in: catalog).id) { chunk in try Terminal.output(Data(chunk))
+            }
         }
     }
 }
@@ -193,7 +194,7 @@ struct Remove: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.open()
             defer { catalog.close() }
-            let result = try catalog.remove(assets, dryRun: dryRun)
+            let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(
@@ -219,7 +220,7 @@ struct Tag: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.open()
             defer { catalog.close() }
-            for a in try catalog.tag(assets, adding: add, removing: remove) {
+            for a in try catalog.tag(AssetReference.resolve(assets, in: catalog), adding: add, removing: remove) {
                 let tags = a.tags.map(DisplayText.quoted).joined(separator: ", ")
                 print("\(a.id)  \(DisplayText.quoted(a.name))  [\(tags)]")
             }
@@ -241,7 +242,8 @@ struct Verify: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.openForReading()
             defer { catalog.close() }
-            let report = try await catalog.verify(assets.isEmpty ? nil : assets) { done, total in
+            let ids = assets.isEmpty ? nil : try AssetReference.resolve(assets, in: catalog)
+            let report = try await catalog.verify(ids) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
             }
             if json {

@@ -29,7 +29,8 @@ struct JobsList: AsyncParsableCommand {
         try await reportingErrors {
             let catalog = try options.openForReading()
             defer { catalog.close() }
-            let jobs = try catalog.jobs.list(asset: asset, state: state.flatMap(JobState.init(rawValue:)))
+            let jobs = try catalog.jobs.list(
+                asset: asset.map { AssetID($0) }, state: state.flatMap(JobState.init(rawValue:)))
             if json { return try Terminal.json(jobs) }
             let table = Table(
                 columns: [
@@ -41,7 +42,7 @@ struct JobsList: AsyncParsableCommand {
             print(table.header)
             for job in jobs {
                 let cells = [
-                    String(job.id), job.kind, String(job.asset), job.state.rawValue,
+                    String(job.id), job.kind, "\(job.asset)", job.state.rawValue,
                     "\(Int(job.progress * 100))%", String(job.attempts),
                 ]
                 print(table.line(cells, last: DisplayText.escapingControls(job.error ?? "")))
