@@ -1,5 +1,5 @@
 import BagIt
-import Foundation
+public import Foundation
 import Persistence
 
 #if canImport(Glibc)
@@ -193,6 +193,29 @@ extension Catalog {
     public func read(_ id: AssetID, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         let record = try asset(id)
         try read(record, body)
+    }
+
+    /// The file that holds an asset's bytes, for a tool that needs a path rather than a
+    /// stream (``read(_:_:)-(AssetID,_)`` streams any asset, archive members too).
+    ///
+    /// - A managed asset: its content's file in the catalog's `objects/`, shared by every
+    ///   asset with the same content. **Do not modify, move or delete it**: open it read-only.
+    ///   The path is valid while the asset exists; after its removal commits the file may go.
+    /// - A referenced asset: the file it references (the catalog never writes to it).
+    /// - An archive member: `nil`, as it has no file of its own (read it with `read`).
+    ///
+    /// The file is not opened or checked here: it may be missing or damaged
+    /// (``verify(_:progress:)`` reports that), and a tool should open it once and check what it
+    /// opened.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has `id`.
+    public func contentURL(of id: AssetID) throws -> URL? {
+        let record = try asset(id)
+        switch record.storage {
+        case .managed: return URL(fileURLWithPath: content.objectPath(record.sha256))
+        case .referenced: return record.path.map { URL(fileURLWithPath: $0) }
+        case .member: return nil
+        }
     }
 
     func read(_ record: AssetRecord, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {

@@ -46,6 +46,7 @@ import Testing
             ("tag", { _ = try catalog.tag([1, 7], adding: ["x"]) }),
             ("setMetadata", { _ = try catalog.setMetadata(7, ["k": "v"]) }),
             ("read", { try catalog.read(7) { _ in } }),
+            ("contentURL", { _ = try catalog.contentURL(of: 7) }),
         ]
         for (name, call) in calls {
             let error = try #require(throws: CatalogError.self, "\(name)") { try call() }
@@ -86,5 +87,25 @@ import Testing
         let many = try catalog.remove(Set([added[3].id, added[1].id]))
         #expect(many.removed.map(\.name) == ["b.txt", "d.txt"] && many.filesRemoved.count == 2)
         #expect(try catalog.assets().map(\.name) == ["c.txt"])
+    }
+
+    @Test func contentURLIsTheManagedObjectOrTheReferencedFileAndNilForAMember() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let copied = try #require(try await catalog.add([try t.file("a.txt", "copied\n")]).added.first)
+        let source = try t.file("ref.txt", "referenced\n")
+        let referenced = try #require(
+            try await catalog.add([source], options: .init(mode: .reference)).added.first)
+        let archive = try await catalog.addAndRunJobs([testAsset("archives/sample.tar")])
+        let member = try #require(archive.first { $0.storage == .member })
+
+        let managedURL = try #require(try catalog.contentURL(of: copied.id))
+        #expect(managedURL.path == t.objectPath(copied.sha256))
+        #expect(try String(contentsOf: managedURL, encoding: .utf8) == "copied\n")
+        #expect(try catalog.contentURL(of: referenced.id)?.path == source)
+        #expect(try catalog.contentURL(of: member.id) == nil)
+        let archiveURL = try #require(try catalog.contentURL(of: archive[0].id))
+        #expect(archiveURL.path == t.objectPath(archive[0].sha256))
     }
 }
