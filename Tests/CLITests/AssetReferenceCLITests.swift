@@ -27,18 +27,21 @@ import Testing
 
     @Test func aCanonicalIDWinsThenANameThatLooksLikeANumber() async throws {
         let t = try TestCatalog()
-        let files = try [t.file("2024", "year\n"), t.file("1", "one\n"), t.file("007", "bond\n")]
+        let files =
+            try [t.file("2024", "year\n"), t.file("1", "one\n"), t.file("007", "bond\n")]
+            + (4...7).map { try t.file("f\($0)", "file \($0)\n") }
         #expect(try await t.run(["init", t.root.path]).status == 0)
-        #expect(try await t.run(["add"] + files).status == 0)  // IDs 1, 2, 3
+        #expect(try await t.run(["add"] + files).status == 0)  // IDs 1 to 7
         // 1 is an ID (of the asset named 2024), though an asset is named 1.
         #expect(try await t.run(["cat", "1"]).stdout == "year\n")
         // No asset has ID 2024: it is the name.
         #expect(try await t.run(["cat", "2024"]).stdout == "year\n")
         // 007 is not how ID 7 is written: it is a name.
+        #expect(try await t.run(["cat", "7"]).stdout == "file 7\n")
         #expect(try await t.run(["cat", "007"]).stdout == "bond\n")
-        let missing = try await t.run(["cat", "7"])
+        let missing = try await t.run(["cat", "99"])
         #expect(missing.status == 1)
-        #expect(missing.stderr == "assetcat: No asset with ID 7; list assets with `assetcat ls`\n")
+        #expect(missing.stderr == "assetcat: No asset with ID 99; list assets with `assetcat ls`\n")
         let unnamed = try await t.run(["rm", "2", "nope"])
         #expect(unnamed.status == 1)
         #expect(unnamed.stderr == "assetcat: No asset named nope; list assets with `assetcat ls`\n")
