@@ -47,4 +47,21 @@ import Testing
         #expect(unnamed.stderr == "assetcat: No asset named nope; list assets with `assetcat ls`\n")
         #expect(try await t.run(["cat", "2"]).stdout == "one\n")  // the whole command was refused
     }
+
+    /// IDs are typed in the library; the JSON a script reads still has bare numbers.
+    @Test func idsInJSONOutputAreBareNumbers() async throws {
+        let t = try TestCatalog()
+        #expect(try await t.run(["init", t.root.path]).status == 0)
+        let archive = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appending(path: "TestAssets/archives/sample.tar").path
+        #expect(try await t.run(["add", archive]).status == 0)
+        #expect(try await t.run(["jobs", "run"]).status == 0)
+        let ls = try await t.run(["ls", "--json"]).stdout.components(separatedBy: "\n")
+        #expect(ls.contains("    \"id\" : 1,") && ls.contains("    \"id\" : 2,"))
+        #expect(ls.contains("    \"archive\" : null,") && ls.contains("    \"archive\" : 1,"))
+        let show = try await t.run(["show", "2", "--json"]).stdout.components(separatedBy: "\n")
+        #expect(show.contains("  \"id\" : 2,") && show.contains("  \"archive\" : 1,"))
+        let jobs = try await t.run(["jobs", "ls", "--json"]).stdout.components(separatedBy: "\n")
+        #expect(jobs.contains("    \"asset\" : 1,"))
+    }
 }
