@@ -196,7 +196,7 @@ extension Catalog {
     }
 
     /// The file that holds an asset's bytes, for a tool that needs a path rather than a
-    /// stream (``read(_:_:)-(AssetID,_)`` streams any asset, archive members too).
+    /// stream (`read(_:_:)` streams any asset, archive members too).
     ///
     /// - A managed asset: its content's file in the catalog's `objects/`, shared by every
     ///   asset with the same content. **Do not modify, move or delete it**: open it read-only.
