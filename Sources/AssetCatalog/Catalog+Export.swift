@@ -58,6 +58,7 @@ public struct BundleProgress: Sendable, Hashable {
 
 /// An asset left out of an export, and why.
 public struct SkippedAsset: Sendable, Hashable, Codable {
+    /// The asset left out.
     public var id: AssetID
     public var name: String
     public var reason: String

@@ -12,6 +12,7 @@ public struct VerifyIssue: Sendable, Codable, Hashable {
         /// The file is there but cannot be read (permissions, not a file).
         case unreadable
     }
+    /// The asset with the problem.
     public var id: AssetID
     public var name: String
     public var problem: Problem
