@@ -7,7 +7,8 @@ public import Persistence
 /// `id`, `name`, `kind`, `size`, `sha256`, `storage`, `path`, `archive`,
 /// `member`, `tags`, `created`, `modified` (and `metadata`).
 public struct AssetRecord: Sendable, Hashable, Codable {
-    public var id: Int64
+    /// The asset's ID (encoded as a bare number).
+    public var id: AssetID
     public var name: String
     public var kind: String
     public var size: Int64
@@ -16,7 +17,7 @@ public struct AssetRecord: Sendable, Hashable, Codable {
     /// A referenced file's path; a managed file's original path.
     public var path: String?
     /// An archive member's archive (an asset ID).
-    public var archive: Int64?
+    public var archive: AssetID?
     /// An archive member's path inside its archive.
     public var member: String?
     /// Which of the archive's members with this path it is (0 for the first;
@@ -28,14 +29,14 @@ public struct AssetRecord: Sendable, Hashable, Codable {
     public var metadata: [String: String]
 
     public init(_ asset: Asset) {
-        id = asset.objectID.rowID
+        id = asset.assetID
         name = asset.name
         kind = asset.kind
         size = asset.size
         sha256 = asset.sha256
         storage = asset.storage
         path = asset.path
-        archive = asset.archive?.objectID.rowID
+        archive = asset.archive?.assetID
         member = asset.member
         memberOrdinal = asset.memberOrdinal
         tags = asset.tags
@@ -45,8 +46,8 @@ public struct AssetRecord: Sendable, Hashable, Codable {
     }
 
     init(
-        id: Int64, name: String, kind: String, size: Int64, sha256: String, storage: Storage, path: String?,
-        archive: Int64?, member: String?, memberOrdinal: Int, tags: [String], created: Date, modified: Date,
+        id: AssetID, name: String, kind: String, size: Int64, sha256: String, storage: Storage, path: String?,
+        archive: AssetID?, member: String?, memberOrdinal: Int, tags: [String], created: Date, modified: Date,
         metadata: [String: String]
     ) {
         self.id = id
@@ -66,7 +67,7 @@ public struct AssetRecord: Sendable, Hashable, Codable {
     }
 
     /// The asset's ID in the object graph.
-    public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id) }
+    public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id.rawValue) }
 
     enum CodingKeys: String, CodingKey {
         case id, name, kind, size, sha256, storage, path, archive, member, tags, created, modified, metadata

@@ -327,7 +327,7 @@ extension Catalog {
                 try context.save()
                 let records = zip(files.indices, ids).map { i, id in
                     AssetRecord(
-                        id: id.rowID, name: files[i].name, kind: kinds[i], size: files[i].size,
+                        id: AssetID(id.rowID), name: files[i].name, kind: kinds[i], size: files[i].size,
                         sha256: files[i].digest, storage: storage, path: files[i].source, archive: nil, member: nil,
                         memberOrdinal: 0, tags: tags, created: now, modified: now, metadata: [:])
                 }

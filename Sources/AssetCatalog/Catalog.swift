@@ -27,7 +27,7 @@ final class CatalogRuntime: Sendable {
     /// Deletions of these assets never committed (a context was discarded):
     /// the jobs their `prepareForDeletion` stopped run again.
     func deletionsDiscarded(_ ids: Set<ManagedObjectID>) {
-        for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: id.rowID) }
+        for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: AssetID(id.rowID)) }
     }
 
     /// One removal plan carried out, inside the transaction that deletes its row: the

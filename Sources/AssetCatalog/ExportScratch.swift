@@ -29,8 +29,9 @@ final class ExportScratch {
         /// The asset as far as reading its content needs.
         var record: AssetRecord {
             AssetRecord(
-                id: id, name: name, kind: "", size: size, sha256: sha256, storage: storage, path: file,
-                archive: archive, member: member, memberOrdinal: ordinal, tags: [], created: Date(), modified: Date(),
+                id: AssetID(id), name: name, kind: "", size: size, sha256: sha256, storage: storage, path: file,
+                archive: archive.map { AssetID($0) }, member: member, memberOrdinal: ordinal, tags: [], created: Date(),
+                modified: Date(),
                 metadata: [:])
         }
 

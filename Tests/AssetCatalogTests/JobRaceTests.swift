@@ -190,7 +190,7 @@ extension JobRaceTests {
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         var contexts: [ManagedObjectContext] = []
-        var missed: [Int64] = []
+        var missed: [AssetID] = []
         for asset in assets {
             _ = try catalog.jobs.submit("stepper", for: asset.id)
             // Let the worker wake and start claiming.

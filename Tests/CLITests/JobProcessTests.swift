@@ -65,7 +65,7 @@ import Testing
         let catalog = try t.open()
         let deleted = try #require(
             try await whenRunning(catalog) {
-                try catalog.remove([String(asset.id)])  // committed here, in this process
+                try catalog.remove(asset.id)  // committed here, in this process
                 return ContinuousClock.now  // from the commit (a referenced file: nothing to unlink after it)
             })
         // The worker prints its summary as soon as its queue is empty, that is once its job
@@ -119,7 +119,7 @@ import Testing
         #expect(summary.succeeded == 1)
         let job = try #require(try catalog.jobs.list().first)
         #expect(job.state == .succeeded && job.attempts == 2 && job.error == nil)
-        #expect(try catalog.asset(String(asset.id)).sha256.count == 64)
+        #expect(try catalog.asset(asset.id).sha256.count == 64)
         catalog.close()
     }
 }
