@@ -94,6 +94,8 @@ public final class JobQueue: JobProvider, Sendable {
         var runs = 0
         /// Turns of the background worker's loop (an idle worker makes about four a second).
         var workerTurns = 0
+        /// Times the background worker went to sleep until woken (an idle worker ends every turn so).
+        var workerWaits = 0
         /// Run tasks started and not yet ended (their outcome written, or left to another run).
         var tasksInFlight = 0
     }
@@ -117,8 +119,9 @@ public final class JobQueue: JobProvider, Sendable {
     /// How many pending deletions hold the jobs of `assetID` (for tests).
     func holds(on assetID: Int64) -> Int { state.withLock { $0.held[assetID] ?? 0 } }
 
-    /// Whether the background worker is asleep, waiting to be woken (for tests).
-    var isWorkerWaiting: Bool { state.withLock { $0.waiter != nil } }
+    /// The turns of the background worker's loop, and how many of them ended asleep until
+    /// woken (for tests: a worker that spins turns without sleeping).
+    var workerTurnsAndWaits: (turns: Int, waits: Int) { state.withLock { ($0.workerTurns, $0.workerWaits) } }
 
     /// How often a background worker (``start()``) prunes finished jobs, besides once when it starts.
     static let pruneInterval: TimeInterval = 3_600
@@ -503,6 +506,7 @@ public final class JobQueue: JobProvider, Sendable {
                     return true
                 }
                 s.waiter = continuation
+                s.workerWaits += 1
                 return false
             }
             if woken {
