@@ -79,7 +79,8 @@ final class Stubborn: JobProcessor {
         #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
     }
 
-    /// Same root cause through cancel + retry.
+    /// The same through cancel + retry: the cancelled run, ending while the retried one
+    /// runs, must not mark it cancelled.
     @Test func retryOfAJobWhoseCancelledTaskStillRunsEndsSucceeded() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let p = Stubborn()
@@ -90,7 +91,10 @@ final class Stubborn: JobProcessor {
         #expect(try await waitFor { p.log.contains("start") })
         _ = try catalog.jobs.cancel(id)
         _ = try catalog.jobs.retry(id)
-        _ = try await waitFor { try state(catalog, id).state == .succeeded }
+        let ended = try await waitFor {
+            try [.succeeded, .cancelled, .failed].contains(state(catalog, id).state) && catalog.jobs.tasksInFlight == 0
+        }
+        #expect(ended, "the retried job never ended")
         let final = try state(catalog, id)
         #expect(final.state == .succeeded, "ended \(final.state) \(final.error ?? "")")
         #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
