@@ -17,7 +17,9 @@ final class SQLiteStore: PersistentStore {
     private let injectedFault = Locked<(@Sendable () throws -> Void)?>(nil)
     /// The to-one relationships with an `onDestinationDelete` rule of entities this store
     /// holds but whose schema does not have, by destination: their rules cannot be applied.
-    private let foreignLinks = Locked<[String: [ForeignLink]]>([:])
+    /// Read again when the database's schema changes (another process may open the store
+    /// with such an entity for the first time while this one has it open).
+    private let foreignLinks = Locked<(schemaVersion: Int64, links: [String: [ForeignLink]])>((-1, [:]))
 
     /// A to-one relationship with an `onDestinationDelete` rule, of an entity that is not in
     /// the schema (another program's): recorded in the store when it was opened with it.
@@ -72,12 +74,11 @@ final class SQLiteStore: PersistentStore {
         }
         let sql = sql
         do {
-            let links = try pool.write { db in
+            try pool.write { db in
                 if !mode.createsSchema { try Self.requireSchema(db) }
                 try Self.migrate(db, schema: schema, sql: sql)
-                return try Self.recordLinks(db, schema: schema)
+                try Self.recordLinks(db, schema: schema)
             }
-            foreignLinks.withLock { $0 = links }
         } catch let missing as SchemaMissing {
             try? pool.close()
             throw .unreadable(missing.reason, cause: missing)
@@ -273,9 +274,8 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``, and returns
-    /// those recorded by entities the schema does not have (whose table is still there).
-    private static func recordLinks(_ db: Database, schema: Schema) throws -> [String: [ForeignLink]] {
+    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
+    private static func recordLinks(_ db: Database, schema: Schema) throws {
         try db.execute(
             sql: """
                 CREATE TABLE IF NOT EXISTS \(linksTable) (entity TEXT NOT NULL, property TEXT NOT NULL, \
@@ -292,12 +292,23 @@ final class SQLiteStore: PersistentStore {
                     arguments: [entity.name, property.name, destination, rule.rawValue])
             }
         }
+    }
+
+    /// The rules of ``linksTable`` recorded by entities `schema` does not have (whose table
+    /// is still there), by destination.
+    private static func readForeignLinks(_ db: Database, schema: Schema) throws -> [String: [ForeignLink]] {
+        // Straight from the database: GRDB's schema cache does not see another connection's
+        // new tables.
+        let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+        guard tables.contains(linksTable) else { return [:] }
         var foreign: [String: [ForeignLink]] = [:]
         let rows = try Row.fetchAll(db, sql: "SELECT entity, property, destination, rule FROM \(linksTable)")
         for row in rows {
             let (entity, property, destination): (String, String, String) = (row[0], row[1], row[2])
             guard schema.entity(named: entity) == nil, schema.entity(named: destination) != nil,
-                try db.tableExists(entity), try db.columns(in: entity).contains(where: { $0.name == property })
+                tables.contains(entity),
+                try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [entity])
+                    .contains(property)
             else { continue }
             foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: row[3]))
         }
@@ -528,6 +539,7 @@ final class SQLiteStore: PersistentStore {
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
                 // Deletes first: a save may delete a row and insert another with its unique value.
+                for (entity, ids) in Self.grouped(changes.deletes) { try refuseForeignLinks(db, entity, ids) }
                 for delete in changes.deletes {
                     let entitySQL = sql[delete.entity.name]!
                     var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
@@ -537,7 +549,6 @@ final class SQLiteStore: PersistentStore {
                         arguments.append(.integer(expected))
                     }
                     let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
-                    try refuseForeignLinks(db, delete.entity, [delete.id])
                     _ = try mapErrors(id) { try Self.query(db, query, arguments) { _ in () } }
                     if db.changesCount == 0, delete.expectedVersion != nil { conflicts.append(id) }
                 }
@@ -672,12 +683,24 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
+    /// The IDs of `deletes`, by entity.
+    private static func grouped(_ deletes: [StoreChanges.Delete]) -> [(EntityDescription, [Int64])] {
+        Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
+    }
+
     /// Refuses the deletion of the rows `ids` of `entity` when a row of an entity the schema
     /// does not have points at one of them through a relationship with an
     /// `onDestinationDelete` rule: that rule, and that entity's hooks, cannot run here, and
     /// the link must not be left pointing at nothing.
     private func refuseForeignLinks(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
-        guard let links = foreignLinks.withLock({ $0[entity.name] }) else { return }
+        let version = try Int64.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+        var known = foreignLinks.withLock { $0.schemaVersion == version ? $0.links : nil }
+        if known == nil {
+            let links = try Self.readForeignLinks(db, schema: schema)
+            foreignLinks.withLock { $0 = (version, links) }
+            known = links
+        }
+        guard let links = known?[entity.name] else { return }
         for link in links {
             for chunk in ids.chunked(500) {
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")

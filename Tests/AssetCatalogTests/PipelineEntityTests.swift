@@ -264,6 +264,25 @@ final class UnruledLink: ManagedObject {
         #expect(!t.hasObject(asset.sha256))
     }
 
+    /// A catalog already open without the entity (a long `assetcat` command, another
+    /// process) learns of it when another opening creates its table: it refuses too.
+    @Test func aCatalogOpenBeforeTheEntityExistedRefusesToRemoveALinkedAsset() async throws {
+        let t = try TestCatalog()
+        let without = try t.create()
+        defer { without.close() }
+        let asset = try #require(try await without.add([try t.file("a.txt", "early \(UUID())")]).added.first)
+        let with = try open(t)
+        defer { with.close() }
+        let documentID = try insertDocument(with, "doc-\(UUID())", for: asset)
+        let error = #expect(throws: CatalogError.self) { try without.remove([String(asset.id)]) }
+        #expect(
+            error?.message
+                == "Asset \(asset.id) cannot be deleted: Document \(documentID.rowID) points at it through "
+                + "Document.asset, whose delete rule (cascade) this store cannot apply: it was opened without the "
+                + "entity Document. Open it with Document in its schema to delete Asset \(asset.id)")
+        #expect(try documents(with).map(\.asset) == [asset.id])
+    }
+
     /// The pipeline's table, once made, is part of the store: a store that lost it is
     /// damaged and quarantined like one that lost the catalog's own tables, whether the
     /// open knows the entity or not.
