@@ -226,6 +226,27 @@ final class UnruledLink: ManagedObject {
         #expect(try again.assets().map(\.id) == [asset.id])
     }
 
+    /// A read-only open cannot create the new entity's table: it fails saying so, and
+    /// changes nothing; a read-only open without the entity still works.
+    @Test func aReadOnlyOpenWithANewEntityFailsUntilAWritableOpenMadeItsTable() async throws {
+        let t = try TestCatalog()
+        let plain = try t.create()
+        let asset = try #require(try await plain.add([try t.file("a.txt", "plain \(UUID())")]).added.first)
+        plain.close()
+        let error = #expect(throws: CatalogError.self) {
+            try Catalog.open(at: t.root, options: .init(access: .readOnly, entities: Self.entities))
+        }
+        #expect(error?.code == .store)
+        #expect(error?.message.hasSuffix("open it once where it can be written") == true)
+        let reader = try Catalog.open(at: t.root, options: .init(access: .readOnly))
+        #expect(try reader.assets().map(\.id) == [asset.id])
+        reader.close()
+        try open(t).close()
+        let later = try Catalog.open(at: t.root, options: .init(access: .readOnly, entities: Self.entities))
+        defer { later.close() }
+        #expect(try documents(later).isEmpty)
+    }
+
     /// Opened without the pipeline's entities, the catalog still opens and works, removes
     /// assets no document points at, and refuses — with a message saying what to do — to
     /// remove one a document points at (the link would point at nothing, and the
