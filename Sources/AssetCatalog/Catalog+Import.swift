@@ -280,11 +280,14 @@ extension Catalog {
         // import planned from them, on another core while the payload is read.
         var early: Task<EarlyWork, Never>?
         let moot = EarlyPlan()
+        let planned = Self.afterEarlyPlan  // a detached task does not inherit it
         let records = RecordsFile.Tap(directory: content.ownStaging) { [scratch] file in
             early = Task.detached { [self] in
                 let read = Result { try file.load(into: scratch, isCancelled: { Task.isCancelled }) }
                 guard case .success = read, !Task.isCancelled, !moot.isMoot else { return EarlyWork(records: read) }
-                return EarlyWork(records: read, plan: Result { try self.planImport(scratch, options: options) })
+                let plan = Result { try self.planImport(scratch, options: options) }
+                planned?()
+                return EarlyWork(records: read, plan: plan)
             }
         }
         let bag: BagContents

@@ -94,6 +94,10 @@ public final class JobQueue: JobProvider, Sendable {
         var runs = 0
         /// Turns of the background worker's loop (an idle worker makes about four a second).
         var workerTurns = 0
+        /// Times the background worker went to sleep until woken (an idle worker ends every turn so).
+        var workerWaits = 0
+        /// Run tasks started and not yet ended (their outcome written, or left to another run).
+        var tasksInFlight = 0
     }
 
     /// How many times the background worker's loop has turned (for tests).
@@ -106,6 +110,18 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// A run of this process has not ended yet (for tests).
     var isRunningAnything: Bool { state.withLock { !$0.running.isEmpty } }
+
+    /// How many run tasks of this process have not ended, including runs stopped or
+    /// interrupted that no longer count as running (for tests: once it is zero, no run of
+    /// this process writes to a job any more).
+    var tasksInFlight: Int { state.withLock { $0.tasksInFlight } }
+
+    /// How many pending deletions hold the jobs of `assetID` (for tests).
+    func holds(on assetID: Int64) -> Int { state.withLock { $0.held[assetID] ?? 0 } }
+
+    /// The turns of the background worker's loop, and how many of them ended asleep until
+    /// woken (for tests: a worker that spins turns without sleeping).
+    var workerTurnsAndWaits: (turns: Int, waits: Int) { state.withLock { ($0.workerTurns, $0.workerWaits) } }
 
     /// How often a background worker (``start()``) prunes finished jobs, besides once when it starts.
     static let pruneInterval: TimeInterval = 3_600
@@ -493,6 +509,7 @@ public final class JobQueue: JobProvider, Sendable {
                     return true
                 }
                 s.waiter = continuation
+                s.workerWaits += 1
                 return false
             }
             if woken {
@@ -648,6 +665,7 @@ public final class JobQueue: JobProvider, Sendable {
                 stopped = true
                 return false
             }
+            s.tasksInFlight += 1
             let task = Task { [weak self] in
                 let outcome: Result<JobOutput, any Error>
                 do {
@@ -656,6 +674,7 @@ public final class JobQueue: JobProvider, Sendable {
                     outcome = .failure(error)
                 }
                 self?.finish(job, token: token, outcome: outcome, summary: summary, progress: progress)
+                self?.state.withLock { $0.tasksInFlight -= 1 }
             }
             s.running[job.id] = Running(assetID: job.asset.rawValue, token: token, task: task)
             return true

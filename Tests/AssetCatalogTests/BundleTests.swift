@@ -519,19 +519,28 @@ import Testing
         defer { catalog.close() }
         let theirs = try t.file("a.txt", "the catalog's own\n")
         let added = Mutex(false)
-        let result = try await catalog.importBundle(from: bundle) { progress in
-            // Past half the bytes: in the payload (the big b.txt), long after our records.
-            guard progress.bytesDone > progress.bytesTotal / 2, !added.withLock({ $0 }) else { return }
-            usleep(300_000)  // time for the plan, made on another thread, to be made
-            try? catalog.withContext { context in
-                let asset = Asset(context: context)
-                asset.name = "a.txt"
-                asset.storage = .referenced
-                asset.path = theirs
-                asset.sha256 = String(repeating: "0", count: 64)
-                try context.save()
+        // The plan made from our records, on another task, while the payload is read.
+        let planned = DispatchSemaphore(value: 0)
+        let result = try await Catalog.$afterEarlyPlan.withValue({ planned.signal() }) {
+            try await catalog.importBundle(from: bundle) { progress in
+                // Past half the bytes: in the payload (the big b.txt), long after our records.
+                guard progress.bytesDone > progress.bytesTotal / 2, !added.withLock({ $0 }) else { return }
+                // The read waits here for the plan: the conflict comes after it, never before.
+                guard planned.wait(timeout: .now() + 60) == .success else {
+                    Issue.record("no plan was made during the read: the test would cover nothing")
+                    added.withLock { $0 = true }
+                    return
+                }
+                try? catalog.withContext { context in
+                    let asset = Asset(context: context)
+                    asset.name = "a.txt"
+                    asset.storage = .referenced
+                    asset.path = theirs
+                    asset.sha256 = String(repeating: "0", count: 64)
+                    try context.save()
+                }
+                added.withLock { $0 = true }
             }
-            added.withLock { $0 = true }
         }
         #expect(added.withLock { $0 })
         #expect(try catalog.assets(importedBy: result).map(\.name) == ["b.txt"])

@@ -278,7 +278,9 @@ final class WritesToItsAssetWhenCancelled: JobProcessor {
     try catalog.jobs.submit("last-words", for: asset.id)
     catalog.jobs.start()
     defer { catalog.jobs.stop() }
-    while !processor.started.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+    let deadline = Date().addingTimeInterval(60)  // against a hang only
+    while !processor.started.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+    try #require(processor.started.withLock { $0 }, "the job never started: the removal would race nothing")
 
     let result = try catalog.remove(asset.id)
 
