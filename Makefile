@@ -1,6 +1,8 @@
 # The two commands of the README: `make demo` and `make test`.
 # Both install what the machine lacks (Scripts/install-deps.sh), then build.
 SWIFT ?= swift
+# Arguments of ScaleBenchmarks in `make bench`, e.g. SCALE="--assets 10000000 --files 1000000".
+SCALE ?=
 
 .PHONY: deps build demo demo-persistence test sanitize sanitize-address bench lint format
 
@@ -35,6 +37,7 @@ bench: deps
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks CatalogBenchmarks
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks BundleBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks
+	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks ScaleBenchmarks $(SCALE)
 
 lint:
 	$(SWIFT) format lint -r --strict Sources Tests Package.swift

@@ -45,6 +45,16 @@ let package = Package(
                 .product(name: "Persistence", package: "AssetCatalog"),
             ]
         ),
+        // What a catalog's size costs: one-asset commands on a large catalog against a ten-asset
+        // one, and the bulk commands against their floors (issue 19).
+        .executableTarget(
+            name: "ScaleBenchmarks",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "AssetCatalog", package: "AssetCatalog"),
+                .product(name: "Persistence", package: "AssetCatalog"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

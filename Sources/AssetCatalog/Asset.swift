@@ -42,16 +42,19 @@ public final class Asset: ManagedObject {
     /// is (0 for the first). An archive can hold two: libarchive reads some
     /// formats' NFC and NFD spellings of a name as the same bytes.
     @Attribute public var memberOrdinal = 0
-    /// Tags, stored as `\n`-delimited text (use ``tags``).
-    @Attribute(.indexed) public var tagText = "\n"
-    /// Free-form metadata, stored as a JSON object (use ``metadata``).
-    @Attribute public var metadataJSON = "{}"
+    /// Tags, stored as `\n`-delimited text (the storage column behind ``tags``).
+    @Attribute(.indexed) var tagText = "\n"
+    /// Free-form metadata, stored as a JSON object (the storage column behind ``metadata``).
+    @Attribute var metadataJSON = "{}"
     @Attribute public var created = Date(timeIntervalSince1970: 0)
     @Attribute public var modified = Date(timeIntervalSince1970: 0)
     /// For an archive member: the archive asset it belongs to.
     @ToOne public var archive: Asset?
     /// For an archive: its members. Deleting an archive deletes them.
     @ToMany(inverse: \Asset.archive, deleteRule: .cascade) public var members: [Asset]
+
+    /// The asset's ID (its row in the store): what ``Catalog/asset(_:)`` and the CLI take.
+    public var assetID: AssetID { AssetID(objectID.rowID) }
 
     /// The asset's tags, sorted.
     public var tags: [String] {

@@ -10,9 +10,10 @@ public import Persistence
 /// `member`, `tags`, `created`, `modified` (and `metadata`).
 @dynamicMemberLookup
 public struct AssetRecord: Sendable, Hashable, Codable {
-    public var id: Int64
+    /// The asset's ID (encoded as a bare number).
+    public var id: AssetID
     /// An archive member's archive (an asset ID).
-    public var archive: Int64?
+    public var archive: AssetID?
     /// Everything else the asset holds: name, kind, content, storage, tags, metadata, dates.
     public var fields: AssetFields
 
@@ -24,25 +25,25 @@ public struct AssetRecord: Sendable, Hashable, Codable {
 
     /// A snapshot of `asset`, as its context holds it.
     public init(_ asset: Asset) {
-        id = asset.objectID.rowID
-        archive = asset.archive?.objectID.rowID
+        id = asset.assetID
+        archive = asset.archive?.assetID
         fields = AssetFields(asset)
     }
 
-    init(id: Int64, archive: Int64?, fields: AssetFields) {
+    init(id: AssetID, archive: AssetID?, fields: AssetFields) {
         self.id = id
         self.archive = archive
         self.fields = fields
     }
 
     /// The asset's ID in the object graph.
-    public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id) }
+    public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id.rawValue) }
 
     /// Reads a record in the CLI's JSON form (``encode(to:)``).
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AssetJSONKey.self)
-        id = try c.decode(Int64.self, forKey: .id)
-        archive = try c.decodeIfPresent(Int64.self, forKey: .archive)
+        id = try c.decode(AssetID.self, forKey: .id)
+        archive = try c.decodeIfPresent(AssetID.self, forKey: .archive)
         fields = try AssetFields(from: c)
     }
 

@@ -148,13 +148,13 @@ struct AssetRules {
 
     /// The asset was deleted in its context (directly, or by a cascade): its jobs are held.
     static func deletionBegan(_ id: Int64, in context: ManagedObjectContext?) {
-        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.cancelAll(for: id)
+        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.cancelAll(for: AssetID(id))
     }
 
     /// A deletion left its context without a commit (a rollback; or a child's save handed
     /// it to the parent, which holds the jobs itself): one hold is released.
     static func deletionLeft(_ id: Int64, in context: ManagedObjectContext?) {
-        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.resume(for: id)
+        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.resume(for: AssetID(id))
     }
 
     // MARK: - Shape

@@ -119,7 +119,7 @@ struct ArchiveIndexProcessor: JobProcessor {
             let row = try context.existingObject(with: job.catalog.jobs.jobObjectID(job.jobID), as: Job.self)
             guard row.state == .running, row.owner == job.runToken else { throw CancellationError() }
             row.progress = progress
-            row.resultRequiresAsset = job.asset.id
+            row.resultRequiresAsset = job.asset.id.rawValue
             for member in members {
                 let m = Asset(context: context)
                 m.name = member.path

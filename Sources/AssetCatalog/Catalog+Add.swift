@@ -319,7 +319,7 @@ extension Catalog {
                 }
                 try context.save()
                 let records = zip(ids, fields).map { id, fields in
-                    AssetRecord(id: id.rowID, archive: nil, fields: fields)
+                    AssetRecord(id: AssetID(id.rowID), archive: nil, fields: fields)
                 }
                 return (records, jobs.map(\.objectID.rowID))
             }

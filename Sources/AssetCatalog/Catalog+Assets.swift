@@ -1,5 +1,5 @@
 import BagIt
-import Foundation
+public import Foundation
 import Persistence
 
 #if canImport(Glibc)
@@ -55,7 +55,7 @@ extension Catalog {
             let page = try assetPage(query, after: after, limit: pageSize)
             for record in page { try body(record) }
             guard page.count == pageSize, let last = page.last else { return }
-            after = last.id
+            after = last.id.rawValue
         }
     }
 
@@ -70,34 +70,30 @@ extension Catalog {
         }
     }
 
-    /// The asset an ID or a name designates.
+    /// The asset with ID `id`.
     ///
-    /// - Throws: ``CatalogError/Code/notFound`` when none does;
-    ///   ``CatalogError/Code/invalidArgument`` when a name is ambiguous (the
-    ///   message lists the IDs to use instead).
-    public func asset(_ reference: String) throws -> AssetRecord {
-        try storeErrors { try withContext { try AssetRecord(resolve(reference, in: $0)) } }
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has it.
+    public func asset(_ id: AssetID) throws -> AssetRecord {
+        try storeErrors { try withContext { try AssetRecord(existingAsset(id, in: $0)) } }
     }
 
-    /// Resolves an ID or a name to an asset of `context`.
-    /// A reference that is an asset's ID (written as such: `7`, not `007`)
-    /// names that asset; anything else, or an ID no asset has, is a name.
-    func resolve(_ reference: String, in context: ManagedObjectContext) throws -> Asset {
-        let id = Int64(reference).flatMap { $0 > 0 && String($0) == reference ? $0 : nil }
-        if let id {
-            let objectID = ManagedObjectID(entityName: Asset.entityName, rowID: id)
-            if let asset = try? context.existingObject(with: objectID, as: Asset.self) { return asset }
+    /// The assets named `name` exactly (any number of them: names need not be unique), in ID order.
+    public func assets(named name: String) throws -> [AssetRecord] {
+        try storeErrors {
+            try withContext { context in
+                try context.fetch(FetchRequest<Asset>(predicate: \.name == name, sortBy: [.objectID()]))
+                    .map(AssetRecord.init)
+            }
         }
-        let named = try context.fetch(FetchRequest<Asset>(predicate: \.name == reference))
-        switch named.count {
-        case 0:
-            if let id { throw CatalogError(.notFound, "No asset with ID \(id); list assets with `assetcat ls`") }
-            throw CatalogError(.notFound, "No asset named \(reference); list assets with `assetcat ls`")
-        case 1: return named[0]
-        default:
-            let ids = named.map { String($0.objectID.rowID) }.joined(separator: ", ")
-            throw CatalogError(.invalidArgument, "\(named.count) assets are named \(reference) (IDs \(ids)); use an ID")
+    }
+
+    /// The asset of `context` with ID `id`.
+    func existingAsset(_ id: AssetID, in context: ManagedObjectContext) throws -> Asset {
+        let objectID = ManagedObjectID(entityName: Asset.entityName, rowID: id.rawValue)
+        guard let asset = try? context.existingObject(with: objectID, as: Asset.self) else {
+            throw CatalogError(.notFound, "No asset with ID \(id); list assets with `assetcat ls`")
         }
+        return asset
     }
 
     /// Deletes assets (and the members of archives among them). Managed
@@ -105,11 +101,13 @@ extension Catalog {
     /// deletion has committed. With `dryRun`, reports what would go and
     /// changes nothing. A change to the same assets committed meanwhile (a
     /// job's result) does not refuse the removal: it runs again on the new rows.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids` (nothing is deleted).
     @discardableResult
-    public func remove(_ references: [String], dryRun: Bool = false) throws -> RemovalResult {
+    public func remove(_ ids: some Collection<AssetID>, dryRun: Bool = false) throws -> RemovalResult {
         try storeErrors {
             try withRetriedContext { context in
-                let assets = try references.map { try resolve($0, in: context) }
+                let assets = try ids.map { try existingAsset($0, in: context) }
                 for asset in assets { context.delete(asset) }
                 let doomed = context.deletedObjects.compactMap { $0 as? Asset }.sorted { $0.objectID < $1.objectID }
                 let records = doomed.map(AssetRecord.init)
@@ -135,6 +133,12 @@ extension Catalog {
         }
     }
 
+    /// Deletes one asset (and its members, if it is an archive), as the overload that takes several IDs does.
+    @discardableResult
+    public func remove(_ id: AssetID, dryRun: Bool = false) throws -> RemovalResult {
+        try remove(CollectionOfOne(id), dryRun: dryRun)
+    }
+
     /// Deletes every asset `query` selects in one set-based statement (a
     /// batch delete: no objects are loaded), archive members with their
     /// archives. Managed files whose content no other asset uses are removed
@@ -151,12 +155,16 @@ extension Catalog {
     }
 
     /// Adds and removes tags on assets; returns them as they are afterwards.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids` (nothing changes).
     @discardableResult
-    public func tag(_ references: [String], adding: [String] = [], removing: [String] = []) throws -> [AssetRecord] {
+    public func tag(
+        _ ids: some Collection<AssetID>, adding: [String] = [], removing: [String] = []
+    ) throws -> [AssetRecord] {
         for tag in adding + removing { try Self.validateTag(tag) }
         return try storeErrors {
             try withRetriedContext { context in
-                let assets = try references.map { try resolve($0, in: context) }
+                let assets = try ids.map { try existingAsset($0, in: context) }
                 for asset in assets {
                     asset.tags = Array(Set(asset.tags).union(adding).subtracting(removing))
                 }
@@ -168,10 +176,10 @@ extension Catalog {
 
     /// Sets metadata values on an asset (a `nil` value removes the key).
     @discardableResult
-    public func setMetadata(_ reference: String, _ values: [String: String?]) throws -> AssetRecord {
+    public func setMetadata(_ id: AssetID, _ values: [String: String?]) throws -> AssetRecord {
         try storeErrors {
             try withRetriedContext { context in
-                let asset = try resolve(reference, in: context)
+                let asset = try existingAsset(id, in: context)
                 var metadata = asset.metadata
                 for (key, value) in values { metadata[key] = value }
                 asset.metadata = metadata
@@ -182,9 +190,32 @@ extension Catalog {
     }
 
     /// Streams an asset's bytes (an archive member's too) to `body`, in chunks.
-    public func read(_ reference: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let record = try asset(reference)
+    public func read(_ id: AssetID, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let record = try asset(id)
         try read(record, body)
+    }
+
+    /// The file that holds an asset's bytes, for a tool that needs a path rather than a
+    /// stream (`read(_:_:)` streams any asset, archive members too).
+    ///
+    /// - A managed asset: its content's file in the catalog's `objects/`, shared by every
+    ///   asset with the same content. **Do not modify, move or delete it**: open it read-only.
+    ///   The path is valid while the asset exists; after its removal commits the file may go.
+    /// - A referenced asset: the file it references (the catalog never writes to it).
+    /// - An archive member: `nil`, as it has no file of its own (read it with `read`).
+    ///
+    /// The file is not opened or checked here: it may be missing or damaged
+    /// (``verify(_:progress:)`` reports that), and a tool should open it once and check what it
+    /// opened.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has `id`.
+    public func contentURL(of id: AssetID) throws -> URL? {
+        let record = try asset(id)
+        switch record.storage {
+        case .managed: return URL(fileURLWithPath: content.objectPath(record.sha256))
+        case .referenced: return record.path.map { URL(fileURLWithPath: $0) }
+        case .member: return nil
+        }
     }
 
     func read(_ record: AssetRecord, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
@@ -202,7 +233,7 @@ extension Catalog {
     /// The file of an archive member's archive.
     func memberArchivePath(_ record: AssetRecord) throws -> String? {
         guard let archiveID = record.archive else { return nil }
-        let archive = try asset(String(archiveID))
+        let archive = try asset(archiveID)
         return archive.storage == .managed ? content.objectPath(archive.sha256) : archive.path
     }
 

@@ -8,13 +8,13 @@ import Foundation
 
 /// Which assets an export takes. An archive brings its members with it.
 public struct ExportSelection: Sendable, Hashable {
-    /// IDs or names; `nil` selects by ``query`` alone.
-    public var references: [String]?
+    /// The assets' IDs; `nil` selects by ``query`` alone.
+    public var ids: [AssetID]?
     /// Tag, kind and storage filters (all assets by default).
     public var query: AssetQuery
 
-    public init(references: [String]? = nil, query: AssetQuery = AssetQuery()) {
-        self.references = references
+    public init(ids: [AssetID]? = nil, query: AssetQuery = AssetQuery()) {
+        self.ids = ids
         self.query = query
     }
 
@@ -58,7 +58,8 @@ public struct BundleProgress: Sendable, Hashable {
 
 /// An asset left out of an export, and why.
 public struct SkippedAsset: Sendable, Hashable, Codable {
-    public var id: Int64
+    /// The asset left out.
+    public var id: AssetID
     public var name: String
     public var reason: String
 }
@@ -85,7 +86,7 @@ extension Catalog {
     /// names, tags, metadata, storage and member links, and the manifests.
     ///
     /// Streams: the assets are read from the catalog a page at a time (those named in
-    /// ``ExportSelection/references`` all at once), and what the export
+    /// ``ExportSelection/ids`` all at once), and what the export
     /// must remember of each (its payload path, digest, whether it was written) goes to a
     /// temporary database, the records and the manifest to files in the catalog's staging
     /// folder — memory does not grow with the number of assets or their bytes. Every byte is
@@ -194,7 +195,7 @@ extension Catalog {
         {
             var line: [UInt8] = []
             BundleRecords.Entry(
-                key: record.id, archive: archiveKey, payload: "data/" + payloadPath, fields: record.fields
+                key: record.id.rawValue, archive: archiveKey, payload: "data/" + payloadPath, fields: record.fields
             )
             .appendJSON(to: &line)
             try batch.add(ExportScratch.Payload(path: payloadPath, record: record), record: line)
@@ -229,7 +230,7 @@ extension Catalog {
             let good = try await fit(page.filter { $0.storage != .member })
             try scratch.batch { batch in
                 for record in page where record.storage == .member || record.kind == "archive" {
-                    try batch.choose(record.id, archive: record.storage != .member)
+                    try batch.choose(record.id.rawValue, archive: record.storage != .member)
                 }
                 let namer = PayloadNamer(names: batch)
                 for record in good { try add(record, as: namer.claim(record.name), archiveKey: nil, to: batch) }
@@ -244,18 +245,18 @@ extension Catalog {
             while true {
                 let page = try assetPage(AssetQuery(storage: .member), after: after, limit: 1_000)
                 guard let last = page.last else { break }
-                after = last.id
+                after = last.id.rawValue
                 let wanted = try scratch.batch { batch in
-                    try page.filter { try batch.isChosen(member: $0.id, archive: $0.archive) }
+                    try page.filter { try batch.isChosen(member: $0.id.rawValue, archive: $0.archive?.rawValue) }
                 }
                 let good = try await fit(wanted)
                 try scratch.batch { batch in
                     let namer = PayloadNamer(names: batch)
                     for record in good {
-                        let archiveID = record.archive ?? 0
+                        let archiveID = record.archive?.rawValue ?? 0
                         let archivePayload = try batch.payloadPath(archiveID)
                         if folder?.archive != archiveID {
-                            let name = archivePayload ?? (try? asset(String(archiveID)).name)
+                            let name = archivePayload ?? (try? asset(AssetID(archiveID)).name)
                             folder = (archiveID, Self.membersFolder(name ?? "archive-\(archiveID)"))
                         }
                         let path = try namer.claim(folder!.name + "/" + (record.member ?? record.name))
@@ -296,7 +297,7 @@ extension Catalog {
         while true {
             let page = try scratch.files(after: after, limit: 500)
             guard let last = page.last else { break }
-            after = last.record.id
+            after = last.record.id.rawValue
             for payload in page {
                 try Task.checkCancellation()
                 try writePayload(writer, payload, bundle: path)
@@ -321,11 +322,11 @@ extension Catalog {
     private func forEachChosenPage(
         _ selection: ExportSelection, _ body: ([AssetRecord]) async throws -> Void
     ) async throws {
-        if let references = selection.references {
+        if let ids = selection.ids {
             let filter = selection.query
-            var chosen: [Int64: AssetRecord] = [:]
-            for reference in references {
-                let record = try asset(reference)
+            var chosen: [AssetID: AssetRecord] = [:]
+            for id in ids {
+                let record = try asset(id)
                 if filter.tag.map(record.tags.contains) ?? true, filter.kind.map({ $0 == record.kind }) ?? true,
                     filter.storage.map({ $0 == record.storage }) ?? true
                 {
@@ -340,7 +341,7 @@ extension Catalog {
             let page = try assetPage(selection.query, after: after, limit: 1_000)
             guard let last = page.last else { return }
             try await body(page)
-            after = last.id
+            after = last.id.rawValue
             if page.count < 1_000 { return }
         }
     }

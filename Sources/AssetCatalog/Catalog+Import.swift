@@ -95,14 +95,14 @@ public struct ImportResult: Sendable, Codable {
     /// The IDs of the assets created, as ranges: the top-level assets, then the archive
     /// members (`catalog.forEachAsset` pages through them). Ranges rather than a list, so
     /// that the result of a large import stays small.
-    public var importedIDs: [ClosedRange<Int64>]
+    public var importedIDs: [ClosedRange<AssetID>]
     /// Bundle assets the catalog already had (same name, content, tags and metadata), by name.
     public var alreadyPresent: CappedList<String>
     /// Bundle assets left out by ``ConflictPolicy/skip``.
     public var skipped: CappedList<Skipped>
     /// Catalog assets deleted by ``ConflictPolicy/replace`` (their members too), by ID in
     /// ascending order.
-    public var replaced: CappedList<Int64>
+    public var replaced: CappedList<AssetID>
     /// Bundle assets imported under another name by ``ConflictPolicy/keepBoth``.
     public var renamed: CappedList<Renamed>
     /// Referenced assets whose file is not on this machine (or differs): their bytes,
@@ -280,11 +280,14 @@ extension Catalog {
         // import planned from them, on another core while the payload is read.
         var early: Task<EarlyWork, Never>?
         let moot = EarlyPlan()
+        let planned = Self.afterEarlyPlan  // a detached task does not inherit it
         let records = RecordsFile.Tap(directory: content.ownStaging) { [scratch] file in
             early = Task.detached { [self] in
                 let read = Result { try file.load(into: scratch, isCancelled: { Task.isCancelled }) }
                 guard case .success = read, !Task.isCancelled, !moot.isMoot else { return EarlyWork(records: read) }
-                return EarlyWork(records: read, plan: Result { try self.planImport(scratch, options: options) })
+                let plan = Result { try self.planImport(scratch, options: options) }
+                planned?()
+                return EarlyWork(records: read, plan: plan)
             }
         }
         let bag: BagContents
@@ -634,7 +637,7 @@ extension Catalog {
             adopting.count == 0 ? ContentAdoption(holding: pins) : ContentAdoption(content: content, adopting: pins)
         do {
             let (ids, count, jobs) = try recordImport(plan, adoption: adoption, foreign: foreign)
-            plan.result.importedIDs = ids
+            plan.result.importedIDs = ids.map { AssetID($0.lowerBound)...AssetID($0.upperBound) }
             plan.result.importedCount = count
             plan.result.queuedJobIDs = jobs
             plan.result.queuedJobCount = jobs.reduce(0) { $0 + $1.count }

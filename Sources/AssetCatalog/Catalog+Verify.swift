@@ -12,7 +12,8 @@ public struct VerifyIssue: Sendable, Codable, Hashable {
         /// The file is there but cannot be read (permissions, not a file).
         case unreadable
     }
-    public var id: Int64
+    /// The asset with the problem.
+    public var id: AssetID
     public var name: String
     public var problem: Problem
     /// Where the bytes were looked for.
@@ -72,15 +73,17 @@ public enum GarbageAction: String, Sendable {
 }
 
 extension Catalog {
-    /// Re-hashes assets' content (all of them, or the referenced ones) and
+    /// Re-hashes assets' content (all of them, or those with `ids`) and
     /// reports the missing and damaged ones; a verify of the whole catalog also
     /// counts the files in `objects/` that no asset uses. Changes nothing.
-    public func verify(_ references: [String]? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids`.
+    public func verify(_ ids: [AssetID]? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
         -> VerifyReport
     {
-        let records = try references.map { try $0.map { try asset($0) } } ?? assets()
+        let records = try ids.map { try $0.map { try asset($0) } } ?? assets()
         var report = try await check(records, progress: progress)
-        if references == nil && !Task.isCancelled {
+        if ids == nil && !Task.isCancelled {
             // Content whose removal is journaled (pending: a crash, a read-only open) is not lost.
             let pending = try storeErrors {
                 try withContext { try $0.fetch(FetchRequest<RemovalPlan>()).map(\.sha256) }
@@ -124,7 +127,7 @@ extension Catalog {
         case .managed: path = content.objectPath(record.sha256)
         case .referenced: path = record.path ?? ""
         case .member:
-            let archive = record.archive.map(String.init) ?? "?"
+            let archive = record.archive.map { "\($0)" } ?? "?"
             path = "\(archive):\(record.member ?? "")"
         }
         var issue = VerifyIssue(

@@ -27,7 +27,7 @@ final class CatalogRuntime: Sendable {
     /// Deletions of these assets never committed (a context was discarded):
     /// the jobs their `prepareForDeletion` stopped run again.
     func deletionsDiscarded(_ ids: Set<ManagedObjectID>) {
-        for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: id.rowID) }
+        for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: AssetID(id.rowID)) }
     }
 
     /// One removal plan carried out, inside the transaction that deletes its row: the
@@ -144,16 +144,27 @@ public final class Catalog: Sendable {
         public var onUnreadableStore: PersistentContainer.UnreadableStorePolicy
         /// Where the catalog logs; silent by default.
         public var logger: Logger
+        /// A program's own entities, kept in the catalog's store beside its assets: their
+        /// objects are inserted, changed and deleted in the catalog's contexts
+        /// (``Catalog/newContext(name:)``) and saved in the same transaction as assets,
+        /// with their lifecycle hooks. Their tables are created the first time the catalog
+        /// is opened with them. A to-one relationship to ``Asset`` must say what removing
+        /// the asset does to its objects (`@ToOne(onDestinationDelete:)`). See
+        /// <doc:PipelineEntities>.
+        public var entities: [ManagedObject.Type]
 
+        /// Options for ``Catalog/open(at:options:)`` and ``Catalog/create(at:options:)``.
         public init(
             createIfMissing: Bool = false, access: Access = .readWrite,
             onUnreadableStore: PersistentContainer.UnreadableStorePolicy = .fail,
-            logger: Logger = Logger(label: "AssetCatalog", factory: { _ in SwiftLogNoOpLogHandler() })
+            logger: Logger = Logger(label: "AssetCatalog", factory: { _ in SwiftLogNoOpLogHandler() }),
+            entities: [ManagedObject.Type] = []
         ) {
             self.createIfMissing = createIfMissing
             self.access = access
             self.onUnreadableStore = onUnreadableStore
             self.logger = logger
+            self.entities = entities
         }
     }
 
@@ -184,6 +195,40 @@ public final class Catalog: Sendable {
     static let entities: [ManagedObject.Type] = [
         Asset.self, RemovalPlan.self, PendingImport.self, Job.self, PendingTemporary.self,
     ]
+
+    /// The catalog's schema: its own entities, then a program's (``OpenOptions/entities``).
+    ///
+    /// - Throws: ``CatalogError/Code/invalidArgument`` when a program's entity takes the
+    ///   name of one of the catalog's, or has a to-one relationship to one of the catalog's
+    ///   entities with no `onDestinationDelete` rule, or the schema is refused.
+    static func schema(with extra: [ManagedObject.Type]) throws -> Schema {
+        let reserved = Set(entities.map(\.entityName))
+        let own = Set(entities.map(ObjectIdentifier.init))
+        for type in extra where !own.contains(ObjectIdentifier(type)) {
+            let name = type.entityName
+            guard !reserved.contains(name) else {
+                throw CatalogError(
+                    .invalidArgument,
+                    "The entity \(type) cannot be added to the catalog: its name \(name) is taken by the catalog's own "
+                        + "entity (reserved: \(reserved.sorted().joined(separator: ", "))); give it another "
+                        + "`entityName`")
+            }
+            for property in type.entityDescription.properties {
+                guard case .toOne(let destination) = property.kind, reserved.contains(destination),
+                    property.destinationDeleteRule == nil
+                else { continue }
+                throw CatalogError(
+                    .invalidArgument,
+                    "\(name).\(property.name) points at \(destination) without saying what removing it does: "
+                        + "declare it @ToOne(onDestinationDelete: .nullify), .cascade or .deny")
+            }
+        }
+        do {
+            return try Schema(entities + extra.filter { !own.contains(ObjectIdentifier($0)) })
+        } catch let error as PersistenceError {
+            throw CatalogError(.invalidArgument, error.message, cause: error)
+        }
+    }
 
     /// The catalog's job provider: register processors, run the queue.
     public let jobs: JobQueue
@@ -315,6 +360,7 @@ public final class Catalog: Sendable {
 
     private init(root: URL, options: OpenOptions, creating: Bool) throws {
         self.root = root
+        let schema = try Self.schema(with: options.entities)  // refused before anything is made
         let readOnly: Bool
         switch options.access {
         case .readOnly: readOnly = true
@@ -341,7 +387,7 @@ public final class Catalog: Sendable {
         let storeURL = Self.storeURL(in: root)
         do {
             container = try PersistentContainer(
-                storeURL: storeURL, schema: try Schema(Self.entities), options: storeOptions)
+                storeURL: storeURL, schema: schema, options: storeOptions)
         } catch let error as PersistenceError {
             if let quarantine = error.quarantine {
                 throw Self.quarantined(root, folder: quarantine.folder, reason: quarantine.reason)

@@ -130,8 +130,9 @@ final class ExportScratch {
                     "INSERT INTO payload(id, path, name, size, sha256, storage, file, archive, member, ordinal, record) "
                     + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ).execute(arguments: [
-                record.id, payload.path, record.name, record.size, record.sha256, record.storage.rawValue,
-                record.path, record.archive, record.member.map { Data($0.utf8) }, record.memberOrdinal, Data(line),
+                record.id.rawValue, payload.path, record.name, record.size, record.sha256, record.storage.rawValue,
+                record.path, record.archive?.rawValue, record.member.map { Data($0.utf8) }, record.memberOrdinal,
+                Data(line),
             ])
             scratch.files += 1
             scratch.bytes += record.size
@@ -178,7 +179,7 @@ final class ExportScratch {
         Payload(
             path: row[1],
             record: AssetRecord(
-                id: row[0], archive: row[7],
+                id: AssetID(row[0]), archive: (row[7] as Int64?).map { AssetID($0) },
                 fields: AssetFields(
                     name: row[2], kind: "", storage: Storage(rawValue: row[5]) ?? .managed, size: row[3],
                     sha256: row[4], path: row[6], member: (row[8] as Data?).map { String(decoding: $0, as: UTF8.self) },

@@ -260,7 +260,7 @@ final class ImportScratch: @unchecked Sendable {
                 try db.run(
                     "INSERT OR IGNORE INTO existing(id, name, sha256, tags, metadata) VALUES (?, ?, ?, ?, ?)",
                     [
-                        .integer(r.id), .text(r.name), .text(r.sha256), .text(Asset.tagText(r.tags)),
+                        .integer(r.id.rawValue), .text(r.name), .text(r.sha256), .text(Asset.tagText(r.tags)),
                         .text(Asset.metadataJSON(r.metadata)),
                     ])
             }
@@ -305,12 +305,12 @@ final class ImportScratch: @unchecked Sendable {
     }
 
     /// The catalog's assets the plan deletes: how many, and the first `limit` IDs.
-    func replaced(limit: Int) throws -> CappedList<Int64> {
+    func replaced(limit: Int) throws -> CappedList<AssetID> {
         let count = try value("SELECT count(*) FROM replaced")
         return try run { db in
-            var first: [Int64] = []
+            var first: [AssetID] = []
             try db.run("SELECT id FROM replaced ORDER BY id LIMIT ?", [.integer(Int64(limit))]) {
-                first.append(sqlite3_column_int64($0, 0))
+                first.append(AssetID(sqlite3_column_int64($0, 0)))
             }
             return CappedList(count: Int(count), first: first)
         }

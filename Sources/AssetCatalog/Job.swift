@@ -98,7 +98,8 @@ final class SubmittedAssets {
 public struct JobRecord: Sendable, Codable, Hashable {
     public var id: Int64
     public var kind: String
-    public var asset: Int64
+    /// The asset the work is for (encoded as a bare number).
+    public var asset: AssetID
     public var state: JobState
     public var attempts: Int
     public var progress: Double
@@ -127,7 +128,7 @@ public struct JobRecord: Sendable, Codable, Hashable {
     init(_ job: Job) {
         id = job.objectID.rowID
         kind = job.kind
-        asset = job.assetID
+        asset = AssetID(job.assetID)
         state = job.state
         attempts = job.attempts
         progress = job.progress
@@ -229,14 +230,14 @@ public protocol JobProcessor: Sendable {
 public protocol JobProvider: Sendable {
     /// Queues work of `kind` for an asset; returns the job's ID.
     @discardableResult
-    func submit(_ kind: String, for assetID: Int64) throws -> Int64
+    func submit(_ kind: String, for assetID: AssetID) throws -> Int64
     /// Takes a hold on the asset's jobs: stops the running ones and holds the queued
     /// ones (a deletion of the asset is pending in one more context).
-    func cancelAll(for assetID: Int64)
+    func cancelAll(for assetID: AssetID)
     /// Releases one hold that ``cancelAll(for:)`` took: a deletion ended without a
     /// commit, or moved to a parent context. When none is left, the interrupted jobs
     /// run again.
-    func resume(for assetID: Int64)
+    func resume(for assetID: AssetID)
     /// Job state changes and progress, as they happen.
     func events() -> AsyncStream<JobRecord>
 }

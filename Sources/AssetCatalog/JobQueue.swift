@@ -94,6 +94,10 @@ public final class JobQueue: JobProvider, Sendable {
         var runs = 0
         /// Turns of the background worker's loop (an idle worker makes about four a second).
         var workerTurns = 0
+        /// Times the background worker went to sleep until woken (an idle worker ends every turn so).
+        var workerWaits = 0
+        /// Run tasks started and not yet ended (their outcome written, or left to another run).
+        var tasksInFlight = 0
     }
 
     /// How many times the background worker's loop has turned (for tests).
@@ -106,6 +110,18 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// A run of this process has not ended yet (for tests).
     var isRunningAnything: Bool { state.withLock { !$0.running.isEmpty } }
+
+    /// How many run tasks of this process have not ended, including runs stopped or
+    /// interrupted that no longer count as running (for tests: once it is zero, no run of
+    /// this process writes to a job any more).
+    var tasksInFlight: Int { state.withLock { $0.tasksInFlight } }
+
+    /// How many pending deletions hold the jobs of `assetID` (for tests).
+    func holds(on assetID: Int64) -> Int { state.withLock { $0.held[assetID] ?? 0 } }
+
+    /// The turns of the background worker's loop, and how many of them ended asleep until
+    /// woken (for tests: a worker that spins turns without sleeping).
+    var workerTurnsAndWaits: (turns: Int, waits: Int) { state.withLock { ($0.workerTurns, $0.workerWaits) } }
 
     /// How often a background worker (``start()``) prunes finished jobs, besides once when it starts.
     static let pruneInterval: TimeInterval = 3_600
@@ -182,7 +198,7 @@ public final class JobQueue: JobProvider, Sendable {
     ///   `kind` in this process; ``CatalogError/Code/notFound`` when no asset has that ID.
     ///   Nothing is queued then.
     @discardableResult
-    public func submit(_ kind: String, for assetID: Int64) throws -> Int64 {
+    public func submit(_ kind: String, for assetID: AssetID) throws -> Int64 {
         guard let id = try submit([kind], for: [assetID]).first else { throw Self.closed }
         return id
     }
@@ -196,8 +212,9 @@ public final class JobQueue: JobProvider, Sendable {
     /// (``CatalogError/Code/notFound``, checked for the whole batch under the store's write
     /// lock, so an asset deleted meanwhile counts as missing), nothing is queued.
     @discardableResult
-    public func submit(_ kinds: [String], for assetIDs: [Int64]) throws -> [Int64] {
+    public func submit(_ kinds: [String], for assetIDs: [AssetID]) throws -> [Int64] {
         guard let catalog else { throw Self.closed }
+        let assetIDs = assetIDs.map(\.rawValue)
         let limits = state.withLock { $0.maxAttempts }
         if let unknown = kinds.first(where: { limits[$0] == nil }) { throw Self.unregisteredKind(unknown) }
         guard !kinds.isEmpty, !assetIDs.isEmpty else { return [] }
@@ -233,7 +250,8 @@ public final class JobQueue: JobProvider, Sendable {
         return ids
     }
 
-    public func cancelAll(for assetID: Int64) {
+    public func cancelAll(for assetID: AssetID) {
+        let assetID = assetID.rawValue
         let tasks = state.withLock { s -> [Task<Void, Never>] in
             s.held[assetID, default: 0] += 1
             let mine = s.running.filter { $0.value.assetID == assetID }
@@ -243,7 +261,8 @@ public final class JobQueue: JobProvider, Sendable {
         for task in tasks { task.cancel() }
     }
 
-    public func resume(for assetID: Int64) {
+    public func resume(for assetID: AssetID) {
+        let assetID = assetID.rawValue
         let runs = state.withLock { s -> [Int64: String] in
             guard let count = s.held[assetID] else { return [:] }
             if count > 1 {
@@ -346,9 +365,9 @@ public final class JobQueue: JobProvider, Sendable {
     /// ```swift
     /// let failed = try catalog.jobs.list(asset: asset.id, state: .failed)
     /// ```
-    public func list(asset assetID: Int64? = nil, state jobState: JobState? = nil) throws -> [JobRecord] {
+    public func list(asset assetID: AssetID? = nil, state jobState: JobState? = nil) throws -> [JobRecord] {
         var predicate: FetchPredicate<Job> = .all
-        if let assetID { predicate = \.assetID == assetID }
+        if let assetID { predicate = \.assetID == assetID.rawValue }
         if let jobState { predicate = predicate && \.state == jobState }
         return try records(predicate)
     }
@@ -490,6 +509,7 @@ public final class JobQueue: JobProvider, Sendable {
                     return true
                 }
                 s.waiter = continuation
+                s.workerWaits += 1
                 return false
             }
             if woken {
@@ -637,14 +657,15 @@ public final class JobQueue: JobProvider, Sendable {
         // again rather than started behind the stop's back.
         var stopped = false
         let started = state.withLock { s -> Bool in
-            if s.held[job.asset, default: 0] > 0 {
-                s.interrupted[job.asset, default: [:]][job.id] = token  // its asset is being deleted
+            if s.held[job.asset.rawValue, default: 0] > 0 {
+                s.interrupted[job.asset.rawValue, default: [:]][job.id] = token  // its asset is being deleted
                 return false
             }
             if Task.isCancelled {
                 stopped = true
                 return false
             }
+            s.tasksInFlight += 1
             let task = Task { [weak self] in
                 let outcome: Result<JobOutput, any Error>
                 do {
@@ -653,8 +674,9 @@ public final class JobQueue: JobProvider, Sendable {
                     outcome = .failure(error)
                 }
                 self?.finish(job, token: token, outcome: outcome, summary: summary, progress: progress)
+                self?.state.withLock { $0.tasksInFlight -= 1 }
             }
-            s.running[job.id] = Running(assetID: job.asset, token: token, task: task)
+            s.running[job.id] = Running(assetID: job.asset.rawValue, token: token, task: task)
             return true
         }
         if stopped { requeue([job.id: token]) }
@@ -671,7 +693,7 @@ public final class JobQueue: JobProvider, Sendable {
                 s.stopping[job.id] = nil
                 return true  // stopped: queued again by stopRunning, whichever of the two ends first
             }
-            return s.interrupted[job.asset]?[job.id] == token
+            return s.interrupted[job.asset.rawValue]?[job.id] == token
         }
         // A run stops counting as running only once its outcome is written
         // (runUntilIdle must not return, and its process exit, before).
@@ -731,7 +753,7 @@ public final class JobQueue: JobProvider, Sendable {
             return try catalog.withRetriedContext { context in
                 let row = try context.existingObject(with: jobObjectID(job.id), as: Job.self)
                 guard row.state == .running, row.owner == token else { return JobRecord(row) }
-                let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)
+                let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.asset.rawValue)
                 let asset = try context.existingObject(with: assetID, as: Asset.self)
                 var metadata = asset.metadata
                 for (k, v) in output.metadata { metadata[k] = v }
@@ -742,7 +764,7 @@ public final class JobQueue: JobProvider, Sendable {
                 row.progress = 1
                 row.lastError = nil
                 row.owner = nil
-                row.resultRequiresAsset = job.asset
+                row.resultRequiresAsset = job.asset.rawValue
                 try context.save()
                 return JobRecord(row)
             }
@@ -753,7 +775,8 @@ public final class JobQueue: JobProvider, Sendable {
             (try? catalog.withContext { context in
                 try context.count(
                     for: FetchRequest<Asset>(
-                        predicate: .objectIDs([ManagedObjectID(entityName: Asset.entityName, rowID: job.asset)])))
+                        predicate: .objectIDs([ManagedObjectID(entityName: Asset.entityName, rowID: job.asset.rawValue)]
+                        )))
             }) == 0
         return try? changeJob(job.id) { row in
             guard row.state == .running, row.owner == token else { return }

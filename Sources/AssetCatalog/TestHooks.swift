@@ -3,4 +3,9 @@ extension Catalog {
     /// opens any: the tests swap a file there, to show that what is read is what was found or
     /// nothing (``AssetCatalogTestSupport``'s `afterAddListing`).
     @TaskLocal package static var afterExpanding: (@Sendable (_ paths: [String]) -> Void)?
+
+    /// Called by an import once the plan made during the read (from the bundle's records, on
+    /// another task) is made, before the payload is read to its end: the tests change the
+    /// catalog after it, to show that a stale plan is made again.
+    @TaskLocal package static var afterEarlyPlan: (@Sendable () -> Void)?
 }

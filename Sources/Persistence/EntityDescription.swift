@@ -40,6 +40,10 @@ public struct PropertyDescription: Sendable, Hashable {
     public let isUnique: Bool
     /// What deleting an object does to the objects this relationship reaches.
     public let deleteRule: DeleteRule
+    /// For a to-one relationship that no to-many names as its inverse: what deleting its
+    /// destination does to the object that points at it (``ToOne``'s
+    /// `onDestinationDelete`); `nil` when nothing is done.
+    public let destinationDeleteRule: DeleteRule?
     /// The position of the value in an object's storage; `nil` for to-many
     /// relationships, which store nothing on this side.
     let slot: Int?

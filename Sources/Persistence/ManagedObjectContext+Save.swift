@@ -256,6 +256,13 @@ extension ManagedObjectContext {
                 }
             }
         }
+        for link in core.schema.incomingLinks(into: object.entity) where link.rule == .deny {
+            if let member = try objects(of: link.source, pointingAt: object, through: link.property).first(where: {
+                !$0.pendingDelete
+            }) {
+                throw PersistenceError.linkDenial(object.objectID, member.objectID, link.property)
+            }
+        }
     }
 
     /// Writes to the store. On a conflict, the merge policy resolves it and

@@ -318,6 +318,16 @@ public final class ManagedObjectContext {
         guard case .toMany(let destinationName) = property.kind,
             let destination = core.schema.entity(named: destinationName)
         else { return [] }
+        return try objects(of: destination, pointingAt: owner, through: inverse)
+    }
+
+    /// The objects of `destination` whose to-one `inverse` points at `owner`, unsaved
+    /// changes included.
+    func objects(
+        of destination: EntityDescription, pointingAt owner: ManagedObject, through inverse: PropertyDescription
+    )
+        throws -> [ManagedObject]
+    {
         let fetch = StoreFetch(
             entity: destination, predicate: .compare(PropertyRef(inverse), .equal, .integer(owner.objectID.rowID)),
             sort: [], limit: nil, offset: 0)
@@ -392,6 +402,26 @@ public final class ManagedObjectContext {
                     for member in members where !member.pendingDelete {
                         member.setValue(.null, atSlot: inverse.slot!, observed: true)
                     }
+                }
+            }
+        }
+        // To-one relationships of other entities that say themselves what deleting their
+        // destination does to them (deny is checked at save).
+        for link in core.schema.incomingLinks(into: object.entity) where link.rule != .deny {
+            let members: [ManagedObject]
+            do {
+                members = try objects(of: link.source, pointingAt: object, through: link.property)
+            } catch {
+                recordMisuse(
+                    "Could not apply the delete rule of \(link.source.name).\(link.property.name) to \(object.objectID): "
+                        + "\(error)")
+                continue
+            }
+            for member in members where !member.pendingDelete {
+                if link.rule == .cascade {
+                    delete(member)
+                } else {
+                    member.setValue(.null, atSlot: link.property.slot!, observed: true)
                 }
             }
         }

@@ -84,6 +84,17 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
             .validation, "\(id).\(property.name) points at \(target), which is being deleted", objectIDs: [id])
     }
 
+    /// `target` cannot be deleted: `member` points at it through `property`, a to-one
+    /// relationship whose `onDestinationDelete` rule is deny.
+    static func linkDenial(_ target: ManagedObjectID, _ member: ManagedObjectID, _ property: PropertyDescription)
+        -> PersistenceError
+    {
+        PersistenceError(
+            .validation,
+            "\(target) cannot be deleted: \(member) points at it through \(member.entityName).\(property.name) "
+                + "(deny rule)", objectIDs: [target])
+    }
+
     /// The row `id` of `entity` cannot be deleted: its `property` has members and its delete
     /// rule is deny. Thrown by contexts and stores alike.
     static func denial(_ entity: EntityDescription, _ id: Int64, _ property: PropertyDescription) -> PersistenceError {

@@ -278,16 +278,45 @@ public struct Schema: Sendable {
     /// The migrations, in the order they run.
     public let migrations: [Migration]
     let entityByName: [String: EntityDescription]
+    /// The to-one relationships with an `onDestinationDelete` rule, by the name of their
+    /// destination entity.
+    let incomingLinks: [String: [IncomingLink]]
+
+    /// A to-one relationship whose own rule says what deleting its destination does to
+    /// the objects that point at it (``ToOne``'s `onDestinationDelete`).
+    struct IncomingLink {
+        /// The entity that holds the relationship: the objects the rule reaches.
+        let source: EntityDescription
+        /// The to-one relationship.
+        let property: PropertyDescription
+        /// What deleting the destination does to them.
+        let rule: DeleteRule
+    }
 
     /// Builds the schema of `types`, checking every relationship.
     ///
     /// - Throws: ``PersistenceError/Code/misuse`` naming the property when a
     ///   relationship points at an entity that is not in the schema or its
-    ///   inverse is not a to-one relationship.
+    ///   inverse is not a to-one relationship, when a to-one relationship has both
+    ///   an inverse and an `onDestinationDelete` rule, or when two types have the same
+    ///   entity name.
     public init(_ types: [ManagedObject.Type], migrations: [Migration] = []) throws {
         entities = types.map { $0.entityDescription }
         self.migrations = migrations
-        entityByName = Dictionary(entities.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        var byName: [String: EntityDescription] = [:]
+        for entity in entities {
+            if let other = byName[entity.name],
+                ObjectIdentifier(other.objectType) != ObjectIdentifier(entity.objectType)
+            {
+                throw PersistenceError(
+                    .misuse,
+                    "Two entities of the schema are named \(entity.name) (\(other.objectType) and "
+                        + "\(entity.objectType)); give one another `entityName`")
+            }
+            byName[entity.name] = entity
+        }
+        entityByName = byName
+        var inverses: Set<String> = []
         for entity in entities {
             for property in entity.properties {
                 switch property.kind {
@@ -304,13 +333,33 @@ public struct Schema: Sendable {
                             .misuse,
                             "\(entity.name).\(property.name) points at \(destination), which is not in the schema")
                     }
-                    _ = try entity.inverse(of: property)
+                    inverses.insert("\(destination).\(try entity.inverse(of: property).name)")
                 }
             }
         }
+        var links: [String: [IncomingLink]] = [:]
+        for entity in entities {
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                guard !inverses.contains("\(entity.name).\(property.name)") else {
+                    throw PersistenceError(
+                        .misuse,
+                        "\(entity.name).\(property.name) has an inverse to-many in \(destination), whose delete rule "
+                            + "says what deleting \(destination) does to it: remove its onDestinationDelete rule")
+                }
+                links[destination, default: []].append(IncomingLink(source: entity, property: property, rule: rule))
+            }
+        }
+        incomingLinks = links
     }
 
     func entity(named name: String) -> EntityDescription? { entityByName[name] }
+
+    /// The to-one relationships whose `onDestinationDelete` rule applies when an object of
+    /// `entity` is deleted.
+    func incomingLinks(into entity: EntityDescription) -> [IncomingLink] { incomingLinks[entity.name] ?? [] }
 
     /// The to-many relationships, anywhere in the schema, whose members are
     /// of `entity` — that is, the relationships for which deleting an object

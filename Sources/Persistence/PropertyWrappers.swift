@@ -6,6 +6,8 @@ struct PropertyDraft: Sendable {
     var isIndexed = false
     var isUnique = false
     var deleteRule: DeleteRule = .nullify
+    /// For a to-one relationship: what deleting its destination does to the object.
+    var destinationDeleteRule: DeleteRule?
     var inverseResolver: (@Sendable () -> PropertyDescription?)?
     /// The Swift type of the wrapped property, to refuse key paths that only pass through it.
     var valueType: ObjectIdentifier = ObjectIdentifier(Void.self)
@@ -18,7 +20,7 @@ struct PropertyDraft: Sendable {
     func description(name: String, slot: Int?) -> PropertyDescription {
         PropertyDescription(
             name: name, kind: kind, isOptional: isOptional, defaultValue: defaultValue, isIndexed: isIndexed,
-            isUnique: isUnique, deleteRule: deleteRule, slot: slot)
+            isUnique: isUnique, deleteRule: deleteRule, destinationDeleteRule: destinationDeleteRule, slot: slot)
     }
 }
 
@@ -116,22 +118,42 @@ public struct Attribute<Value: AttributeValue>: PersistentPropertyWrapper {
 /// ```
 ///
 /// The destination must live in the same context. A to-many relationship on
-/// the other side (``ToMany``) names this one as its inverse.
+/// the other side (``ToMany``) names this one as its inverse, and its delete rule
+/// says what deleting the destination does to this object.
+///
+/// When the destination's type cannot declare that to-many (it belongs to another
+/// module, say), the to-one says it itself with `onDestinationDelete`:
+///
+/// ```swift
+/// final class Review: ManagedObject {
+///     @ToOne(onDestinationDelete: .cascade) var note: Note?  // deleting the note deletes its reviews
+/// }
+/// ```
 @propertyWrapper
 public struct ToOne<Destination: ManagedObject>: PersistentPropertyWrapper {
     let deleteRule: DeleteRule
+    let destinationDeleteRule: DeleteRule?
     var marker: Int32 = 0
 
     /// Declares a to-one relationship; `deleteRule` says what deleting this
     /// object does to the destination.
-    public init(deleteRule: DeleteRule = .nullify) {
+    ///
+    /// `onDestinationDelete` says what deleting the destination does to this object,
+    /// for a relationship that no ``ToMany`` names as its inverse: ``DeleteRule/nullify``
+    /// clears the link, ``DeleteRule/cascade`` deletes this object too (its
+    /// `prepareForDeletion` runs), ``DeleteRule/deny`` refuses the destination's deletion
+    /// while this object points at it. `nil` (the default) does nothing: the link is left
+    /// pointing at a deleted object. A schema refuses both an inverse and this rule.
+    public init(deleteRule: DeleteRule = .nullify, onDestinationDelete: DeleteRule? = nil) {
         self.deleteRule = deleteRule
+        destinationDeleteRule = onDestinationDelete
     }
 
     var draft: PropertyDraft {
         PropertyDraft(
             kind: .toOne(destination: Destination.entityName), isOptional: true, defaultValue: .null,
-            deleteRule: deleteRule, valueType: ObjectIdentifier(Destination?.self))
+            deleteRule: deleteRule, destinationDeleteRule: destinationDeleteRule,
+            valueType: ObjectIdentifier(Destination?.self))
     }
 
     @available(*, unavailable, message: "@ToOne can only be used in a ManagedObject subclass")

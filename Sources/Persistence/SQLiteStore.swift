@@ -15,6 +15,23 @@ final class SQLiteStore: PersistentStore {
     private let sql: [String: EntitySQL]
     private let schema: Schema
     private let injectedFault = Locked<(@Sendable () throws -> Void)?>(nil)
+    /// The to-one relationships with an `onDestinationDelete` rule of entities this store
+    /// holds but whose schema does not have, by destination: their rules cannot be applied.
+    /// Read again when the database's schema changes (another process may open the store
+    /// with such an entity for the first time while this one has it open).
+    private let foreignLinks = Locked<(schemaVersion: Int64, links: [String: [ForeignLink]])>((-1, [:]))
+
+    /// A to-one relationship with an `onDestinationDelete` rule, of an entity that is not in
+    /// the schema (another program's): recorded in the store when it was opened with it.
+    struct ForeignLink {
+        var entity: String
+        var property: String
+        var rule: String
+    }
+
+    /// Where the store records the to-one relationships that have an `onDestinationDelete`
+    /// rule, so that an open without their entity knows of them.
+    static let linksTable = "_persistence_links"
 
     /// The table every store with a schema has: its absence means the
     /// database was never given one, or lost it.
@@ -60,6 +77,7 @@ final class SQLiteStore: PersistentStore {
             try pool.write { db in
                 if !mode.createsSchema { try Self.requireSchema(db) }
                 try Self.migrate(db, schema: schema, sql: sql)
+                try Self.recordLinks(db, schema: schema)
             }
         } catch let missing as SchemaMissing {
             try? pool.close()
@@ -254,6 +272,47 @@ final class SQLiteStore: PersistentStore {
                     WHERE entity = ?;
                     """, arguments: [entity.name, entity.name])
         }
+    }
+
+    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
+    private static func recordLinks(_ db: Database, schema: Schema) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS \(linksTable) (entity TEXT NOT NULL, property TEXT NOT NULL, \
+                destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property));
+                """)
+        for entity in schema.entities {
+            try db.execute(sql: "DELETE FROM \(linksTable) WHERE entity = ?", arguments: [entity.name])
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                try db.execute(
+                    sql: "INSERT INTO \(linksTable) (entity, property, destination, rule) VALUES (?, ?, ?, ?)",
+                    arguments: [entity.name, property.name, destination, rule.rawValue])
+            }
+        }
+    }
+
+    /// The rules of ``linksTable`` recorded by entities `schema` does not have (whose table
+    /// is still there), by destination.
+    private static func readForeignLinks(_ db: Database, schema: Schema) throws -> [String: [ForeignLink]] {
+        // Straight from the database: GRDB's schema cache does not see another connection's
+        // new tables.
+        let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+        guard tables.contains(linksTable) else { return [:] }
+        var foreign: [String: [ForeignLink]] = [:]
+        let rows = try Row.fetchAll(db, sql: "SELECT entity, property, destination, rule FROM \(linksTable)")
+        for row in rows {
+            let (entity, property, destination): (String, String, String) = (row[0], row[1], row[2])
+            guard schema.entity(named: entity) == nil, schema.entity(named: destination) != nil,
+                tables.contains(entity),
+                try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [entity])
+                    .contains(property)
+            else { continue }
+            foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: row[3]))
+        }
+        return foreign
     }
 
     private static func columnDefinition(_ property: PropertyDescription) -> String {
@@ -480,6 +539,7 @@ final class SQLiteStore: PersistentStore {
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
                 // Deletes first: a save may delete a row and insert another with its unique value.
+                for (entity, ids) in Self.grouped(changes.deletes) { try refuseForeignLinks(db, entity, ids) }
                 for delete in changes.deletes {
                     let entitySQL = sql[delete.entity.name]!
                     var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
@@ -600,8 +660,82 @@ final class SQLiteStore: PersistentStore {
                     try deleteWithRules(db, members, effects, &tally)
                 }
             }
+            try refuseDeniedLinks(db, entity, ids)
+            let cascades = try applyIncomingLinks(db, entity, ids, &tally)
+            try deleteWithRules(db, cascades, effects, &tally)
         }
         return tally
+    }
+
+    /// Refuses the deletion of the rows `ids` of `entity` when a row points at one of them
+    /// through a to-one relationship whose `onDestinationDelete` rule is deny.
+    private func refuseDeniedLinks(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
+        for link in schema.incomingLinks(into: entity) where link.rule == .deny {
+            for chunk in ids.chunked(500) {
+                let first = try Self.members(
+                    db, sql[link.source.name]!, inverse: link.property, owners: chunk, limit: 1)
+                if let member = first.first, case .integer(let target) = member.values[link.property.slot!] {
+                    throw PersistenceError.linkDenial(
+                        ManagedObjectID(entityName: entity.name, rowID: target),
+                        ManagedObjectID(entityName: link.source.name, rowID: member.id), link.property)
+                }
+            }
+        }
+    }
+
+    /// The IDs of `deletes`, by entity.
+    private static func grouped(_ deletes: [StoreChanges.Delete]) -> [(EntityDescription, [Int64])] {
+        Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
+    }
+
+    /// Refuses the deletion of the rows `ids` of `entity` when a row of an entity the schema
+    /// does not have points at one of them through a relationship with an
+    /// `onDestinationDelete` rule: that rule, and that entity's hooks, cannot run here, and
+    /// the link must not be left pointing at nothing.
+    private func refuseForeignLinks(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
+        let version = try Int64.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+        var known = foreignLinks.withLock { $0.schemaVersion == version ? $0.links : nil }
+        if known == nil {
+            let links = try Self.readForeignLinks(db, schema: schema)
+            foreignLinks.withLock { $0 = (version, links) }
+            known = links
+        }
+        guard let links = known?[entity.name] else { return }
+        for link in links {
+            for chunk in ids.chunked(500) {
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let found = try Self.query(
+                    db,
+                    "SELECT \"id\", \(quote(link.property)) FROM \(quote(link.entity)) WHERE \(quote(link.property)) IN (\(marks)) "
+                        + "ORDER BY \"id\" LIMIT 1", chunk.map { .integer($0) }
+                ) { (sqlite3_column_int64($0, 0), sqlite3_column_int64($0, 1)) }
+                guard let (member, target) = found.first else { continue }
+                let targetID = ManagedObjectID(entityName: entity.name, rowID: target)
+                throw PersistenceError(
+                    .validation,
+                    "\(targetID) cannot be deleted: \(link.entity) \(member) points at it through "
+                        + "\(link.entity).\(link.property), whose delete rule (\(link.rule)) this store cannot apply: it "
+                        + "was opened without the entity \(link.entity). Open it with \(link.entity) in its schema to "
+                        + "delete \(targetID)", objectIDs: [targetID])
+            }
+        }
+    }
+
+    /// The nullify and cascade `onDestinationDelete` rules of the to-one relationships that
+    /// point at `entity`, for its rows `ids` being deleted: the links are cleared now; the
+    /// rows to delete are returned as work for ``deleteWithRules(_:_:_:_:)``.
+    private func applyIncomingLinks(
+        _ db: Database, _ entity: EntityDescription, _ ids: [Int64], _ tally: inout DeletionTally
+    ) throws -> [DeletionWork] {
+        var work: [DeletionWork] = []
+        for link in schema.incomingLinks(into: entity) {
+            switch link.rule {
+            case .deny: continue
+            case .nullify: tally.nullified += try nullify(db, link.source, link.property, owners: ids)
+            case .cascade: work += ids.chunked(500).map { DeletionWork.members(link.source, link.property, $0) }
+            }
+        }
+        return work
     }
 
     /// Deletes rows inside the transaction, with the schema's delete rules —
@@ -661,6 +795,8 @@ final class SQLiteStore: PersistentStore {
                 }
             }
         }
+        try refuseDeniedLinks(db, entity, ids)
+        try refuseForeignLinks(db, entity, ids)
         let planned = effects.rows.count
         do {
             try entity.objectType.willBatchDelete(
@@ -699,6 +835,7 @@ final class SQLiteStore: PersistentStore {
                 }
             }
         }
+        work += try applyIncomingLinks(db, entity, ids, &tally)
     }
 
     /// The owner of the first member found of one of `owners`, if any has a member.

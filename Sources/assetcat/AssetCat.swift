@@ -69,41 +69,75 @@ func reportingErrors(_ body: () async throws -> Void) async throws {
     }
 }
 
-struct Init: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create a catalog.")
+/// How a command opens the catalog.
+enum CatalogAccess {
+    /// To change it: ``CatalogOption/open()``; a read-only catalog is refused.
+    case write
+    /// Only to read it: ``CatalogOption/openForReading()``, read-only where it cannot write.
+    case read
+}
 
-    @Argument(help: "Where to create it (default: ./.assetcat).")
-    var path: String?
+/// A command that works on the catalog `--catalog` (or the environment, or the working
+/// directory) names. Its `run()` is written once, here: open the catalog as ``access`` says,
+/// run the command on it, close it, and report a catalog error as one line on stderr (exit 1).
+protocol CatalogCommand: AsyncParsableCommand {
+    /// Whether the command changes the catalog.
+    static var access: CatalogAccess { get }
+    /// The `--catalog` option.
+    var options: CatalogOption { get }
+    /// The command's work, on the open catalog (closed when it returns or throws).
+    func run(_ catalog: Catalog) async throws
+}
 
+extension CatalogCommand {
     func run() async throws {
         try await reportingErrors {
-            let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
-            let catalog = try Catalog.create(at: directory)
-            catalog.close()
-            print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
+            let catalog = try Self.access == .write ? options.open() : options.openForReading()
+            defer { catalog.close() }
+            try await run(catalog)
         }
     }
 }
 
-struct Recover: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Start a new store for a catalog whose store is lost, listing the content of objects/.",
-        discussion: """
-            The last resort when catalog.sqlite is lost or was quarantined as unusable and there is no \
-            backup of it: every file of objects/ becomes an asset named recovered-<digest>, tagged \
-            'recovered'. Names, tags, metadata, references and archive members cannot be recovered from \
-            content. A quarantined store stays in quarantine/.
-            """)
+extension AssetCat {
+    struct Init: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a catalog.")
 
-    @OptionGroup var options: CatalogOption
+        @Argument(help: "Where to create it (default: ./.assetcat).")
+        var path: String?
 
-    func run() async throws {
-        try await reportingErrors {
-            let directory = try CatalogLocator.locate(explicit: options.catalog)
-            let (catalog, report) = try Catalog.recover(at: directory)
-            catalog.close()
-            print("started a new store in \(DisplayText.quoted(directory.path))")
-            print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")
+        func run() async throws {
+            try await reportingErrors {
+                let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
+                let catalog = try Catalog.create(at: directory)
+                catalog.close()
+                print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
+            }
+        }
+    }
+}
+
+extension AssetCat {
+    struct Recover: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start a new store for a catalog whose store is lost, listing the content of objects/.",
+            discussion: """
+                The last resort when catalog.sqlite is lost or was quarantined as unusable and there is no \
+                backup of it: every file of objects/ becomes an asset named recovered-<digest>, tagged \
+                'recovered'. Names, tags, metadata, references and archive members cannot be recovered from \
+                content. A quarantined store stays in quarantine/.
+                """)
+
+        @OptionGroup var options: CatalogOption
+
+        func run() async throws {
+            try await reportingErrors {
+                let directory = try CatalogLocator.locate(explicit: options.catalog)
+                let (catalog, report) = try Catalog.recover(at: directory)
+                catalog.close()
+                print("started a new store in \(DisplayText.quoted(directory.path))")
+                print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")
+            }
         }
     }
 }

@@ -12,40 +12,42 @@ private func drawBundleProgress(_ label: String) -> @Sendable (BundleProgress) -
     }
 }
 
-struct Export: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Write assets as a BagIt bag: .tar, .tar.gz, .tar.zst, .zip, or a directory.",
-        discussion: """
-            Selects every asset unless IDs (or names), --tag or --kind narrow it; an archive brings its \
-            members. Every byte is re-hashed on the way out: a missing or damaged asset stops the export \
-            (no partial bundle is left) unless --skip-damaged leaves it out and lists it.
-            """)
+extension AssetCat {
+    struct Export: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            abstract: "Write assets as a BagIt bag: .tar, .tar.gz, .tar.zst, .zip, or a directory.",
+            discussion: """
+                Selects every asset unless IDs (or names), --tag or --kind narrow it; an archive brings its \
+                members. Every byte is re-hashed on the way out: a missing or damaged asset stops the export \
+                (no partial bundle is left) unless --skip-damaged leaves it out and lists it.
+                """)
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "The bundle to write (its extension picks the format; none: a directory).") var bundle: String
-    @Argument(help: "IDs or names of the assets to export (default: all).") var assets: [String] = []
-    @Option(help: "tar, tar.gz, tar.zst, tar.xz, zip or dir (default: from the bundle's extension).")
-    var format: String?
-    @Option(help: "Only assets with this tag.") var tag: String?
-    @Option(help: "Only assets of this kind.") var kind: String?
-    @Option(help: "gzip, xz and zip 0–9, zstd 1–22 (default: the format's; xz 6 takes about 140 MB, 2 about 60 MB).")
-    var compressionLevel: Int?
-    @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged = false
-    @Flag(help: "Replace a file, or a folder that is not empty, at the bundle's path.") var force = false
-    @Flag(help: "Print a JSON summary.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "The bundle to write (its extension picks the format; none: a directory).") var bundle: String
+        @Argument(help: "IDs or names of the assets to export (default: all).") var assets: [String] = []
+        @Option(help: "tar, tar.gz, tar.zst, tar.xz, zip or dir (default: from the bundle's extension).")
+        var format: String?
+        @Option(help: "Only assets with this tag.") var tag: String?
+        @Option(help: "Only assets of this kind.") var kind: String?
+        @Option(
+            help: "gzip, xz and zip 0–9, zstd 1–22 (default: the format's; xz 6 takes about 140 MB, 2 about 60 MB).")
+        var compressionLevel: Int?
+        @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged =
+            false
+        @Flag(help: "Replace a file, or a folder that is not empty, at the bundle's path.") var force = false
+        @Flag(help: "Print a JSON summary.") var json = false
 
-    func validate() throws {
-        if let format, BagFormat(name: format) == nil {
-            throw ValidationError("Unknown format '\(format)': use tar, tar.gz, tar.zst, tar.xz, zip or dir")
+        func validate() throws {
+            if let format, BagFormat(name: format) == nil {
+                throw ValidationError("Unknown format '\(format)': use tar, tar.gz, tar.zst, tar.xz, zip or dir")
+            }
         }
-    }
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
-            let selection = ExportSelection(
-                references: assets.isEmpty ? nil : assets, query: AssetQuery(tag: tag, kind: kind))
+        func run(_ catalog: Catalog) async throws {
+            let selection = try ExportSelection(
+                ids: assets.isEmpty ? nil : AssetReference.resolve(assets, in: catalog),
+                query: AssetQuery(tag: tag, kind: kind))
             let exportOptions = ExportOptions(
                 format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged,
                 compressionLevel: compressionLevel, replacesExisting: force)
@@ -72,31 +74,30 @@ struct Export: AsyncParsableCommand {
     }
 }
 
-struct Import: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Import a BagIt bag (a directory or any archive), all or nothing.",
-        discussion: """
-            Every payload file is checked against every manifest before one transaction adopts them all; \
-            an invalid or hostile bag changes nothing. A name the catalog already has (with other content) \
-            is a conflict: --on-conflict skip (the default) keeps the catalog's, replace deletes it, \
-            keep-both imports the bundle's as 'name (2)'.
-            """)
+extension AssetCat {
+    struct Import: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            abstract: "Import a BagIt bag (a directory or any archive), all or nothing.",
+            discussion: """
+                Every payload file is checked against every manifest before one transaction adopts them all; \
+                an invalid or hostile bag changes nothing. A name the catalog already has (with other content) \
+                is a conflict: --on-conflict skip (the default) keeps the catalog's, replace deletes it, \
+                keep-both imports the bundle's as 'name (2)'.
+                """)
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "The bag: a directory, or a .tar, .tar.gz, .tar.zst, .zip, … archive.") var bundle: String
-    @Option(name: .customLong("on-conflict"), help: "skip, replace or keep-both.") var onConflict = "skip"
-    @Flag(help: "Print a JSON summary.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "The bag: a directory, or a .tar, .tar.gz, .tar.zst, .zip, … archive.") var bundle: String
+        @Option(name: .customLong("on-conflict"), help: "skip, replace or keep-both.") var onConflict = "skip"
+        @Flag(help: "Print a JSON summary.") var json = false
 
-    func validate() throws {
-        guard ConflictPolicy(rawValue: onConflict) != nil else {
-            throw ValidationError("Unknown --on-conflict '\(onConflict)': use skip, replace or keep-both")
+        func validate() throws {
+            guard ConflictPolicy(rawValue: onConflict) != nil else {
+                throw ValidationError("Unknown --on-conflict '\(onConflict)': use skip, replace or keep-both")
+            }
         }
-    }
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
             let result: ImportResult
             do {
@@ -139,33 +140,35 @@ private func noteOmitted(_ list: CappedList<some Any>, _ what: String) {
     if list.omitted > 0 { Terminal.note("and \(list.omitted) more \(what)") }
 }
 
-struct Validate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Check a BagIt bag (a directory or an archive) without importing it.",
-        discussion:
-            "Exit 0 for a valid bag; otherwise its problems, one per line naming the file (the first 1,000, then "
-            + "how many more), and exit 1.")
+extension AssetCat {
+    struct Validate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check a BagIt bag (a directory or an archive) without importing it.",
+            discussion:
+                "Exit 0 for a valid bag; otherwise its problems, one per line naming the file (the first 1,000, then "
+                + "how many more), and exit 1.")
 
-    @Argument(help: "The bag: a directory or an archive.") var bundle: String
-    @Flag(help: "Print a JSON report.") var json = false
+        @Argument(help: "The bag: a directory or an archive.") var bundle: String
+        @Flag(help: "Print a JSON report.") var json = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let report = try Catalog.validateBundle(at: bundle, progress: drawBundleProgress("validate"))
-            if json {
-                try Terminal.json(report)
-            } else if report.isValid {
-                print(
-                    "\(DisplayText.quoted(bundle)) is valid: BagIt \(report.version ?? "?"), \(plural(report.payloadFiles, "payload file")), "
-                        + Terminal.formatBytes(report.payloadBytes))
-            } else {
-                for problem in report.problems { print(DisplayText.escapingControls(problem)) }
-                let omitted = report.problemCount - report.problems.count
-                if omitted > 0 { print("… and \(plural(omitted, "more problem"))") }
-                Terminal.note(
-                    "\(DisplayText.quoted(bundle)) is not a valid bag: \(plural(report.problemCount, "problem"))")
+        func run() async throws {
+            try await reportingErrors {
+                let report = try Catalog.validateBundle(at: bundle, progress: drawBundleProgress("validate"))
+                if json {
+                    try Terminal.json(report)
+                } else if report.isValid {
+                    print(
+                        "\(DisplayText.quoted(bundle)) is valid: BagIt \(report.version ?? "?"), \(plural(report.payloadFiles, "payload file")), "
+                            + Terminal.formatBytes(report.payloadBytes))
+                } else {
+                    for problem in report.problems { print(DisplayText.escapingControls(problem)) }
+                    let omitted = report.problemCount - report.problems.count
+                    if omitted > 0 { print("… and \(plural(omitted, "more problem"))") }
+                    Terminal.note(
+                        "\(DisplayText.quoted(bundle)) is not a valid bag: \(plural(report.problemCount, "problem"))")
+                }
+                if !report.isValid { throw ExitCode.failure }
             }
-            if !report.isValid { throw ExitCode.failure }
         }
     }
 }

@@ -3,31 +3,30 @@ import AssetCatalog
 import Dispatch
 import Foundation
 
-struct Add: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Add files, directories (--recursive) and archives (one record per member).",
-        discussion: """
-            Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
-            complete. A file whose name is not UTF-8 is named on stderr and not added (exit 1).
-            """
-    )
+extension AssetCat {
+    struct Add: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            abstract: "Add files, directories (--recursive) and archives (one record per member).",
+            discussion: """
+                Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
+                complete. A file whose name is not UTF-8 is named on stderr and not added (exit 1).
+                """
+        )
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "Files, directories or archives to add.") var paths: [String]
-    @Flag(help: "Record files where they are instead of copying them.") var reference = false
-    @Option(name: .customLong("tag"), help: "Tag the added assets (repeatable).") var tags: [String] = []
-    @Flag(help: "Add the files under directories.") var recursive = false
-    @Flag(help: "With --reference: record files without reading them; a digest job hashes them later.")
-    var deferHash = false
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "Files, directories or archives to add.") var paths: [String]
+        @Flag(help: "Record files where they are instead of copying them.") var reference = false
+        @Option(name: .customLong("tag"), help: "Tag the added assets (repeatable).") var tags: [String] = []
+        @Flag(help: "Add the files under directories.") var recursive = false
+        @Flag(help: "With --reference: record files without reading them; a digest job hashes them later.")
+        var deferHash = false
 
-    func validate() throws {
-        if deferHash && !reference { throw ValidationError("--defer-hash goes with --reference.") }
-    }
+        func validate() throws {
+            if deferHash && !reference { throw ValidationError("--defer-hash goes with --reference.") }
+        }
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let addOptions = AddOptions(
                 mode: reference ? .reference : .copy, tags: tags, recursive: recursive, defersHashing: deferHash)
             let paths = paths
@@ -62,18 +61,18 @@ func printQueued(_ jobs: Int) {
     if jobs > 0 { print("queued \(plural(jobs, "job")); run them with `assetcat jobs run`") }
 }
 
-struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")
+extension AssetCat {
+    struct List: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")
 
-    @OptionGroup var options: CatalogOption
-    @Option(help: "Only assets with this tag.") var tag: String?
-    @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).") var kind: String?
-    @Flag(help: "Print one JSON array.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Option(help: "Only assets with this tag.") var tag: String?
+        @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).")
+        var kind: String?
+        @Flag(help: "Print one JSON array.") var json = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.openForReading()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let query = AssetQuery(tag: tag, kind: kind)
             if json {
                 // Streamed a page at a time: memory stays bounded for any catalog.
@@ -124,7 +123,7 @@ struct Table {
 
     static func row(_ a: AssetRecord) -> String {
         assets.line(
-            [String(a.id), a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))],
+            ["\(a.id)", a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))],
             last: DisplayText.quoted(a.name))
     }
 
@@ -134,27 +133,26 @@ struct Table {
     }
 }
 
-struct Show: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one asset in full.")
+extension AssetCat {
+    struct Show: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(abstract: "Show one asset in full.")
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "An asset ID or name.") var asset: String
-    @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "An asset ID or name.") var asset: String
+        @Flag(help: "Print JSON.") var json = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.openForReading()
-            defer { catalog.close() }
-            let a = try catalog.asset(asset)
+        func run(_ catalog: Catalog) async throws {
+            let a = try AssetReference.resolve(asset, in: catalog)
             if json { return try Terminal.json(a) }
             let dates = ISO8601DateFormatter()
             // Names, paths, tags and metadata come from files: quoted if they hold control characters.
             var lines: [(String, String)] = [
-                ("id", String(a.id)), ("name", DisplayText.quoted(a.name)), ("kind", a.kind),
+                ("id", "\(a.id)"), ("name", DisplayText.quoted(a.name)), ("kind", a.kind),
                 ("storage", a.storage.rawValue), ("size", String(a.size)), ("sha256", a.sha256),
             ]
             if let path = a.path { lines.append(("path", DisplayText.quoted(path))) }
-            if let archive = a.archive { lines.append(("archive", String(archive))) }
+            if let archive = a.archive { lines.append(("archive", "\(archive)")) }
             if let member = a.member { lines.append(("member", DisplayText.quoted(member))) }
             lines.append(("tags", a.tags.map(DisplayText.quoted).joined(separator: ", ")))
             for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) {
@@ -166,34 +164,34 @@ struct Show: AsyncParsableCommand {
     }
 }
 
-struct Cat: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Write an asset's bytes (archive members too) to stdout.")
+extension AssetCat {
+    struct Cat: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(
+            abstract: "Write an asset's bytes (archive members too) to stdout.")
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "An asset ID or name.") var asset: String
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "An asset ID or name.") var asset: String
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.openForReading()
-            defer { catalog.close() }
-            try catalog.read(asset) { chunk in try Terminal.output(Data(chunk)) }
+        func run(_ catalog: Catalog) async throws {
+            try catalog.read(AssetReference.resolve(asset, in: catalog).id) { chunk in try Terminal.output(Data(chunk))
+            }
         }
     }
 }
 
-struct Remove: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "rm", abstract: "Delete assets; their files go only after the deletion has committed.")
+extension AssetCat {
+    struct Remove: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Delete assets; their files go only after the deletion has committed.")
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "Asset IDs or names.") var assets: [String]
-    @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "Asset IDs or names.") var assets: [String]
+        @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
-            let result = try catalog.remove(assets, dryRun: dryRun)
+        func run(_ catalog: Catalog) async throws {
+            let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(
@@ -203,23 +201,22 @@ struct Remove: AsyncParsableCommand {
     }
 }
 
-struct Tag: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Add or remove tags.")
+extension AssetCat {
+    struct Tag: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(abstract: "Add or remove tags.")
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "Asset IDs or names.") var assets: [String]
-    @Option(name: .customLong("add"), help: "A tag to add (repeatable).") var add: [String] = []
-    @Option(name: .customLong("remove"), help: "A tag to remove (repeatable).") var remove: [String] = []
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "Asset IDs or names.") var assets: [String]
+        @Option(name: .customLong("add"), help: "A tag to add (repeatable).") var add: [String] = []
+        @Option(name: .customLong("remove"), help: "A tag to remove (repeatable).") var remove: [String] = []
 
-    func validate() throws {
-        guard !add.isEmpty || !remove.isEmpty else { throw ValidationError("Give --add TAG or --remove TAG.") }
-    }
+        func validate() throws {
+            guard !add.isEmpty || !remove.isEmpty else { throw ValidationError("Give --add TAG or --remove TAG.") }
+        }
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
-            for a in try catalog.tag(assets, adding: add, removing: remove) {
+        func run(_ catalog: Catalog) async throws {
+            for a in try catalog.tag(AssetReference.resolve(assets, in: catalog), adding: add, removing: remove) {
                 let tags = a.tags.map(DisplayText.quoted).joined(separator: ", ")
                 print("\(a.id)  \(DisplayText.quoted(a.name))  [\(tags)]")
             }
@@ -227,21 +224,21 @@ struct Tag: AsyncParsableCommand {
     }
 }
 
-struct Verify: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract:
-            "Re-hash content; report missing and damaged assets, and content no asset uses (exit 1 if any). Changes nothing."
-    )
+extension AssetCat {
+    struct Verify: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Re-hash content; report missing and damaged assets, and content no asset uses (exit 1 if any). Changes nothing."
+        )
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
-    @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
+        @Flag(help: "Print JSON.") var json = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.openForReading()
-            defer { catalog.close() }
-            let report = try await catalog.verify(assets.isEmpty ? nil : assets) { done, total in
+        func run(_ catalog: Catalog) async throws {
+            let ids = assets.isEmpty ? nil : try AssetReference.resolve(assets, in: catalog)
+            let report = try await catalog.verify(ids) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
             }
             if json {
@@ -268,22 +265,21 @@ struct Verify: AsyncParsableCommand {
     }
 }
 
-struct CollectGarbage: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "gc", abstract: "Finish pending removals; report files in objects/ that no asset uses.")
+extension AssetCat {
+    struct CollectGarbage: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            commandName: "gc", abstract: "Finish pending removals; report files in objects/ that no asset uses.")
 
-    @OptionGroup var options: CatalogOption
-    @Flag(help: "Record unreferenced files as assets tagged 'recovered'.") var adopt = false
-    @Flag(help: "Remove unreferenced files.") var purge = false
+        @OptionGroup var options: CatalogOption
+        @Flag(help: "Record unreferenced files as assets tagged 'recovered'.") var adopt = false
+        @Flag(help: "Remove unreferenced files.") var purge = false
 
-    func validate() throws {
-        if adopt && purge { throw ValidationError("Give --adopt or --purge, not both.") }
-    }
+        func validate() throws {
+            if adopt && purge { throw ValidationError("Give --adopt or --purge, not both.") }
+        }
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let report = try catalog.collectGarbage(adopt ? .adopt : purge ? .purge : .report)
             print("finished \(report.pendingRemovalsFinished) pending removals")
             for object in report.unreferenced {
@@ -300,16 +296,15 @@ struct CollectGarbage: AsyncParsableCommand {
     }
 }
 
-struct Stats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Counts and sizes.")
+extension AssetCat {
+    struct Stats: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(abstract: "Counts and sizes.")
 
-    @OptionGroup var options: CatalogOption
-    @Flag(help: "Print JSON.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Flag(help: "Print JSON.") var json = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.openForReading()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let s = try catalog.stats()
             if json { return try Terminal.json(s) }
             print("assets:        \(s.assets) (\(s.managed) managed, \(s.referenced) referenced, \(s.members) members)")

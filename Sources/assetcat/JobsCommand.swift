@@ -2,34 +2,37 @@ import ArgumentParser
 import AssetCatalog
 import Foundation
 
-struct Jobs: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Durable jobs: archive indexing, deferred digests, metadata, and a pipeline's own.",
-        subcommands: [JobsList.self, JobsRun.self, JobsCancel.self, JobsRetry.self],
-        defaultSubcommand: JobsList.self
-    )
+extension AssetCat {
+    struct Jobs: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Durable jobs: archive indexing, deferred digests, metadata, and a pipeline's own.",
+            subcommands: [List.self, Run.self, Cancel.self, Retry.self],
+            defaultSubcommand: List.self
+        )
+    }
 }
 
-struct JobsList: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "ls", abstract: "List jobs with their state and progress.")
+extension AssetCat.Jobs {
+    struct List: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(
+            commandName: "ls", abstract: "List jobs with their state and progress.")
 
-    @OptionGroup var options: CatalogOption
-    @Option(help: "Only the jobs of this asset (its ID).") var asset: Int64?
-    @Option(help: "Only the jobs in this state: queued, running, succeeded, failed or cancelled.") var state: String?
-    @Flag(help: "Print one JSON array.") var json = false
+        @OptionGroup var options: CatalogOption
+        @Option(help: "Only the jobs of this asset (its ID).") var asset: Int64?
+        @Option(help: "Only the jobs in this state: queued, running, succeeded, failed or cancelled.")
+        var state: String?
+        @Flag(help: "Print one JSON array.") var json = false
 
-    func validate() throws {
-        if let state, JobState(rawValue: state) == nil {
-            throw ValidationError("Unknown --state '\(state)': use queued, running, succeeded, failed or cancelled")
+        func validate() throws {
+            if let state, JobState(rawValue: state) == nil {
+                throw ValidationError("Unknown --state '\(state)': use queued, running, succeeded, failed or cancelled")
+            }
         }
-    }
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.openForReading()
-            defer { catalog.close() }
-            let jobs = try catalog.jobs.list(asset: asset, state: state.flatMap(JobState.init(rawValue:)))
+        func run(_ catalog: Catalog) async throws {
+            let jobs = try catalog.jobs.list(
+                asset: asset.map { AssetID($0) }, state: state.flatMap(JobState.init(rawValue:)))
             if json { return try Terminal.json(jobs) }
             let table = Table(
                 columns: [
@@ -41,7 +44,7 @@ struct JobsList: AsyncParsableCommand {
             print(table.header)
             for job in jobs {
                 let cells = [
-                    String(job.id), job.kind, String(job.asset), job.state.rawValue,
+                    String(job.id), job.kind, "\(job.asset)", job.state.rawValue,
                     "\(Int(job.progress * 100))%", String(job.attempts),
                 ]
                 print(table.line(cells, last: DisplayText.escapingControls(job.error ?? "")))
@@ -50,17 +53,16 @@ struct JobsList: AsyncParsableCommand {
     }
 }
 
-struct JobsRun: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "run", abstract: "Work the queue until it is empty (or keep going with --watch).")
+extension AssetCat.Jobs {
+    struct Run: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            commandName: "run", abstract: "Work the queue until it is empty (or keep going with --watch).")
 
-    @OptionGroup var options: CatalogOption
-    @Flag(help: "Keep running, taking new jobs as they are queued, until Ctrl-C.") var watch = false
+        @OptionGroup var options: CatalogOption
+        @Flag(help: "Keep running, taking new jobs as they are queued, until Ctrl-C.") var watch = false
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             if watch {
                 let interrupt = Interrupt()
                 catalog.jobs.start()
@@ -94,33 +96,32 @@ struct JobsRun: AsyncParsableCommand {
     }
 }
 
-struct JobsCancel: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "cancel", abstract: "Cancel a queued or running job.")
+extension AssetCat.Jobs {
+    struct Cancel: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            commandName: "cancel", abstract: "Cancel a queued or running job.")
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "The job's ID.") var id: Int64
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "The job's ID.") var id: Int64
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let job = try catalog.jobs.cancel(id)
             print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)")
         }
     }
 }
 
-struct JobsRetry: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "retry", abstract: "Queue a failed or cancelled job again.")
+extension AssetCat.Jobs {
+    struct Retry: CatalogCommand {
+        static let access = CatalogAccess.write
+        static let configuration = CommandConfiguration(
+            commandName: "retry", abstract: "Queue a failed or cancelled job again.")
 
-    @OptionGroup var options: CatalogOption
-    @Argument(help: "The job's ID.") var id: Int64
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "The job's ID.") var id: Int64
 
-    func run() async throws {
-        try await reportingErrors {
-            let catalog = try options.open()
-            defer { catalog.close() }
+        func run(_ catalog: Catalog) async throws {
             let job = try catalog.jobs.retry(id)
             print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)")
         }

@@ -94,7 +94,7 @@ import Testing
         let readme = try #require(added.first { $0.member == "docs/readme.txt" })
         #expect(readme.archive == added[0].id)
         var bytes = Data()
-        try catalog.read(String(readme.id)) { bytes.append(contentsOf: $0) }
+        try catalog.read(readme.id) { bytes.append(contentsOf: $0) }
         #expect(String(decoding: bytes, as: UTF8.self) == "read me\n")
         let source = t.sources.appending(path: "pack/docs/readme.txt").path
         #expect(readme.sha256 == (try ContentStore.digest(ofFileAt: source).digest))
@@ -152,7 +152,7 @@ func testAsset(_ path: String) -> String {
     var contents: [String] = []
     for twin in twins {
         var bytes = Data()
-        try catalog.read(String(twin.id)) { bytes.append(contentsOf: $0) }
+        try catalog.read(twin.id) { bytes.append(contentsOf: $0) }
         contents.append(String(decoding: bytes, as: UTF8.self))
     }
     #expect(contents == ["NFC name\n", "NFD name\n"])

@@ -83,7 +83,7 @@ import Testing
             (error?.cause as? CatalogError)?.message
                 == "The content of a.txt (000000000000…) is missing from objects/; add the file again")
         #expect(t.hasObject(a.sha256))
-        #expect(try catalog.asset(String(a.id)).sha256 == a.sha256)
+        #expect(try catalog.asset(a.id).sha256 == a.sha256)
     }
 
     /// A context on the store that belongs to no catalog cannot write assets: the rules

@@ -696,7 +696,7 @@ import Testing
         #expect(result.storedAsManaged.items == ["a.txt"])
         let imported = try #require(try f.catalog.assets(importedBy: result).first { $0.name == "a.txt" })
         #expect(imported.storage == .managed)
-        #expect(try f.catalog.asset(String(imported.id)).storage == .managed)
+        #expect(try f.catalog.asset(imported.id).storage == .managed)
     }
 
     @Test func aFetchTxtWithEntriesIsRefused() async throws {

@@ -130,7 +130,7 @@ import Testing
         #expect(report.checked == 3 && report.issues.isEmpty)
         var bytes = Data()
         let f1 = try #require(try f.catalog.assets().first { $0.name == "f1.txt" })
-        try f.catalog.read(String(f1.id)) { bytes.append(contentsOf: $0) }
+        try f.catalog.read(f1.id) { bytes.append(contentsOf: $0) }
         #expect(bytes == Data("one\n".utf8))
     }
 

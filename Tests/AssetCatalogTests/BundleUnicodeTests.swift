@@ -28,7 +28,7 @@ import Testing
         #expect(result.importedCount == (try source.assets()).count)
         for record in try other.assets(AssetQuery(storage: .member)) {
             var bytes = Data()
-            try other.read(String(record.id)) { bytes.append(contentsOf: $0) }
+            try other.read(record.id) { bytes.append(contentsOf: $0) }
             #expect(bytes.count == Int(record.size), "\(record.name)")
         }
         let before = try source.assets().map { [$0.name.utf8.map { $0 }.description, $0.sha256] }

@@ -16,7 +16,7 @@ import Testing
             record = try #require(try await catalog.add([try t.file("a.txt", "doomed")]).added.first)
             catalog.close()
         }
-        let run = try await t.run(["rm", String(record.id)], environment: ["ASSETCAT_FAULT": "after-commit"])
+        let run = try await t.run(["rm", "\(record.id)"], environment: ["ASSETCAT_FAULT": "after-commit"])
         #expect(run.status == 86)  // died at the fault point
         #expect(t.hasObject(record.sha256))  // the deletion committed, the file is still there…
         let catalog = try t.open()  // …until the next open finishes the journaled removal
@@ -34,7 +34,7 @@ import Testing
             (kept, doomed) = (added[0], added[1])
             catalog.close()
         }
-        let run = try await t.run(["rm", String(doomed.id)], environment: ["ASSETCAT_FAULT": "before-unlink"])
+        let run = try await t.run(["rm", "\(doomed.id)"], environment: ["ASSETCAT_FAULT": "before-unlink"])
         #expect(run.status == 86)
         #expect(t.hasObject(doomed.sha256))
         let catalog = try t.open()

@@ -149,7 +149,7 @@ import Testing
             #expect(job.state == .succeeded)
             #expect(log.all == ["asset \(asset.id) step 1"])  // once
             #expect(t.hasObject(asset.sha256))
-            #expect(try catalog.asset(String(asset.id)).metadata["stepped"] == "1")
+            #expect(try catalog.asset(asset.id).metadata["stepped"] == "1")
         }
         try await close(catalog)
     }

@@ -90,7 +90,7 @@ struct Parked: JobProcessor {
         #expect(batch?.message == "No asset with ID 1000 (no job was queued)")
 
         // A deleted asset is missing too.
-        _ = try catalog.remove([String(assets[2].id)])
+        _ = try catalog.remove(assets[2].id)
         let deleted = #expect(throws: CatalogError.self) { try catalog.jobs.submit("parked", for: assets[2].id) }
         #expect(deleted?.message == "No asset with ID \(assets[2].id) (no job was queued)")
         #expect(try catalog.jobs.list().isEmpty)

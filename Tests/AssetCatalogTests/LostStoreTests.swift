@@ -67,7 +67,7 @@ import Testing
         let add = try await t.run(["add", try t.file("new.bin", "new")])
         #expect(add.status == 1)
         #expect(add.stderr.contains("was found unusable and moved to \(folder.path)"))
-        let rm = try await t.run(["rm", String(added[0].id)])
+        let rm = try await t.run(["rm", "\(added[0].id)"])
         #expect(rm.status == 1)
         let verify = try await t.run(["verify"])
         #expect(verify.status == 1)
@@ -180,7 +180,7 @@ import Testing
         #expect(report.unreferencedObjects == 1)
         #expect(!report.isHealthy)
         // Only some assets verified: objects/ is not walked.
-        #expect(try await catalog.verify([String(added[0].id)]).unreferencedObjects == 0)
+        #expect(try await catalog.verify([added[0].id]).unreferencedObjects == 0)
         catalog.close()
         let run = try await t.run(["verify"])
         #expect(run.status == 1)

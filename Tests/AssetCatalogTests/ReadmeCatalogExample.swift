@@ -33,7 +33,7 @@ func ingestionExample(catalogAt root: URL, incoming: String) async throws -> (ad
 
     // Delete one: its jobs are cancelled, and its file goes once the deletion has committed.
     let smallest = try catalog.assets(AssetQuery(tag: "incoming")).min { $0.size < $1.size }
-    if let smallest { try catalog.remove([String(smallest.id)]) }
+    if let smallest { try catalog.remove(smallest.id) }
     for await save in saves where !save.deletedObjectIDs.isEmpty { break }  // that commit, observed
     return (result.added.count, jobs.succeeded, large)
 }

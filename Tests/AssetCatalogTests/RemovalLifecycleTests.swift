@@ -118,9 +118,9 @@ import Testing
         let added = try await catalog.add([try t.file("a.txt", "same"), try t.file("b.txt", "same")]).added
         #expect(added.count == 2 && added[0].sha256 == added[1].sha256)
         let digest = added[0].sha256
-        try catalog.remove([String(added[0].id)])
+        try catalog.remove(added[0].id)
         #expect(t.hasObject(digest))
-        try catalog.remove([String(added[1].id)])
+        try catalog.remove(added[1].id)
         #expect(!t.hasObject(digest))
     }
 
@@ -131,7 +131,7 @@ import Testing
         let record = try #require(try await catalog.add([source], options: .init(mode: .reference)).added.first)
         #expect(record.storage == .referenced && record.path == source)
         #expect(!t.hasObject(record.sha256))  // never copied
-        try catalog.remove([String(record.id)])
+        try catalog.remove(record.id)
         #expect(FileManager.default.fileExists(atPath: source))
         #expect(try String(contentsOfFile: source, encoding: .utf8) == "mine")
     }
@@ -146,7 +146,7 @@ import Testing
         catalog.jobs.register(Parked(), as: "parked")
         let jobs = try added.prefix(3).map { try catalog.jobs.submit("parked", for: $0.id) }
         let before = catalog.runtime.sweepsRun.load(ordering: .relaxed)
-        let removed = try catalog.remove(added.map { String($0.id) })
+        let removed = try catalog.remove(added.map(\.id))
         #expect(removed.filesRemoved.count == 300)  // more plans than the sweep takes at once
         #expect(catalog.runtime.sweepsRun.load(ordering: .relaxed) == before + 1)
         #expect(added.allSatisfy { !t.hasObject($0.sha256) })
@@ -169,7 +169,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: stuck, withIntermediateDirectories: false)
         try Data("x".utf8).write(to: URL(fileURLWithPath: stuck + "/inside"))
 
-        _ = try catalog.remove(added.map { String($0.id) })  // the sweep's failure is logged, not thrown
+        _ = try catalog.remove(added.map(\.id))  // the sweep's failure is logged, not thrown
         #expect(try catalog.assets().isEmpty)
         #expect(added.enumerated().allSatisfy { $0.offset == 100 || !t.hasObject($0.element.sha256) })
         #expect(try catalog.stats().pendingRemovals == 1)
@@ -188,7 +188,7 @@ import Testing
         let files = try (0..<1_100).map { try t.file("f\($0).txt", "content \($0)\n") }
         let added = try await catalog.add(files).added
         let doomed = added.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
-        _ = try catalog.tag(doomed.map { String($0.id) }, adding: ["doomed"])
+        _ = try catalog.tag(doomed.map(\.id), adding: ["doomed"])
         catalog.jobs.register(Parked(), as: "parked")
         let jobs = try catalog.jobs.submit(["parked"], for: added.map(\.id))
         #expect(try catalog.removeAll(AssetQuery(tag: "doomed")) == 550)
@@ -223,10 +223,10 @@ import Testing
         let members = added.filter { $0.storage == .member }
         #expect(members.map(\.name) == ["docs/readme.txt", "photo.jpg"])
         // Deleting a member keeps the archive's file.
-        try catalog.remove([String(members[0].id)])
+        try catalog.remove(members[0].id)
         #expect(t.hasObject(archiveRecord.sha256))
         // Deleting the archive deletes its members, then its file goes.
-        let result = try catalog.remove([String(archiveRecord.id)])
+        let result = try catalog.remove(archiveRecord.id)
         #expect(result.removed.map(\.id).sorted() == [archiveRecord.id, members[1].id])
         #expect(!t.hasObject(archiveRecord.sha256))
         #expect(try catalog.assets().isEmpty)

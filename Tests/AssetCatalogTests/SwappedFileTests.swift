@@ -194,7 +194,7 @@ import Testing
         let unblocker = FIFOUnblocker(path)
         defer { unblocker.stop() }
         Self.fifo(path, unblocker)
-        let error = try #require(throws: CatalogError.self) { try f.catalog.read("1") { _ in } }
+        let error = try #require(throws: CatalogError.self) { try f.catalog.read(1) { _ in } }
         #expect(error.message == "Could not read \(path): it is a FIFO, not a regular file")
         let report = try await f.catalog.verify()
         #expect(report.issues.map(\.problem) == [.unreadable])

@@ -32,7 +32,7 @@ import Testing
         // Kept and reported, never dropped.
         #expect(try catalog.assets().count == 7)
         // Verifying only some assets.
-        #expect(try await catalog.verify([String(referenced[1].id)]).issues.map(\.problem) == [.missing])
+        #expect(try await catalog.verify([referenced[1].id]).issues.map(\.problem) == [.missing])
     }
 
     @Test func gcReportsAdoptsAndPurgesUnreferencedFilesOnlyWhenAsked() async throws {
@@ -54,7 +54,7 @@ import Testing
         #expect(adopted[0].tags == ["recovered"] && adopted[0].size == 6)
         #expect(try catalog.collectGarbage().unreferenced.isEmpty)
 
-        try catalog.remove([String(adopted[0].id)])
+        try catalog.remove(adopted[0].id)
         let (again, _, pinAgain) = try catalog.content.ingest(producing: { emit in
             try Data("orphan again".utf8).withUnsafeBytes { try emit($0) }
         })

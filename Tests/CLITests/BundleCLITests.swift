@@ -189,7 +189,7 @@ import Testing
     @Test func aDamagedAssetStopsTheExportUnlessSkipped() async throws {
         let t = try await populated()
         let catalog = try t.open()
-        let b = try catalog.asset("b.txt")
+        let b = try catalog.asset(named: "b.txt")
         catalog.close()
         let object = t.objectPath(b.sha256)
         #expect(chmod(object, 0o644) == 0)

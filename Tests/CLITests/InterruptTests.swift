@@ -33,13 +33,14 @@ import Testing
     // concurrency pool with the whole suite and could notice too late.
     let staging = t.root.appending(path: "staging").path
     let pid = process.processIdentifier
-    try await offThePool {
+    let staged = try await offThePool {
         let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline, (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 < 10 {
-            usleep(1000)
-        }
+        let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= 10 }
+        while Date() < deadline, !staged() { usleep(1000) }
         kill(pid, SIGINT)
+        return staged()
     }
+    #expect(staged, "the interrupt came before the add staged anything: it tests nothing")
     let (_, stderr) = try await process.finish(stdout: out, stderr: err)
     #expect(process.terminationStatus == 130)
     let catalog = try t.open()

@@ -96,15 +96,14 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         try process.run()
         let staging = t.root.appending(path: "staging").path
         let pid = process.processIdentifier
-        try await offThePool {
+        let staged = try await offThePool {
             let deadline = Date().addingTimeInterval(30)
-            while Date() < deadline,
-                (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 < entries
-            {
-                usleep(1000)
-            }
+            let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries }
+            while Date() < deadline, !staged() { usleep(1000) }
             kill(pid, SIGTERM)
+            return staged()
         }
+        #expect(staged, "the kill came before the add staged anything: it tests nothing")
         let (_, stderr) = try await process.finish(stdout: out, stderr: err)
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 143)

@@ -49,7 +49,7 @@ import Testing
         let added = try await catalog.add([try t.file("a.txt", "alpha\n"), try t.file("b.txt", "beta\n")]).added
         catalog.close()
         // A removal committed whose file a crash kept: pending, as a copy taken at that moment would hold it.
-        let rm = try await t.run(["rm", String(added[1].id)], environment: ["ASSETCAT_FAULT": "after-commit"])
+        let rm = try await t.run(["rm", "\(added[1].id)"], environment: ["ASSETCAT_FAULT": "after-commit"])
         #expect(rm.status == 86)
         let cli = TestCatalog.executable().path
         let catalogPath = t.root.path
@@ -100,7 +100,7 @@ import Testing
         let add = await #expect(throws: CatalogError.self) { try await catalog.add([try t.file("b.txt", "beta")]) }
         #expect(add?.code == .readOnly)
         #expect(add?.message == refusal)
-        let remove = #expect(throws: CatalogError.self) { try catalog.remove(["1"]) }
+        let remove = #expect(throws: CatalogError.self) { try catalog.remove(1) }
         #expect(remove?.code == .readOnly)
         #expect(remove?.message == refusal)
         catalog.close()

@@ -45,7 +45,7 @@ func now() -> Double {
 if CommandLine.arguments.count == 4 && CommandLine.arguments[1] == "--delete-child" {
     let catalog = try Catalog.open(at: URL(fileURLWithPath: CommandLine.arguments[2]))
     let start = now()
-    try catalog.remove([CommandLine.arguments[3]])
+    try catalog.remove(AssetID(Int64(CommandLine.arguments[3])!))
     let end = now()
     say("\(start) \(end)")
     catalog.close()
@@ -135,7 +135,7 @@ do {
 }
 
 /// A fresh catalog with every file added in reference mode; returns it and the asset IDs.
-@MainActor func makeCatalog(_ name: String) async throws -> (Catalog, [Int64]) {
+@MainActor func makeCatalog(_ name: String) async throws -> (Catalog, [AssetID]) {
     let catalog = try Catalog.create(at: URL(fileURLWithPath: base + "/" + name))
     let result = try await catalog.add([filesRoot], options: AddOptions(mode: .reference, recursive: true))
     precondition(result.failures.isEmpty && result.added.count == jobCount, "add: \(result.added.count) assets")
@@ -237,7 +237,7 @@ struct Steps: JobProcessor {
     let maxSteps: Int
 
     func run(_ job: JobContext) async throws -> JobOutput {
-        let id = job.asset.id
+        let id = job.asset.id.rawValue
         tracker.state.withLock { $0.running[id] = 0 }
         defer { tracker.state.withLock { _ = $0.running.removeValue(forKey: id) } }
         do {

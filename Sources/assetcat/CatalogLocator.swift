@@ -1,17 +1,18 @@
-public import Foundation
+import AssetCatalog
+import Foundation
 
-/// Finds the catalog a command-line tool should use, as `assetcat` does.
-public enum CatalogLocator {
+/// Finds the catalog a command should use: `--catalog`, else `$ASSETCAT_CATALOG`, else the nearest `.assetcat`.
+enum CatalogLocator {
     /// The name of a catalog directory found by walking up from the working directory.
-    public static let directoryName = ".assetcat"
+    static let directoryName = ".assetcat"
     /// The environment variable that names a catalog.
-    public static let environmentVariable = "ASSETCAT_CATALOG"
+    static let environmentVariable = "ASSETCAT_CATALOG"
 
     /// The catalog directory: `explicit` if given, else `$ASSETCAT_CATALOG`,
     /// else the nearest `.assetcat` directory at or above `workingDirectory`.
     ///
     /// - Throws: ``CatalogError/Code/notFound`` with what to do when none is found.
-    public static func locate(
+    static func locate(
         explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
         workingDirectory: URL = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
     ) throws -> URL {

@@ -1,0 +1,431 @@
+// What a catalog's size costs: each command on a large catalog beside the same command on a
+// ten-asset catalog, and the bulk commands beside the floors of the same work — in one run.
+//
+//   swift run -c release --package-path Benchmarks ScaleBenchmarks \
+//       [--assetcat PATH] [--assets N] [--files N] [--repeat N] [--heavy-repeat N] [--work DIR] [--markdown FILE]
+//
+// Our side is the release-built `assetcat` binary, run as a child process, as users run it
+// (build it first: `swift build -c release --scratch-path .build-bench --product assetcat`).
+// Every child runs under `/usr/bin/time -f %M` (its peak memory) and is timed wall-clock from
+// spawn to exit; each figure is the median of --repeat runs (default 5; --heavy-repeat, default
+// 3, for the commands that read or write every asset or many files).
+//
+// The catalogs:
+//   small   ten assets: eight files copied in, tagged, and sample.zip with its members.
+//   large   --assets N (default 1,000,000): N − 1,000 − 7 records of referenced files written by the
+//           library's row insertion (no files behind them: one-asset commands never read them),
+//           1,000 real files copied in and tagged `thousand`, and sample.zip with its members.
+//
+// Rows and their baselines:
+//   one-asset commands   show, cat (of an archive member), tag, rm of one ID, ls --tag with no
+//                        match: the same command on the small catalog. Bar: ≤ 1.5×.
+//   stats                absolute. Bar: ≤ 0.1 s at 10M.
+//   ls --json            every asset, to /dev/null, beside python3: sqlite3 reads the same rows from
+//                        catalog.sqlite and json.dumps prints the same fields. Bar: ≤ 1×.
+//   first row            `ls --json | head -c 1`: the whole pipeline, so the time to the first byte
+//                        plus the exit that the closed pipe causes. Bar: ≤ 50 ms at 10M.
+//   export --tag         the 1,000 tagged files into a .tar bundle, beside `tar` of the same files
+//                        plus `openssl dgst -sha256` of them (what a bag's manifest costs).
+//   add                  `add --reference --recursive` of --files tiny files (default 100,000; the
+//                        issue's figure is 1,000,000) into a fresh catalog, beside the hash floor:
+//                        find | xargs -0 -P2 openssl dgst -sha256. Bar: ≤ 2×, peak < 100 MB.
+//   rm                   `rm` of 10,000 managed assets (by ID) in the large catalog, beside `rm -rf`
+//                        of a copy of the same files and `sync`. Bar: ≤ 1.5×.
+// Durable job throughput and cross-process cancellation latency are JobBenchmarks' rows.
+import AssetCatalog
+import BenchSupport
+import Foundation
+import Persistence
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+func say(_ line: String = "") {
+    print(line)
+    fflush(nil)
+}
+
+// MARK: Child mode: fill a catalog with referenced records through the library's row insertion.
+
+if CommandLine.arguments.count >= 2 && CommandLine.arguments[1] == "--child" {
+    // --child populate CATALOG COUNT
+    let args = Array(CommandLine.arguments.dropFirst(2))
+    guard args.count == 3, args[0] == "populate", let count = Int(args[2]) else { exit(2) }
+    let catalog = try Catalog.open(at: URL(fileURLWithPath: args[1]))
+    let context = catalog.newContext(name: "populate")
+    let chunk = 500_000  // one transaction per chunk; rows made 10,000 at a time within it
+    var done = 0
+    while done < count {
+        let n = min(chunk, count - done)
+        let first = done
+        try context.performAndWait {
+            _ = try context.insertRows(Asset.self, count: n, batchSize: 10_000) { i, row in
+                let number = first + i
+                row[\.name] = "file-\(number).bin"
+                row[\.kind] = "data"
+                row[\.storage] = .referenced
+                row[\.size] = Int64(number % 4096)
+                row[\.sha256] = String(repeating: "0", count: 48) + String(format: "%016x", number)
+                row[\.path] = "/nonexistent/scale/file-\(number).bin"
+            }
+            try context.save()
+        }
+        done += n
+        say("    populated \(done) of \(count)")
+    }
+    catalog.close()
+    exit(0)
+}
+
+// MARK: Options
+
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+let environment = ProcessInfo.processInfo.environment
+var assetcat = environment["ASSETCAT"] ?? repositoryRoot + "/.build-bench/release/assetcat"
+var assets = 1_000_000
+var files = 100_000
+var repeats = 5
+var heavyRepeats = 3
+var work = "/tmp"
+var markdownFile: String?
+
+do {
+    let arguments = CommandLine.arguments
+    var i = 1
+    func value() -> String {
+        i += 1
+        guard i < arguments.count else { usage() }
+        return arguments[i]
+    }
+    func usage() -> Never {
+        say(
+            "usage: ScaleBenchmarks [--assetcat PATH] [--assets N] [--files N] [--repeat N] [--heavy-repeat N] "
+                + "[--work DIR] [--markdown FILE]")
+        exit(2)
+    }
+    while i < arguments.count {
+        switch arguments[i] {
+        case "--assetcat": assetcat = value()
+        case "--assets": assets = max(20_000, Int(value()) ?? assets)
+        case "--files": files = max(1, Int(value()) ?? files)
+        case "--repeat": repeats = max(1, Int(value()) ?? repeats)
+        case "--heavy-repeat": heavyRepeats = max(1, Int(value()) ?? heavyRepeats)
+        case "--work": work = value()
+        case "--markdown": markdownFile = value()
+        default: usage()
+        }
+        i += 1
+    }
+}
+
+guard access(assetcat, X_OK) == 0 else {
+    say("no assetcat at \(assetcat); build it first:")
+    say("  swift build -c release --scratch-path .build-bench --product assetcat")
+    exit(2)
+}
+guard access("/usr/bin/time", X_OK) == 0 else {
+    say("/usr/bin/time is missing (it measures each child's peak memory): apt-get install -y time")
+    exit(2)
+}
+setenv("LC_ALL", "C", 1)
+
+let base = work + "/scale-bench-\(getpid())"
+let children = ChildProcesses(base: base)
+mkdir(base, 0o755)
+let sampleZip = repositoryRoot + "/TestAssets/archives/sample.zip"
+
+@MainActor @discardableResult
+func run(_ args: [String], stdout: String = "/dev/null", timed: Bool = true) -> Run {
+    children.spawn(assetcat, args, stdout: stdout, timed: timed)
+}
+
+@MainActor @discardableResult
+func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -> Run {
+    children.shell(script, timed: timed, stdout: stdout)
+}
+
+@MainActor func output(_ args: [String]) -> String {
+    let file = base + "/output.txt"
+    run(args, stdout: file, timed: false)
+    return ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// The records `ls --json` prints for `args`.
+@MainActor func records(_ args: [String]) -> [[String: Any]] {
+    let file = base + "/records.json"
+    run(["ls", "--json"] + args, stdout: file, timed: false)
+    let data = (try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data()
+    return (try? JSONSerialization.jsonObject(with: data) as? [[String: Any]]) ?? []
+}
+
+/// `count` tiny files (distinct contents) in folders of 1,000 under `root`.
+func makeTinyFiles(at root: String, count: Int, prefix: String) {
+    mkdir(root, 0o755)
+    for n in 0..<count {
+        let folder = "\(root)/\(n / 1000)"
+        if n % 1000 == 0 { mkdir(folder, 0o755) }
+        let bytes = Array("\(prefix) \(n)\n".utf8)
+        let fd = open("\(folder)/\(prefix)-\(n).txt", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        precondition(fd >= 0)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    }
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+// MARK: Rows
+
+struct Row {
+    var name: String
+    var ours: Double
+    var oursPeakKiB: Int
+    var baseline: Double?
+    var baselineName: String
+    var bar: String
+}
+
+var rows: [Row] = []
+
+func seconds(_ value: Double) -> String {
+    value < 1 ? String(format: "%.0f ms", value * 1000) : String(format: "%.2f s", value)
+}
+
+@MainActor func report(_ row: Row) {
+    rows.append(row)
+    let ratio = row.baseline.map { String(format: " (%.2f×)", row.ours / max($0, 1e-9)) } ?? ""
+    let against = row.baseline.map { ", \(row.baselineName) \(seconds($0))" } ?? ""
+    say("  \(row.name): \(seconds(row.ours))\(against)\(ratio), peak \(row.oursPeakKiB / 1024) MB")
+}
+
+/// Median time and largest peak of `times` runs of `body` (with `prepare` before each, untimed).
+@MainActor func measure(_ times: Int, prepare: (Int) -> Void = { _ in }, _ body: (Int) -> Run) -> (Double, Int) {
+    var runs: [Run] = []
+    for round in 0..<times {
+        prepare(round)
+        sync()
+        runs.append(body(round))
+    }
+    return (median(runs.map(\.seconds)), runs.map(\.peakKiB).max() ?? 0)
+}
+
+// MARK: The catalogs
+
+let small = base + "/small"
+let large = base + "/large"
+let smallFiles = base + "/small-files"
+let thousandFiles = base + "/thousand"
+
+say("ScaleBenchmarks: \(assets) assets, \(files) files for add, \(repeats) runs (\(heavyRepeats) for bulk commands)")
+say("building the small catalog (ten assets)")
+makeTinyFiles(at: smallFiles, count: 8 + repeats, prefix: "small")
+run(["init", small], timed: false)
+run(["add", "--catalog", small, "--tag", "few"] + (0..<8).map { "\(smallFiles)/0/small-\($0).txt" }, timed: false)
+run(["add", "--catalog", small, sampleZip], timed: false)
+run(["jobs", "run", "--catalog", small], timed: false)
+
+say("building the large catalog (\(assets) assets)")
+let started = now()
+run(["init", large], timed: false)
+let populateLog = base + "/populate.log"
+children.spawn(
+    (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0],
+    ["--child", "populate", large, String(assets - 1_007)], stdout: populateLog, timed: false)
+makeTinyFiles(at: thousandFiles, count: 1_000, prefix: "thousand")
+run(["add", "--catalog", large, "--recursive", "--tag", "thousand", thousandFiles], timed: false)
+run(["add", "--catalog", large, sampleZip], timed: false)
+run(["jobs", "run", "--catalog", large], timed: false)
+say("  built in \(seconds(now() - started))")
+
+/// An asset of each catalog, by what it is.
+@MainActor func ids(_ catalog: String) -> (file: String, member: String) {
+    let all = records(["--catalog", catalog, "--tag", catalog == small ? "few" : "thousand"])
+    let members = records(["--catalog", catalog, "--kind", "data"]).filter { ($0["storage"] as? String) == "member" }
+    let file = all.first.flatMap { $0["id"] as? Int } ?? 1
+    let member = members.first.flatMap { $0["id"] as? Int } ?? 1
+    return (String(file), String(member))
+}
+
+let smallIDs = ids(small)
+let largeIDs = ids(large)
+
+// MARK: 1. One-asset commands
+
+say("one-asset commands, large catalog beside the small one")
+for (name, args) in [
+    ("show one asset", { (c: String, id: (file: String, member: String)) in ["show", "--catalog", c, id.file] }),
+    ("cat one archive member", { c, id in ["cat", "--catalog", c, id.member] }),
+    ("tag one asset", { c, id in ["tag", "--catalog", c, id.file, "--add", "touched"] }),
+    ("ls --tag with no match", { c, _ in ["ls", "--catalog", c, "--tag", "no-such-tag"] }),
+] {
+    let (ours, peak) = measure(repeats) { _ in run(args(large, largeIDs)) }
+    let (baseline, _) = measure(repeats) { _ in run(args(small, smallIDs)) }
+    report(
+        Row(
+            name: "\(name) (\(args(large, largeIDs)[0]))", ours: ours, oursPeakKiB: peak, baseline: baseline,
+            baselineName: "10 assets", bar: "≤ 1.5×"))
+}
+do {
+    // rm of one asset: a different one each round (an added file on the small catalog, so it keeps ten).
+    let smallExtra = (0..<repeats).map { "\(smallFiles)/0/small-\(8 + $0).txt" }
+    let (ours, peak) = measure(repeats) { round in run(["rm", "--catalog", large, String(1 + round)]) }
+    var addedID = ""
+    let (baseline, _) = measure(
+        repeats,
+        prepare: { round in
+            run(["add", "--catalog", small, smallExtra[round]], timed: false)
+            addedID = String(
+                records(["--catalog", small]).compactMap { $0["id"] as? Int }.max() ?? 0)
+        }
+    ) { _ in run(["rm", "--catalog", small, addedID]) }
+    report(
+        Row(
+            name: "rm of one asset", ours: ours, oursPeakKiB: peak, baseline: baseline, baselineName: "10 assets",
+            bar: "≤ 1.5×"))
+}
+
+// MARK: 2. stats
+
+do {
+    let (ours, peak) = measure(repeats) { _ in run(["stats", "--catalog", large]) }
+    report(Row(name: "stats", ours: ours, oursPeakKiB: peak, baseline: nil, baselineName: "", bar: "≤ 0.1 s at 10M"))
+}
+
+// MARK: 3. ls --json of every asset, and its first row
+
+do {
+    let python = """
+        import json, sqlite3, sys
+        from datetime import datetime, timezone
+        db = sqlite3.connect(sys.argv[1])
+        cols = [r[1] for r in db.execute("PRAGMA table_info(Asset)")]
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        def date(v):
+            if v is None: return None
+            return datetime.fromtimestamp(v, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out = sys.stdout
+        out.write("[")
+        first = True
+        for r in db.execute("SELECT * FROM Asset ORDER BY id"):
+            a = dict(zip(cols, r))
+            tags = sorted(t for t in a.get("tagText", "").split("\\n") if t)
+            record = {"id": a["id"], "name": a["name"], "kind": a["kind"], "size": a["size"],
+                "sha256": a["sha256"], "storage": a["storage"], "path": a["path"], "archive": a.get("archive"),
+                "member": a["member"], "tags": tags, "created": date(a["created"]),
+                "modified": date(a["modified"]), "metadata": json.loads(a.get("metadataJSON", "{}"))}
+            out.write(("\\n" if first else ",\\n") + json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False))
+            first = False
+        out.write("\\n]\\n")
+        """
+    let script = base + "/ls.py"
+    try! python.write(toFile: script, atomically: true, encoding: .utf8)
+    let (ours, peak) = measure(heavyRepeats) { _ in run(["ls", "--json", "--catalog", large]) }
+    let (baseline, _) = measure(heavyRepeats) { _ in
+        children.spawn("python3", [script, large + "/catalog.sqlite"])
+    }
+    report(
+        Row(
+            name: "ls --json of every asset", ours: ours, oursPeakKiB: peak, baseline: baseline,
+            baselineName: "python3 sqlite3 + json.dumps", bar: "≤ 1×"))
+    let (first, firstPeak) = measure(repeats) { _ in
+        shell("set +o pipefail; \(quoted(assetcat)) ls --json --catalog \(quoted(large)) | head -c 1")
+    }
+    report(
+        Row(
+            name: "first byte of ls --json, piped to head -c 1", ours: first, oursPeakKiB: firstPeak, baseline: nil,
+            baselineName: "", bar: "≤ 50 ms at 10M"))
+}
+
+// MARK: 4. export --tag of 1,000 assets
+
+do {
+    let bundle = base + "/thousand.tar"
+    let (ours, peak) = measure(heavyRepeats, prepare: { _ in children.removeTree(bundle) }) { _ in
+        run(["export", "--catalog", large, "--tag", "thousand", bundle])
+    }
+    let copy = base + "/thousand-floor.tar"
+    let (baseline, _) = measure(heavyRepeats, prepare: { _ in children.removeTree(copy) }) { _ in
+        shell(
+            "cd \(quoted(thousandFiles)) && find . -type f -print0 | xargs -0 openssl dgst -sha256 > /dev/null && "
+                + "tar -cf \(quoted(copy)) . && sync")
+    }
+    report(
+        Row(
+            name: "export --tag of 1,000 assets (.tar)", ours: ours, oursPeakKiB: peak, baseline: baseline,
+            baselineName: "openssl dgst + tar + sync", bar: "– (reported)"))
+}
+
+// MARK: 5. add of many tiny files, reference mode
+
+do {
+    let tiny = base + "/tiny"
+    say("making \(files) tiny files for add")
+    makeTinyFiles(at: tiny, count: files, prefix: "tiny")
+    let fresh = base + "/fresh"
+    let (ours, peak) = measure(
+        heavyRepeats,
+        prepare: { _ in
+            children.removeTree(fresh)
+            run(["init", fresh], timed: false)
+        }
+    ) { _ in run(["add", "--catalog", fresh, "--reference", "--recursive", tiny]) }
+    let (baseline, _) = measure(heavyRepeats) { _ in
+        shell("find \(quoted(tiny)) -type f -print0 | xargs -0 -P2 -n 2000 openssl dgst -sha256 > /dev/null")
+    }
+    report(
+        Row(
+            name: "add --reference --recursive of \(files) tiny files", ours: ours, oursPeakKiB: peak,
+            baseline: baseline, baselineName: "hash floor", bar: "≤ 2×, peak < 100 MB"))
+    children.removeTree(fresh)
+    children.removeTree(tiny)
+}
+
+// MARK: 6. rm of 10,000 managed assets in the large catalog
+
+do {
+    let doomed = base + "/doomed"
+    makeTinyFiles(at: doomed, count: 10_000, prefix: "doomed")
+    var doomedIDs: [String] = []
+    let (ours, peak) = measure(
+        heavyRepeats,
+        prepare: { _ in
+            run(["add", "--catalog", large, "--recursive", "--tag", "doomed", doomed], timed: false)
+            doomedIDs = records(["--catalog", large, "--tag", "doomed"]).compactMap {
+                ($0["id"] as? Int).map(String.init)
+            }
+            precondition(doomedIDs.count == 10_000, "\(doomedIDs.count) doomed assets")
+        }
+    ) { _ in run(["rm", "--catalog", large] + doomedIDs) }
+    let copy = base + "/doomed-copy"
+    let (baseline, _) = measure(heavyRepeats, prepare: { _ in shell("cp -r \(quoted(doomed)) \(quoted(copy))") }) { _ in
+        shell("rm -rf \(quoted(copy)) && sync")
+    }
+    report(
+        Row(
+            name: "rm of 10,000 managed assets", ours: ours, oursPeakKiB: peak, baseline: baseline,
+            baselineName: "rm -rf + sync", bar: "≤ 1.5×"))
+}
+
+// MARK: Table
+
+var table = """
+    | \(assets) assets | ours (median) | baseline (median) | ratio | bar | peak RSS |
+    |---|---:|---:|---:|---|---:|
+
+    """
+for row in rows {
+    let baseline = row.baseline.map { "\(seconds($0)) (\(row.baselineName))" } ?? "–"
+    let ratio = row.baseline.map { String(format: "%.2f×", row.ours / max($0, 1e-9)) } ?? "–"
+    table +=
+        "| \(row.name) | \(seconds(row.ours)) | \(baseline) | \(ratio) | \(row.bar) | \(row.oursPeakKiB / 1024) MB |\n"
+}
+say()
+say(table)
+if let markdownFile { try! table.write(toFile: markdownFile, atomically: true, encoding: .utf8) }
+children.removeTree(base)

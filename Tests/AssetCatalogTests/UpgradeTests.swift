@@ -1,0 +1,82 @@
+import AssetCatalogTestSupport
+import Foundation
+import Testing
+
+@testable import AssetCatalog
+
+/// A catalog made by release 0.1.0 (TestAssets/catalogs/release-0.1.0, made by
+/// Scripts/make-upgrade-fixture.sh) opens in this one with every asset, tag,
+/// metadata value, archive member and job intact, and its pending removal finished.
+///
+/// The fixture was left as a crash leaves it: `rm doomed.txt` died after its
+/// deletion committed and before the file was removed.
+@Suite struct UpgradeTests {
+    /// A copy of the fixture, to open (an open changes the catalog).
+    func copyOfFixture() throws -> TestCatalog {
+        let t = try TestCatalog()
+        try FileManager.default.copyItem(atPath: testAsset("catalogs/release-0.1.0"), toPath: t.root.path)
+        return t
+    }
+
+    @Test func aCatalogOfTheLastReleaseOpensWithEverythingIntact() async throws {
+        let t = try copyOfFixture()
+        let doomed = "5847d49aac1f0b6bb51750e4804ef1ad282d8f6b9f7ae73f6121b193bef08ae3"
+        #expect(t.hasObject(doomed))
+
+        let catalog = try t.open()
+        defer { catalog.close() }
+
+        // The removal committed before the crash is finished; nothing else is.
+        #expect(!t.hasObject(doomed))
+        #expect(try catalog.pendingRemovalCount() == 0)
+
+        let assets = try catalog.assets()
+        #expect(assets.count == 14)
+        #expect(!assets.contains { $0.name == "doomed.txt" })
+        let byName = Dictionary(grouping: assets, by: \.name)
+
+        let notes = try #require(byName["notes.txt"]?.first)
+        #expect(notes.tags.sorted() == ["docs", "important", "unicode-\u{e9}"])
+        #expect(notes.storage == .managed)
+        #expect(notes.sha256 == "800523724878da3569e71590368f35a369eda6797b901dfd2b7a3a11722072ae")
+        #expect(try catalog.assets(AssetQuery(tag: "2026 trip")).map(\.name).sorted() == ["blue.png", "red.png"])
+
+        let blue = try #require(byName["blue.png"]?.first)
+        #expect(blue.kind == "image")
+        #expect(blue.metadata["mediaType"] == "image/png")
+        #expect(blue.metadata["width"] != nil)
+
+        let zip = try #require(byName["sample.zip"]?.first)
+        let members = assets.filter { $0.archive == zip.id }
+        #expect(members.count == 6)
+        #expect(members.allSatisfy { $0.storage == .member })
+        let japanese = "sample/\u{65e5}\u{672c}\u{8a9e}/\u{30c7}\u{30fc}\u{30bf}.bin"
+        #expect(members.contains { $0.member == japanese })
+
+        let gone = try #require(byName["gone.txt"]?.first)
+        #expect(gone.storage == .referenced)
+        #expect(gone.sha256 == "")
+
+        // Four jobs ran (three succeeded, the digest of a file that went missing failed);
+        // the index job of sample.tar.gz is still queued.
+        let jobs = try catalog.jobs.list(asset: nil, state: nil).sorted { $0.id < $1.id }
+        #expect(jobs.map(\.kind) == ["metadata", "metadata", "index-archive", "digest", "index-archive"])
+        #expect(jobs.map(\.state) == [.succeeded, .succeeded, .succeeded, .failed, .queued])
+        #expect(jobs[3].error?.hasPrefix("Cannot read ") == true)
+
+        // The content is whole: every file matches its digest (gone.txt has none to compare).
+        let report = try await catalog.verify()
+        #expect(report.issues.isEmpty)
+        #expect(report.unreferencedObjects == 0)
+    }
+
+    @Test func theQueuedJobOfTheLastReleaseRuns() async throws {
+        let t = try copyOfFixture()
+        let catalog = try t.open()
+        defer { catalog.close() }
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary.succeeded == 1)
+        let tarMembers = try catalog.assets().filter { $0.storage == .member && $0.archive != nil }
+        #expect(tarMembers.count == 12)
+    }
+}
