@@ -70,18 +70,12 @@ public struct AssetFields: Sendable, Hashable {
 
     /// The fields of `asset`, as its context holds them.
     public init(_ asset: Asset) {
-        name = asset.name
-        kind = asset.kind
-        storage = asset.storage
-        size = asset.size
-        sha256 = asset.sha256
-        path = asset.path
-        member = asset.member
-        memberOrdinal = asset.memberOrdinal
-        tagText = asset.tagText
+        self.init(
+            name: asset.name, kind: asset.kind, storage: asset.storage, size: asset.size, sha256: asset.sha256,
+            path: asset.path, member: asset.member, memberOrdinal: asset.memberOrdinal, created: asset.created,
+            modified: asset.modified)
+        tagText = asset.tagText  // as stored: no JSON work
         metadataJSON = asset.metadataJSON
-        created = asset.created
-        modified = asset.modified
     }
 
     /// Writes the fields into a row of assets inserted in bulk (the asset's archive, for a
