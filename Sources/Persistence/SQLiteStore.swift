@@ -470,6 +470,7 @@ final class SQLiteStore: PersistentStore {
         } catch let error as PersistenceError {
             throw error
         } catch {
+            guard changes.wrapsCommitFailures else { throw error }
             throw PersistenceError(.io, "Could not commit to \(url.path): \(error)", cause: error)
         }
     }
@@ -511,10 +512,10 @@ final class SQLiteStore: PersistentStore {
                     if let version = version.first { versions[id] = version } else { conflicts.append(id) }
                 }
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-                // Rows deleted by ID pages, before the inserts too; what is written after must
-                // not point at them.
+                // Rows deleted without objects, before the inserts too; what is written after
+                // must not point at them.
                 var paged = DeletionTally()
-                for deletion in changes.rowDeletions { try deleteRows(db, deletion, effects, &paged) }
+                for deletion in changes.rows.deletions { try deleteRows(db, deletion, effects, &paged) }
                 for update in changes.updates {
                     try Self.requireNoLink(
                         update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
@@ -523,7 +524,7 @@ final class SQLiteStore: PersistentStore {
                     try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
-                for stream in changes.streams { try insertRows(db, stream, deleted: paged.deleted) }
+                for insertion in changes.rows.insertions { try insertRows(db, insertion, deleted: paged.deleted) }
                 var result = StoreSaveResult(
                     versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
                 var deleted = paged.deleted
@@ -543,16 +544,32 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Deletes the rows a ``StoreChanges/RowDeletion`` names, a page at a time.
+    /// Deletes the rows a ``RowChanges/Deletion`` names, a page at a time.
     private func deleteRows(
-        _ db: Database, _ deletion: StoreChanges.RowDeletion, _ effects: SaveEffects, _ tally: inout DeletionTally
+        _ db: Database, _ deletion: RowChanges.Deletion, _ effects: SaveEffects, _ tally: inout DeletionTally
     ) throws {
         let entity = deletion.entity
+        let pages: (Int64) throws -> [Int64]
+        switch deletion.selection {
+        case .pages(let named):
+            pages = named
+        case .matching(let fetch):
+            // The rows that match now; deleted a page at a time.
+            let (query, arguments) = select("\"id\"", fetch)
+            let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
+            let entitySQL = sql[entity.name]!
+            for chunk in ids.chunked(500) {
+                // A row an earlier page's cascade deleted is gone: it is not read again.
+                let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
+                try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
+            }
+            return
+        }
         var after: Int64 = 0
         while true {
             let page: [Int64]
             do {
-                page = try deletion.page(after)
+                page = try pages(after)
             } catch {
                 throw StreamFailure(error: error)
             }
@@ -801,25 +818,26 @@ final class SQLiteStore: PersistentStore {
         for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
     }
 
-    /// Writes the rows of a stream one batch at a time: only one batch's values are alive.
-    private func insertRows(_ db: Database, _ stream: StoreChanges.Stream, deleted: [String: RowIDSet]) throws {
-        for start in stride(from: 0, to: stream.ids.count, by: stream.batchSize) {
-            let indexes = start..<min(start + stream.batchSize, stream.ids.count)
+    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive.
+    private func insertRows(_ db: Database, _ insertion: RowChanges.Insertion, deleted: [String: RowIDSet]) throws {
+        for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
+            let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
             let rows: [[StoreValue]]
             do {
-                rows = try stream.rows(indexes)
+                rows = try insertion.rows(indexes)
             } catch {
                 throw StreamFailure(error: error)
             }
             let inserts = zip(indexes, rows).map { i, values in
-                StoreChanges.Insert(entity: stream.entity, id: stream.ids.lowerBound + Int64(i), values: values)
+                StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
             }
             for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
             try Self.insertRows(db, inserts, sql: sql)
         }
     }
 
-    /// The error of a stream's rows (its `configure` or its entity's hook), carried out of
+    /// The error of an insertion's rows (its `configure` or its entity's hook), a deletion's
+    /// page or a `willBatchDelete` hook, carried out of
     /// the transaction past ``mapErrors(_:_:)`` to be thrown as it is.
     private struct StreamFailure: Error {
         var error: any Error
@@ -897,34 +915,6 @@ final class SQLiteStore: PersistentStore {
             defer { f = nil }; return f
         }) {
             try fault()
-        }
-    }
-
-    func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
-        do {
-            return try deleteMatching(fetch, effects: effects)
-        } catch let failure as StreamFailure {
-            throw failure.error
-        }
-    }
-
-    private func deleteMatching(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
-        try mapErrors(nil) {
-            try writing { db in
-                // The rows that match now; deleted a page at a time.
-                let (query, arguments) = select("\"id\"", fetch)
-                let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
-                let entitySQL = sql[fetch.entity.name]!
-                var tally = DeletionTally()
-                for chunk in ids.chunked(500) {
-                    // A row an earlier page's cascade deleted is gone: it is not read again.
-                    let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
-                    try deleteWithRules(db, [.rows(fetch.entity, rows)], effects, &tally)
-                }
-                try runBeforeCommit(db, effects)
-                try runInjectedFault()
-                return BatchDeleteOutcome(deleted: tally.deleted, nullified: tally.clearedAndKept)
-            }
         }
     }
 
