@@ -69,7 +69,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's permanent identity.
     public let objectID: ManagedObjectID
     /// The entity this object belongs to.
-    public let entity: EntityDescription!
+    let entity: EntityDescription!
     /// The context the object lives in; `nil` after the context was reset,
     /// the object's insertion was rolled back or its deletion was saved.
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
@@ -132,7 +132,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open class var entityName: String { String(describing: self) }
 
     /// The description of this entity, built once from its property wrappers.
-    public static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
+    static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
 
     // MARK: - Lifecycle hooks
 

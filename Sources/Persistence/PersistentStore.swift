@@ -272,7 +272,7 @@ public struct ObjectSnapshot: Sendable {
     /// The row's ID.
     public let objectID: ManagedObjectID
     /// The row's entity.
-    public let entity: EntityDescription
+    let entity: EntityDescription
     let values: [StoreValue]
 
     init(entity: EntityDescription, row: StoreRow) {
@@ -308,9 +308,9 @@ public struct ObjectSnapshot: Sendable {
 /// The entities of a store and the migrations that bring old stores to them.
 public struct Schema: Sendable {
     /// The entities, in the order of the types given.
-    public let entities: [EntityDescription]
+    let entities: [EntityDescription]
     /// The migrations, in the order they run.
-    public let migrations: [Migration]
+    let migrations: [Migration]
     let entityByName: [String: EntityDescription]
 
     /// Builds the schema of `types`, checking every relationship.
