@@ -137,7 +137,9 @@ struct StoreConflict: Error {
 /// Why a store file could not be opened; the container quarantines the file
 /// for the first two.
 enum StoreOpenFailure: Error {
-    /// Not a database, fails `PRAGMA quick_check`, or holds no schema where one was expected.
+    /// Not a database, a damaged header or schema, fails the `PRAGMA quick_check` an open runs
+    /// (``PersistentContainer/Options/checksIntegrityOnOpen``), or holds no schema where one
+    /// was expected.
     case unreadable(String, cause: any Error)
     /// A migration or the schema reconciliation failed.
     case migration(String, cause: any Error)
@@ -188,8 +190,9 @@ struct StoreOpenMode {
 ///
 /// What lives only in ``SQLiteStore``, and a second store replaces with its own:
 /// GRDB and its connection pool; WAL mode, `synchronous=FULL` and the busy timeout
-/// (several processes writing in turn); the checks on open (`PRAGMA quick_check`, the
-/// header, the read-only and immutable opens) and their mapping to
+/// (several processes writing in turn); the checks on open (the header and schema, a
+/// bounded `PRAGMA quick_check`, the read-only and immutable opens) and the full check
+/// (`PRAGMA integrity_check`) and their mapping to
 /// ``StoreOpenFailure``; the SQL: table and index names (`EntitySQL`), the schema's
 /// creation and extension, the ID reservation table (`_persistence_sequence`),
 /// predicates compiled to `WHERE` clauses, delete rules run as statements, and
@@ -219,6 +222,8 @@ protocol PersistentStore: AnyObject, Sendable {
     /// and writes nothing then; the error of an insertion's `rows`, a deletion's `page` or
     /// a `willBatchDelete` hook as it is.
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult
+    /// The findings of a full check of the store's file; empty when it is sound.
+    func checkIntegrity() throws -> [String]
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64
     /// Makes the next commit of ``save(_:effects:)`` fail

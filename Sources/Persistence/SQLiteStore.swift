@@ -15,6 +15,12 @@ final class SQLiteStore: PersistentStore {
     private let sql: [String: EntitySQL]
     private let schema: Schema
     private let injectedFault = Locked<(@Sendable () throws -> Void)?>(nil)
+    /// Whether ``close()`` ran: the store no longer counts as open in this process.
+    private let isClosed = Locked(false)
+
+    /// How many stores of this process have each file open (by path): a `-wal` one of them
+    /// keeps is no sign of an unclean shutdown.
+    private static let openInProcess = Locked<[String: Int]>([:])
 
     /// The table every store with a schema has: its absence means the
     /// database was never given one, or lost it.
@@ -30,7 +36,10 @@ final class SQLiteStore: PersistentStore {
         if exists {
             // Checked before the pool switches the file to WAL, which rewrites
             // its header: a store that ends in quarantine is left untouched.
-            try Self.check(url, busyTimeout: busyTimeout, integrity: checksIntegrity, needsSchema: !mode.createsSchema)
+            try Self.check(
+                url, busyTimeout: busyTimeout,
+                fullCheck: checksIntegrity ? .always : Self.leftByUncleanShutdown(url) ? .always : .ifSmall,
+                needsSchema: !mode.createsSchema)
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
         self.schema = schema
@@ -42,6 +51,7 @@ final class SQLiteStore: PersistentStore {
                 try? pool.close()
                 throw Self.classify(error, url: url, damaged: StoreOpenFailure.unavailable)
             }
+            Self.openInProcess.withLock { $0[url.path, default: 0] += 1 }
             return
         }
         var config = Configuration()
@@ -68,6 +78,7 @@ final class SQLiteStore: PersistentStore {
             try? pool.close()
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.migration)
         }
+        Self.openInProcess.withLock { $0[url.path, default: 0] += 1 }
     }
 
     /// A database with no schema, or with tables gone, where a schema was expected.
@@ -85,13 +96,21 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Reads the file without writing to it: that it is a database (and
-    /// passes `PRAGMA quick_check` when `integrity`), and that it holds a
-    /// schema when `needsSchema`.
-    private static func check(_ url: URL, busyTimeout: TimeInterval, integrity: Bool, needsSchema: Bool)
+    /// When an open runs `PRAGMA quick_check` over the whole store.
+    private enum FullCheck {
+        case always
+        /// Only on a store of at most ``PersistentContainer/Options/smallStoreCheckLimit``
+        /// bytes: the cost of an open is bounded, whatever the store's size.
+        case ifSmall
+    }
+
+    /// Reads the file without writing to it: that it is a database whose header and schema
+    /// SQLite can read (work that does not grow with the rows), that it passes
+    /// `PRAGMA quick_check` as `fullCheck` says, and that it holds a schema when
+    /// `needsSchema`.
+    private static func check(_ url: URL, busyTimeout: TimeInterval, fullCheck: FullCheck, needsSchema: Bool)
         throws(StoreOpenFailure)
     {
-        guard integrity || needsSchema else { return }
         do {
             var checkConfig = Configuration()
             checkConfig.busyMode = .timeout(busyTimeout)
@@ -106,8 +125,15 @@ final class SQLiteStore: PersistentStore {
             }
             defer { try? queue.close() }
             try queue.read { db in
+                // The header (page 1) and the whole schema are read here: a file that is
+                // not a database, or whose header or schema is damaged, fails.
+                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
                 if needsSchema { try requireSchema(db) }
-                guard integrity else { return }
+                if fullCheck == .ifSmall {
+                    let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                    let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+                    guard pages * pageSize <= PersistentContainer.Options.smallStoreCheckLimit else { return }
+                }
                 let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
                 if result != ["ok"] {
                     let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
@@ -120,6 +146,29 @@ final class SQLiteStore: PersistentStore {
         } catch {
             throw classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
+    }
+
+    /// Whether the store was left by an unclean shutdown: its `-wal` holds frames (a clean
+    /// close of the last connection checkpoints it and removes it), and no connection, of
+    /// this process or another, has the store open now. SQLite's unix VFS has every
+    /// connection hold a read lock on byte 128 of the `-shm` (its "dead man switch") for as
+    /// long as it is open; `F_GETLK` sees other processes' locks, and this process's stores
+    /// are counted in ``openInProcess``. Two `stat`s and one `fcntl`: no work that grows
+    /// with the store.
+    private static func leftByUncleanShutdown(_ url: URL) -> Bool {
+        var info = stat()
+        guard stat(url.path + "-wal", &info) == 0, info.st_size > 0 else { return false }
+        guard openInProcess.withLock({ $0[url.path, default: 0] == 0 }) else { return false }
+        let fd = open(url.path + "-shm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return true }  // no -shm: no connection has the store open
+        defer { _ = Glibc.close(fd) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 128
+        lock.l_len = 1
+        guard fcntl(fd, F_GETLK, &lock) == 0 else { return false }
+        return lock.l_type == Int16(F_UNLCK)
     }
 
     /// One read-only connection; where the file system refuses the `-shm`
@@ -812,6 +861,12 @@ final class SQLiteStore: PersistentStore {
                 if code & 0xff == SQLITE_CONSTRAINT {
                     throw PersistenceError(.constraint, what, objectIDs: [id], cause: error)
                 }
+                if isDamage(error.resultCode) {
+                    let path = String(cString: sqlite3_db_filename(db.sqliteConnection, "main"))
+                    throw PersistenceError(
+                        .storeDamaged, "The store \(path) is damaged (\(message)); nothing was changed",
+                        objectIDs: [id], cause: error)
+                }
                 throw PersistenceError(.io, what, objectIDs: [id], cause: error)
             }
         }
@@ -944,7 +999,61 @@ final class SQLiteStore: PersistentStore {
     }
 
     func close() {
-        try? pool.close()
+        let first = isClosed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        if !isReadOnly {
+            // Commits moved into the file and the -wal emptied, if no other connection is
+            // reading: a -wal with frames at the next open then means a crash. Never waits.
+            try? pool.writeWithoutTransaction { db in
+                sqlite3_busy_timeout(db.sqliteConnection, 0)
+                _ = try db.checkpoint(.truncate)
+            }
+        }
+        do {
+            try pool.close()
+            Self.openInProcess.withLock { $0[url.path, default: 1] -= 1 }
+        } catch {
+            // A connection is still in use: it closes when released, and until then the
+            // store counts as open here (its -wal is no sign of a crash).
+        }
+    }
+
+    func checkIntegrity() throws -> [String] {
+        let stopped: DatabaseError
+        do {
+            let result = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+            guard result != ["ok"] else { return [] }
+            return result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }.map(String.init)
+        } catch let error as DatabaseError where Self.isDamage(error.resultCode) {
+            stopped = error
+        } catch {
+            return try mapErrors(nil) { throw error }
+        }
+        // SQLite stops at a page it cannot read at all: say which tables it is in.
+        var findings = ["the full check stopped at damage it cannot read past (\(Self.describe(stopped)))"]
+        guard
+            let tables = try? pool.read({ db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            })
+        else { return findings }
+        for table in tables {
+            do {
+                _ = try pool.read { db in
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT * FROM \(quote(table)) NOT INDEXED)")
+                }
+            } catch {
+                findings.append("table \(quote(table)) cannot be read whole (\(Self.describe(error)))")
+            }
+        }
+        return findings
+    }
+
+    /// Whether SQLite's result says the file is damaged.
+    private static func isDamage(_ code: ResultCode) -> Bool {
+        code == .SQLITE_CORRUPT || code == .SQLITE_NOTADB
     }
 
     /// Turns driver errors into ``PersistenceError``s naming the object.
@@ -961,6 +1070,11 @@ final class SQLiteStore: PersistentStore {
             if error.resultCode == .SQLITE_READONLY {
                 throw PersistenceError(
                     .readOnly, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
+            }
+            if Self.isDamage(error.resultCode) {
+                throw PersistenceError(
+                    .storeDamaged, "The store \(url.path) is damaged (\(message)); nothing was changed",
+                    objectIDs: id.map { [$0] } ?? [], cause: error)
             }
             throw PersistenceError(.io, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
         }
