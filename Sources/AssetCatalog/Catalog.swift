@@ -464,6 +464,9 @@ public final class Catalog: Sendable {
         } catch let error as PersistenceError {
             if let inner = error.cause as? CatalogError { throw inner }
             if error.code == .readOnly { throw CatalogError.readOnlyCatalog(root.path) }
+            if error.code == .storeDamaged {
+                throw CatalogError.damagedStore(error, message: error.message, store: Self.storeURL(in: root).path)
+            }
             throw CatalogError(.store, error.message, cause: error)
         }
     }

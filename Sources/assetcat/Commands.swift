@@ -236,17 +236,31 @@ struct Verify: AsyncParsableCommand {
     @OptionGroup var options: CatalogOption
     @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
     @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Check only the catalog's store file (SQLite's full integrity check), not the content.")
+    var storeOnly = false
 
     func run() async throws {
         try await reportingErrors {
             let catalog = try options.openForReading()
             defer { catalog.close() }
+            if storeOnly {
+                let problems = try catalog.verifyStore()
+                if json {
+                    try Terminal.json(["storeProblems": problems])
+                } else {
+                    for problem in problems { print("store  \(problem)") }
+                    print(problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
+                }
+                if !problems.isEmpty { throw ExitCode.failure }
+                return
+            }
             let report = try await catalog.verify(assets.isEmpty ? nil : assets) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
             }
             if json {
                 try Terminal.json(report)
             } else {
+                for problem in report.storeProblems { print("store  \(problem)") }
                 for issue in report.issues {
                     let (name, path) = (DisplayText.quoted(issue.name), DisplayText.quoted(issue.path))
                     print("\(issue.problem.rawValue)  \(issue.id)  \(name)  \(path)")
