@@ -118,7 +118,7 @@ public final class PersistentContainer: Sendable {
 
         /// The size, in bytes, up to which every open runs the full check: its cost is
         /// bounded by this, not by the store's size.
-        public static let smallStoreCheckLimit = 4 << 20
+        public static let smallStoreCheckLimit = 1 << 20
     }
 
     /// The store's file.

@@ -14,7 +14,7 @@ import Testing
         // outgrows the size an open checks in full.
         let folder = ["a", "b", "c", "d", "e"].map { String(repeating: $0, count: 200) }.joined(separator: "/")
         var files: [String] = []
-        for i in 0..<4_500 { files.append(try t.file("\(folder)/file-\(i).txt", "\(i)")) }
+        for i in 0..<1_500 { files.append(try t.file("\(folder)/file-\(i).txt", "\(i)")) }
         #expect(try await catalog.add(files, options: .init(mode: .reference)).added.count == files.count)
         catalog.close()
         let store = Catalog.storeURL(in: t.root)
@@ -24,9 +24,9 @@ import Testing
 
         // The page of the table that holds one asset's row (its path is in no index).
         var bytes = try Data(contentsOf: store)
-        #expect(bytes.count > 4 << 20)
+        #expect(bytes.count > 1 << 20)  // more than an open checks in full
         let pageSize = Int(bytes[16]) << 8 | Int(bytes[17])
-        let offset = try #require(bytes.firstRange(of: Data(files[2_000].utf8))).lowerBound
+        let offset = try #require(bytes.firstRange(of: Data(files[750].utf8))).lowerBound
         let page = offset / pageSize
         #expect(page > 0)
         bytes.replaceSubrange(page * pageSize..<(page + 1) * pageSize, with: Data(repeating: 0xFF, count: pageSize))
