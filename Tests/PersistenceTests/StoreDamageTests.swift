@@ -139,6 +139,58 @@ final class Bulk: ManagedObject {
         #expect(!again.storeWasResetOnLoad)
     }
 
+    /// Another process with the store open (python3's sqlite3): the `-wal` it keeps is no
+    /// sign of a crash, and an open does not check every page. Once it is killed with
+    /// commits in the `-wal`, the next open does, and quarantines the damaged store.
+    @Test func aWalAnotherProcessKeepsIsACrashOnlyOnceThatProcessIsKilled() throws {
+        let (_, url) = try largeStore()
+        try damageMiddlePage(of: url)
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = [
+            "python3", "-c",
+            """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            for line in sys.stdin:
+                c.execute('INSERT INTO "Bulk" ("n", "payload") VALUES (-1, \\'\\')')
+                c.commit()
+                print("committed", flush=True)
+            """,
+            url.path,
+        ]
+        let input = Pipe()
+        let output = Pipe()
+        holder.standardInput = input
+        holder.standardOutput = output
+        try holder.run()
+        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
+        func commit() throws {
+            try input.fileHandleForWriting.write(contentsOf: Data("commit\n".utf8))
+            var reply = Data()
+            while !reply.contains(UInt8(ascii: "\n")) {
+                let more = output.fileHandleForReading.availableData
+                guard !more.isEmpty else { break }
+                reply += more
+            }
+            #expect(String(decoding: reply, as: UTF8.self) == "committed\n")
+        }
+        try commit()
+        let open = try PersistentContainer(storeURL: url, schema: try Schema([Bulk.self]))
+        #expect(!open.storeWasResetOnLoad)
+        open.close()
+
+        try commit()  // frames in the -wal again, then the process dies without closing
+        #expect(try FileManager.default.attributesOfItem(atPath: url.path + "-wal")[.size] as? Int ?? 0 > 0)
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+        let error = #expect(throws: PersistenceError.self) {
+            try PersistentContainer(storeURL: url, schema: try Schema([Bulk.self]))
+        }
+        #expect(error?.code == .storeUnreadable)
+        #expect(error?.quarantine != nil)
+    }
+
     /// A `-wal` that a store open in this process keeps is no sign of an unclean shutdown:
     /// a second open does not check every page.
     @Test func aWalThatAnOpenStoreKeepsIsNotAnUncleanShutdown() throws {
