@@ -35,8 +35,14 @@ public struct VerifyReport: Sendable, Codable {
     /// is not counted, nor content whose removal is pending.
     public var unreferencedObjects: Int = 0
 
-    /// Whether nothing is wrong: no issue, and no content that no asset uses.
-    public var isHealthy: Bool { issues.isEmpty && unreferencedObjects == 0 }
+    /// What SQLite's full check of the catalog's store (`catalog.sqlite`) found, one finding
+    /// a line, by a verify of the whole catalog (``Catalog/verifyStore()``); empty when the
+    /// store is sound. When the damage keeps the assets from being read, `checked` is 0.
+    public var storeProblems: [String] = []
+
+    /// Whether nothing is wrong: no damage in the store, no issue, and no content that no
+    /// asset uses.
+    public var isHealthy: Bool { storeProblems.isEmpty && issues.isEmpty && unreferencedObjects == 0 }
 }
 
 /// An unreferenced file in `objects/`.
@@ -75,14 +81,23 @@ public enum GarbageAction: String, Sendable {
 extension Catalog {
     /// Re-hashes assets' content (all of them, or those with `ids`) and
     /// reports the missing and damaged ones; a verify of the whole catalog also
-    /// counts the files in `objects/` that no asset uses. Changes nothing.
+    /// checks the store (``verifyStore()``) and counts the files in `objects/` that no
+    /// asset uses. Changes nothing.
     ///
     /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids`.
     public func verify(_ ids: [AssetID]? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
         -> VerifyReport
     {
-        let records = try ids.map { try $0.map { try asset($0) } } ?? assets()
+        let storeProblems = ids == nil ? try verifyStore() : []
+        let records: [AssetRecord]
+        do {
+            records = try ids.map { try $0.map { try asset($0) } } ?? assets()
+        } catch let error as CatalogError where !storeProblems.isEmpty && error.code == .store {
+            // The damage the check found keeps the assets from being read: that is the report.
+            return VerifyReport(checked: 0, issues: [], storeProblems: storeProblems)
+        }
         var report = try await check(records, progress: progress)
+        report.storeProblems = storeProblems
         if ids == nil && !Task.isCancelled {
             // Content whose removal is journaled (pending: a crash, a read-only open) is not lost.
             let pending = try storeErrors {
@@ -92,6 +107,14 @@ extension Catalog {
             report.unreferencedObjects = content.objectFiles().count { !used.contains($0.sha256) && !$0.isPinned }
         }
         return report
+    }
+
+    /// Runs SQLite's full integrity check over the catalog's store (`catalog.sqlite`): every
+    /// page, every index against its table. Returns what it found, one finding a line; empty
+    /// when the store is sound. Linear in the store's size — opening a catalog does not do
+    /// it. Changes nothing, moves nothing; works on a catalog opened read-only.
+    public func verifyStore() throws -> [String] {
+        try storeErrors { try container.checkIntegrity() }
     }
 
     /// What is missing, damaged or unreadable among `records`: a file per core at a time.

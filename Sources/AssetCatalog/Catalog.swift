@@ -213,13 +213,11 @@ public final class Catalog: Sendable {
                         + "entity (reserved: \(reserved.sorted().joined(separator: ", "))); give it another "
                         + "`entityName`")
             }
-            for property in type.entityDescription.properties {
-                guard case .toOne(let destination) = property.kind, reserved.contains(destination),
-                    property.destinationDeleteRule == nil
-                else { continue }
+            for link in type.toOneRelationships
+            where reserved.contains(link.destination) && link.onDestinationDelete == nil {
                 throw CatalogError(
                     .invalidArgument,
-                    "\(name).\(property.name) points at \(destination) without saying what removing it does: "
+                    "\(name).\(link.name) points at \(link.destination) without saying what removing it does: "
                         + "declare it @ToOne(onDestinationDelete: .nullify), .cascade or .deny")
             }
         }
@@ -510,6 +508,9 @@ public final class Catalog: Sendable {
         } catch let error as PersistenceError {
             if let inner = error.cause as? CatalogError { throw inner }
             if error.code == .readOnly { throw CatalogError.readOnlyCatalog(root.path) }
+            if error.code == .storeDamaged {
+                throw CatalogError.damagedStore(error, message: error.message, store: Self.storeURL(in: root).path)
+            }
             throw CatalogError(.store, error.message, cause: error)
         }
     }

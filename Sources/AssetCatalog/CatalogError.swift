@@ -46,6 +46,15 @@ public struct CatalogError: Error, Sendable, CustomStringConvertible {
 }
 
 extension CatalogError {
+    /// A read or write of the store that found its file damaged: the store's own message
+    /// (which names the file), and what to do. Nothing is moved or removed.
+    static func damagedStore(_ error: any Error, message: String, store: String) -> CatalogError {
+        CatalogError(
+            .store,
+            "\(message). Run `assetcat verify --store-only` to see the damage, and restore the catalog from a backup",
+            path: store, cause: error)
+    }
+
     /// A change asked of a catalog opened read-only.
     static func readOnlyCatalog(_ root: String) -> CatalogError {
         CatalogError(

@@ -1,6 +1,17 @@
 import Foundation
 import Locking
 
+/// A to-one relationship of an entity (``ManagedObject/toOneRelationships``).
+public struct ToOneRelationship: Sendable, Hashable {
+    /// The property's name.
+    public let name: String
+    /// The name of the entity it points at.
+    public let destination: String
+    /// What deleting the destination does to the object that points at it (``ToOne``'s
+    /// `onDestinationDelete`); `nil` when the relationship does not say.
+    public let onDestinationDelete: DeleteRule?
+}
+
 /// What happens to the objects on the other side of a relationship when the
 /// object that owns it is deleted.
 public enum DeleteRule: String, Sendable, Hashable {
@@ -14,9 +25,9 @@ public enum DeleteRule: String, Sendable, Hashable {
 
 /// One persistent property of an entity: an attribute, a to-one relationship
 /// (a stored reference) or a to-many relationship (the inverse of a to-one).
-public struct PropertyDescription: Sendable, Hashable {
+struct PropertyDescription: Sendable, Hashable {
     /// What a property holds.
-    public enum Kind: Sendable, Hashable {
+    enum Kind: Sendable, Hashable {
         /// A value of this type, in the entity's own row.
         case attribute(AttributeType)
         /// A reference to one object of the entity named `destination`, stored in this row.
@@ -27,29 +38,29 @@ public struct PropertyDescription: Sendable, Hashable {
     }
 
     /// The Swift property name; also the column name.
-    public let name: String
+    let name: String
     /// Attribute, to-one or to-many.
-    public let kind: Kind
+    let kind: Kind
     /// Whether the property may be empty (`nil`).
-    public let isOptional: Bool
+    let isOptional: Bool
     /// The value a newly inserted object starts with.
-    public let defaultValue: StoreValue
+    let defaultValue: StoreValue
     /// Whether the store keeps an index on the property (``AttributeOptions/indexed``).
-    public let isIndexed: Bool
+    let isIndexed: Bool
     /// Whether no two rows may hold the same value (``AttributeOptions/unique``).
-    public let isUnique: Bool
+    let isUnique: Bool
     /// What deleting an object does to the objects this relationship reaches.
-    public let deleteRule: DeleteRule
+    let deleteRule: DeleteRule
     /// For a to-one relationship that no to-many names as its inverse: what deleting its
     /// destination does to the object that points at it (``ToOne``'s
     /// `onDestinationDelete`); `nil` when nothing is done.
-    public let destinationDeleteRule: DeleteRule?
+    let destinationDeleteRule: DeleteRule?
     /// The position of the value in an object's storage; `nil` for to-many
     /// relationships, which store nothing on this side.
     let slot: Int?
 
     /// Whether this property is an attribute.
-    public var isAttribute: Bool {
+    var isAttribute: Bool {
         if case .attribute = kind { return true }
         return false
     }
@@ -58,17 +69,18 @@ public struct PropertyDescription: Sendable, Hashable {
 /// The description of an entity: a ``ManagedObject`` subclass and its
 /// persistent properties, built once per type from its property wrappers.
 ///
-/// You never build one yourself; ``ManagedObject/entityDescription`` returns it.
+/// Built by ``ManagedObject/entityDescription``; internal to the module: a program
+/// declares entities with property wrappers and never reads their description.
 /// The entity's table is named ``name``; each attribute and to-one relationship
 /// is a column; every table also has `id` (the row ID) and `_version` (the
 /// optimistic-locking counter).
-public final class EntityDescription: Sendable, CustomStringConvertible {
+final class EntityDescription: Sendable, CustomStringConvertible {
     /// The entity name, which is also the table name.
-    public let name: String
+    let name: String
     /// The `ManagedObject` subclass.
     let objectType: ManagedObject.Type
     /// The properties in declaration order (superclass properties last).
-    public let properties: [PropertyDescription]
+    let properties: [PropertyDescription]
     /// The properties that occupy a storage slot, indexed by slot.
     let storedProperties: [PropertyDescription]
     let propertyByName: [String: PropertyDescription]
@@ -99,13 +111,13 @@ public final class EntityDescription: Sendable, CustomStringConvertible {
         var nextMarker: Int32 = 1
     }
 
-    public var description: String { "entity \(name)" }
+    var description: String { "entity \(name)" }
 
     /// The properties that occupy a slot (attributes and to-one relationships).
-    public var attributes: [PropertyDescription] { properties.filter(\.isAttribute) }
+    var attributes: [PropertyDescription] { properties.filter(\.isAttribute) }
 
     /// The property named `name`, if any.
-    public func property(named name: String) -> PropertyDescription? { propertyByName[name] }
+    func property(named name: String) -> PropertyDescription? { propertyByName[name] }
 
     init(type: ManagedObject.Type) throws {
         name = type.entityName

@@ -69,7 +69,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's permanent identity.
     public let objectID: ManagedObjectID
     /// The entity this object belongs to.
-    public let entity: EntityDescription!
+    let entity: EntityDescription!
     /// The context the object lives in; `nil` after the context was reset,
     /// the object's insertion was rolled back or its deletion was saved.
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
@@ -132,7 +132,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open class var entityName: String { String(describing: self) }
 
     /// The description of this entity, built once from its property wrappers.
-    public static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
+    static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
+
+    /// The entity's to-one relationships, as its property wrappers declare them: for a
+    /// program that checks another module's entities before it opens a store with them
+    /// (that a link to one of its own entities says what deleting the destination does).
+    public class var toOneRelationships: [ToOneRelationship] {
+        entityDescription.properties.compactMap { property in
+            guard case .toOne(let destination) = property.kind else { return nil }
+            return ToOneRelationship(
+                name: property.name, destination: destination, onDestinationDelete: property.destinationDeleteRule)
+        }
+    }
 
     // MARK: - Lifecycle hooks
 
@@ -195,9 +206,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `afterCommit` work runs only if the batch delete commits.
     open class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {}
 
-    /// Called in a save with a snapshot of every row of this entity that
-    /// ``ManagedObjectContext/insertRows(_:count:_:)`` added to it, after the objects'
-    /// `willSave` and before the transaction is written.
+    /// Called in a save with a snapshot of the rows of this entity that one call of
+    /// ``ManagedObjectContext/insertRows(_:count:_:)`` added, after the objects' `willSave`,
+    /// inside the store's transaction as the save writes them.
     ///
     /// No object stands for these rows, so ``validateForInsert()`` and ``willSave()``
     /// do not run for them: override this to do, for all of them at once, what those
@@ -205,8 +216,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `effects` (a ``SaveEffects/beforeCommit(_:)`` check, rows, `afterCommit` work).
     ///
     /// For rows of ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)`` it is
-    /// called once per batch, with that batch's rows, inside the store's transaction on the
-    /// store's writer, as the save makes them. Do not fetch through `context` there: a fetch
+    /// called once per batch, with that batch's rows, as the save makes them. Either way it
+    /// runs on the store's writer, in the order the rows were added. Do not fetch through `context` there: a fetch
     /// reads the store outside the transaction, and sees neither the save's writes nor the
     /// rows written so far (a ``SaveEffects/beforeCommit(_:)`` check reads the transaction).
     /// Work planned through `effects` comes after the last batch is written. The hook is

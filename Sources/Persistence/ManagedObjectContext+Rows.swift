@@ -12,7 +12,8 @@ extension ManagedObjectContext {
     ///
     /// No object stands for these rows, so `awakeFromInsert`, `validateForInsert` and
     /// `willSave` do not run for them: the save calls the entity's
-    /// ``ManagedObject/willInsertRows(_:in:effects:)`` once, with all of them, instead.
+    /// ``ManagedObject/willInsertRows(_:in:effects:)`` once, with all of them, instead
+    /// (inside its transaction, as it writes them).
     /// The context does not register them (fetch them to work with them as objects);
     /// ``rollback()`` and ``reset()`` drop them, and a failed save keeps them for the
     /// next. Only a context without a parent takes rows: they go to the store.
@@ -37,7 +38,10 @@ extension ManagedObjectContext {
         let entity = self.entity(for: type)
         let ids = try core.store.reserveIDs(entity: entity, count: count)
         let rows = Self.rowValues(entity, 0..<count, configure)
-        pendingRows += zip(ids, rows).map { .init(entity: entity, id: $0, values: $1) }
+        pendingRowChanges.insertions.append(
+            .init(entity: entity, ids: ids.lowerBound..<ids.upperBound + 1, batchSize: count, listedByID: true) {
+                Array(rows[$0])
+            })
         return ids.map { ManagedObjectID(entityName: entity.name, rowID: $0) }
     }
 
@@ -53,8 +57,8 @@ extension ManagedObjectContext {
     /// `configure` sets it; then the batch is checked as rows of ``insertRows(_:count:_:)``
     /// are, handed to the entity's ``ManagedObject/willInsertRows(_:in:effects:)`` and
     /// written. Only one batch is in memory. Rows planned through the hook's effects and
-    /// its `beforeCommit` work come after every row is written. Several streams are written
-    /// in the order they were added, after the rows of ``insertRows(_:count:_:)``.
+    /// its `beforeCommit` work come after every row is written. Rows of both forms of
+    /// `insertRows` are written in the order they were added.
     ///
     /// If `configure` or the hook throws, the save throws that error and writes nothing;
     /// the rows stay pending. A later save, or a save that restarts after the merge policy
@@ -86,8 +90,8 @@ extension ManagedObjectContext {
         let entity = self.entity(for: type)
         let reserved = try core.store.reserveIDs(entity: entity, count: count)
         let ids = reserved.lowerBound..<reserved.upperBound + 1
-        pendingStreams.append(
-            .init(entity: entity, ids: ids, batchSize: batchSize) { indexes in
+        pendingRowChanges.insertions.append(
+            .init(entity: entity, ids: ids, batchSize: batchSize, listedByID: false) { indexes in
                 try Self.rowValues(entity, indexes, configure)
             })
         return ids
@@ -130,34 +134,35 @@ extension ManagedObjectContext {
         throws
     {
         try requireRowsAllowed(deleting: true)
-        pendingDeletions.append(.init(entity: entity(for: type), page: pages))
+        pendingRowChanges.deletions.append(.init(entity: entity(for: type), selection: .pages(pages)))
     }
 
-    /// The pending streams as this save writes them: each batch checked like the rows of
-    /// ``announcePendingRows(_:)``, then handed to its entity's
-    /// ``ManagedObject/willInsertRows(_:in:effects:)``.
-    func streamsToWrite(_ effects: SaveEffects) -> [StoreChanges.Stream] {
-        guard !pendingStreams.isEmpty else { return [] }
+    /// The pending row changes as this save writes them: each batch of an insertion checked,
+    /// as objects are, for a row that points at an object this save deletes, then handed to
+    /// its entity's ``ManagedObject/willInsertRows(_:in:effects:)``.
+    func rowChangesToWrite(_ effects: SaveEffects) -> RowChanges {
+        var changes = pendingRowChanges
+        guard !changes.insertions.isEmpty else { return changes }
         // What this save deletes, read now: the batches are made on the store's writer.
         var deleting: [String: Set<Int64>] = [:]
         for o in deletedList where o.pendingDelete && registered[o.objectID] === o {
             deleting[o.entity.name, default: []].insert(o.objectID.rowID)
         }
-        return pendingStreams.map { stream in
-            let entity = stream.entity
-            let produce = stream.rows
+        changes.insertions = changes.insertions.map { insertion in
+            let entity = insertion.entity
+            let produce = insertion.rows
             // The to-one relationships that could point at a deleted object.
             let checked = entity.storedProperties.compactMap { property -> (PropertyDescription, String, Set<Int64>)? in
                 guard case .toOne(let destination) = property.kind, let ids = deleting[destination] else { return nil }
                 return (property, destination, ids)
             }
-            var announced = stream
+            var announced = insertion
             announced.rows = { indexes in
                 let rows = try produce(indexes)
                 var snapshots: [ObjectSnapshot] = []
                 snapshots.reserveCapacity(rows.count)
                 for (i, values) in zip(indexes, rows) {
-                    let id = stream.ids.lowerBound + Int64(i)
+                    let id = insertion.ids.lowerBound + Int64(i)
                     for (property, destination, deleted) in checked {
                         guard case .integer(let target) = values[property.slot!], deleted.contains(target) else {
                             continue
@@ -173,6 +178,7 @@ extension ManagedObjectContext {
             }
             return announced
         }
+        return changes
     }
 
     /// Rows go to the store (no parent), and are added before a save, not during one.
@@ -206,32 +212,6 @@ extension ManagedObjectContext {
         return rows
     }
 
-    /// Hands each entity's pending rows to its ``ManagedObject/willInsertRows(_:in:effects:)``,
-    /// after checking, as for objects, that no row points at an object this save deletes.
-    func announcePendingRows(_ effects: SaveEffects) throws {
-        guard !pendingRows.isEmpty else { return }
-        var order: [ObjectIdentifier] = []
-        var byEntity: [ObjectIdentifier: [ObjectSnapshot]] = [:]
-        for row in pendingRows {
-            for property in row.entity.storedProperties {
-                guard case .toOne(let destination) = property.kind,
-                    case .integer(let target) = row.values[property.slot!],
-                    let object = registered[ManagedObjectID(entityName: destination, rowID: target)],
-                    object.pendingDelete
-                else { continue }
-                throw PersistenceError.pointsAtDeleted(
-                    ManagedObjectID(entityName: row.entity.name, rowID: row.id), property, object.objectID)
-            }
-            let key = ObjectIdentifier(row.entity)
-            if byEntity[key] == nil { order.append(key) }
-            byEntity[key, default: []].append(ObjectSnapshot(entity: row.entity, id: row.id, values: row.values))
-        }
-        for key in order {
-            let rows = byEntity[key]!
-            try rows[0].entity.objectType.willInsertRows(rows, in: self, effects: effects)
-        }
-    }
-
     /// Deletes every row `request` matches, in set-based SQL without loading
     /// objects. Delete rules apply (cascade, nullify, deny), and each entity
     /// whose rows go gets ``ManagedObject/willBatchDelete(_:effects:)`` inside
@@ -246,9 +226,14 @@ extension ManagedObjectContext {
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
         let effects = SaveEffects(commitsToStore: true, userInfo: userInfo)
-        let outcome: BatchDeleteOutcome
+        // One deletion of rows, alone in its transaction.
+        var changes = StoreChanges()
+        let fetch = request.storeFetch
+        changes.rows.deletions = [.init(entity: fetch.entity, selection: .matching(fetch))]
+        changes.wrapsCommitFailures = false
+        let outcome: StoreSaveResult
         do {
-            outcome = try core.store.batchDelete(request.storeFetch, effects: effects)
+            outcome = try core.store.save(changes, effects: effects)
         } catch {
             effects.runOnFailure()
             throw error
@@ -256,7 +241,9 @@ extension ManagedObjectContext {
         effects.runAfterCommit()
         let note = SaveNotification(
             inserted: [], updated: outcome.nullified,
-            deleted: outcome.deleted.flatMap { name, ids in ids.map { ManagedObjectID(entityName: name, rowID: $0) } },
+            deleted: outcome.deletedRows.flatMap { name, ids in
+                ids.map { ManagedObjectID(entityName: name, rowID: $0) }
+            },
             contextName: name, insertedRowRanges: effects.rowRanges.mapValues(\.ranges))
         core.broadcast(note, from: nil)
         return note

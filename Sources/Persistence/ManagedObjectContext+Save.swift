@@ -171,7 +171,6 @@ extension ManagedObjectContext {
             pass += 1
         }
         try throwDeferredErrors()
-        try announcePendingRows(effects)
         var saved = SavedObjects()
         saved.inserted = insertedList.filter { !$0.pendingDelete }
         saved.updated = updatedList.filter(\.isUpdated)
@@ -197,11 +196,9 @@ extension ManagedObjectContext {
         insertedList = []
         updatedList = []
         deletedList = []
-        saved.rows = pendingRows.map { ManagedObjectID(entityName: $0.entity.name, rowID: $0.id) }
-        pendingRows = []
-        for stream in pendingStreams { saved.rowRanges[stream.entity.name, default: []].append(stream.ids) }
-        pendingStreams = []
-        pendingDeletions = []
+        saved.rows = pendingRowChanges.listedIDs
+        saved.rowRanges = pendingRowChanges.streamedRanges
+        pendingRowChanges = RowChanges()
         return saved
     }
 
@@ -277,9 +274,7 @@ extension ManagedObjectContext {
         for o in saved.inserted {
             changes.inserts.append(.init(entity: o.entity, id: o.objectID.rowID, values: o.values))
         }
-        changes.inserts += pendingRows
-        changes.streams = streamsToWrite(effects)
-        changes.rowDeletions = pendingDeletions
+        changes.rows = rowChangesToWrite(effects)
         let checksVersions = mergePolicy != .overwrite
         for o in saved.updated where !gone.contains(o.objectID) {
             let slots = o.values.indices.filter {

@@ -9,9 +9,7 @@ extension ManagedObjectContext {
     /// committed state.
     public func rollback() {
         deferredErrors = []
-        pendingRows = []
-        pendingStreams = []
-        pendingDeletions = []
+        pendingRowChanges = RowChanges()
         for o in insertedList {
             registered[o.objectID] = nil
             o.pendingInsert = false
@@ -50,9 +48,7 @@ extension ManagedObjectContext {
         insertedList = []
         updatedList = []
         deletedList = []
-        pendingRows = []
-        pendingStreams = []
-        pendingDeletions = []
+        pendingRowChanges = RowChanges()
         deferredErrors = []
         for o in objects {
             o.pendingInsert = false

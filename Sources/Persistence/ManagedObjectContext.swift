@@ -171,8 +171,8 @@ public final class ManagedObjectContext {
     public var registeredObjects: [ManagedObject] { Array(registered.values) }
     /// Whether a save would write anything.
     public var hasChanges: Bool {
-        !insertedList.isEmpty || !deletedList.isEmpty || !pendingRows.isEmpty || !pendingStreams.isEmpty
-            || !pendingDeletions.isEmpty || updatedList.contains { $0.isUpdated }
+        !insertedList.isEmpty || !deletedList.isEmpty || !pendingRowChanges.isEmpty
+            || updatedList.contains { $0.isUpdated }
     }
 
     func entity(for type: ManagedObject.Type) -> EntityDescription {
@@ -193,13 +193,11 @@ public final class ManagedObjectContext {
         }
     }
 
-    /// Rows added by ``insertRows(_:count:_:)``, written by the next save.
-    var pendingRows: [StoreChanges.Insert] = []
-    /// Rows added by ``insertRows(_:count:batchSize:streaming:)``, produced by the next
-    /// save: the values of a batch come from `configure` only (check and hook are the save's).
-    var pendingStreams: [StoreChanges.Stream] = []
-    /// Rows of ``deleteRows(_:pages:)``, deleted by the next save.
-    var pendingDeletions: [StoreChanges.RowDeletion] = []
+    /// Rows added by ``insertRows(_:count:_:)`` and
+    /// ``insertRows(_:count:batchSize:streaming:)``, and deleted by ``deleteRows(_:pages:)``:
+    /// written by the next save. The values of a batch come from `configure` only (check
+    /// and hook are the save's).
+    var pendingRowChanges = RowChanges()
 
     func registerInserted(_ object: ManagedObject) {
         object.pendingInsert = true

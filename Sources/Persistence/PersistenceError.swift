@@ -26,6 +26,10 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let io = Code(name: "io")
         /// The store file is not a usable database; see ``PersistentContainer/storeWasResetOnLoad``.
         public static let storeUnreadable = Code(name: "storeUnreadable")
+        /// A read or write of an open store found its file damaged (a page that is not what
+        /// SQLite wrote). Nothing was written and nothing is moved: the store stays where it
+        /// is for ``PersistentContainer/checkIntegrity()`` and a restore from a backup.
+        public static let storeDamaged = Code(name: "storeDamaged")
         /// The store was opened read-only (``PersistentContainer/Options/readOnly``), or its
         /// file cannot be written: nothing was changed.
         public static let readOnly = Code(name: "readOnly")

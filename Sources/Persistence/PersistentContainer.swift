@@ -90,8 +90,15 @@ public final class PersistentContainer: Sendable {
         public var onUnreadableStore: UnreadableStorePolicy = .fail
         /// How long a write waits for another process's transaction, in seconds.
         public var busyTimeout: TimeInterval = 30
-        /// Whether opening runs `PRAGMA quick_check` (linear in the store's size).
-        public var checksIntegrityOnOpen = true
+        /// Whether every open runs `PRAGMA quick_check` over the whole store, whatever its
+        /// size (linear in it). By default (`false`) an open does work independent of the
+        /// store's size: it reads the header and the schema (a file that is not a database,
+        /// or whose header or schema is damaged, is quarantined), and runs the full check
+        /// only on a store of at most ``smallStoreCheckLimit`` bytes, or after an unclean
+        /// shutdown (a `-wal` with commits left by a process that is gone). Damage elsewhere
+        /// is found by ``PersistentContainer/checkIntegrity()``, or by the read that
+        /// reaches it (``PersistenceError/Code/storeDamaged``).
+        public var checksIntegrityOnOpen = false
         /// Whether opening may create the store. When `false`, a missing file fails the
         /// open (``PersistenceError/Code/notFound``), and a database that holds no schema —
         /// an emptied file, a file whose tables were dropped — is unusable like a damaged
@@ -108,6 +115,10 @@ public final class PersistentContainer: Sendable {
         public var logger = Logger(label: "Persistence", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The defaults.
         public init() {}
+
+        /// The size, in bytes, up to which every open runs the full check: its cost is
+        /// bounded by this, not by the store's size.
+        public static let smallStoreCheckLimit = 1 << 20
     }
 
     /// The store's file.
@@ -245,6 +256,18 @@ public final class PersistentContainer: Sendable {
                 cause: error)
         }
         return target
+    }
+
+    /// Runs SQLite's full integrity check (`PRAGMA integrity_check`) over the whole store —
+    /// every page, every index against its table — and returns what it found, one finding a
+    /// line; empty when the store is sound. Linear in the store's size: it is what an open
+    /// no longer does (``Options/checksIntegrityOnOpen``). Changes and moves nothing; works
+    /// on a read-only store too.
+    ///
+    /// - Throws: ``PersistenceError`` with code `io` when the store cannot be read at all
+    ///   (busy, closed, permissions); damage is reported, not thrown.
+    public func checkIntegrity() throws -> [String] {
+        try core.store.checkIntegrity()
     }
 
     /// A new context on the store with its own queue, for work off the view context.

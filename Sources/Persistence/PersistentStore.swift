@@ -28,43 +28,86 @@ struct StoreChanges {
         var expectedVersion: Int64?
     }
 
-    /// Rows the store produces inside the transaction, one batch at a time, so that only
-    /// one batch is in memory (``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)``).
-    struct Stream {
-        var entity: EntityDescription
-        /// The rows' IDs, reserved: row `i` gets `ids.lowerBound + i`.
-        var ids: Range<Int64>
-        var batchSize: Int
-        /// The values of the rows at `indexes`, in order (one batch). Throwing aborts the
-        /// save, and the store throws that error unchanged.
-        var rows: (_ indexes: Range<Int>) throws -> [[StoreValue]]
-    }
-
-    /// Rows deleted by ID, without objects (``ManagedObjectContext/deleteRows(_:pages:)``).
-    struct RowDeletion {
-        var entity: EntityDescription
-        /// The IDs after `after`, ascending; an empty page ends. Throwing aborts the save,
-        /// and the store throws that error unchanged.
-        var page: (_ after: Int64) throws -> [Int64]
-    }
-
     var inserts: [Insert] = []
     var updates: [Update] = []
     var deletes: [Delete] = []
-    /// Written after `deletes` and `updates`, before `inserts`, in order.
-    var rowDeletions: [RowDeletion] = []
-    /// Written after `inserts`, in order.
-    var streams: [Stream] = []
+    /// The rows written and deleted without objects: deletions after `deletes` and
+    /// `updates`, insertions after `inserts`.
+    var rows = RowChanges()
+    /// Whether an error that is neither the store's nor a hook's (a
+    /// ``SaveEffects/beforeCommit(_:)`` check, an injected fault) is reported as a
+    /// `PersistenceError` naming the store (a save), or thrown as it is (a batch delete).
+    var wrapsCommitFailures = true
 
     var isEmpty: Bool {
-        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && rowDeletions.isEmpty && streams.isEmpty
+        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && rows.isEmpty
+    }
+}
+
+/// Rows inserted and deleted without an object each: the one batch type behind
+/// ``ManagedObjectContext/insertRows(_:count:_:)``,
+/// ``ManagedObjectContext/insertRows(_:count:batchSize:streaming:)`` and
+/// ``ManagedObjectContext/deleteRows(_:pages:)`` (which a context holds until its next
+/// save), and ``ManagedObjectContext/batchDelete(_:)`` (written at once, alone).
+///
+/// A store writes them in the save's transaction in this order: after the objects'
+/// deletions and updates, each deletion in the order it was added, a page at a time;
+/// after the objects' inserts, each insertion in the order it was added, a batch at a
+/// time. A throwing `page`, `rows` or hook aborts the save, and the store throws that
+/// error unchanged.
+struct RowChanges {
+    /// Rows of one entity with reserved, consecutive IDs: row `i` gets `ids.lowerBound + i`.
+    struct Insertion {
+        var entity: EntityDescription
+        var ids: Range<Int64>
+        /// How many rows `rows` is asked for at a time: only one batch is in memory.
+        var batchSize: Int
+        /// Whether the save notification names the rows by ID (rows made at the call) or
+        /// only by range (rows the save makes).
+        var listedByID: Bool
+        /// The values of the rows at `indexes`, in order (one batch).
+        var rows: (_ indexes: Range<Int>) throws -> [[StoreValue]]
+    }
+
+    /// Rows of one entity deleted with the schema's delete rules, a page at a time.
+    struct Deletion {
+        enum Selection {
+            /// The IDs after `after`, ascending; an empty page ends.
+            case pages((_ after: Int64) throws -> [Int64])
+            /// The rows a fetch matches when the transaction starts.
+            case matching(StoreFetch)
+        }
+        var entity: EntityDescription
+        var selection: Selection
+    }
+
+    var insertions: [Insertion] = []
+    var deletions: [Deletion] = []
+
+    var isEmpty: Bool { insertions.isEmpty && deletions.isEmpty }
+
+    /// The IDs of the rows whose insertion is listed by ID, in order.
+    var listedIDs: [ManagedObjectID] {
+        insertions.filter(\.listedByID).flatMap { insertion in
+            insertion.ids.map { ManagedObjectID(entityName: insertion.entity.name, rowID: $0) }
+        }
+    }
+
+    /// The ranges of the rows whose insertion is not listed by ID, by entity name.
+    var streamedRanges: [String: [Range<Int64>]] {
+        var ranges: [String: [Range<Int64>]] = [:]
+        for insertion in insertions where !insertion.listedByID {
+            ranges[insertion.entity.name, default: []].append(insertion.ids)
+        }
+        return ranges
     }
 }
 
 /// What a store's save did beyond the changes it was given.
 struct StoreSaveResult {
     var versions: [ManagedObjectID: Int64] = [:]
-    /// Rows of ``StoreChanges/rowDeletions`` and what their rules cascaded to, by entity name.
+    /// Rows of the deletions of ``StoreChanges/rows`` and what their rules cascaded to, by
+    /// entity name.
     var deletedRows: [String: RowIDSet] = [:]
     /// Members of the context's deleted objects that the transaction's completion of
     /// delete rules removed.
@@ -91,18 +134,12 @@ struct StoreConflict: Error {
     var objectIDs: [ManagedObjectID]
 }
 
-/// What a batch delete did.
-struct BatchDeleteOutcome: Sendable {
-    /// The rows removed, by entity name.
-    var deleted: [String: RowIDSet]
-    /// Rows whose relationship to a deleted row was set to `NULL`.
-    var nullified: [ManagedObjectID]
-}
-
 /// Why a store file could not be opened; the container quarantines the file
 /// for the first two.
 enum StoreOpenFailure: Error {
-    /// Not a database, fails `PRAGMA quick_check`, or holds no schema where one was expected.
+    /// Not a database, a damaged header or schema, fails the `PRAGMA quick_check` an open runs
+    /// (``PersistentContainer/Options/checksIntegrityOnOpen``), or holds no schema where one
+    /// was expected.
     case unreadable(String, cause: any Error)
     /// A migration or the schema reconciliation failed.
     case migration(String, cause: any Error)
@@ -139,11 +176,12 @@ struct StoreOpenMode {
 /// - Row IDs per entity, reserved in blocks that are never handed out twice, across
 ///   processes (``reserveIDs(entity:count:)``); a reservation's unused tail may be
 ///   given back (``releaseIDs(entity:unused:)``).
-/// - One transaction per ``save(_:effects:)`` and per ``batchDelete(_:effects:)``, in
-///   which it applies the changes in the order ``StoreChanges`` documents, completes
-///   delete rules (cascade, nullify, deny) for what the context could not see, calls
-///   the entities' `willBatchDelete` hooks, a stream's `rows` (which call
-///   `willInsertRows`) and the effects' `beforeCommit` work on its writer, checks row
+/// - One transaction per ``save(_:effects:)`` (a context's save, and a batch delete: a
+///   save of one ``RowChanges`` deletion), in which it applies the changes in the order
+///   ``StoreChanges`` and ``RowChanges`` document, completes delete rules (cascade,
+///   nullify, deny) for what the context could not see, calls the entities'
+///   `willBatchDelete` hooks, an insertion's `rows` (which call `willInsertRows`) and the
+///   effects' `beforeCommit` work on its writer, checks row
 ///   versions (optimistic locking: ``StoreConflict``) and writes nothing if anything
 ///   throws.
 /// - Durability of a commit before it returns, and ``externalChangeToken()`` that
@@ -152,8 +190,9 @@ struct StoreOpenMode {
 ///
 /// What lives only in ``SQLiteStore``, and a second store replaces with its own:
 /// GRDB and its connection pool; WAL mode, `synchronous=FULL` and the busy timeout
-/// (several processes writing in turn); the checks on open (`PRAGMA quick_check`, the
-/// header, the read-only and immutable opens) and their mapping to
+/// (several processes writing in turn); the checks on open (the header and schema, a
+/// bounded `PRAGMA quick_check`, the read-only and immutable opens) and the full check
+/// (`PRAGMA integrity_check`) and their mapping to
 /// ``StoreOpenFailure``; the SQL: table and index names (`EntitySQL`), the schema's
 /// creation and extension, the ID reservation table (`_persistence_sequence`),
 /// predicates compiled to `WHERE` clauses, delete rules run as statements, and
@@ -180,14 +219,14 @@ protocol PersistentStore: AnyObject, Sendable {
     /// cleared (members that reached a deleted object's to-many relationship
     /// after the context read it).
     /// Throws ``StoreConflict`` when a row's version is not the expected one,
-    /// and writes nothing then; the error of a stream's `rows` as it is.
+    /// and writes nothing then; the error of an insertion's `rows`, a deletion's `page` or
+    /// a `willBatchDelete` hook as it is.
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult
-    /// Deletes every row `fetch` matches in one transaction, applying delete rules and
-    /// calling `willBatchDelete` of each entity whose rows go, with `effects`.
-    func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome
+    /// The findings of a full check of the store's file; empty when it is sound.
+    func checkIntegrity() throws -> [String]
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64
-    /// Makes the next commit (of ``save(_:effects:)`` or ``batchDelete(_:effects:)``) fail
+    /// Makes the next commit of ``save(_:effects:)`` fail
     /// with `error` after every write ran and before it commits: nothing is written. A
     /// test hook (``PersistentContainer/failNextCommit(with:)``).
     func failNextCommit(with error: any Error & Sendable)
@@ -238,7 +277,7 @@ public struct ObjectSnapshot: Sendable {
     /// The row's ID.
     public let objectID: ManagedObjectID
     /// The row's entity.
-    public let entity: EntityDescription
+    let entity: EntityDescription
     let values: [StoreValue]
 
     init(entity: EntityDescription, row: StoreRow) {
@@ -274,9 +313,9 @@ public struct ObjectSnapshot: Sendable {
 /// The entities of a store and the migrations that bring old stores to them.
 public struct Schema: Sendable {
     /// The entities, in the order of the types given.
-    public let entities: [EntityDescription]
+    let entities: [EntityDescription]
     /// The migrations, in the order they run.
-    public let migrations: [Migration]
+    let migrations: [Migration]
     let entityByName: [String: EntityDescription]
     /// The to-one relationships with an `onDestinationDelete` rule, by the name of their
     /// destination entity.

@@ -33,6 +33,13 @@ final class SQLiteStore: PersistentStore {
     /// rule, so that an open without their entity knows of them.
     static let linksTable = "_persistence_links"
 
+    /// Whether ``close()`` ran: the store no longer counts as open in this process.
+    private let isClosed = Locked(false)
+
+    /// How many stores of this process have each file open (by path): a `-wal` one of them
+    /// keeps is no sign of an unclean shutdown.
+    private static let openInProcess = Locked<[String: Int]>([:])
+
     /// The table every store with a schema has: its absence means the
     /// database was never given one, or lost it.
     static let sequenceTable = "_persistence_sequence"
@@ -47,7 +54,10 @@ final class SQLiteStore: PersistentStore {
         if exists {
             // Checked before the pool switches the file to WAL, which rewrites
             // its header: a store that ends in quarantine is left untouched.
-            try Self.check(url, busyTimeout: busyTimeout, integrity: checksIntegrity, needsSchema: !mode.createsSchema)
+            try Self.check(
+                url, busyTimeout: busyTimeout,
+                fullCheck: checksIntegrity ? .always : Self.leftByUncleanShutdown(url) ? .always : .ifSmall,
+                needsSchema: !mode.createsSchema)
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
         self.schema = schema
@@ -59,6 +69,7 @@ final class SQLiteStore: PersistentStore {
                 try? pool.close()
                 throw Self.classify(error, url: url, damaged: StoreOpenFailure.unavailable)
             }
+            Self.openInProcess.withLock { $0[url.path, default: 0] += 1 }
             return
         }
         var config = Configuration()
@@ -86,6 +97,7 @@ final class SQLiteStore: PersistentStore {
             try? pool.close()
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.migration)
         }
+        Self.openInProcess.withLock { $0[url.path, default: 0] += 1 }
     }
 
     /// A database with no schema, or with tables gone, where a schema was expected.
@@ -103,13 +115,21 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Reads the file without writing to it: that it is a database (and
-    /// passes `PRAGMA quick_check` when `integrity`), and that it holds a
-    /// schema when `needsSchema`.
-    private static func check(_ url: URL, busyTimeout: TimeInterval, integrity: Bool, needsSchema: Bool)
+    /// When an open runs `PRAGMA quick_check` over the whole store.
+    private enum FullCheck {
+        case always
+        /// Only on a store of at most ``PersistentContainer/Options/smallStoreCheckLimit``
+        /// bytes: the cost of an open is bounded, whatever the store's size.
+        case ifSmall
+    }
+
+    /// Reads the file without writing to it: that it is a database whose header and schema
+    /// SQLite can read (work that does not grow with the rows), that it passes
+    /// `PRAGMA quick_check` as `fullCheck` says, and that it holds a schema when
+    /// `needsSchema`.
+    private static func check(_ url: URL, busyTimeout: TimeInterval, fullCheck: FullCheck, needsSchema: Bool)
         throws(StoreOpenFailure)
     {
-        guard integrity || needsSchema else { return }
         do {
             var checkConfig = Configuration()
             checkConfig.busyMode = .timeout(busyTimeout)
@@ -124,8 +144,15 @@ final class SQLiteStore: PersistentStore {
             }
             defer { try? queue.close() }
             try queue.read { db in
+                // The header (page 1) and the whole schema are read here: a file that is
+                // not a database, or whose header or schema is damaged, fails.
+                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
                 if needsSchema { try requireSchema(db) }
-                guard integrity else { return }
+                if fullCheck == .ifSmall {
+                    let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+                    let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+                    guard pages * pageSize <= PersistentContainer.Options.smallStoreCheckLimit else { return }
+                }
                 let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
                 if result != ["ok"] {
                     let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
@@ -138,6 +165,29 @@ final class SQLiteStore: PersistentStore {
         } catch {
             throw classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
+    }
+
+    /// Whether the store was left by an unclean shutdown: its `-wal` holds frames (a clean
+    /// close of the last connection checkpoints it and removes it), and no connection, of
+    /// this process or another, has the store open now. SQLite's unix VFS has every
+    /// connection hold a read lock on byte 128 of the `-shm` (its "dead man switch") for as
+    /// long as it is open; `F_GETLK` sees other processes' locks, and this process's stores
+    /// are counted in ``openInProcess``. Two `stat`s and one `fcntl`: no work that grows
+    /// with the store.
+    private static func leftByUncleanShutdown(_ url: URL) -> Bool {
+        var info = stat()
+        guard stat(url.path + "-wal", &info) == 0, info.st_size > 0 else { return false }
+        guard openInProcess.withLock({ $0[url.path, default: 0] == 0 }) else { return false }
+        let fd = open(url.path + "-shm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return true }  // no -shm: no connection has the store open
+        defer { _ = Glibc.close(fd) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 128
+        lock.l_len = 1
+        guard fcntl(fd, F_GETLK, &lock) == 0 else { return false }
+        return lock.l_type == Int16(F_UNLCK)
     }
 
     /// One read-only connection; where the file system refuses the `-shm`
@@ -529,6 +579,7 @@ final class SQLiteStore: PersistentStore {
         } catch let error as PersistenceError {
             throw error
         } catch {
+            guard changes.wrapsCommitFailures else { throw error }
             throw PersistenceError(.io, "Could not commit to \(url.path): \(error)", cause: error)
         }
     }
@@ -571,10 +622,10 @@ final class SQLiteStore: PersistentStore {
                     if let version = version.first { versions[id] = version } else { conflicts.append(id) }
                 }
                 if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-                // Rows deleted by ID pages, before the inserts too; what is written after must
-                // not point at them.
+                // Rows deleted without objects, before the inserts too; what is written after
+                // must not point at them.
                 var paged = DeletionTally()
-                for deletion in changes.rowDeletions { try deleteRows(db, deletion, effects, &paged) }
+                for deletion in changes.rows.deletions { try deleteRows(db, deletion, effects, &paged) }
                 for update in changes.updates {
                     try Self.requireNoLink(
                         update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
@@ -583,7 +634,7 @@ final class SQLiteStore: PersistentStore {
                     try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
-                for stream in changes.streams { try insertRows(db, stream, deleted: paged.deleted) }
+                for insertion in changes.rows.insertions { try insertRows(db, insertion, deleted: paged.deleted) }
                 var result = StoreSaveResult(
                     versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
                 var deleted = paged.deleted
@@ -603,16 +654,32 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Deletes the rows a ``StoreChanges/RowDeletion`` names, a page at a time.
+    /// Deletes the rows a ``RowChanges/Deletion`` names, a page at a time.
     private func deleteRows(
-        _ db: Database, _ deletion: StoreChanges.RowDeletion, _ effects: SaveEffects, _ tally: inout DeletionTally
+        _ db: Database, _ deletion: RowChanges.Deletion, _ effects: SaveEffects, _ tally: inout DeletionTally
     ) throws {
         let entity = deletion.entity
+        let pages: (Int64) throws -> [Int64]
+        switch deletion.selection {
+        case .pages(let named):
+            pages = named
+        case .matching(let fetch):
+            // The rows that match now; deleted a page at a time.
+            let (query, arguments) = select("\"id\"", fetch)
+            let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
+            let entitySQL = sql[entity.name]!
+            for chunk in ids.chunked(500) {
+                // A row an earlier page's cascade deleted is gone: it is not read again.
+                let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
+                try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
+            }
+            return
+        }
         var after: Int64 = 0
         while true {
             let page: [Int64]
             do {
-                page = try deletion.page(after)
+                page = try pages(after)
             } catch {
                 throw StreamFailure(error: error)
             }
@@ -932,31 +999,38 @@ final class SQLiteStore: PersistentStore {
                 if code & 0xff == SQLITE_CONSTRAINT {
                     throw PersistenceError(.constraint, what, objectIDs: [id], cause: error)
                 }
+                if isDamage(error.resultCode) {
+                    let path = String(cString: sqlite3_db_filename(db.sqliteConnection, "main"))
+                    throw PersistenceError(
+                        .storeDamaged, "The store \(path) is damaged (\(message)); nothing was changed",
+                        objectIDs: [id], cause: error)
+                }
                 throw PersistenceError(.io, what, objectIDs: [id], cause: error)
             }
         }
         for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
     }
 
-    /// Writes the rows of a stream one batch at a time: only one batch's values are alive.
-    private func insertRows(_ db: Database, _ stream: StoreChanges.Stream, deleted: [String: RowIDSet]) throws {
-        for start in stride(from: 0, to: stream.ids.count, by: stream.batchSize) {
-            let indexes = start..<min(start + stream.batchSize, stream.ids.count)
+    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive.
+    private func insertRows(_ db: Database, _ insertion: RowChanges.Insertion, deleted: [String: RowIDSet]) throws {
+        for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
+            let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
             let rows: [[StoreValue]]
             do {
-                rows = try stream.rows(indexes)
+                rows = try insertion.rows(indexes)
             } catch {
                 throw StreamFailure(error: error)
             }
             let inserts = zip(indexes, rows).map { i, values in
-                StoreChanges.Insert(entity: stream.entity, id: stream.ids.lowerBound + Int64(i), values: values)
+                StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
             }
             for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
             try Self.insertRows(db, inserts, sql: sql)
         }
     }
 
-    /// The error of a stream's rows (its `configure` or its entity's hook), carried out of
+    /// The error of an insertion's rows (its `configure` or its entity's hook), a deletion's
+    /// page or a `willBatchDelete` hook, carried out of
     /// the transaction past ``mapErrors(_:_:)`` to be thrown as it is.
     private struct StreamFailure: Error {
         var error: any Error
@@ -1037,34 +1111,6 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    func batchDelete(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
-        do {
-            return try deleteMatching(fetch, effects: effects)
-        } catch let failure as StreamFailure {
-            throw failure.error
-        }
-    }
-
-    private func deleteMatching(_ fetch: StoreFetch, effects: SaveEffects) throws -> BatchDeleteOutcome {
-        try mapErrors(nil) {
-            try writing { db in
-                // The rows that match now; deleted a page at a time.
-                let (query, arguments) = select("\"id\"", fetch)
-                let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
-                let entitySQL = sql[fetch.entity.name]!
-                var tally = DeletionTally()
-                for chunk in ids.chunked(500) {
-                    // A row an earlier page's cascade deleted is gone: it is not read again.
-                    let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
-                    try deleteWithRules(db, [.rows(fetch.entity, rows)], effects, &tally)
-                }
-                try runBeforeCommit(db, effects)
-                try runInjectedFault()
-                return BatchDeleteOutcome(deleted: tally.deleted, nullified: tally.clearedAndKept)
-            }
-        }
-    }
-
     private static func members(
         _ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: ArraySlice<Int64>, limit: Int
     ) throws -> [StoreRow] {
@@ -1091,7 +1137,61 @@ final class SQLiteStore: PersistentStore {
     }
 
     func close() {
-        try? pool.close()
+        let first = isClosed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        if !isReadOnly {
+            // Commits moved into the file and the -wal emptied, if no other connection is
+            // reading: a -wal with frames at the next open then means a crash. Never waits.
+            try? pool.writeWithoutTransaction { db in
+                sqlite3_busy_timeout(db.sqliteConnection, 0)
+                _ = try db.checkpoint(.truncate)
+            }
+        }
+        do {
+            try pool.close()
+            Self.openInProcess.withLock { $0[url.path, default: 1] -= 1 }
+        } catch {
+            // A connection is still in use: it closes when released, and until then the
+            // store counts as open here (its -wal is no sign of a crash).
+        }
+    }
+
+    func checkIntegrity() throws -> [String] {
+        let stopped: DatabaseError
+        do {
+            let result = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+            guard result != ["ok"] else { return [] }
+            return result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }.map(String.init)
+        } catch let error as DatabaseError where Self.isDamage(error.resultCode) {
+            stopped = error
+        } catch {
+            return try mapErrors(nil) { throw error }
+        }
+        // SQLite stops at a page it cannot read at all: say which tables it is in.
+        var findings = ["the full check stopped at damage it cannot read past (\(Self.describe(stopped)))"]
+        guard
+            let tables = try? pool.read({ db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            })
+        else { return findings }
+        for table in tables {
+            do {
+                _ = try pool.read { db in
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM (SELECT * FROM \(quote(table)) NOT INDEXED)")
+                }
+            } catch {
+                findings.append("table \(quote(table)) cannot be read whole (\(Self.describe(error)))")
+            }
+        }
+        return findings
+    }
+
+    /// Whether SQLite's result says the file is damaged.
+    private static func isDamage(_ code: ResultCode) -> Bool {
+        code == .SQLITE_CORRUPT || code == .SQLITE_NOTADB
     }
 
     /// Turns driver errors into ``PersistenceError``s naming the object.
@@ -1108,6 +1208,11 @@ final class SQLiteStore: PersistentStore {
             if error.resultCode == .SQLITE_READONLY {
                 throw PersistenceError(
                     .readOnly, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
+            }
+            if Self.isDamage(error.resultCode) {
+                throw PersistenceError(
+                    .storeDamaged, "The store \(url.path) is damaged (\(message)); nothing was changed",
+                    objectIDs: id.map { [$0] } ?? [], cause: error)
             }
             throw PersistenceError(.io, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
         }

@@ -235,8 +235,21 @@ extension AssetCat {
         @OptionGroup var options: CatalogOption
         @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
         @Flag(help: "Print JSON.") var json = false
+        @Flag(help: "Check only the catalog's store file (SQLite's full integrity check), not the content.")
+        var storeOnly = false
 
         func run(_ catalog: Catalog) async throws {
+            if storeOnly {
+                let problems = try catalog.verifyStore()
+                if json {
+                    try Terminal.json(["storeProblems": problems])
+                } else {
+                    for problem in problems { print("store  \(problem)") }
+                    print(problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
+                }
+                if !problems.isEmpty { throw ExitCode.failure }
+                return
+            }
             let ids = assets.isEmpty ? nil : try AssetReference.resolve(assets, in: catalog)
             let report = try await catalog.verify(ids) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
@@ -244,6 +257,7 @@ extension AssetCat {
             if json {
                 try Terminal.json(report)
             } else {
+                for problem in report.storeProblems { print("store  \(problem)") }
                 for issue in report.issues {
                     let (name, path) = (DisplayText.quoted(issue.name), DisplayText.quoted(issue.path))
                     print("\(issue.problem.rawValue)  \(issue.id)  \(name)  \(path)")

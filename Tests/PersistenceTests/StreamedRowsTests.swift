@@ -205,6 +205,32 @@ final class Batches {
         #expect(batches.ids == [Array(first.prefix(2)), [first.last!], Array(second)])
     }
 
+    /// Rows of both forms are one kind of change: written, and handed to the hook, in the
+    /// order they were added, inside the transaction.
+    @Test func rowsOfBothFormsAreWrittenInTheOrderTheyWereAdded() throws {
+        let store = try Store()
+        let context = store.context()
+        var inTransaction: [Int] = []
+        let hook: Reading.Hook = { rows, effects in
+            let first = rows.first?.value(for: \Reading.n) ?? -1
+            effects.beforeCommit { reader in
+                // Planned in the transaction: the rows written so far are visible to it.
+                inTransaction.append(try reader.count(for: FetchRequest<Reading>()))
+            }
+            inTransaction.append(first)
+        }
+        context.userInfo["willInsertRows"] = hook
+        let streamed = try context.insertRows(
+            Reading.self, count: 2, batchSize: 1_000, streaming: { i, row in row[\.n] = 100 + i })
+        let made = try context.insertRows(Reading.self, count: 2) { i, row in row[\.n] = 200 + i }
+        let again = try context.insertRows(Reading.self, count: 1, batchSize: 5) { i, row in row[\.n] = 300 + i }
+        try context.save()
+        // The hook saw the streamed rows, then the rows made at the call, then the last stream;
+        // the three beforeCommit checks ran after all five rows were written.
+        #expect(inTransaction == [100, 200, 300, 5, 5, 5])
+        #expect(try store.readings().map(\.objectID.rowID) == Array(streamed) + made.map(\.rowID) + Array(again))
+    }
+
     @Test func rollbackAndResetDropTheStream() throws {
         let store = try Store()
         let context = store.context()

@@ -68,6 +68,7 @@ struct Result {
 }
 
 var results: [Result] = []
+var openLines: [String] = []
 let n = Int(ProcessInfo.processInfo.environment["BENCH_ROWS"] ?? "") ?? 100_000
 let bigN = Int(ProcessInfo.processInfo.environment["BENCH_BIG_ROWS"] ?? "") ?? 1_000_000
 let epoch = Date(timeIntervalSince1970: 1_700_000_000)
@@ -160,6 +161,50 @@ do {
     }
     let grdb = (now() - start) / Double(lookups) * 1000
     results.append(Result(name: "fetch 1 by indexed key in \(bigN) rows", ours: ours, baseline: grdb, unit: "ms", peakMB: nil))
+    try pool.close()
+
+    // 4. Open the bigN-row store (issue 19): an open reads the header and the schema, against
+    //    the open that runs `PRAGMA quick_check` over every page (what every open did before).
+    func medianOpen(_ url: URL, _ options: PersistentContainer.Options = .init()) throws -> Double {
+        var times: [Double] = []
+        for _ in 0..<5 {
+            let start = now()
+            let container = try PersistentContainer(storeURL: url, schema: try Schema([BenchItem.self]), options: options)
+            times.append((now() - start) * 1000)
+            container.close()
+        }
+        return times.sorted()[2]
+    }
+    func megabytes(_ url: URL) throws -> Double {
+        Double((try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0) / 1e6
+    }
+    var fullCheck = PersistentContainer.Options()
+    fullCheck.checksIntegrityOnOpen = true
+    let checked = try medianOpen(url, fullCheck)
+    let opened = try medianOpen(url)
+    openLines.append(
+        String(
+            format: "open a %d-row store (%.0f MB), median of 5: %.2f ms; with the full check every open ran before: %.1f ms",
+            bigN, try megabytes(url), opened, checked))
+    // The bound: a store just under the size an open still checks in full, and a tiny one.
+    for rows in [10, 20_000] {
+        let small = try temporaryStore("small")
+        let container = try PersistentContainer(storeURL: small, schema: try Schema([BenchItem.self]))
+        let context = container.newBackgroundContext()
+        try context.performAndWait {
+            try context.insertRows(BenchItem.self, count: rows) { i, row in
+                row[\.key] = i
+                row[\.name] = "item \(i)"
+            }
+            try context.save()
+        }
+        container.close()
+        openLines.append(
+            String(
+                format: "open a %d-row store (%.1f MB, limit %.1f MB), median of 5: %.2f ms", rows,
+                try megabytes(small), Double(PersistentContainer.Options.smallStoreCheckLimit) / 1e6,
+                try medianOpen(small)))
+    }
 }
 
 print("| case | Persistence | raw GRDB | ratio | peak memory |")
@@ -170,3 +215,4 @@ for r in results {
         "| \(r.name) | \(String(format: fmt, r.ours)) | \(String(format: fmt, r.baseline)) | "
             + "\(String(format: "%.2f×", r.ratio)) | \(r.peakMB.map { String(format: "%.0f MB", $0) } ?? "–") |")
 }
+for line in openLines { print(line) }
