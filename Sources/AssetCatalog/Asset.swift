@@ -74,11 +74,14 @@ public final class Asset: ManagedObject {
 
     /// The asset's free-form metadata.
     public var metadata: [String: String] {
-        get {
-            guard metadataJSON != "{}" else { return [:] }
-            return (try? JSONDecoder().decode([String: String].self, from: Data(metadataJSON.utf8))) ?? [:]
-        }
+        get { Self.metadata(fromJSON: metadataJSON) }
         set { metadataJSON = Self.metadataJSON(newValue) }
+    }
+
+    /// The metadata ``metadataJSON`` holds (none, should it not be a JSON object of strings).
+    static func metadata(fromJSON json: String) -> [String: String] {
+        guard json != "{}" else { return [:] }
+        return (try? JSONDecoder().decode([String: String].self, from: Data(json.utf8))) ?? [:]
     }
 
     /// How ``metadataJSON`` stores `metadata`: a JSON object, keys sorted.

@@ -1,93 +1,58 @@
-public import Foundation
+import Foundation
 public import Persistence
 
-/// A snapshot of an asset, safe to pass between tasks and to print.
+/// A snapshot of an asset, safe to pass between tasks and to print: its ID, its archive's
+/// ID for a member, and its ``fields`` — read and written on the record itself
+/// (`record.name`, `record.tags`).
 ///
 /// Its `Codable` form is the CLI's `--json` output, with stable field names:
 /// `id`, `name`, `kind`, `size`, `sha256`, `storage`, `path`, `archive`,
 /// `member`, `tags`, `created`, `modified` (and `metadata`).
+@dynamicMemberLookup
 public struct AssetRecord: Sendable, Hashable, Codable {
     /// The asset's ID (encoded as a bare number).
     public var id: AssetID
-    public var name: String
-    public var kind: String
-    public var size: Int64
-    public var sha256: String
-    public var storage: Storage
-    /// A referenced file's path; a managed file's original path.
-    public var path: String?
     /// An archive member's archive (an asset ID).
     public var archive: AssetID?
-    /// An archive member's path inside its archive.
-    public var member: String?
-    /// Which of the archive's members with this path it is (0 for the first;
-    /// see ``Asset/memberOrdinal``). Not part of the JSON form.
-    public var memberOrdinal: Int = 0
-    public var tags: [String]
-    public var created: Date
-    public var modified: Date
-    public var metadata: [String: String]
+    /// Everything else the asset holds: name, kind, content, storage, tags, metadata, dates.
+    public var fields: AssetFields
 
-    public init(_ asset: Asset) {
-        id = asset.assetID
-        name = asset.name
-        kind = asset.kind
-        size = asset.size
-        sha256 = asset.sha256
-        storage = asset.storage
-        path = asset.path
-        archive = asset.archive?.assetID
-        member = asset.member
-        memberOrdinal = asset.memberOrdinal
-        tags = asset.tags
-        created = asset.created
-        modified = asset.modified
-        metadata = asset.metadata
+    /// A field of the asset: `record.name` is `record.fields.name`.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<AssetFields, Value>) -> Value {
+        get { fields[keyPath: field] }
+        set { fields[keyPath: field] = newValue }
     }
 
-    init(
-        id: AssetID, name: String, kind: String, size: Int64, sha256: String, storage: Storage, path: String?,
-        archive: AssetID?, member: String?, memberOrdinal: Int, tags: [String], created: Date, modified: Date,
-        metadata: [String: String]
-    ) {
+    /// A snapshot of `asset`, as its context holds it.
+    public init(_ asset: Asset) {
+        id = asset.assetID
+        archive = asset.archive?.assetID
+        fields = AssetFields(asset)
+    }
+
+    init(id: AssetID, archive: AssetID?, fields: AssetFields) {
         self.id = id
-        self.name = name
-        self.kind = kind
-        self.size = size
-        self.sha256 = sha256
-        self.storage = storage
-        self.path = path
         self.archive = archive
-        self.member = member
-        self.memberOrdinal = memberOrdinal
-        self.tags = tags
-        self.created = created
-        self.modified = modified
-        self.metadata = metadata
+        self.fields = fields
     }
 
     /// The asset's ID in the object graph.
     public var objectID: ManagedObjectID { ManagedObjectID(entityName: Asset.entityName, rowID: id.rawValue) }
 
-    enum CodingKeys: String, CodingKey {
-        case id, name, kind, size, sha256, storage, path, archive, member, tags, created, modified, metadata
+    /// Reads a record in the CLI's JSON form (``encode(to:)``).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AssetJSONKey.self)
+        id = try c.decode(AssetID.self, forKey: .id)
+        archive = try c.decodeIfPresent(AssetID.self, forKey: .archive)
+        fields = try AssetFields(from: c)
     }
 
+    /// Every field, `null` when absent: `ls --json` has a stable shape.
     public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
+        var c = encoder.container(keyedBy: AssetJSONKey.self)
         try c.encode(id, forKey: .id)
-        try c.encode(name, forKey: .name)
-        try c.encode(kind, forKey: .kind)
-        try c.encode(size, forKey: .size)
-        try c.encode(sha256, forKey: .sha256)
-        try c.encode(storage, forKey: .storage)
-        try c.encode(path, forKey: .path)  // null, not absent: stable shape
-        try c.encode(archive, forKey: .archive)
-        try c.encode(member, forKey: .member)
-        try c.encode(tags, forKey: .tags)
-        try c.encode(created, forKey: .created)
-        try c.encode(modified, forKey: .modified)
-        try c.encode(metadata, forKey: .metadata)
+        try c.encode(archive, forKey: .archive)  // null, not absent: stable shape
+        try fields.encode(to: &c, absentAsNull: true, memberOrdinal: false)
     }
 }
 

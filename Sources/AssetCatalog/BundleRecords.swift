@@ -18,23 +18,37 @@ struct BundleRecords {
     struct Entry: Codable, Hashable {
         /// The asset's ID in the exporting catalog: a key within this file only.
         var key: Int64
-        var name: String
-        var kind: String
-        var storage: Storage
-        var size: Int64
-        var sha256: String
-        /// The payload file holding the bytes, relative to the bag (`data/…`).
-        var payload: String
-        /// A referenced file's path (a managed file's origin) in the exporting catalog.
-        var path: String?
         /// For a member: its archive's key (absent when the archive was not exported).
         var archive: Int64?
-        var member: String?
-        var memberOrdinal: Int?
-        var tags: [String]
-        var metadata: [String: String]
-        var created: Date
-        var modified: Date
+        /// The payload file holding the bytes, relative to the bag (`data/…`).
+        var payload: String
+        /// The asset's fields; `path` is a referenced file's path (a managed file's origin)
+        /// in the exporting catalog, and `memberOrdinal` is written for members only.
+        var fields: AssetFields
+
+        init(key: Int64, archive: Int64?, payload: String, fields: AssetFields) {
+            self.key = key
+            self.archive = archive
+            self.payload = payload
+            self.fields = fields
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: AssetJSONKey.self)
+            key = try c.decode(Int64.self, forKey: .key)
+            fields = try AssetFields(from: c)
+            payload = try c.decode(String.self, forKey: .payload)
+            archive = try c.decodeIfPresent(Int64.self, forKey: .archive)
+        }
+
+        /// What ``appendJSON(to:)`` writes, through `JSONEncoder` (its tests' yardstick).
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: AssetJSONKey.self)
+            try c.encode(key, forKey: .key)
+            try c.encodeIfPresent(archive, forKey: .archive)
+            try c.encode(payload, forKey: .payload)
+            try fields.encode(to: &c, absentAsNull: false, memberOrdinal: fields.storage == .member)
+        }
     }
 
     var assets: [Entry]
@@ -153,14 +167,17 @@ struct BundleRecords {
                         (after.map { [.text($0.key), .integer($0.seq)] } ?? [])
                             + [.integer(Int64(ImportScratch.pageSize))]
                     ) { h in
+                        // What the check reads: the rest of the fields stay blank.
                         let entry = Entry(
-                            key: sqlite3_column_int64(h, 2), name: Database.text(h, 3) ?? "", kind: "",
-                            storage: Storage(rawValue: Database.text(h, 4) ?? "") ?? .managed,
-                            size: sqlite3_column_int64(h, 5), sha256: Database.text(h, 6) ?? "",
-                            payload: Database.text(h, 7) ?? "", path: nil,
+                            key: sqlite3_column_int64(h, 2),
                             archive: sqlite3_column_type(h, 8) == SQLITE_NULL ? nil : sqlite3_column_int64(h, 8),
-                            member: Database.text(h, 9), memberOrdinal: nil, tags: [], metadata: [:],
-                            created: Date(timeIntervalSince1970: 0), modified: Date(timeIntervalSince1970: 0))
+                            payload: Database.text(h, 7) ?? "",
+                            fields: AssetFields(
+                                name: Database.text(h, 3) ?? "", kind: "",
+                                storage: Storage(rawValue: Database.text(h, 4) ?? "") ?? .managed,
+                                size: sqlite3_column_int64(h, 5), sha256: Database.text(h, 6) ?? "",
+                                member: Database.text(h, 9), created: Date(timeIntervalSince1970: 0),
+                                modified: Date(timeIntervalSince1970: 0)))
                         rows.append((sqlite3_column_int64(h, 0), Database.text(h, 1) ?? "", entry))
                     }
                     return rows
@@ -267,28 +284,28 @@ extension BundleRecords {
             return [
                 BagError(
                     .malformedTagFile, file: fileName,
-                    "says \(entry.name) is \(entry.payload), which the bag does not hold")
+                    "says \(entry.fields.name) is \(entry.payload), which the bag does not hold")
             ]
         }
         var problems: [BagError] = []
-        if let listed = payload.listed[.sha256], listed != entry.sha256 {
+        if let listed = payload.listed[.sha256], listed != entry.fields.sha256 {
             problems.append(
                 BagError(
                     .malformedTagFile, file: fileName,
                     "contradicts manifest-sha256.txt: \(entry.payload) is \(listed.prefix(12))…, the records say "
-                        + "\(entry.sha256.prefix(12))…"))
-        } else if let actual = payload.digests[.sha256], actual != entry.sha256 {
+                        + "\(entry.fields.sha256.prefix(12))…"))
+        } else if let actual = payload.digests[.sha256], actual != entry.fields.sha256 {
             problems.append(
                 BagError(
                     .malformedTagFile, file: fileName,
                     "contradicts the payload: \(entry.payload) hashes to \(actual.prefix(12))…, the records say "
-                        + "\(entry.sha256.prefix(12))…"))
+                        + "\(entry.fields.sha256.prefix(12))…"))
         }
-        if payload.size != entry.size {
+        if payload.size != entry.fields.size {
             problems.append(
                 BagError(
                     .malformedTagFile, file: fileName,
-                    "says \(entry.payload) has \(entry.size) bytes; it has \(payload.size)"))
+                    "says \(entry.payload) has \(entry.fields.size) bytes; it has \(payload.size)"))
         }
         return problems
     }
@@ -311,29 +328,30 @@ extension BundleRecords.Entry {
         func string(_ value: String) { BundleRecords.appendJSONString(value, to: &out) }
         func number(_ value: some BinaryInteger) { out += String(value).utf8 }
         func date(_ value: Date) { string(value.formatted(BundleRecords.dateStyle)) }
+        let fields = self.fields
         out.append(0x7B)  // {
         if let archive {
             key("archive")
             number(archive)
         }
         key("created")
-        date(created)
+        date(fields.created)
         key("key")
         number(self.key)
         key("kind")
-        string(kind)
-        if let member {
+        string(fields.kind)
+        if let member = fields.member {
             key("member")
             string(member)
         }
-        if let memberOrdinal {
+        if fields.storage == .member {
             key("memberOrdinal")
-            number(memberOrdinal)
+            number(fields.memberOrdinal)
         }
         key("metadata")
         out.append(0x7B)
         // By UTF-8 bytes, as JSONEncoder sorts keys (String's < compares canonical equivalents).
-        for (i, (name, value)) in metadata.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })
+        for (i, (name, value)) in fields.metadata.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) })
             .enumerated()
         {
             if i > 0 { out.append(0x2C) }
@@ -343,24 +361,24 @@ extension BundleRecords.Entry {
         }
         out.append(0x7D)
         key("modified")
-        date(modified)
+        date(fields.modified)
         key("name")
-        string(name)
-        if let path {
+        string(fields.name)
+        if let path = fields.path {
             key("path")
             string(path)
         }
         key("payload")
         string(payload)
         key("sha256")
-        string(sha256)
+        string(fields.sha256)
         key("size")
-        number(size)
+        number(fields.size)
         key("storage")
-        string(storage.rawValue)
+        string(fields.storage.rawValue)
         key("tags")
         out.append(0x5B)  // [
-        for (i, tag) in tags.enumerated() {
+        for (i, tag) in fields.tags.enumerated() {
             if i > 0 { out.append(0x2C) }
             string(tag)
         }

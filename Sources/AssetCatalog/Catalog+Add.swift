@@ -283,27 +283,18 @@ extension Catalog {
         _ files: [IngestedFile], options: AddOptions, journal: Range<Int64>
     ) throws -> ([AssetRecord], [Int64]) {
         let storage: Storage = options.mode == .copy ? .managed : .referenced
-        let tagText = Asset.tagText(options.tags)
-        let tags = Asset.tags(fromText: tagText)
-        let kinds = files.map { ContentKind.of($0.name) }
         let now = Date()
+        let fields = files.map { file in
+            AssetFields(
+                name: file.name, kind: ContentKind.of(file.name), storage: storage, size: file.size,
+                sha256: file.digest, path: file.source, tags: options.tags, created: now, modified: now)
+        }
         let recorded = try storeErrors {
             try withContext { context in
                 var pins: [String: String] = [:]
                 for file in files { if let pin = file.pin, pins[file.digest] == nil { pins[file.digest] = pin } }
                 context.userInfo[Asset.adoptionKey] = ContentAdoption(holding: PinTable(pins: pins))
-                let ids = try context.insertRows(Asset.self, count: files.count) { i, row in
-                    let file = files[i]
-                    row[\.name] = file.name
-                    row[\.kind] = kinds[i]
-                    row[\.storage] = storage
-                    row[\.size] = file.size
-                    row[\.sha256] = file.digest
-                    row[\.path] = file.source
-                    row[\.tagText] = tagText
-                    row[\.created] = now
-                    row[\.modified] = now
-                }
+                let ids = try context.insertRows(Asset.self, count: files.count) { i, row in fields[i].write(to: &row) }
                 var jobs: [Job] = []
                 func queue(_ kind: String, for id: ManagedObjectID) {
                     let job = Job(context: context)
@@ -313,10 +304,12 @@ extension Catalog {
                 }
                 for (i, id) in ids.enumerated() {
                     if files[i].digest.isEmpty { queue(BuiltInProcessors.digest, for: id) }
-                    if options.indexesArchives && kinds[i] == "archive" {
+                    if options.indexesArchives && fields[i].kind == "archive" {
                         queue(BuiltInProcessors.indexArchive, for: id)
                     }
-                    if options.extractsMetadata && kinds[i] == "image" { queue(BuiltInProcessors.metadata, for: id) }
+                    if options.extractsMetadata && fields[i].kind == "image" {
+                        queue(BuiltInProcessors.metadata, for: id)
+                    }
                 }
                 if !journal.isEmpty {
                     // The records make the journal moot: it goes in their transaction.
@@ -325,11 +318,8 @@ extension Catalog {
                     }
                 }
                 try context.save()
-                let records = zip(files.indices, ids).map { i, id in
-                    AssetRecord(
-                        id: AssetID(id.rowID), name: files[i].name, kind: kinds[i], size: files[i].size,
-                        sha256: files[i].digest, storage: storage, path: files[i].source, archive: nil, member: nil,
-                        memberOrdinal: 0, tags: tags, created: now, modified: now, metadata: [:])
+                let records = zip(ids, fields).map { id, fields in
+                    AssetRecord(id: AssetID(id.rowID), archive: nil, fields: fields)
                 }
                 return (records, jobs.map(\.objectID.rowID))
             }

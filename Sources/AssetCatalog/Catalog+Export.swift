@@ -195,20 +195,10 @@ extension Catalog {
         {
             var line: [UInt8] = []
             BundleRecords.Entry(
-                key: record.id.rawValue, name: record.name, kind: record.kind, storage: record.storage,
-                size: record.size,
-                sha256: record.sha256, payload: "data/" + payloadPath, path: record.path, archive: archiveKey,
-                member: record.member, memberOrdinal: record.storage == .member ? record.memberOrdinal : nil,
-                tags: record.tags, metadata: record.metadata, created: record.created, modified: record.modified
-            ).appendJSON(to: &line)
-            try batch.add(
-                ExportScratch.Payload(
-                    id: record.id.rawValue, path: payloadPath, name: record.name, size: record.size,
-                    sha256: record.sha256,
-                    storage: record.storage, file: record.path, archive: record.archive?.rawValue,
-                    member: record.member,
-                    ordinal: record.memberOrdinal),
-                record: line)
+                key: record.id.rawValue, archive: archiveKey, payload: "data/" + payloadPath, fields: record.fields
+            )
+            .appendJSON(to: &line)
+            try batch.add(ExportScratch.Payload(path: payloadPath, record: record), record: line)
         }
         /// The assets of `page` fit to export (all of them, unless skipping the damaged).
         func fit(_ page: [AssetRecord]) async throws -> [AssetRecord] {
@@ -298,7 +288,7 @@ extension Catalog {
         progress?(done)
         func wrote(_ payload: ExportScratch.Payload) {
             done.filesDone += 1
-            done.bytesDone += payload.size
+            done.bytesDone += payload.record.size
             progress?(done)
         }
 
@@ -307,7 +297,7 @@ extension Catalog {
         while true {
             let page = try scratch.files(after: after, limit: 500)
             guard let last = page.last else { break }
-            after = last.id
+            after = last.record.id.rawValue
             for payload in page {
                 try Task.checkCancellation()
                 try writePayload(writer, payload, bundle: path)
@@ -402,7 +392,7 @@ extension Catalog {
         guard let archivePath = try memberArchivePath(first.record) else {
             throw CatalogError(
                 .damaged,
-                "Cannot export asset \(first.id) (\(first.name)): its archive (asset \(archiveID)) has no file; "
+                "Cannot export asset \(first.record.id) (\(first.record.name)): its archive (asset \(archiveID)) has no file; "
                     + "run `assetcat verify`, or export with --skip-damaged")
         }
         var remaining = count
@@ -445,7 +435,7 @@ extension Catalog {
         if let missing = try scratch.unwrittenMember(of: archiveID) {
             throw CatalogError(
                 .damaged,
-                "Cannot export asset \(missing.id) (\(missing.name)): its member is missing from \(archivePath); "
+                "Cannot export asset \(missing.record.id) (\(missing.record.name)): its member is missing from \(archivePath); "
                     + "run `assetcat verify`, or export with --skip-damaged",
                 path: archivePath)
         }

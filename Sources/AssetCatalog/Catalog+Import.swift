@@ -425,9 +425,10 @@ extension Catalog {
     static func plainEntry(_ file: BagPayloadFile, key: Int64, date: Date) -> BundleRecords.Entry {
         let name = String(file.path.dropFirst("data/".count))
         return BundleRecords.Entry(
-            key: key, name: name, kind: ContentKind.of(name), storage: .managed, size: file.size,
-            sha256: file.digests[.sha256] ?? "", payload: file.path, path: nil, archive: nil, member: nil,
-            memberOrdinal: nil, tags: [], metadata: [:], created: date, modified: date)
+            key: key, archive: nil, payload: file.path,
+            fields: AssetFields(
+                name: name, kind: ContentKind.of(name), storage: .managed, size: file.size,
+                sha256: file.digests[.sha256] ?? "", created: date, modified: date))
     }
 
     /// What an import does with each entry of its ``ImportScratch`` (the plan itself is
@@ -492,13 +493,14 @@ extension Catalog {
             try scratch.forEach(where: "+e.top = 1 AND e.name IN (SELECT name FROM existing)") { entry in
                 // Planning reads the catalog and hashes referenced files: it stops when the import does.
                 if Task.isCancelled { throw cancelled() }
-                let same = try scratch.existing(named: entry.name)
+                let same = try scratch.existing(named: entry.fields.name)
                 if let match = same.first(where: {
-                    $0.sha256 == entry.sha256 && $0.tags == entry.tags && $0.metadata == entry.metadata
+                    $0.sha256 == entry.fields.sha256 && $0.tags == entry.fields.tagText
+                        && $0.metadata == entry.fields.metadataJSON
                 }) {
                     // Another entry of this name may replace the others, not this one.
                     if options.onConflict == .replace { try scratch.keep(match.id) }
-                    plan.result.alreadyPresent.append(entry.name, limit: limit)
+                    plan.result.alreadyPresent.append(entry.fields.name, limit: limit)
                     try scratch.plan(entry.seq, outcome: .alreadyPresent)
                     return
                 }
@@ -506,26 +508,26 @@ extension Catalog {
                 case .skip:
                     let ids = same.map { String($0.id) }.joined(separator: ", ")
                     plan.result.skipped.append(
-                        .init(name: entry.name, reason: "the catalog has an asset with this name (ID \(ids))"),
+                        .init(name: entry.fields.name, reason: "the catalog has an asset with this name (ID \(ids))"),
                         limit: limit)
                     try scratch.plan(entry.seq, outcome: .skipped)
                 case .replace:
-                    try scratch.replace(named: entry.name)
+                    try scratch.replace(named: entry.fields.name)
                 case .keepBoth:
                     // Kept before under a numbered name: the same asset, not one more copy.
                     if try hasNumberedCopy(of: entry) {
-                        plan.result.alreadyPresent.append(entry.name, limit: limit)
+                        plan.result.alreadyPresent.append(entry.fields.name, limit: limit)
                         try scratch.plan(entry.seq, outcome: .alreadyPresent)
                         return
                     }
                     // The name must be free in the whole catalog, not only among the bundle's names.
-                    var name = entry.name
+                    var name = entry.fields.name
                     var n = 2
                     while try scratch.isTaken(name) || hasTopLevelAsset(named: name) {
-                        name = PayloadNamer.numbered(entry.name, n)
+                        name = PayloadNamer.numbered(entry.fields.name, n)
                         n += 1
                     }
-                    plan.result.renamed.append(.init(from: entry.name, to: name), limit: limit)
+                    plan.result.renamed.append(.init(from: entry.fields.name, to: name), limit: limit)
                     try scratch.plan(entry.seq, outcome: .imported, name: name)
                 }
             }
@@ -533,10 +535,12 @@ extension Catalog {
         // A referenced asset stays referenced when its file is here, the same.
         try scratch.forEach(where: "\(ImportScratch.importedTop) AND e.storage = 'referenced'") { entry in
             if Task.isCancelled { throw cancelled() }
-            if let file = entry.path, Self.fileMatches(file, size: entry.size, sha256: entry.sha256) {
+            if let file = entry.fields.path,
+                Self.fileMatches(file, size: entry.fields.size, sha256: entry.fields.sha256)
+            {
                 try scratch.execute("UPDATE entry SET referenced = 1 WHERE seq = ?", [.integer(entry.seq)])
             } else {
-                plan.result.storedAsManaged.append(entry.name, limit: limit)
+                plan.result.storedAsManaged.append(entry.fields.name, limit: limit)
             }
         }
         plan.result.replaced = try scratch.replaced(limit: limit)
@@ -547,7 +551,7 @@ extension Catalog {
     /// form of its name (`a (2).txt` for `a.txt`) — what an earlier keep-both import made.
     private func hasNumberedCopy(of entry: ImportScratch.Row) throws -> Bool {
         // `a (0).txt` gives the text around the number: `a (` and `).txt`.
-        let zero = Array(PayloadNamer.numbered(entry.name, 0).utf8)
+        let zero = Array(PayloadNamer.numbered(entry.fields.name, 0).utf8)
         let mark: [UInt8] = Array(" (0)".utf8)
         guard let at = (0...(zero.count - mark.count)).last(where: { zero[$0..<($0 + mark.count)].elementsEqual(mark) })
         else { return false }
@@ -556,7 +560,7 @@ extension Catalog {
         let copies: [AssetRecord] = try storeErrors {
             try withContext { context in
                 try context.fetch(
-                    FetchRequest<Asset>(predicate: \.sha256 == entry.sha256 && \.storage != Storage.member)
+                    FetchRequest<Asset>(predicate: \.sha256 == entry.fields.sha256 && \.storage != Storage.member)
                 ).map(AssetRecord.init)
             }
         }
@@ -567,7 +571,8 @@ extension Catalog {
             else { return false }
             let number = name[prefix.count..<(name.count - suffix.count)]
             return number.first != 0x30 && number.allSatisfy { (0x30...0x39).contains($0) }
-                && Asset.tagText(copy.tags) == entry.tags && Asset.metadataJSON(copy.metadata) == entry.metadata
+                && Asset.tagText(copy.tags) == entry.fields.tagText
+                && Asset.metadataJSON(copy.metadata) == entry.fields.metadataJSON
         }
     }
 
@@ -764,23 +769,17 @@ extension Catalog {
     private static func fill(
         _ row: inout BatchInsertRow<Asset>, _ entry: ImportScratch.Row, member: Bool, archive: ManagedObjectID?
     ) {
-        let storage: Storage = member ? .member : entry.referenced ? .referenced : .managed
-        row[\.name] = entry.plannedName
-        row[\.kind] = entry.kind
-        row[\.storage] = storage
-        row[\.size] = entry.size
-        row[\.sha256] = entry.sha256
-        row[\.tagText] = entry.tags
-        row[\.metadataJSON] = entry.metadata
-        row[\.created] = entry.created
-        row[\.modified] = entry.modified
-        if storage == .member {
+        var fields = entry.fields
+        fields.name = entry.plannedName
+        fields.storage = member ? .member : entry.referenced ? .referenced : .managed
+        if fields.storage == .member {
+            fields.path = nil
             row[\.archive] = archive
-            row[\.member] = entry.member
-            row[\.memberOrdinal] = entry.memberOrdinal ?? 0
         } else {
-            row[\.path] = entry.path
+            fields.member = nil
+            fields.memberOrdinal = 0
         }
+        fields.write(to: &row)
     }
 
     /// Checks a bag — a directory or an archive — as an import would, without importing:

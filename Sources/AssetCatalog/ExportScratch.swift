@@ -14,28 +14,13 @@ import GRDB
 final class ExportScratch {
     /// One payload file of the bundle.
     struct Payload {
-        var id: Int64
         /// Relative to `data/`.
         var path: String
-        var name: String
-        var size: Int64
-        var sha256: String
-        var storage: Storage
-        var file: String?
-        var archive: Int64?
-        var member: String?
-        var ordinal: Int
+        /// The asset, as far as reading its content needs: its kind, tags, metadata and
+        /// dates are not kept here (its line of the records file has them).
+        var record: AssetRecord
 
-        /// The asset as far as reading its content needs.
-        var record: AssetRecord {
-            AssetRecord(
-                id: AssetID(id), name: name, kind: "", size: size, sha256: sha256, storage: storage, path: file,
-                archive: archive.map { AssetID($0) }, member: member, memberOrdinal: ordinal, tags: [], created: Date(),
-                modified: Date(),
-                metadata: [:])
-        }
-
-        var item: BagPayloadItem { BagPayloadItem(path: path, size: size, sha256: sha256) }
+        var item: BagPayloadItem { BagPayloadItem(path: path, size: record.size, sha256: record.sha256) }
     }
 
     private let queue: DatabaseQueue
@@ -138,17 +123,19 @@ final class ExportScratch {
         // MARK: Payload
 
         /// Adds a payload file to the bundle, with its asset's line of the records file.
-        func add(_ payload: Payload, record: [UInt8]) throws {
+        func add(_ payload: Payload, record line: [UInt8]) throws {
+            let record = payload.record
             try db.cachedStatement(
                 sql:
                     "INSERT INTO payload(id, path, name, size, sha256, storage, file, archive, member, ordinal, record) "
                     + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ).execute(arguments: [
-                payload.id, payload.path, payload.name, payload.size, payload.sha256, payload.storage.rawValue,
-                payload.file, payload.archive, payload.member.map { Data($0.utf8) }, payload.ordinal, Data(record),
+                record.id.rawValue, payload.path, record.name, record.size, record.sha256, record.storage.rawValue,
+                record.path, record.archive?.rawValue, record.member.map { Data($0.utf8) }, record.memberOrdinal,
+                Data(line),
             ])
             scratch.files += 1
-            scratch.bytes += payload.size
+            scratch.bytes += record.size
         }
 
         /// The payload path of asset `id`, if it is in the bundle.
@@ -190,9 +177,14 @@ final class ExportScratch {
 
     private static func payload(_ row: Row) -> Payload {
         Payload(
-            id: row[0], path: row[1], name: row[2], size: row[3], sha256: row[4],
-            storage: Storage(rawValue: row[5]) ?? .managed, file: row[6], archive: row[7],
-            member: (row[8] as Data?).map { String(decoding: $0, as: UTF8.self) }, ordinal: row[9])
+            path: row[1],
+            record: AssetRecord(
+                id: AssetID(row[0]), archive: (row[7] as Int64?).map { AssetID($0) },
+                fields: AssetFields(
+                    name: row[2], kind: "", storage: Storage(rawValue: row[5]) ?? .managed, size: row[3],
+                    sha256: row[4], path: row[6], member: (row[8] as Data?).map { String(decoding: $0, as: UTF8.self) },
+                    memberOrdinal: row[9], created: Date(timeIntervalSince1970: 0),
+                    modified: Date(timeIntervalSince1970: 0))))
     }
 
     /// Up to `limit` payload files read on their own (not through an archive), with IDs above `after`, by ID.

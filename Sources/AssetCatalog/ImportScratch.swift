@@ -95,22 +95,49 @@ final class ImportScratch: @unchecked Sendable {
                 for e in entries {
                     try db.run(
                         """
-                        INSERT INTO entry(key, name, kind, storage, size, sha256, payload, payload_key, path, archive,
-                            member, member_ordinal, tags, metadata, created, modified)
+                        INSERT INTO entry(key, archive, payload, payload_key, \(Self.fieldColumns()))
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                         [
-                            .integer(e.key), .text(e.name), .text(e.kind), .text(e.storage.rawValue),
-                            .integer(e.size), .text(e.sha256), .text(e.payload), .text(BagPayload.key(e.payload)),
-                            .text(e.path), e.archive.map(SQLArgument.integer) ?? .text(nil), .text(e.member),
-                            e.memberOrdinal.map { .integer(Int64($0)) } ?? .text(nil),
-                            .text(Asset.tagText(e.tags)), .text(Asset.metadataJSON(e.metadata)),
-                            .real(e.created.timeIntervalSince1970), .real(e.modified.timeIntervalSince1970),
-                        ])
+                            .integer(e.key), e.archive.map(SQLArgument.integer) ?? .text(nil), .text(e.payload),
+                            .text(BagPayload.key(e.payload)),
+                        ] + Self.arguments(e.fields))
                 }
                 return .commit
             }
         }
+    }
+
+    /// The columns of table `entry` that hold an entry's ``AssetFields``, in the order of
+    /// ``arguments(_:)`` and ``fields(_:from:)``: tags and metadata as the catalog stores them.
+    private static func fieldColumns(of table: String = "") -> String {
+        [
+            "name", "kind", "storage", "size", "sha256", "path", "member", "member_ordinal", "tags", "metadata",
+            "created", "modified",
+        ]
+        .map { table.isEmpty ? $0 : table + "." + $0 }.joined(separator: ", ")
+    }
+
+    private static func arguments(_ f: AssetFields) -> [SQLArgument] {
+        [
+            .text(f.name), .text(f.kind), .text(f.storage.rawValue), .integer(f.size), .text(f.sha256), .text(f.path),
+            .text(f.member), .integer(Int64(f.memberOrdinal)), .text(f.tagText), .text(f.metadataJSON),
+            .real(f.created.timeIntervalSince1970), .real(f.modified.timeIntervalSince1970),
+        ]
+    }
+
+    /// The fields in the ``fieldColumns`` of a result row, from its column `first` on.
+    private static func fields(_ h: OpaquePointer, from first: Int32) -> AssetFields {
+        func text(_ i: Int32) -> String { Database.text(h, first + i) ?? "" }
+        var fields = AssetFields(
+            name: text(0), kind: text(1), storage: Storage(rawValue: text(2)) ?? .managed,
+            size: sqlite3_column_int64(h, first + 3), sha256: text(4), path: Database.text(h, first + 5),
+            member: Database.text(h, first + 6), memberOrdinal: Int(sqlite3_column_int64(h, first + 7)),
+            created: Date(timeIntervalSince1970: sqlite3_column_double(h, first + 10)),
+            modified: Date(timeIntervalSince1970: sqlite3_column_double(h, first + 11)))
+        fields.tagText = text(8)
+        fields.metadataJSON = text(9)
+        return fields
     }
 
     /// Every entry is in: indexes the entries, and marks the members of an archive the
@@ -134,22 +161,12 @@ final class ImportScratch: @unchecked Sendable {
     struct Row {
         var seq: Int64
         var key: Int64
-        var name: String
-        var kind: String
-        var storage: Storage
-        var size: Int64
-        var sha256: String
-        var payload: String
-        var path: String?
+        /// For a member: its archive's key in the records.
         var archive: Int64?
-        var member: String?
-        var memberOrdinal: Int?
-        var tags: String
-        var metadata: String
-        var created: Date
-        var modified: Date
+        var payload: String
+        var fields: AssetFields
         var outcome: Outcome
-        /// The name the plan gives it (``name``, or a free one for keep-both).
+        /// The name the plan gives it (the entry's, or a free one for keep-both).
         var plannedName: String
         /// Whether the plan keeps it referenced (its file is here, the same).
         var referenced: Bool
@@ -157,26 +174,19 @@ final class ImportScratch: @unchecked Sendable {
         var archiveRowID: Int64?
     }
 
-    private static let rowColumns = """
-        e.seq, e.key, e.name, e.kind, e.storage, e.size, e.sha256, e.payload, e.path, e.archive, e.member,
-        e.member_ordinal, e.tags, e.metadata, e.created, e.modified, e.outcome, e.new_name, e.referenced
-        """
+    private static let rowColumns =
+        "e.seq, e.key, e.archive, e.payload, e.outcome, e.new_name, e.referenced, " + fieldColumns(of: "e")
 
     private static func row(_ h: OpaquePointer, archiveRowID: Int32? = nil) -> Row {
-        func text(_ i: Int32) -> String { Database.text(h, i) ?? "" }
         func optionalInt(_ i: Int32) -> Int64? {
             sqlite3_column_type(h, i) == SQLITE_NULL ? nil : sqlite3_column_int64(h, i)
         }
-        let name = text(2)
+        let fields = fields(h, from: 7)
         return Row(
-            seq: sqlite3_column_int64(h, 0), key: sqlite3_column_int64(h, 1), name: name, kind: text(3),
-            storage: Storage(rawValue: text(4)) ?? .managed, size: sqlite3_column_int64(h, 5), sha256: text(6),
-            payload: text(7), path: Database.text(h, 8), archive: optionalInt(9), member: Database.text(h, 10),
-            memberOrdinal: optionalInt(11).map(Int.init), tags: text(12), metadata: text(13),
-            created: Date(timeIntervalSince1970: sqlite3_column_double(h, 14)),
-            modified: Date(timeIntervalSince1970: sqlite3_column_double(h, 15)),
-            outcome: Outcome(rawValue: sqlite3_column_int64(h, 16)) ?? .imported,
-            plannedName: Database.text(h, 17) ?? name, referenced: sqlite3_column_int64(h, 18) != 0,
+            seq: sqlite3_column_int64(h, 0), key: sqlite3_column_int64(h, 1), archive: optionalInt(2),
+            payload: Database.text(h, 3) ?? "", fields: fields,
+            outcome: Outcome(rawValue: sqlite3_column_int64(h, 4)) ?? .imported,
+            plannedName: Database.text(h, 5) ?? fields.name, referenced: sqlite3_column_int64(h, 6) != 0,
             archiveRowID: archiveRowID.flatMap { optionalInt($0) })
     }
 
@@ -355,7 +365,7 @@ final class ImportScratch: @unchecked Sendable {
                 SELECT \(Self.rowColumns), a.row_id FROM entry AS e JOIN entry AS a ON a.key = e.archive
                 WHERE e.seq > ? AND +e.top = 0 AND a.top = 1 AND a.outcome = 0 ORDER BY e.seq LIMIT ?
                 """, [.integer(after), .integer(Int64(Self.pageSize))]
-            ) { page.append(Self.row($0, archiveRowID: 19)) }
+            ) { page.append(Self.row($0, archiveRowID: 19)) }  // after the 7 + 12 columns of a row
             return page
         }
     }

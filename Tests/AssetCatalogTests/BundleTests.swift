@@ -97,8 +97,9 @@ import Testing
         let created = try #require(lines[1].firstMatch(of: /"created":"([^"]+)"/)?.1)
         #expect(created.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
         let records = try BundleRecords.decode(Array(text.utf8))
-        #expect(records.assets.map(\.name) == ["a.txt", "b.txt"])
-        #expect(abs(records.assets[0].created.timeIntervalSince(try catalog.asset(named: "a.txt").created)) < 0.001)
+        #expect(records.assets.map(\.fields.name) == ["a.txt", "b.txt"])
+        #expect(
+            abs(records.assets[0].fields.created.timeIntervalSince(try catalog.asset(named: "a.txt").created)) < 0.001)
     }
 
     /// The records list every asset by ID, members among the others, though the export
@@ -127,11 +128,13 @@ import Testing
     ])
     func aRecordLineIsTheJSONThatJSONEncoderWouldWrite(name: String) throws {
         let entry = BundleRecords.Entry(
-            key: 7, name: name, kind: "text", storage: .member, size: 12, sha256: String(repeating: "a", count: 64),
-            payload: "data/" + name, path: name == "plain.txt" ? nil : "/src/" + name, archive: 3, member: name,
-            memberOrdinal: 2, tags: ["b", name, "a"],
-            metadata: ["z": name, "a": "1", name: "key", "f": "2", "e\u{301}": "3", "\u{E9}clair": "4"],
-            created: Date(timeIntervalSince1970: 1_795_268_346.323), modified: Date(timeIntervalSince1970: 0))
+            key: 7, archive: 3, payload: "data/" + name,
+            fields: AssetFields(
+                name: name, kind: "text", storage: .member, size: 12, sha256: String(repeating: "a", count: 64),
+                path: name == "plain.txt" ? nil : "/src/" + name, member: name, memberOrdinal: 2,
+                tags: ["b", name, "a"],
+                metadata: ["z": name, "a": "1", name: "key", "f": "2", "e\u{301}": "3", "\u{E9}clair": "4"],
+                created: Date(timeIntervalSince1970: 1_795_268_346.323), modified: Date(timeIntervalSince1970: 0)))
         var line: [UInt8] = []
         entry.appendJSON(to: &line)
         let encoder = JSONEncoder()
@@ -145,9 +148,11 @@ import Testing
             #"{"format":"assetcat-records","version":1,"assets":["# + "\n" + String(decoding: line, as: UTF8.self)
             + "\n]}\n"
         let decoded = try BundleRecords.decode(Array(text.utf8)).assets[0]
-        #expect(Array(decoded.name.utf8) == Array(name.utf8) && decoded.tags == entry.tags)
-        #expect(decoded.metadata == entry.metadata && decoded.path == entry.path)
-        #expect(abs(decoded.created.timeIntervalSince(entry.created)) <= 0.001 && decoded.modified == entry.modified)
+        #expect(Array(decoded.fields.name.utf8) == Array(name.utf8) && decoded.fields.tags == entry.fields.tags)
+        #expect(decoded.fields.metadata == entry.fields.metadata && decoded.fields.path == entry.fields.path)
+        #expect(
+            abs(decoded.fields.created.timeIntervalSince(entry.fields.created)) <= 0.001
+                && decoded.fields.modified == entry.fields.modified)
     }
 
     @Test func recordsWithDatesWithoutAZoneReadAsUTC() throws {
@@ -158,8 +163,8 @@ import Testing
             """
         let text = #"{"format":"assetcat-records","version":1,"assets":["# + "\n" + entry + "\n]}\n"
         let records = try BundleRecords.decode(Array(text.utf8))
-        #expect(abs(records.assets[0].created.timeIntervalSince1970 - 1_795_268_346.323) <= 0.001)
-        #expect(records.assets[0].modified == Date(timeIntervalSince1970: 1_795_268_346))
+        #expect(abs(records.assets[0].fields.created.timeIntervalSince1970 - 1_795_268_346.323) <= 0.001)
+        #expect(records.assets[0].fields.modified == Date(timeIntervalSince1970: 1_795_268_346))
     }
 
     // MARK: - bagit-python, the reference implementation

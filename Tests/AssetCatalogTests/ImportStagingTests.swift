@@ -15,9 +15,10 @@ struct ImportStagingTests {
         -> BundleRecords.Entry
     {
         BundleRecords.Entry(
-            key: key, name: "file \(key).txt", kind: "text", storage: storage, size: size, sha256: sha256,
-            payload: "data/\(key).txt", path: storage == .referenced ? "/nowhere/\(key).txt" : nil, archive: nil,
-            member: nil, memberOrdinal: nil, tags: [], metadata: [:], created: Date(), modified: Date())
+            key: key, archive: nil, payload: "data/\(key).txt",
+            fields: AssetFields(
+                name: "file \(key).txt", kind: "text", storage: storage, size: size, sha256: sha256,
+                path: storage == .referenced ? "/nowhere/\(key).txt" : nil, created: Date(), modified: Date()))
     }
 
     /// A scratch database with `count` managed entries of distinct content (and one more of
@@ -135,7 +136,7 @@ struct ImportStagingTests {
         try scratch.add(
             (1...2_500).map { n in
                 var entry = Self.entry(Int64(n), sha256: Self.digest(n))
-                entry.kind = kinds[n % kinds.count]
+                entry.fields.kind = kinds[n % kinds.count]
                 return entry
             })
         try scratch.seal()

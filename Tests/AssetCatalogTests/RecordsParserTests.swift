@@ -48,7 +48,7 @@ struct RecordsParserTests {
     @Test func piecesOfAnySizeGiveTheSameEntries() throws {
         let text = Self.file(7).replacingOccurrences(of: "file 3.txt", with: #"q\"uote, {brace} [and] \\ \u00e9"#)
         let whole = try Self.parse(text).entries
-        #expect(whole.count == 7 && whole[2].name == #"q"uote, {brace} [and] \ é"#)
+        #expect(whole.count == 7 && whole[2].fields.name == #"q"uote, {brace} [and] \ é"#)
         for piece in [1, 2, 3, 7, 64] {
             #expect(try Self.parse(text, piece: piece).entries == whole, "\(piece)")
         }

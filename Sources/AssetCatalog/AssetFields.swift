@@ -1,0 +1,162 @@
+public import Foundation
+import Persistence
+
+/// An asset's own fields — all but its identity — as one value: what a snapshot
+/// (``AssetRecord``), an entry of a bundle's records file and a row an import writes all
+/// carry. Each of those names the asset and its archive in its own terms (a catalog's IDs,
+/// a records file's keys), so those two stay out of here.
+///
+/// ``init(_:)`` is the one place that copies an ``Asset`` into fields, and
+/// ``write(to:)`` the one place that writes fields into a row of the catalog.
+public struct AssetFields: Sendable, Hashable {
+    /// The display name (a file name, or a member's path inside its archive).
+    public var name: String
+    /// A broad content kind: `image`, `audio`, `video`, `text`, `document`, `archive`, `data`.
+    public var kind: String
+    /// Where the bytes live.
+    public var storage: Storage
+    /// The size in bytes.
+    public var size: Int64
+    /// The SHA-256 of the content, lowercase hex.
+    public var sha256: String
+    /// A referenced file's path; a managed file's original path.
+    public var path: String?
+    /// An archive member's path inside its archive.
+    public var member: String?
+    /// Which of the archive's members with this path it is (0 for the first; see
+    /// ``Asset/memberOrdinal``). Not part of the CLI's JSON form; a records file has it
+    /// for members.
+    public var memberOrdinal: Int
+    /// The tags as the catalog stores them (``Asset/tagText``): read and written as ``tags``.
+    var tagText: String
+    /// The metadata as the catalog stores it (``Asset/metadataJSON``): read and written as
+    /// ``metadata``.
+    var metadataJSON: String
+    /// When the asset was first recorded.
+    public var created: Date
+    /// When the asset was last changed.
+    public var modified: Date
+
+    /// The tags, sorted, without duplicates.
+    public var tags: [String] {
+        get { Asset.tags(fromText: tagText) }
+        set { tagText = Asset.tagText(newValue) }
+    }
+
+    /// The free-form metadata.
+    public var metadata: [String: String] {
+        get { Asset.metadata(fromJSON: metadataJSON) }
+        set { metadataJSON = Asset.metadataJSON(newValue) }
+    }
+
+    init(
+        name: String, kind: String, storage: Storage, size: Int64, sha256: String, path: String? = nil,
+        member: String? = nil, memberOrdinal: Int = 0, tags: [String] = [], metadata: [String: String] = [:],
+        created: Date, modified: Date
+    ) {
+        self.name = name
+        self.kind = kind
+        self.storage = storage
+        self.size = size
+        self.sha256 = sha256
+        self.path = path
+        self.member = member
+        self.memberOrdinal = memberOrdinal
+        self.tagText = tags.isEmpty ? "\n" : Asset.tagText(tags)  // what tagText([]) gives, without the work
+        self.metadataJSON = Asset.metadataJSON(metadata)
+        self.created = created
+        self.modified = modified
+    }
+
+    /// The fields of `asset`, as its context holds them.
+    public init(_ asset: Asset) {
+        self.init(
+            name: asset.name, kind: asset.kind, storage: asset.storage, size: asset.size, sha256: asset.sha256,
+            path: asset.path, member: asset.member, memberOrdinal: asset.memberOrdinal, created: asset.created,
+            modified: asset.modified)
+        tagText = asset.tagText  // as stored: no JSON work
+        metadataJSON = asset.metadataJSON
+    }
+
+    /// Writes the fields into a row of assets inserted in bulk (the asset's archive, for a
+    /// member, is the row's to set).
+    func write(to row: inout BatchInsertRow<Asset>) {
+        row[\.name] = name
+        row[\.kind] = kind
+        row[\.storage] = storage
+        row[\.size] = size
+        row[\.sha256] = sha256
+        row[\.path] = path
+        row[\.member] = member
+        row[\.memberOrdinal] = memberOrdinal
+        row[\.tagText] = tagText
+        row[\.metadataJSON] = metadataJSON
+        row[\.created] = created
+        row[\.modified] = modified
+    }
+}
+
+// MARK: - JSON
+
+/// The keys of the JSON objects that carry an asset's fields: the fields' own, and those of
+/// the objects that hold them — the CLI's form (``AssetRecord``: `id`, `archive`) and an entry
+/// of a bundle's records file (`key`, `archive`, `payload`). One key type, so that each object
+/// is read through one container.
+enum AssetJSONKey: String, CodingKey {
+    case name, kind, storage, size, sha256, path, member, memberOrdinal, tags, metadata, created, modified
+    case id, key, archive, payload
+}
+
+extension AssetFields: Codable {
+    /// Reads the fields from a JSON object that holds them among others (a records file's
+    /// entry, the CLI's JSON form): `path`, `member` and `memberOrdinal` may be absent.
+    public init(from decoder: any Decoder) throws {
+        try self.init(from: decoder.container(keyedBy: AssetJSONKey.self))
+    }
+
+    init(from c: KeyedDecodingContainer<AssetJSONKey>) throws {
+        name = try c.decode(String.self, forKey: .name)
+        kind = try c.decode(String.self, forKey: .kind)
+        storage = try c.decode(Storage.self, forKey: .storage)
+        size = try c.decode(Int64.self, forKey: .size)
+        sha256 = try c.decode(String.self, forKey: .sha256)
+        path = try c.decodeIfPresent(String.self, forKey: .path)
+        member = try c.decodeIfPresent(String.self, forKey: .member)
+        memberOrdinal = try c.decodeIfPresent(Int.self, forKey: .memberOrdinal) ?? 0
+        tagText = Asset.tagText(try c.decode([String].self, forKey: .tags))
+        metadataJSON = Asset.metadataJSON(try c.decode([String: String].self, forKey: .metadata))
+        created = try c.decode(Date.self, forKey: .created)
+        modified = try c.decode(Date.self, forKey: .modified)
+    }
+
+    /// Writes the fields as the CLI's `--json` shows them: every field, `null` when absent
+    /// (a stable shape), without `memberOrdinal`.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: AssetJSONKey.self)
+        try encode(to: &c, absentAsNull: true, memberOrdinal: false)
+    }
+
+    /// Writes the fields into a JSON object: absent ones as `null` or left out, and
+    /// `memberOrdinal` or not.
+    func encode(
+        to c: inout KeyedEncodingContainer<AssetJSONKey>, absentAsNull: Bool, memberOrdinal writesOrdinal: Bool
+    ) throws {
+        try c.encode(name, forKey: .name)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(storage, forKey: .storage)
+        try c.encode(size, forKey: .size)
+        try c.encode(sha256, forKey: .sha256)
+        if absentAsNull {
+            try c.encode(path, forKey: .path)
+            try c.encode(member, forKey: .member)
+        } else {
+            try c.encodeIfPresent(path, forKey: .path)
+            try c.encodeIfPresent(member, forKey: .member)
+        }
+        if writesOrdinal { try c.encode(memberOrdinal, forKey: .memberOrdinal) }
+        try c.encode(tags, forKey: .tags)
+        try c.encode(metadata, forKey: .metadata)
+        try c.encode(created, forKey: .created)
+        try c.encode(modified, forKey: .modified)
+    }
+}
