@@ -139,4 +139,25 @@ import Testing
             noInput?.description
                 == "cannot start /bin/cat: standard input /nonexistent/input: No such file or directory")
     }
+
+    /// No test starts a child through Foundation's `Process` again: its `run()` reads
+    /// /proc/self/fd racily and crashed whole test runs on this toolchain.
+    @Test func noTestUsesFoundationsProcess() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        var offenders: [String] = []
+        for folder in ["Tests", "Sources/AssetCatalogTestSupport", "Sources/TestScratch"] {
+            let base = root.appending(path: folder)
+            let files = FileManager.default.enumerator(atPath: base.path)?.compactMap { $0 as? String } ?? []
+            for file in files where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: base.appending(path: file), encoding: .utf8)
+                let uses = text.split(separator: "\n").filter { line in
+                    line.contains("Process") && !line.trimmingCharacters(in: .whitespaces).hasPrefix("//")
+                        && line.contains(/\bProcess\s*\(\)|\bProcess\.run\(|:\s*Process\b|\[Process\]/)
+                }
+                offenders += uses.map { "\(folder)/\(file): \($0.trimmingCharacters(in: .whitespaces))" }
+            }
+        }
+        #expect(offenders == [], "use TestScratch's ChildProcess")
+    }
 }
