@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Synchronization
 import TestScratch
 import Testing
 
@@ -123,6 +124,41 @@ import Testing
             """
         let run = try await ChildProcess.run("/usr/bin/env", ["python3", "-c", script])
         #expect(run.stdoutText == "0\n1\n2\n", "\(run.stderrText)")
+    }
+
+    /// What crashed Foundation's `Process`: starting children from many tasks while other
+    /// threads open and close descriptors (none close-on-exec). Every child still sees only
+    /// 0, 1, 2 (and the directory `ls` opens, 3) and every output arrives whole.
+    @Test func manyChildrenStartedWhileOtherThreadsOpenAndCloseDescriptors() async throws {
+        let stop = Atomic<Bool>(false)
+        let churners = (0..<2).map { _ in
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                while !stop.load(ordering: .relaxed) {
+                    let fds = (0..<16).map { _ in open("/dev/null", O_RDONLY) }
+                    for fd in fds where fd >= 0 { close(fd) }
+                }
+                done.signal()
+            }.start()
+            return done
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            for done in churners { done.wait() }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for n in 0..<10 {
+                        let listing = try await ChildProcess.run("/bin/ls", ["/proc/self/fd"])
+                        #expect(listing.stdoutText == "0\n1\n2\n3\n", "\(listing.stderrText)")
+                        let echo = try await ChildProcess.run("/bin/sh", ["-c", "echo \"$0\"", "\(task)-\(n)"])
+                        #expect(echo.stdoutText == "\(task)-\(n)\n" && echo.termination == .exited(0))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
     }
 
     @Test func aChildThatCannotStartIsAnError() async throws {
