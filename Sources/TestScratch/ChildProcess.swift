@@ -8,9 +8,10 @@ public import Foundation
 /// `Process`.
 ///
 /// Foundation's `Process.run()` (swift-corelibs-foundation, Swift 6.3.1) lists
-/// `/proc/self/fd` to find the descriptors to close in the child, reading past the end of
-/// entries while other threads open and close descriptors; it crashed whole test runs. This
-/// runner does not look at the parent's descriptors at all: every descriptor it makes is
+/// `/proc/self/fd` to find the descriptors to close in the child, copying each entry's whole
+/// 256-byte name out of a directory buffer that may end sooner — a read out of bounds that
+/// ASan reports once a process holds a few thousand descriptors, and that crashed whole test
+/// runs. This runner does not look at the parent's descriptors at all: every descriptor it makes is
 /// close-on-exec from the start, the child gets its standard input, output and error through
 /// `dup2` spawn actions, and glibc closes every other descriptor in the child before the
 /// `exec` (`posix_spawn_file_actions_addclosefrom_np`, `close_range(2)`), so the child
