@@ -1,6 +1,6 @@
 public import AssetCatalog
 public import Foundation
-import TestScratch
+public import TestScratch
 
 /// A catalog in a fresh temporary directory, with helpers to make source
 /// files, find the `assetcat` binary, and run it (for crash tests).
@@ -65,9 +65,12 @@ public struct TestCatalog: Sendable {
 
     /// What a run of `assetcat` printed and how it ended.
     public struct Run: Sendable {
+        /// The exit status, or minus the signal that ended it (``ChildProcess/Outcome/status``).
         public var status: Int32
         public var stdout: String
         public var stderr: String
+        /// How it ended: tells an exit with status 137 from a `SIGKILL`.
+        public var termination: ChildProcess.Termination
     }
 
     /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added at the
@@ -82,45 +85,19 @@ public struct TestCatalog: Sendable {
         _ arguments: [String], namesCatalog: Bool = true, environment: [String: String] = [:],
         in workingDirectory: URL? = nil
     ) async throws -> Run {
-        try await offThePool {
-            try runBlocking(arguments, namesCatalog: namesCatalog, environment: environment, in: workingDirectory)
-        }
-    }
-
-    private func runBlocking(
-        _ arguments: [String], namesCatalog: Bool, environment: [String: String], in workingDirectory: URL?
-    ) throws -> Run {
-        let process = Process()
-        process.executableURL = Self.executable()
         var args = arguments
         if namesCatalog, let first = args.first, first != "init", !args.contains("--catalog") {
             args += ["--catalog", root.path]
         }
-        process.arguments = args
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: "ASSETCAT_CATALOG")
-        env.removeValue(forKey: "ASSETCAT_FAULT")
+        var env: [String: String?] = ["ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": nil]
         for (k, v) in environment { env[k] = v }
-        process.environment = env
-        process.currentDirectoryURL = workingDirectory ?? directory
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Both pipes at once: read one after the other, a run that fills the second one's
-        // buffer (64 KB) before closing the first would wait for the test forever.
-        final class Read: @unchecked Sendable { var data = Data() }  // written before `group.wait()` returns
-        let errors = Read()
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) { errors.data = err.fileHandleForReading.readDataToEndOfFile() }
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        let stderr = errors.data
-        process.waitUntilExit()
+        // Both streams are read at once by the runner, so a run that fills one pipe's buffer
+        // while the test reads the other cannot hang.
+        let outcome = try await ChildProcess.run(
+            Self.executable().path, args, environment: env, workingDirectory: (workingDirectory ?? directory).path)
         return Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+            status: outcome.status, stdout: outcome.stdoutText, stderr: outcome.stderrText,
+            termination: outcome.termination)
     }
 }
 
@@ -141,20 +118,6 @@ extension Catalog {
 public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
-extension Process {
-    /// Waits until the process exits, off the concurrency pool, and returns
-    /// what it wrote to the pipes given (read to their end first).
-    @discardableResult
-    public func finish(stdout: Pipe? = nil, stderr: Pipe? = nil) async throws -> (stdout: String, stderr: String) {
-        try await offThePool {
-            let out = stdout.map { String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-            let err = stderr.map { String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-            self.waitUntilExit()
-            return (out ?? "", err ?? "")
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 import ArchiveIO
 import Foundation
+import TestScratch
 import Testing
 
 /// Committed fixtures (Scripts/make-archive-fixtures.py writes them).
@@ -44,7 +45,7 @@ struct TemporaryDirectory: ~Copyable {
 
     deinit {
         // Restore write permission first: extraction may have made directories read-only.
-        _ = try? Process.run(URL(fileURLWithPath: "/bin/chmod"), arguments: ["-R", "u+rwx", path]).waitUntilExit()
+        _ = try? ChildProcess("/bin/chmod", ["-R", "u+rwx", path], stdout: .inherit, stderr: .inherit).wait()
         try? FileManager.default.removeItem(atPath: path)
     }
 }
@@ -54,25 +55,16 @@ struct TemporaryDirectory: ~Copyable {
 func run(_ tool: String, _ arguments: [String], input: [UInt8]? = nil, environment: [String: String]? = nil)
     throws -> (status: Int32, stdout: [UInt8], stderr: String)
 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [tool] + arguments
-    if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    let out = Pipe()
-    let err = Pipe()
-    let inPipe = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = inPipe
-    try process.run()
-    if let input { inPipe.fileHandleForWriting.write(Data(input)) }
-    try inPipe.fileHandleForWriting.close()
-    // Read both pipes concurrently enough for small outputs: stderr after stdout is fine
-    // for the tools used here, whose stderr stays small.
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, Array(stdout), String(decoding: stderr, as: UTF8.self))
+    var stdin = ChildProcess.Input.null
+    if let input {
+        let file = ScratchDirectory.path("stdin").path
+        try Data(input).write(to: URL(fileURLWithPath: file))
+        stdin = .file(file)
+    }
+    let run = try ChildProcess(
+        "/usr/bin/env", [tool] + arguments, environment: (environment ?? [:]).mapValues { $0 as String? }, stdin: stdin
+    ).wait()
+    return (run.status, Array(run.stdout), run.stderrText)
 }
 
 /// Runs a Python 3 script with arguments; returns stdout as UTF-8 text.

@@ -1,6 +1,7 @@
 import ArchiveIO
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -781,12 +782,7 @@ private func sha256(_ path: String) throws -> String { try ContentStore.digest(o
 
 /// Runs a Python 3 script off the concurrency pool; returns its exit status.
 private func python(_ script: String, _ arguments: [String]) async throws -> Int32 {
-    try await offThePool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script] + arguments
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
+    try await ChildProcess.run(
+        "/usr/bin/env", ["python3", "-c", script] + arguments, stdout: .inherit, stderr: .inherit
+    ).status
 }

@@ -2,6 +2,7 @@ import AssetCatalogTestSupport
 import Foundation
 import Persistence
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -1098,22 +1099,12 @@ private struct ToolFailed: Error, CustomStringConvertible {
 private func tool(_ name: String, _ arguments: [String], checked: Bool = true) async throws -> (
     status: Int32, stdout: String, stderr: String
 ) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [name] + arguments
-    var environment = ProcessInfo.processInfo.environment
-    environment["LC_ALL"] = "C.UTF-8"
-    process.environment = environment
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let (stdout, stderr) = try await process.finish(stdout: out, stderr: err)
-    if checked, process.terminationStatus != 0 {
-        throw ToolFailed(description: "\(name) \(arguments) exited \(process.terminationStatus): \(stderr)")
+    let run = try await ChildProcess.run("/usr/bin/env", [name] + arguments, environment: ["LC_ALL": "C.UTF-8"])
+    let (stdout, stderr) = (run.stdoutText, run.stderrText)
+    if checked, run.termination != .exited(0) {
+        throw ToolFailed(description: "\(name) \(arguments) exited \(run.status): \(stderr)")
     }
-    return (process.terminationStatus, stdout, stderr)
+    return (run.status, stdout, stderr)
 }
 
 extension BundleTests {

@@ -2,6 +2,7 @@ import AssetCatalogTestSupport
 import Foundation
 import Persistence
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -116,11 +117,8 @@ import Testing
         let dir = t.sources.appending(path: "pack").path
         #expect(link(dir + "/a.txt", dir + "/b.txt") == 0)
         let tar = t.directory.appending(path: "pack.tar").path
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
-        p.arguments = ["-cf", tar, "-C", t.sources.path, "pack"]
-        try p.run()
-        p.waitUntilExit()
+        _ = try await ChildProcess.run(
+            "/usr/bin/tar", ["-cf", tar, "-C", t.sources.path, "pack"], stdout: .inherit, stderr: .inherit)
         let added = try await catalog.addAndRunJobs([tar])
         #expect(added.compactMap(\.member).sorted() == ["pack/a.txt", "pack/b.txt"])
     }
@@ -144,15 +142,10 @@ import Testing
         let a = try #require(
             try await catalog.add([try t.file("a.txt", String(repeating: "x", count: 100_000))]).added.first)
         catalog.close()
-        let process = Process()
-        process.executableURL = TestCatalog.executable()
-        process.arguments = ["cat", "--catalog", t.root.path, "\(a.id)"]
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
-        let err = Pipe()
-        process.standardError = err
-        try process.run()
-        let (_, stderr) = try await process.finish(stderr: err)
-        #expect(process.terminationReason == .exit && process.terminationStatus == 1, "\(stderr)")
+        let run = try await ChildProcess.run(
+            TestCatalog.executable().path, ["cat", "--catalog", t.root.path, "\(a.id)"], stdout: .file("/dev/full"))
+        let stderr = run.stderrText
+        #expect(run.termination == .exited(1), "\(stderr)")
         #expect(stderr.hasPrefix("assetcat: "), "\(stderr)")
     }
 

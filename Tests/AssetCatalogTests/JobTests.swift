@@ -2,6 +2,7 @@ import AssetCatalogTestSupport
 import Foundation
 @_spi(Testing) import Persistence
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -343,10 +344,9 @@ func generatedArchive(in t: TestCatalog, members: Int, name: String) throws -> S
     let folder = "gen-\(name)"
     for i in 0..<members { try t.file("\(folder)/m\(String(format: "%05d", i)).txt", "member \(i)\n") }
     let archive = t.sources.appending(path: name).path
-    let tar = Process()
-    tar.executableURL = URL(fileURLWithPath: "/usr/bin/bsdtar")
-    tar.arguments = ["-cf", archive, "-C", t.sources.appending(path: folder).path, "."]
-    try tar.run()
-    tar.waitUntilExit()
+    _ = try ChildProcess(
+        "/usr/bin/bsdtar", ["-cf", archive, "-C", t.sources.appending(path: folder).path, "."], stdout: .inherit,
+        stderr: .inherit
+    ).wait()
     return archive
 }

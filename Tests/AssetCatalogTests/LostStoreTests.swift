@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -78,16 +79,14 @@ import Testing
     @Test func aStoreWhoseAssetTableWasDroppedIsRefused() async throws {
         let (t, _) = try await catalog(of: 3)
         let before = objectFiles(t)
-        let drop = Process()
-        drop.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        drop.arguments = [
-            "python3", "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE Asset'); c.commit()",
-            store(t).path,
-        ]
-        try drop.run()
-        try await drop.finish()
-        #expect(drop.terminationStatus == 0)
+        let drop = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE Asset'); c.commit()",
+                store(t).path,
+            ], stdout: .inherit, stderr: .inherit)
+        #expect(drop.status == 0)
         let error = #expect(throws: CatalogError.self) { try t.open() }
         #expect(error?.message.contains("is unusable (its table \"Asset\" is gone)") == true)
         #expect(objectFiles(t) == before)

@@ -2,6 +2,7 @@ import AssetCatalogTestSupport
 import Foundation
 @_spi(Testing) import Persistence
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -311,16 +312,14 @@ final class UnruledLink: ManagedObject {
         let (t, catalog, asset) = try await catalogWithAsset()
         _ = try insertDocument(catalog, "doc-\(UUID())", for: asset)
         catalog.close()
-        let drop = Process()
-        drop.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        drop.arguments = [
-            "python3", "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE Document'); c.commit()",
-            t.root.appending(path: "catalog.sqlite").path,
-        ]
-        try drop.run()
-        try await drop.finish()
-        #expect(drop.terminationStatus == 0)
+        let drop = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE Document'); c.commit()",
+                t.root.appending(path: "catalog.sqlite").path,
+            ], stdout: .inherit, stderr: .inherit)
+        #expect(drop.status == 0)
         let error = #expect(throws: CatalogError.self) { try t.open() }
         #expect(error?.message.contains("is unusable (its table \"Document\" is gone)") == true)
         #expect(t.hasObject(asset.sha256))

@@ -2,6 +2,7 @@ import AssetCatalogTestSupport
 import Foundation
 @_spi(Testing) import Persistence
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -238,10 +239,10 @@ func testArchive(in t: TestCatalog) throws -> String {
     try t.file("pack/docs/readme.txt", "read me\n")
     try t.file("pack/photo.jpg", Data([0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3]))
     let archive = t.sources.appending(path: "pack.tar").path
-    let tar = Process()
-    tar.executableURL = URL(fileURLWithPath: "/usr/bin/bsdtar")
-    tar.arguments = ["-cf", archive, "-C", t.sources.appending(path: "pack").path, "docs/readme.txt", "photo.jpg"]
-    try tar.run()
-    tar.waitUntilExit()
+    _ = try ChildProcess(
+        "/usr/bin/bsdtar",
+        ["-cf", archive, "-C", t.sources.appending(path: "pack").path, "docs/readme.txt", "photo.jpg"],
+        stdout: .inherit, stderr: .inherit
+    ).wait()
     return archive
 }

@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 /// The `assetcat` binary, run as a user would, its output compared exactly.
@@ -77,11 +78,9 @@ import Testing
         #expect(try await t.run(["cat", "1"]).stdout == "hello\n")
         try t.file("pack/inner/doc.txt", "inside the archive\n")
         let archive = t.sources.appending(path: "pack.zip").path
-        let zip = Process()
-        zip.executableURL = URL(fileURLWithPath: "/usr/bin/bsdtar")
-        zip.arguments = ["-a", "-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner/doc.txt"]
-        try zip.run()
-        zip.waitUntilExit()
+        _ = try await ChildProcess.run(
+            "/usr/bin/bsdtar", ["-a", "-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner/doc.txt"],
+            stdout: .inherit, stderr: .inherit)
         #expect(
             try await t.run(["add", archive]).stdout
                 == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
@@ -176,14 +175,9 @@ import Testing
     let files = try (0..<5).map { try t.file("p\($0).txt", "file \($0)") }
     let command = ([TestCatalog.executable().path, "add", "--catalog", t.root.path] + files)
         .map { "'\($0)'" }.joined(separator: " ")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-    process.arguments = ["-qefc", command, "/dev/null"]
-    let out = Pipe()
-    process.standardOutput = out
-    try process.run()
-    let (output, _) = try await process.finish(stdout: out)
-    #expect(process.terminationStatus == 0)
+    let run = try await ChildProcess.run("/usr/bin/script", ["-qefc", command, "/dev/null"], stderr: .inherit)
+    let output = run.stdoutText
+    #expect(run.status == 0)
     #expect(output.contains("adding [##############################] 100%  5/5"))
     #expect(output.contains("added 5 files"))
 }

@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 #if canImport(Glibc)
@@ -18,31 +19,25 @@ import Testing
         data[1] = UInt8(i >> 8)
         paths.append(try t.file("big/f\(String(format: "%03d", i)).bin", data))
     }
-    let process = Process()
-    process.executableURL = TestCatalog.executable()
-    process.arguments = ["add", "--catalog", t.root.path] + paths
     // Each file takes 20 ms longer: the add lasts about two seconds, whatever the machine's load.
-    process.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-ingest"]) { $1 }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
+    let process = try ChildProcess(
+        TestCatalog.executable().path, ["add", "--catalog", t.root.path] + paths,
+        environment: ["ASSETCAT_FAULT": "slow-ingest"])
     // Interrupt once files are being staged (they reach objects/ with their
     // batch), watching from a thread of its own: the test's tasks share the
     // concurrency pool with the whole suite and could notice too late.
     let staging = t.root.appending(path: "staging").path
-    let pid = process.processIdentifier
     let staged = try await offThePool {
         let deadline = Date().addingTimeInterval(30)
         let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= 10 }
         while Date() < deadline, !staged() { usleep(1000) }
-        kill(pid, SIGINT)
+        process.signal(SIGINT)
         return staged()
     }
     #expect(staged, "the interrupt came before the add staged anything: it tests nothing")
-    let (_, stderr) = try await process.finish(stdout: out, stderr: err)
-    #expect(process.terminationStatus == 130)
+    let run = try await process.finish()
+    let stderr = run.stderrText
+    #expect(run.termination == .exited(130))
     let catalog = try t.open()
     let recorded = try catalog.assets()
     #expect(recorded.count > 0 && recorded.count < 200)

@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 #if canImport(Glibc)
@@ -29,15 +30,10 @@ import Testing
         return (t, asset)
     }
 
-    func startWorker(_ t: TestCatalog) throws -> Process {
-        let worker = Process()
-        worker.executableURL = TestCatalog.executable()
-        worker.arguments = ["jobs", "run", "--catalog", t.root.path]
-        worker.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-jobs"]) { $1 }
-        worker.standardOutput = FileHandle.nullDevice
-        worker.standardError = FileHandle.nullDevice
-        try worker.run()
-        return worker
+    func startWorker(_ t: TestCatalog) throws -> ChildProcess {
+        try ChildProcess(
+            TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
+            environment: ["ASSETCAT_FAULT": "slow-jobs"], stdout: .null, stderr: .null)
     }
 
     /// Waits until the worker's job runs, then does `action` at once. Both
@@ -62,29 +58,22 @@ import Testing
     /// latency, for a benchmark; the test waits for the event itself.
     @Test func aDeletionCommittedByAnotherProcessCancelsTheWorkersJob() async throws {
         let (t, asset) = try await catalogWithSlowJob(endless: true)
-        let worker = Process()
-        worker.executableURL = TestCatalog.executable()
-        worker.arguments = ["jobs", "run", "--catalog", t.root.path]
-        worker.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-jobs"]) { $1 }
-        let out = Pipe()
-        worker.standardOutput = out
-        worker.standardError = FileHandle.nullDevice
-        try worker.run()
-        let summary = FirstLine(of: out)
+        let worker = try ChildProcess(
+            TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
+            environment: ["ASSETCAT_FAULT": "slow-jobs"], stderr: .null)
         let catalog = try t.open()
         defer { catalog.close() }
         try #require(try await whenRunning(catalog) { try catalog.remove(asset.id) } != nil)
         // The worker prints its summary as soon as its queue is empty, that is once its job
         // is cancelled. A worker that missed the deletion would read on for hours: the
         // deadline only turns that hang into a failure.
-        guard let line = try await summary.value(within: 120) else {
+        guard let line = try await firstLine(of: worker, within: 120) else {
             Issue.record("the worker did not stop its job after the asset's deletion was committed")
-            worker.terminate()
-            try await worker.finish()
+            worker.signal(SIGTERM)
+            _ = try await worker.finish()
             return
         }
-        try await worker.finish()
-        #expect(worker.terminationStatus == 0)
+        #expect(try await worker.finish().status == 0)
         #expect(line == "ran jobs: 0 succeeded, 0 failed, 1 cancelled\n")
         let job = try #require(try catalog.jobs.list().first)
         #expect(job.state == .cancelled && job.error == "its asset was deleted")
@@ -92,20 +81,14 @@ import Testing
 
     @Test func ctrlCDuringJobsRunQueuesTheRunningJobAgainWithoutCountingIt() async throws {
         let (t, _) = try await catalogWithSlowJob()
-        let worker = Process()
-        worker.executableURL = TestCatalog.executable()
-        worker.arguments = ["jobs", "run", "--catalog", t.root.path]
-        worker.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-jobs"]) { $1 }
-        let out = Pipe()
-        let err = Pipe()
-        worker.standardOutput = out
-        worker.standardError = err
-        try worker.run()
+        let worker = try ChildProcess(
+            TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
+            environment: ["ASSETCAT_FAULT": "slow-jobs"])
         let catalog = try t.open()
-        let pid = worker.processIdentifier
-        try await whenRunning(catalog) { kill(pid, SIGINT) }
-        let (stdout, stderr) = try await worker.finish(stdout: out, stderr: err)
-        #expect(worker.terminationStatus == 130)
+        try await whenRunning(catalog) { worker.signal(SIGINT) }
+        let run = try await worker.finish()
+        let (stdout, stderr) = (run.stdoutText, run.stderrText)
+        #expect(run.termination == .exited(130))
         #expect(stdout == "ran jobs: 0 succeeded, 0 failed, 0 cancelled\n")
         #expect(stderr == "interrupted: the jobs that were running are queued again; `assetcat jobs run` resumes\n")
         let job = try #require(try catalog.jobs.list().first)
@@ -117,9 +100,8 @@ import Testing
         let (t, asset) = try await catalogWithSlowJob()
         let worker = try startWorker(t)
         let catalog = try t.open()
-        let pid = worker.processIdentifier
-        try await whenRunning(catalog) { kill(pid, SIGKILL) }
-        try await worker.finish()
+        try await whenRunning(catalog) { worker.signal(SIGKILL) }
+        _ = try await worker.finish()
         #expect(try catalog.jobs.list().first?.state == .running)  // as the dead worker left it
         let summary = try await catalog.jobs.runUntilIdle()  // queues it again, and runs it
         #expect(summary.succeeded == 1)
@@ -130,28 +112,13 @@ import Testing
     }
 }
 
-/// The first line written to a pipe, and when it came: read by a thread of its own,
-/// started at once.
-private final class FirstLine: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    private var line = ""
-
-    init(of pipe: Pipe) {
-        Thread { [self] in
-            var bytes = Data()
-            while !bytes.contains(0x0A), let byte = try? pipe.fileHandleForReading.read(upToCount: 1), !byte.isEmpty {
-                bytes += byte
-            }
-            line = String(decoding: bytes, as: UTF8.self)
-            done.signal()
-        }.start()
-    }
-
-    /// The line (with its newline); `nil` if none came within `seconds`.
-    func value(within seconds: Double) async throws -> String? {
-        try await offThePool {
-            guard self.done.wait(timeout: .now() + seconds) == .success else { return nil }
-            return self.line
+/// The first line the worker writes to its standard output (with its newline, or all it wrote
+/// if it ended without one); `nil` if none came within `seconds`. Waits off the concurrency pool.
+private func firstLine(of worker: ChildProcess, within seconds: Double) async throws -> String? {
+    try await offThePool {
+        worker.stdout(within: seconds) { $0.contains(0x0A) }.map { bytes in
+            let end = bytes.firstIndex(of: 0x0A).map { bytes.index(after: $0) } ?? bytes.endIndex
+            return String(decoding: bytes[..<end], as: UTF8.self)
         }
     }
 }

@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 #if canImport(Glibc)
@@ -85,28 +86,21 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
             paths.append(
                 try t.file("big/f\(String(format: "%03d", i)).bin", Data(repeating: UInt8(i), count: 32 << 10)))
         }
-        let process = Process()
-        process.executableURL = TestCatalog.executable()
-        process.arguments = ["add", "--catalog", t.root.path] + paths
-        process.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": "slow-ingest"]) { $1 }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
+        let process = try ChildProcess(
+            TestCatalog.executable().path, ["add", "--catalog", t.root.path] + paths,
+            environment: ["ASSETCAT_FAULT": "slow-ingest"])
         let staging = t.root.appending(path: "staging").path
-        let pid = process.processIdentifier
         let staged = try await offThePool {
             let deadline = Date().addingTimeInterval(30)
             let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries }
             while Date() < deadline, !staged() { usleep(1000) }
-            kill(pid, SIGTERM)
+            process.signal(SIGTERM)
             return staged()
         }
         #expect(staged, "the kill came before the add staged anything: it tests nothing")
-        let (_, stderr) = try await process.finish(stdout: out, stderr: err)
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 143)
+        let run = try await process.finish()
+        let stderr = run.stderrText
+        #expect(run.termination == .exited(143))
         let recorded = try t.open().assets()
         #expect(recorded.count < 150)
         #expect(

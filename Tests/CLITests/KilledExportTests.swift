@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 #if canImport(Glibc)
@@ -77,19 +78,14 @@ import Testing
     ])
     func interruptedExportRemovesItsFileBeforeExiting(bundle: String, signal: Int32, named: Bool) async throws {
         let (t, out) = try await Self.populated()
-        let process = Process()
-        process.executableURL = TestCatalog.executable()
-        process.arguments = ["export", "--catalog", t.root.path, out + "/" + bundle]
         let faults = named ? "slow-export,named-export-file" : "slow-export"
-        process.environment = ProcessInfo.processInfo.environment.merging(["ASSETCAT_FAULT": faults]) { $1 }
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = Pipe()
-        try process.run()
+        let process = try ChildProcess(
+            TestCatalog.executable().path, ["export", "--catalog", t.root.path, out + "/" + bundle],
+            environment: ["ASSETCAT_FAULT": faults])
         // Interrupted once the bundle is under way: a hidden file or folder in out/ (a
         // directory bag, a named file), or a descriptor of the unnamed file the process holds
         // there (`out/#inode (deleted)`).
-        let pid = process.processIdentifier
+        let pid = process.pid
         let opened = try await offThePool { () -> Bool in
             func started() -> Bool {
                 if !Self.entries(out).isEmpty { return true }
@@ -101,13 +97,13 @@ import Testing
             }
             let deadline = Date().addingTimeInterval(30)
             while Date() < deadline, !started() { usleep(1000) }
-            kill(pid, signal)
+            process.signal(signal)
             return started()
         }
         #expect(opened)
-        let (_, stderr) = try await process.finish(stderr: err)
-        #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 128 + signal)
+        let run = try await process.finish()
+        let stderr = run.stderrText
+        #expect(run.termination == .exited(128 + signal))
         #expect(stderr == "interrupted: no bundle was written\n")
         #expect(Self.entries(out) == [])  // before any other command
     }

@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 /// A catalog on a read-only file system (an archive disk, a read-only share, a
@@ -13,20 +14,14 @@ import Testing
     func onReadOnlyMount(_ folder: URL, _ script: String) async throws -> (
         status: Int32, stdout: String, stderr: String
     ) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
         // As root a mount namespace is enough; otherwise a user namespace maps us to root in it.
-        process.arguments =
+        let run = try await ChildProcess.run(
+            "/usr/bin/unshare",
             (getuid() == 0 ? ["--mount"] : ["--map-root-user", "--mount"]) + [
                 "/bin/sh", "-c",
                 "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" || exit 99\n" + script, folder.path,
-            ]
-        let (out, err) = (Pipe(), Pipe())
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let (stdout, stderr) = try await process.finish(stdout: out, stderr: err)
-        return (process.terminationStatus, stdout, stderr)
+            ])
+        return (run.status, run.stdoutText, run.stderrText)
     }
 
     /// The files of `folder`, with sizes and modification times; not the store's `-shm`,

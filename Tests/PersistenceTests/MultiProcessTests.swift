@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import TestScratch
 import Testing
 
 @Test func twoProcessesWritingTheSameStoreLoseNothing() async throws {
@@ -8,13 +9,12 @@ import Testing
     try #require(FileManager.default.isExecutableFile(atPath: executable.path), "missing \(executable.path)")
     let count = 150
     #expect(try store.container.storeChangedExternally() == false)  // sets the baseline
-    var processes: [Process] = []
+    var processes: [ChildProcess] = []
     for writer in ["left", "right"] {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["insert", store.storeURL.path, writer, String(count)]
-        try process.run()
-        processes.append(process)
+        processes.append(
+            try ChildProcess(
+                executable.path, ["insert", store.storeURL.path, writer, String(count)], stdout: .inherit,
+                stderr: .inherit))
     }
     // This process writes too, while the two others do.
     let context = store.context()
@@ -25,8 +25,7 @@ import Testing
         try context.save()
     }
     for process in processes {
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try process.wait().status == 0)
     }
     let reader = store.context("reader")
     for writer in ["left", "right", "test"] {
