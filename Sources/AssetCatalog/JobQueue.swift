@@ -138,7 +138,7 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// The most jobs one claim takes (and one process holds claimed) beyond its concurrency.
-    static let maxClaimAhead = 256
+    static let maxClaimAhead = 1024
     /// The most results one transaction commits.
     static let maxResultGroup = 512
     /// How long a worker with a watch on the store sleeps when idle before looking anyway
