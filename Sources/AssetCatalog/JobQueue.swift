@@ -943,18 +943,34 @@ public final class JobQueue: JobProvider, Sendable {
                 let assetIDs = Set(group.map(\.job.asset.rawValue)).map {
                     ManagedObjectID(entityName: Asset.entityName, rowID: $0)
                 }
+                let present = Set(
+                    try context.fetchObjectIDs(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))).map(\.rowID))
+                // Assets are read in full only for the outputs that change them.
+                let changing = group.filter {
+                    !$0.output.metadata.isEmpty || !$0.output.tags.isEmpty || $0.output.apply != nil
+                }
                 var assets: [Int64: Asset] = [:]
-                for asset in try context.fetch(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))) {
-                    assets[asset.objectID.rowID] = asset
+                if !changing.isEmpty {
+                    let ids = Set(changing.map(\.job.asset.rawValue)).map {
+                        ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                    }
+                    for asset in try context.fetch(FetchRequest<Asset>(predicate: .objectIDs(ids))) {
+                        assets[asset.objectID.rowID] = asset
+                    }
                 }
                 for r in group {
                     guard let row = rows[r.job.id], row.state == .running, row.owner == r.token else { continue }
                     row.owner = nil
-                    guard let asset = assets[r.job.asset.rawValue] else {
+                    guard present.contains(r.job.asset.rawValue) else {
                         row.state = .cancelled  // its deletion committed first: no result lands
                         row.lastError = "its asset was deleted"
                         continue
                     }
+                    row.state = .succeeded
+                    row.progress = 1
+                    row.lastError = nil
+                    row.resultRequiresAsset = r.job.asset.rawValue
+                    guard let asset = assets[r.job.asset.rawValue] else { continue }  // nothing to change
                     if !r.output.metadata.isEmpty {
                         var metadata = asset.metadata
                         for (k, v) in r.output.metadata { metadata[k] = v }
@@ -962,10 +978,6 @@ public final class JobQueue: JobProvider, Sendable {
                     }
                     if !r.output.tags.isEmpty { asset.tags = Array(Set(asset.tags).union(r.output.tags)) }
                     try r.output.apply?(asset, context)
-                    row.state = .succeeded
-                    row.progress = 1
-                    row.lastError = nil
-                    row.resultRequiresAsset = r.job.asset.rawValue
                 }
                 try context.save()
                 return group.map { rows[$0.job.id].map(JobRecord.init) }
