@@ -727,7 +727,15 @@ public final class JobQueue: JobProvider, Sendable {
                         job.attempts += 1
                         claimed.append((job, asset, token))
                     }
-                    try context.save()  // conflicts if another process claimed one first: then again
+                    do {
+                        try context.save()  // conflicts if another process claimed one first: then again
+                    } catch let error as PersistenceError where error.code == .conflict {
+                        throw error
+                    } catch {
+                        // As a claim always did: a store that refuses it (read-only) leaves nothing to run.
+                        logger.warning("could not claim jobs: \(error)")
+                        return []
+                    }
                     return claimed.map { (JobRecord($0.0), AssetRecord($0.1), $0.2) }
                 }
             }
