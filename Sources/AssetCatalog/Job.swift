@@ -55,12 +55,13 @@ public final class Job: ManagedObject {
     override public func willSave() {
         if !isDeleted { setPrimitiveValue(Date(), for: \.updated) }
         if let assetID = resultRequiresAsset, let effects = saveEffects {
-            let id = ManagedObjectID(entityName: Asset.entityName, rowID: assetID)
-            effects.beforeCommit { reader in
-                guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 1 else {
-                    throw CatalogError(.notFound, "Asset \(assetID) was deleted; the job's result is dropped")
-                }
+            // One check for every result of the save (a grouped commit writes hundreds).
+            let results = effects.shared(ResultAssets.key) {
+                let results = ResultAssets()
+                effects.beforeCommit { try results.check($0) }
+                return results
             }
+            results.ids.insert(assetID)
         }
         if submitRequiresAsset, !isDeleted, let effects = saveEffects {
             let submitted = effects.shared(SubmittedAssets.key) {
@@ -89,6 +90,28 @@ final class SubmittedAssets {
             }
             for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
                 throw JobQueue.noSuchAsset(id.rowID)
+            }
+        }
+    }
+}
+
+/// The assets of the results one save writes, checked once for the whole save under the
+/// store's write lock: when one is gone, the save fails and no result of it lands.
+final class ResultAssets {
+    static let key = "AssetCatalog.resultAssets"
+    var ids: Set<Int64> = []
+
+    /// Throws for the lowest ID that no asset has.
+    func check(_ reader: TransactionReader) throws {
+        let sorted = ids.sorted()
+        for start in stride(from: 0, to: sorted.count, by: 500) {
+            let chunk = sorted[start..<min(start + 500, sorted.count)]
+            let objectIDs = chunk.map { ManagedObjectID(entityName: Asset.entityName, rowID: $0) }
+            guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs))) < chunk.count else {
+                continue
+            }
+            for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
+                throw CatalogError(.notFound, "Asset \(id.rowID) was deleted; the job's result is dropped")
             }
         }
     }

@@ -54,11 +54,18 @@ public struct JobRetention: Sendable, Hashable {
 ///   thrown away), ``resume(for:)`` queues the interrupted jobs again, once
 ///   the last context holding the deletion let go (``JobProvider`` states the
 ///   rule of holds).
-/// - A deletion committed by another process is noticed within a quarter of
-///   a second (the store's change counter), and the jobs are cancelled.
-/// - A process killed while running jobs leaves them `running`; the next
-///   open, in any process, queues them again (each such crash counts as an
-///   attempt).
+/// - A deletion committed by another process is noticed as it commits (an
+///   inotify watch on the store's `-wal` wakes the queue, which then reads the
+///   store's change counter; where the watch is unavailable, the counter is
+///   polled every 0.1 s while jobs run), and the jobs are cancelled.
+/// - Jobs are claimed many per transaction: as many as run at once plus about
+///   100 ms of work ahead (judged by the recent rate, at most
+///   ``maxClaimAhead``); the ones ahead wait as `running` for a free slot.
+///   Results of runs that end together are committed in one transaction, and
+///   a success is reported (event, summary) only once its commit is durable.
+/// - A process killed while running jobs leaves them `running`, with those it
+///   had claimed ahead; the next open, in any process, queues them again (each
+///   such crash counts as an attempt, for the jobs claimed ahead too).
 public final class JobQueue: JobProvider, Sendable {
     struct Running {
         var assetID: Int64
@@ -98,14 +105,86 @@ public final class JobQueue: JobProvider, Sendable {
         var workerWaits = 0
         /// Run tasks started and not yet ended (their outcome written, or left to another run).
         var tasksInFlight = 0
+        /// Succeeded runs whose results wait for the next grouped commit, and whether a
+        /// run is committing them now.
+        var pendingResults: [PendingResult] = []
+        var committing = false
+        /// Jobs whose results committed since `rateWindowStart`, and in the window before:
+        /// how far ahead of its running jobs a claim takes more (about 100 ms of work).
+        var finishedInWindow = 0
+        var rateWindowStart = Date()
+        var claimAhead = 0
+        /// Tests: claims take at least this many jobs ahead; results are held (not committed) while set.
+        var minimumClaimAhead = 0
+        var holdsResults = false
+        /// Claim transactions and result transactions committed (for tests).
+        var claimCommits = 0
+        var resultCommits = 0
+        /// The watch on the store's `-wal` that wakes the queue when another process commits.
+        var watch: StoreWatch?
+        /// Whether the queue may watch the store (tests turn it off to see the polling alone).
+        var watchesStore = true
+        /// How often other processes' commits are polled for while jobs run (also with a watch).
+        var externalCheckInterval = JobQueue.externalCheckInterval
+    }
+
+    /// A succeeded run whose result waits for a grouped commit.
+    struct PendingResult {
+        var job: JobRecord
+        var token: String
+        var output: JobOutput
+        var summary: SummaryBox
+        var progress: (@Sendable (JobRecord) -> Void)?
+    }
+
+    /// The most jobs one claim takes (and one process holds claimed) beyond its concurrency.
+    static let maxClaimAhead = 1024
+    /// The most results one transaction commits.
+    static let maxResultGroup = 512
+    /// How long a worker with a watch on the store sleeps when idle before looking anyway
+    /// (work that no commit announces: a backoff that ran out).
+    static let watchedIdleWait: Duration = .seconds(1)
+
+    /// Tests: claims take at least this many jobs beyond the free slots.
+    var minimumClaimAhead: Int {
+        get { state.withLock { $0.minimumClaimAhead } }
+        set { state.withLock { $0.minimumClaimAhead = newValue } }
+    }
+
+    /// Tests: while set, succeeded runs' results wait uncommitted (their runs not ended);
+    /// clearing it commits them, in one group.
+    var holdsResults: Bool {
+        get { state.withLock { $0.holdsResults } }
+        set {
+            state.withLock { $0.holdsResults = newValue }
+            if !newValue { commitPendingResults() }
+        }
+    }
+
+    /// Results waiting for a grouped commit (for tests).
+    var pendingResultCount: Int { state.withLock { $0.pendingResults.count } }
+
+    /// The claim and result transactions committed so far (for tests).
+    var commitCounts: (claims: Int, results: Int) { state.withLock { ($0.claimCommits, $0.resultCommits) } }
+
+    /// Whether the queue may watch the store's `-wal` for other processes' commits, and how
+    /// often it polls for them while jobs run (for tests: set before `start()`).
+    var watchesStore: Bool {
+        get { state.withLock { $0.watchesStore } }
+        set { state.withLock { $0.watchesStore = newValue } }
+    }
+    var externalPollInterval: TimeInterval {
+        get { state.withLock { $0.externalCheckInterval } }
+        set { state.withLock { $0.externalCheckInterval = newValue } }
     }
 
     /// How many times the background worker's loop has turned (for tests).
     var workerTurns: Int { state.withLock { $0.workerTurns } }
 
-    /// How often a working queue looks for commits of other processes (one
-    /// `PRAGMA data_version`): a deletion committed elsewhere stops this
-    /// process's jobs for that asset within this, plus the cancellation.
+    /// How often a working queue polls for commits of other processes (one
+    /// `PRAGMA data_version`), besides the watch on the store that wakes it at
+    /// each commit: where inotify is unavailable, a deletion committed elsewhere
+    /// stops this process's jobs for that asset within this, plus the cancellation.
     static let externalCheckInterval: TimeInterval = 0.1
 
     /// A run of this process has not ended yet (for tests).
@@ -136,6 +215,7 @@ public final class JobQueue: JobProvider, Sendable {
     private let catalogBox = Locked(WeakCatalog())
     private var catalog: Catalog? { catalogBox.withLock { $0.value } }
     private let state = Locked(State())
+    private let slots: RunSlots
     private let logger: Logger
 
     struct WeakCatalog: @unchecked Sendable {
@@ -145,6 +225,7 @@ public final class JobQueue: JobProvider, Sendable {
     init(owner: String, concurrency: Int, logger: Logger) {
         self.owner = owner
         self.concurrency = max(1, concurrency)
+        self.slots = RunSlots(max(1, concurrency))
         self.logger = logger
     }
 
@@ -446,13 +527,14 @@ public final class JobQueue: JobProvider, Sendable {
     public func runUntilIdle(progress: (@Sendable (JobRecord) -> Void)? = nil) async throws -> JobRunSummary {
         recoverAbandoned()
         markExternalBaseline()
+        defer { if state.withLock({ $0.worker == nil }) { stopWatching() } }
         let summary = SummaryBox()
         var lastCheck = Date()
         do {
             while true {
                 try Task.checkCancellation()
                 let started = try claimAndStart(summary: summary, progress: progress)
-                if Date().timeIntervalSince(lastCheck) >= Self.externalCheckInterval {
+                if Date().timeIntervalSince(lastCheck) >= externalPollInterval {
                     checkExternalChanges()
                     lastCheck = Date()
                 }
@@ -486,11 +568,22 @@ public final class JobQueue: JobProvider, Sendable {
                 self.state.withLock { $0.workerTurns += 1 }
                 self.pruneIfDue()
                 let started = (try? self.claimAndStart(summary: summary, progress: nil)) ?? 0
-                if Date().timeIntervalSince(lastCheck) >= Self.externalCheckInterval {
+                let (pollInterval, watched, busy) = self.state.withLock {
+                    ($0.externalCheckInterval, $0.watch != nil, !$0.running.isEmpty)
+                }
+                if Date().timeIntervalSince(lastCheck) >= pollInterval {
                     self.checkExternalChanges()
                     lastCheck = Date()
                 }
-                if started == 0 { await self.waitForWake(upTo: .milliseconds(250)) }
+                guard started == 0 else { continue }
+                // Watched, an idle worker sleeps until a commit (any process's) or new work
+                // wakes it, or the next backoff runs out; else it polls.
+                var wait = Duration.milliseconds(250)
+                if watched && !busy {
+                    wait = Self.watchedIdleWait
+                    if let backoff = try? self.nextBackoff() { wait = min(wait, .seconds(backoff)) }
+                }
+                await self.waitForWake(upTo: wait)
             }
         }
         state.withLock {
@@ -538,6 +631,7 @@ public final class JobQueue: JobProvider, Sendable {
             return s.worker
         }
         worker?.cancel()
+        stopWatching()
         stopRunning()
     }
 
@@ -581,50 +675,82 @@ public final class JobQueue: JobProvider, Sendable {
         logger.warning("closing the catalog while jobs still run (a processor ignores cancellation)")
     }
 
-    /// Claims queued jobs up to the concurrency limit and starts them.
+    /// Claims queued jobs, in one transaction, and starts them: as many as run at once
+    /// plus about 100 ms of work ahead (the rate at which results recently committed, at
+    /// most ``maxClaimAhead``), less those this process holds claimed already. Jobs
+    /// claimed ahead wait, as `running` with their own run tokens, for a free slot
+    /// (``concurrency``); a killed process leaves them to the next open, like its running ones.
     private func claimAndStart(summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?) throws -> Int {
         guard let catalog else { return 0 }
-        var started = 0
-        while true {
-            let (processors, held, running, token, free) = state.withLock { s in
-                s.runs += 1
-                return (
-                    s.processors, Array(s.held.keys), s.running.keys.map(jobObjectID), "\(owner)#\(s.runs)",
-                    concurrency - s.running.count
-                )
+        let (processors, held, running, firstRun, wanted) = state.withLock { s in
+            let now = Date()
+            if now.timeIntervalSince(s.rateWindowStart) >= 0.1 {
+                let window = now.timeIntervalSince(s.rateWindowStart)
+                s.claimAhead = min(Self.maxClaimAhead, Int((Double(s.finishedInWindow) * 0.1 / window).rounded(.up)))
+                s.finishedInWindow = 0
+                s.rateWindowStart = now
             }
-            guard free > 0 else { break }
-            let claimed: (JobRecord, AssetRecord)? = try catalog.storeErrors {
-                try catalog.withContext { context in
+            let wanted = concurrency + max(s.claimAhead, s.minimumClaimAhead) - s.running.count
+            let first = s.runs + 1
+            s.runs += max(0, wanted)
+            return (s.processors, Array(s.held.keys), s.running.keys.map(jobObjectID), first, wanted)
+        }
+        guard wanted > 0 else { return 0 }
+        let claimed: [(JobRecord, AssetRecord, String)]
+        do {
+            claimed = try catalog.storeErrors {
+                try catalog.withRetriedContext { context in
                     let now = Date()
                     let runnable: FetchPredicate<Job> =
                         \.state == JobState.queued && \.runAfter <= now && .in(\.kind, Array(processors.keys))
                         && !(.in(\.assetID, held)) && !(.objectIDs(running))
-                    for job in try context.fetch(FetchRequest<Job>(predicate: runnable, limit: 16)) {
-                        let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: job.assetID)
-                        let asset = try? context.existingObject(with: assetID, as: Asset.self)
-                        job.state = asset == nil ? .cancelled : .running
-                        job.owner = asset == nil ? nil : token
-                        if asset == nil { job.lastError = "its asset was deleted" } else { job.attempts += 1 }
-                        do {
-                            try context.save()  // fails if another process claimed it first
-                        } catch {
-                            context.rollback()
+                    let jobs = try context.fetch(FetchRequest<Job>(predicate: runnable, limit: wanted))
+                    guard !jobs.isEmpty else { return [] }
+                    let assetIDs = Set(jobs.map(\.assetID)).map {
+                        ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                    }
+                    var assets: [Int64: Asset] = [:]
+                    for asset in try context.fetch(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))) {
+                        assets[asset.objectID.rowID] = asset
+                    }
+                    var claimed: [(Job, Asset, String)] = []
+                    for (index, job) in jobs.enumerated() {
+                        guard let asset = assets[job.assetID] else {
+                            job.state = .cancelled
+                            job.owner = nil
+                            job.lastError = "its asset was deleted"
                             continue
                         }
-                        if let asset { return (JobRecord(job), AssetRecord(asset)) }
+                        let token = "\(owner)#\(firstRun + index)"
+                        job.state = .running
+                        job.owner = token
+                        job.attempts += 1
+                        claimed.append((job, asset, token))
                     }
-                    return nil
+                    do {
+                        try context.save()  // conflicts if another process claimed one first: then again
+                    } catch let error as PersistenceError where error.code == .conflict {
+                        throw error
+                    } catch {
+                        // As a claim always did: a store that refuses it (read-only) leaves nothing to run.
+                        logger.warning("could not claim jobs: \(error)")
+                        return []
+                    }
+                    return claimed.map { (JobRecord($0.0), AssetRecord($0.1), $0.2) }
                 }
             }
-            guard let (job, asset) = claimed else { break }
+        } catch let error as CatalogError where (error.cause as? PersistenceError)?.code == .conflict {
+            return 0  // other processes keep claiming the same rows: the next turn tries again
+        }
+        if !claimed.isEmpty { state.withLock { $0.claimCommits += 1 } }
+        var started = 0
+        for (job, asset, token) in claimed {
             if start(
                 job, token: token, asset: asset, processor: processors[job.kind]!, catalog: catalog, summary: summary,
                 progress: progress)
             {
                 started += 1
             }
-            if Task.isCancelled { break }
         }
         return started
     }
@@ -666,15 +792,21 @@ public final class JobQueue: JobProvider, Sendable {
                 return false
             }
             s.tasksInFlight += 1
+            let slots = self.slots
             let task = Task { [weak self] in
                 let outcome: Result<JobOutput, any Error>
-                do {
-                    outcome = .success(try await processor.run(context))
-                } catch {
-                    outcome = .failure(error)
+                if await slots.acquire() {
+                    do {
+                        outcome = .success(try await processor.run(context))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    slots.release()
+                } else {
+                    outcome = .failure(CancellationError())  // cancelled while waiting for a slot
                 }
+                // Ends the run's count in flight, once its outcome is written (a result, in a group).
                 self?.finish(job, token: token, outcome: outcome, summary: summary, progress: progress)
-                self?.state.withLock { $0.tasksInFlight -= 1 }
             }
             s.running[job.id] = Running(assetID: job.asset.rawValue, token: token, task: task)
             return true
@@ -688,31 +820,26 @@ public final class JobQueue: JobProvider, Sendable {
         _ job: JobRecord, token: String, outcome: Result<JobOutput, any Error>, summary: SummaryBox,
         progress: (@Sendable (JobRecord) -> Void)?
     ) {
-        let interrupted = state.withLock { s in
-            if s.stopping[job.id] == token {
-                s.stopping[job.id] = nil
-                return true  // stopped: queued again by stopRunning, whichever of the two ends first
-            }
-            return s.interrupted[job.asset.rawValue]?[job.id] == token
+        let interrupted = state.withLock { s in Self.isInterrupted(&s, job, token) }
+        if !interrupted, case .success(let output) = outcome {
+            // Written with other runs' results in one transaction; the run ends then.
+            commitResult(PendingResult(job: job, token: token, output: output, summary: summary, progress: progress))
+            return
         }
         // A run stops counting as running only once its outcome is written
         // (runUntilIdle must not return, and its process exit, before).
         defer {
-            state.withLock { s in if s.running[job.id]?.token == token { s.running[job.id] = nil } }
+            state.withLock { s in
+                if s.running[job.id]?.token == token { s.running[job.id] = nil }
+                s.tasksInFlight -= 1
+            }
             wakeWorker()
         }
         guard !interrupted else { return }  // stopped, resumed, or cancelled with its asset's deletion
         var final: JobRecord?
         switch outcome {
-        case .success(let output):
-            final = writeResult(job, token: token, output)
-            summary.value.withLock {
-                switch final?.state {
-                case .succeeded: $0.succeeded += 1
-                case .failed: $0.failed += 1
-                default: $0.cancelled += 1
-                }
-            }
+        case .success:
+            return  // committed in a group, above
         case .failure(let error) where error is CancellationError:
             final = try? changeJob(job.id) { row in
                 guard row.state == .running, row.owner == token else { return }
@@ -740,6 +867,132 @@ public final class JobQueue: JobProvider, Sendable {
             }
         }
         if let final { publish(final, progress: progress) }
+    }
+
+    /// Whether the run was stopped (``stop()``: queued again by `stopRunning`, whichever of
+    /// the two ends first) or interrupted by its asset's deletion (resumed or cancelled with it).
+    private static func isInterrupted(_ s: inout State, _ job: JobRecord, _ token: String) -> Bool {
+        if s.stopping[job.id] == token {
+            s.stopping[job.id] = nil
+            return true
+        }
+        return s.interrupted[job.asset.rawValue]?[job.id] == token
+    }
+
+    /// Commits a succeeded run's result with those of other runs that ended meanwhile:
+    /// the first run to end writes, in one transaction, every result waiting then, and
+    /// again until none is left; the others return at once. A run ends, and its success
+    /// is published, only once its result is committed.
+    private func commitResult(_ result: PendingResult) {
+        state.withLock { $0.pendingResults.append(result) }
+        commitPendingResults()
+    }
+
+    /// Commits the results waiting, unless another run is committing them.
+    private func commitPendingResults() {
+        let leads = state.withLock { s -> Bool in
+            if s.committing || s.holdsResults || s.pendingResults.isEmpty { return false }
+            s.committing = true
+            return true
+        }
+        guard leads else { return }
+        while true {
+            // Runs stopped or interrupted meanwhile write nothing, as if they had ended then.
+            let (group, dropped) = state.withLock { s -> ([PendingResult], [PendingResult]) in
+                let taken = Array(s.pendingResults.prefix(Self.maxResultGroup))
+                s.pendingResults.removeFirst(taken.count)
+                if taken.isEmpty { s.committing = false }
+                var group: [PendingResult] = []
+                var dropped: [PendingResult] = []
+                for r in taken {
+                    if Self.isInterrupted(&s, r.job, r.token) { dropped.append(r) } else { group.append(r) }
+                }
+                return (group, dropped)
+            }
+            if group.isEmpty && dropped.isEmpty { return }
+            let finals = writeResults(group)
+            state.withLock { s in
+                for r in group + dropped where s.running[r.job.id]?.token == r.token { s.running[r.job.id] = nil }
+                s.finishedInWindow += group.count
+                s.resultCommits += group.isEmpty ? 0 : 1
+            }
+            for (r, final) in zip(group, finals) {
+                r.summary.value.withLock {
+                    switch final?.state {
+                    case .succeeded: $0.succeeded += 1
+                    case .failed: $0.failed += 1
+                    default: $0.cancelled += 1
+                    }
+                }
+                if let final { publish(final, progress: r.progress) }
+            }
+            state.withLock { $0.tasksInFlight -= group.count + dropped.count }
+            wakeWorker()
+        }
+    }
+
+    /// Writes succeeded runs' outputs and marks their jobs succeeded, in one transaction
+    /// that checks, under the store's write lock, that every one of their assets still
+    /// exists; each row must still be its run's (else it is left as it is). An asset
+    /// found deleted before the commit has its job cancelled in the same transaction. When
+    /// the transaction fails (an asset deleted in the instant before the commit, a result
+    /// that cannot be applied), each result is written on its own (``writeResult(_:token:_:)``).
+    private func writeResults(_ group: [PendingResult]) -> [JobRecord?] {
+        guard let catalog else { return group.map { _ in nil } }
+        if group.count == 1 { return [writeResult(group[0].job, token: group[0].token, group[0].output)] }
+        do {
+            return try catalog.withRetriedContext { context in
+                var rows: [Int64: Job] = [:]
+                for row in try context.fetch(
+                    FetchRequest<Job>(predicate: .objectIDs(group.map { jobObjectID($0.job.id) })))
+                {
+                    rows[row.objectID.rowID] = row
+                }
+                let assetIDs = Set(group.map(\.job.asset.rawValue)).map {
+                    ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                }
+                let present = Set(
+                    try context.fetchObjectIDs(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))).map(\.rowID))
+                // Assets are read in full only for the outputs that change them.
+                let changing = group.filter {
+                    !$0.output.metadata.isEmpty || !$0.output.tags.isEmpty || $0.output.apply != nil
+                }
+                var assets: [Int64: Asset] = [:]
+                if !changing.isEmpty {
+                    let ids = Set(changing.map(\.job.asset.rawValue)).map {
+                        ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                    }
+                    for asset in try context.fetch(FetchRequest<Asset>(predicate: .objectIDs(ids))) {
+                        assets[asset.objectID.rowID] = asset
+                    }
+                }
+                for r in group {
+                    guard let row = rows[r.job.id], row.state == .running, row.owner == r.token else { continue }
+                    row.owner = nil
+                    guard present.contains(r.job.asset.rawValue) else {
+                        row.state = .cancelled  // its deletion committed first: no result lands
+                        row.lastError = "its asset was deleted"
+                        continue
+                    }
+                    row.state = .succeeded
+                    row.progress = 1
+                    row.lastError = nil
+                    row.resultRequiresAsset = r.job.asset.rawValue
+                    guard let asset = assets[r.job.asset.rawValue] else { continue }  // nothing to change
+                    if !r.output.metadata.isEmpty {
+                        var metadata = asset.metadata
+                        for (k, v) in r.output.metadata { metadata[k] = v }
+                        if metadata != asset.metadata { asset.metadata = metadata }
+                    }
+                    if !r.output.tags.isEmpty { asset.tags = Array(Set(asset.tags).union(r.output.tags)) }
+                    try r.output.apply?(asset, context)
+                }
+                try context.save()
+                return group.map { rows[$0.job.id].map(JobRecord.init) }
+            }
+        } catch {
+            return group.map { writeResult($0.job, token: $0.token, $0.output) }
+        }
     }
 
     /// Writes a job's output and marks it succeeded, in one transaction that
@@ -815,10 +1068,46 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// Takes the store's change counter as it is now, before any job is
-    /// claimed: a commit by another process after this point is noticed.
+    /// claimed: a commit by another process after this point is noticed. And
+    /// watches the store's `-wal` (which every commit writes), if it can, so
+    /// that such a commit is looked at as it happens instead of at the next poll.
     private func markExternalBaseline() {
         _ = try? catalog?.container.storeChangedExternally()
+        startWatching()
     }
+
+    /// Starts the watch on the store's `-wal`, unless there is one (or watching is off).
+    private func startWatching() {
+        guard let catalog, state.withLock({ $0.watch == nil && $0.watchesStore }) else { return }
+        let wal = Catalog.storeURL(in: catalog.root).path + "-wal"
+        let watch = StoreWatch(path: wal) { [weak self] in self?.storeChanged() }
+        let extra = state.withLock { s -> StoreWatch? in
+            if s.watch == nil {
+                s.watch = watch
+                return nil
+            }
+            return watch  // another call started one meanwhile
+        }
+        extra?.stop()
+    }
+
+    /// Ends the watch on the store.
+    private func stopWatching() {
+        state.withLock { s -> StoreWatch? in
+            defer { s.watch = nil }
+            return s.watch
+        }?.stop()
+    }
+
+    /// A commit was written to the store (by any process): another process may have
+    /// deleted an asset whose job runs here, or queued work.
+    private func storeChanged() {
+        checkExternalChanges()
+        wakeWorker()
+    }
+
+    /// Whether the store is watched (for tests).
+    var isWatchingStore: Bool { state.withLock { $0.watch != nil } }
 
     /// Cancels running jobs whose asset another process deleted, or whose row
     /// another process cancelled or re-queued.
@@ -826,13 +1115,22 @@ public final class JobQueue: JobProvider, Sendable {
         guard let catalog, (try? catalog.container.storeChangedExternally()) == true else { return }
         let running = state.withLock { $0.running }
         guard !running.isEmpty else { return }
+        // Two reads whatever the number of runs (jobs claimed ahead count too).
         let stale: [Int64] =
             (try? catalog.withContext { context in
-                running.compactMap { jobID, run -> Int64? in
-                    let job = try? context.existingObject(with: self.jobObjectID(jobID), as: Job.self)
-                    let assetID = ManagedObjectID(entityName: Asset.entityName, rowID: run.assetID)
-                    let assetGone = (try? context.existingObject(with: assetID)) == nil
-                    return job?.state != .running || job?.owner != run.token || assetGone ? jobID : nil
+                var rows: [Int64: Job] = [:]
+                for row in try context.fetch(FetchRequest<Job>(predicate: .objectIDs(running.keys.map(jobObjectID)))) {
+                    rows[row.objectID.rowID] = row
+                }
+                let assetIDs = Set(running.values.map(\.assetID)).map {
+                    ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                }
+                let present = Set(
+                    try context.fetchObjectIDs(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))).map(\.rowID))
+                return running.compactMap { jobID, run -> Int64? in
+                    let job = rows[jobID]
+                    return job?.state != .running || job?.owner != run.token || !present.contains(run.assetID)
+                        ? jobID : nil
                 }
             }) ?? []
         for jobID in stale { running[jobID]?.task.cancel() }
@@ -913,5 +1211,57 @@ public final class JobQueue: JobProvider, Sendable {
     private func publish(_ record: JobRecord, progress: (@Sendable (JobRecord) -> Void)?) {
         progress?(record)
         for continuation in state.withLock({ Array($0.subscribers.values) }) { continuation.yield(record) }
+    }
+}
+
+/// The queue's concurrency bound: claimed jobs wait here, in claim order, for one of
+/// `limit` slots before their processor runs. A task cancelled while waiting stops
+/// waiting at once, without a slot.
+final class RunSlots: Sendable {
+    private struct State {
+        var free: Int
+        var nextID: UInt64 = 0
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
+    }
+    private let state: Locked<State>
+
+    init(_ limit: Int) { state = Locked(State(free: limit)) }
+
+    /// Waits for a slot; false when the task was cancelled first (then it holds none).
+    func acquire() async -> Bool {
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let granted = state.withLock { s -> Bool? in
+                    if Task.isCancelled { return false }
+                    if s.free > 0 && s.waiters.isEmpty {
+                        s.free -= 1
+                        return true
+                    }
+                    s.waiters.append((id, continuation))
+                    return nil
+                }
+                if let granted { continuation.resume(returning: granted) }
+            }
+        } onCancel: {
+            state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.waiters.remove(at: index).continuation
+            }?.resume(returning: false)
+        }
+    }
+
+    /// Gives a slot back: the longest waiter gets it.
+    func release() {
+        state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            if s.waiters.isEmpty {
+                s.free += 1
+                return nil
+            }
+            return s.waiters.removeFirst().continuation
+        }?.resume(returning: true)
     }
 }

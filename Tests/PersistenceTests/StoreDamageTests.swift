@@ -145,45 +145,41 @@ final class Bulk: ManagedObject {
     @Test func aWalAnotherProcessKeepsIsACrashOnlyOnceThatProcessIsKilled() throws {
         let (_, url) = try largeStore()
         try damageMiddlePage(of: url)
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        holder.arguments = [
-            "python3", "-c",
-            """
-            import sqlite3, sys
-            c = sqlite3.connect(sys.argv[1])
-            for line in sys.stdin:
-                c.execute('INSERT INTO "Bulk" ("n", "payload") VALUES (-1, \\'\\')')
-                c.commit()
-                print("committed", flush=True)
-            """,
-            url.path,
-        ]
-        let input = Pipe()
-        let output = Pipe()
-        holder.standardInput = input
-        holder.standardOutput = output
-        try holder.run()
-        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
-        func commit() throws {
-            try input.fileHandleForWriting.write(contentsOf: Data("commit\n".utf8))
-            var reply = Data()
-            while !reply.contains(UInt8(ascii: "\n")) {
-                let more = output.fileHandleForReading.availableData
-                guard !more.isEmpty else { break }
-                reply += more
-            }
-            #expect(String(decoding: reply, as: UTF8.self) == "committed\n")
+        // It commits a row each time it is sent SIGUSR1, and says so.
+        let holder = try ChildProcess(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                """
+                import signal, sqlite3, sys
+                c = sqlite3.connect(sys.argv[1])
+                def commit(*_):
+                    c.execute('INSERT INTO "Bulk" ("n", "payload") VALUES (-1, \\'\\')')
+                    c.commit()
+                    print("committed", flush=True)
+                signal.signal(signal.SIGUSR1, commit)
+                print("ready", flush=True)
+                while True:
+                    signal.pause()
+                """,
+                url.path,
+            ])
+        defer { holder.signal(SIGKILL) }
+        func said(_ text: String) -> Bool {
+            holder.stdout(within: 60) { String(decoding: $0, as: UTF8.self).hasSuffix(text) } != nil
         }
-        try commit()
+        #expect(said("ready\n"))
+        holder.signal(SIGUSR1)
+        #expect(said("ready\ncommitted\n"))
         let open = try PersistentContainer(storeURL: url, schema: try Schema([Bulk.self]))
         #expect(!open.storeWasResetOnLoad)
         open.close()
 
-        try commit()  // frames in the -wal again, then the process dies without closing
+        holder.signal(SIGUSR1)  // frames in the -wal again, then the process dies without closing
+        #expect(said("ready\ncommitted\ncommitted\n"))
         #expect(try FileManager.default.attributesOfItem(atPath: url.path + "-wal")[.size] as? Int ?? 0 > 0)
-        kill(holder.processIdentifier, SIGKILL)
-        holder.waitUntilExit()
+        holder.signal(SIGKILL)
+        #expect(try holder.wait(within: 60).termination == .signalled(SIGKILL))
         let error = #expect(throws: PersistenceError.self) {
             try PersistentContainer(storeURL: url, schema: try Schema([Bulk.self]))
         }

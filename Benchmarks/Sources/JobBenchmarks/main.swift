@@ -1,12 +1,12 @@
 // The durable job queue (issue 5), in one run, release mode:
 //
 //   swift run -c release --package-path Benchmarks JobBenchmarks \
-//       [--jobs N] [--samples N] [--cross-samples N] [--repeat N] [--work DIR]
+//       [--jobs N] [--samples N] [--cross-samples N] [--idle-seconds N] [--repeat N] [--work DIR]
 //
 // 1. Throughput. N no-op jobs (default 10,000), one per asset of a catalog of N referenced tiny
-//    files, submitted in one `submit` call and worked to completion by `runUntilIdle()` — each
-//    job is claimed in its own write transaction and its result written in another, both
-//    committed with the store's `synchronous=FULL`. Baseline: the same count of no-op child
+//    files, submitted in one `submit` call and worked to completion by `runUntilIdle()` — jobs
+//    are claimed many per write transaction and their results committed in groups, every
+//    transaction committed with the store's `synchronous=FULL`. Baseline: the same count of no-op child
 //    tasks in a TaskGroup with the queue's concurrency limit (the core count). Best of --repeat
 //    rounds (default 1), each on a fresh catalog.
 // 2. Cancel latency under load. A fresh catalog of N assets, one job each (so N queued), the
@@ -19,6 +19,8 @@
 //    the same through a deletion committed by another process: this binary, spawned with
 //    --delete-child, opens the catalog and calls `remove([id])`; the sample runs from just before
 //    that call (in the child) to the processor catching the cancellation (in this process).
+// 3. Idle cost. A fresh catalog of N assets and no jobs, the queue started (`start()`): this
+//    process's CPU time (utime + stime of /proc/self/stat) over --idle-seconds (default 10; 0 skips).
 import AssetCatalog
 import Foundation
 import Persistence
@@ -58,6 +60,7 @@ var jobCount = 10_000
 var samples = 200
 var crossSamples = 100
 var repeats = 1
+var idleSeconds = 10
 var workRoot = NSTemporaryDirectory()
 do {
     var args = Array(CommandLine.arguments.dropFirst())
@@ -71,10 +74,12 @@ do {
         case "--samples": samples = max(1, Int(value()) ?? samples)
         case "--cross-samples": crossSamples = max(0, Int(value()) ?? crossSamples)
         case "--repeat": repeats = max(1, Int(value()) ?? repeats)
+        case "--idle-seconds": idleSeconds = max(0, Int(value()) ?? idleSeconds)
         case "--work": workRoot = value()
         default:
             say(
-                "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--repeat N] [--work DIR]")
+                "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--idle-seconds N (0 skips)] "
+                    + "[--repeat N] [--work DIR]")
             exit(2)
         }
     }
@@ -357,6 +362,37 @@ let cancelledRows = try catalog.jobs.list([.cancelled]).count
 catalog.close()
 precondition(cancelledRows >= local.count + cross.count, "only \(cancelledRows) cancelled job rows")
 
+// MARK: 3. Idle cost
+
+/// This process's CPU time (utime + stime of /proc/self/stat), in seconds.
+func statCPUTime() -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return 0 }
+    // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return 0 }
+    return (utime + stime) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+var idleWorkerCPU: Double?
+if idleSeconds > 0 {
+    say("3. idle cost: a started queue with nothing to do, \(idleSeconds) s")
+    let (idle, _) = try await makeCatalog("idle")
+    idle.jobs.register(NoOp(), as: "noop")
+    idle.jobs.start()
+    try await Task.sleep(for: .milliseconds(500))  // past the start's first turns
+    let cpu0 = statCPUTime()
+    let t0 = now()
+    try await Task.sleep(for: .seconds(idleSeconds))
+    let cpu = statCPUTime() - cpu0
+    let elapsed = now() - t0
+    idle.jobs.stop()
+    idle.close()
+    idleWorkerCPU = cpu / elapsed
+    say("   \(fmt(cpu)) s of CPU in \(fmt(elapsed)) s")
+}
+
 // MARK: Report
 
 say()
@@ -388,6 +424,11 @@ if !cross.isEmpty {
 say(
     "| process CPU while the started queue has \(concurrency) jobs sleeping in 5 ms steps (2 s, nothing else "
         + "happening) | \(fmt(idleCPU * 100, 0))% of a core | – | – |")
+if let idleWorkerCPU {
+    say(
+        "| process CPU of a started queue with nothing to do (utime + stime over \(idleSeconds) s) | "
+            + "\(fmt(idleWorkerCPU * 100, 2))% of a core | – | – |")
+}
 say(
     "| process CPU per job in the throughput run | \(fmt(bestRunCPU / Double(jobCount) * 1e6, 0)) µs "
         + "(\(fmt(bestRunCPU)) s in \(fmt(bestRun)) s) | – | – |")

@@ -1,0 +1,97 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A wake-up when a file changes (a store's `-wal`, which every commit of any process
+/// writes), through inotify: a thread blocked in `poll(2)` until the file is modified,
+/// costing nothing while nothing happens. Where inotify is unavailable (another
+/// platform, no inotify instances left, a file that does not exist) there is no watch,
+/// and the caller polls instead.
+final class StoreWatch: Sendable {
+    #if os(Linux)
+        private let inotify: Int32
+        /// A pipe: its write end, written to stop the thread, and its read end, polled.
+        private let stopper: Int32
+        private let stopperRead: Int32
+    #endif
+    private let stopped = Atomic<Bool>(false)
+    /// Signalled when the thread has returned.
+    private let ended = DispatchSemaphore(value: 0)
+
+    /// The least time between two calls of `onChange`: changes in between are
+    /// coalesced into the next call (a busy store does not keep the thread checking).
+    static let coalescing: TimeInterval = 0.003
+
+    /// Watches `path`; `onChange` runs on the watch's own thread after each
+    /// modification (coalesced). `nil` when the file cannot be watched.
+    init?(path: String, onChange: @escaping @Sendable () -> Void) {
+        #if os(Linux)
+            let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+            guard inotify >= 0 else { return nil }
+            guard inotify_add_watch(inotify, path, UInt32(IN_MODIFY)) >= 0 else {
+                close(inotify)
+                return nil
+            }
+            var pipeEnds: [Int32] = [-1, -1]
+            guard pipe(&pipeEnds) == 0 else {
+                close(inotify)
+                return nil
+            }
+            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            self.inotify = inotify
+            self.stopper = pipeEnds[1]
+            self.stopperRead = pipeEnds[0]
+            let ended = self.ended
+            let stopperRead = pipeEnds[0]
+            let thread = Thread {
+                Self.loop(inotify: inotify, stopper: stopperRead, onChange: onChange)
+                ended.signal()
+            }
+            thread.name = "AssetCatalog.StoreWatch"
+            thread.start()
+        #else
+            return nil
+        #endif
+    }
+
+    #if os(Linux)
+        private static func loop(inotify: Int32, stopper: Int32, onChange: @Sendable () -> Void) {
+            var fds = [
+                pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: stopper, events: Int16(POLLIN), revents: 0),
+            ]
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            defer {
+                close(inotify)
+                close(stopper)
+            }
+            while true {
+                let ready = poll(&fds, 2, -1)
+                if ready < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                if fds[1].revents != 0 { return }
+                guard fds[0].revents != 0 else { continue }
+                while read(inotify, &buffer, buffer.count) > 0 {}  // drain: one call for them all
+                onChange()
+                usleep(useconds_t(coalescing * 1_000_000))
+            }
+        }
+    #endif
+
+    /// Ends the watch and waits for its thread to return (for a call of `onChange` under
+    /// way to end): after it, `onChange` is not called again. Not to be called from `onChange`.
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        #if os(Linux)
+            var one: UInt8 = 1
+            _ = write(stopper, &one, 1)
+            ended.wait()
+            close(stopper)
+        #endif
+    }
+}

@@ -1,0 +1,258 @@
+import AssetCatalogTestSupport
+import Foundation
+import Persistence
+import Synchronization
+import Testing
+
+@testable import AssetCatalog
+
+/// Counts each job's runs, by job ID, and returns a result that lands in the asset.
+final class RunCounter: JobProcessor {
+    let runs = Mutex<[Int64: Int]>([:])
+    func run(_ job: JobContext) async throws -> JobOutput {
+        runs.withLock { $0[job.jobID, default: 0] += 1 }
+        return JobOutput(metadata: ["counted": "yes"])
+    }
+}
+
+/// Runs wait at a gate the test opens (they do not notice cancellation while they wait,
+/// like a blocking library call), then check for it.
+final class Gate: JobProcessor {
+    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>], started: [Int64])>(
+        (false, [], []))
+    func run(_ job: JobContext) async throws -> JobOutput {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let open = state.withLock { s -> Bool in
+                s.started.append(job.asset.id.rawValue)
+                if s.open { return true }
+                s.waiting.append(continuation)
+                return false
+            }
+            if open { continuation.resume() }
+        }
+        try job.checkCancellation()
+        return JobOutput(metadata: ["gate": "passed"])
+    }
+    var started: [Int64] { state.withLock { $0.started } }
+    func open() {
+        for c in state.withLock({ s -> [CheckedContinuation<Void, Never>] in
+            s.open = true
+            defer { s.waiting = [] }
+            return s.waiting
+        }) { c.resume() }
+    }
+}
+
+@Suite struct JobBatchTests {
+    /// A catalog of `count` referenced tiny files.
+    func catalogWithAssets(_ count: Int) async throws -> (TestCatalog, Catalog, [AssetRecord]) {
+        let t = try TestCatalog()
+        for n in 0..<count { _ = try t.file("d/a\(n).txt", "asset \(n)\n") }
+        let catalog = try t.create()
+        let added = try await catalog.add(
+            [t.sources.appending(path: "d").path], options: AddOptions(mode: .reference, recursive: true)
+        ).added
+        try #require(added.count == count)
+        return (t, catalog, added.sorted { $0.id.rawValue < $1.id.rawValue })
+    }
+
+    func eventually(_ what: String, _ condition: () throws -> Bool) async throws {
+        // The deadline only guards against a hang; a passing run returns as soon as it holds.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if try condition() { return }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("never: \(what)")
+    }
+
+    /// Two queues on one store (as two processes: each its own connections and owner)
+    /// claim batches of the same jobs at once: every job runs exactly once, and succeeds.
+    @Test func batchClaimsOfTwoQueuesNeverHandOneJobToBoth() async throws {
+        let (t, first, assets) = try await catalogWithAssets(400)
+        let second = try t.open()
+        defer { second.close() }
+        let counter = RunCounter()
+        for catalog in [first, second] {
+            catalog.jobs.register(counter, as: "count")
+            catalog.jobs.minimumClaimAhead = 64  // large batches from the first claim on
+        }
+        let ids = try first.jobs.submit(["count"], for: assets.map(\.id))
+        async let a = first.jobs.runUntilIdle()
+        async let b = second.jobs.runUntilIdle()
+        let (sa, sb) = try await (a, b)
+        #expect(sa.succeeded + sb.succeeded == ids.count)
+        let runs = counter.runs.withLock { $0 }
+        #expect(runs.count == ids.count && runs.values.allSatisfy { $0 == 1 }, "jobs run twice or never")
+        let rows = try first.jobs.list()
+        #expect(rows.allSatisfy { $0.state == .succeeded && $0.attempts == 1 })
+        first.close()
+    }
+
+    /// Results committed in one group: the one whose asset another process deleted
+    /// meanwhile does not land (its job is cancelled), the others do, in the same commit.
+    @Test func aGroupedResultWhoseAssetWasDeletedMeanwhileDoesNotLand() async throws {
+        let (t, catalog, assets) = try await catalogWithAssets(3)
+        defer { catalog.close() }
+        let counter = RunCounter()
+        catalog.jobs.register(counter, as: "count")
+        catalog.jobs.holdsResults = true
+        catalog.jobs.minimumClaimAhead = 8  // every job claimed at once, whatever the core count
+        let ids = try catalog.jobs.submit(["count"], for: assets.map(\.id))
+        let run = Task { try await catalog.jobs.runUntilIdle() }
+        try await eventually("three results waiting") { catalog.jobs.pendingResultCount == 3 }
+        let token = try catalog.withContext { context in
+            try context.existingObject(with: catalog.jobs.jobObjectID(ids[1]), as: Job.self).owner
+        }
+        let other = try t.open()
+        try other.remove(assets[1].id)  // committed by another "process": no cancelAll here
+        other.close()
+        // The instant between that commit and the one that cancels the asset's jobs: the
+        // row is still this run's, so only the check of the asset keeps the result out.
+        try catalog.jobs.changeJob(ids[1]) { row in
+            row.state = .running
+            row.owner = token
+            row.lastError = nil
+        }
+        let commits = catalog.jobs.commitCounts.results
+        catalog.jobs.holdsResults = false
+        _ = try await run.value
+        #expect(catalog.jobs.commitCounts.results == commits + 1, "the three results were not one group")
+        let rows = Dictionary(uniqueKeysWithValues: try catalog.jobs.list().map { ($0.id, $0) })
+        #expect(rows[ids[0]]?.state == .succeeded && rows[ids[2]]?.state == .succeeded)
+        #expect(rows[ids[1]]?.state == .cancelled && rows[ids[1]]?.error == "its asset was deleted")
+        let metadata = try catalog.assets().filter { $0.metadata["counted"] == "yes" }.map(\.id)
+        #expect(Set(metadata) == [assets[0].id, assets[2].id])
+    }
+
+    /// A success is reported (event, summary) only once its grouped commit is durable:
+    /// while results wait for their commit, no success is published and the rows are still
+    /// running; every success published is then read back by another connection.
+    @Test func groupedCompletionsAreReportedOnlyOnceCommitted() async throws {
+        let (t, catalog, assets) = try await catalogWithAssets(6)
+        defer { catalog.close() }
+        catalog.jobs.register(RunCounter(), as: "count")
+        catalog.jobs.holdsResults = true
+        catalog.jobs.minimumClaimAhead = 8  // every job claimed at once, whatever the core count
+        let events = catalog.jobs.events()
+        let succeeded = Task {
+            var ids: [Int64] = []
+            for await record in events where record.state == .succeeded {
+                ids.append(record.id)
+                if ids.count == assets.count { break }
+            }
+            return ids
+        }
+        let ids = try catalog.jobs.submit(["count"], for: assets.map(\.id))
+        let run = Task { try await catalog.jobs.runUntilIdle() }
+        try await eventually("every result waiting") { catalog.jobs.pendingResultCount == assets.count }
+        let other = try t.open()
+        defer { other.close() }
+        #expect(try other.jobs.list().allSatisfy { $0.state == .running })
+        #expect(catalog.jobs.isRunningAnything, "runs ended before their results were committed")
+        catalog.jobs.holdsResults = false
+        let summary = try await run.value
+        #expect(summary.succeeded == assets.count)
+        let reported = await succeeded.value
+        #expect(Set(reported) == Set(ids))
+        let stored = try other.jobs.list()
+        #expect(stored.count == ids.count && stored.allSatisfy { $0.state == .succeeded })
+    }
+
+    /// Jobs claimed ahead of a free slot wait as `running`. Deleting the asset of one of
+    /// them stops it before its processor ever runs: a committed deletion cancels it, a
+    /// rolled-back one queues it again and it runs once.
+    @Test func aJobClaimedAheadIsHeldByItsAssetsDeletionAndResumedByTheRollback() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(ProcessInfo.processInfo.activeProcessorCount + 2)
+        defer { catalog.close() }
+        let gate = Gate()
+        catalog.jobs.register(gate, as: "gate")
+        catalog.jobs.minimumClaimAhead = 2
+        let ids = try catalog.jobs.submit(["gate"], for: assets.map(\.id))
+        let run = Task { try await catalog.jobs.runUntilIdle() }
+        // Every job claimed: the first ones wait at the gate, the last two for a slot.
+        try await eventually("every job claimed") {
+            try catalog.jobs.list(state: .running).count == ids.count && gate.started.count == catalog.jobs.concurrency
+        }
+        let waiting = assets.map(\.id.rawValue).filter { !gate.started.contains($0) }
+        try #require(waiting.count == 2)
+        let rolledBack = catalog.newContext()
+        let committed = catalog.newContext()
+        rolledBack.performAndWait {
+            rolledBack.delete(
+                try! rolledBack.existingObject(with: ManagedObjectID(entityName: "Asset", rowID: waiting[0])))
+        }
+        try committed.performAndWait {
+            committed.delete(
+                try committed.existingObject(with: ManagedObjectID(entityName: "Asset", rowID: waiting[1])))
+            try committed.save()
+        }
+        rolledBack.performAndWait { rolledBack.rollback() }
+        gate.open()
+        let summary = try await run.value
+        #expect(summary.succeeded == ids.count - 1)
+        let byAsset = Dictionary(uniqueKeysWithValues: try catalog.jobs.list().map { ($0.asset.rawValue, $0) })
+        #expect(byAsset[waiting[1]]?.state == .cancelled && byAsset[waiting[1]]?.error == "its asset was deleted")
+        #expect(byAsset[waiting[0]]?.state == .succeeded && byAsset[waiting[0]]?.attempts == 1)
+        #expect(gate.started.filter { $0 == waiting[0] }.count == 1 && !gate.started.contains(waiting[1]))
+    }
+
+    /// A worker that died holding a claimed batch (rows `running` under its tokens, most of
+    /// them never started) leaves every one of them to run again, to completion.
+    @Test func aDeadWorkersClaimedBatchRunsAgain() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(20)
+        defer { catalog.close() }
+        let counter = RunCounter()
+        catalog.jobs.register(counter, as: "count")
+        let ids = try catalog.jobs.submit(["count"], for: assets.map(\.id))
+        for (n, id) in ids.enumerated() {
+            try catalog.jobs.changeJob(id) { job in
+                job.state = .running
+                job.owner = "999999999-gone#\(n + 1)"  // no lock file: its process is gone
+                job.attempts = 1
+            }
+        }
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary.succeeded == ids.count)
+        #expect(try catalog.jobs.list().allSatisfy { $0.state == .succeeded && $0.attempts == 2 })
+        #expect(counter.runs.withLock { $0.count } == ids.count)
+    }
+
+    /// A deletion committed by another process stops a running job through the watch on
+    /// the store's `-wal`, with polling turned off (an hour apart): without the watch, the
+    /// run would go on until the catalog closes, and the wait below fails.
+    @Test func anotherProcesssDeletionIsSeenThroughTheStoreWatch() async throws {
+        let (t, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        let processor = UntilCancelled()
+        catalog.jobs.register(processor, as: "until-cancelled")
+        catalog.jobs.externalPollInterval = 3600
+        let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await eventually("the job running") { processor.runs.withLock { $0 } == 1 }
+        #expect(catalog.jobs.isWatchingStore)
+        let other = try t.open()
+        try other.remove(assets[0].id)  // its commit marks the row cancelled; the run here goes on
+        other.close()
+        try await eventually("the run stopped") { processor.cancellations.withLock { $0 } == 1 }
+        try await eventually("the run ended") { catalog.jobs.tasksInFlight == 0 }
+        #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
+        #expect(try catalog.jobs.job(id: id)?.error == "its asset was deleted")
+    }
+}
+
+/// Runs until its task is cancelled, counting runs and cancellations seen.
+final class UntilCancelled: JobProcessor {
+    let runs = Mutex(0)
+    let cancellations = Mutex(0)
+    func run(_ job: JobContext) async throws -> JobOutput {
+        runs.withLock { $0 += 1 }
+        do {
+            while true { try await Task.sleep(for: .milliseconds(5)) }
+        } catch {
+            cancellations.withLock { $0 += 1 }
+            throw error
+        }
+    }
+}
