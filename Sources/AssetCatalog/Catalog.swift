@@ -390,6 +390,13 @@ public final class Catalog: Sendable {
             if let quarantine = error.quarantine {
                 throw Self.quarantined(root, folder: quarantine.folder, reason: quarantine.reason)
             }
+            if error.code == .newerStore {
+                throw CatalogError(
+                    .store,
+                    "The catalog at \(root.path) was written by a newer version of assetcat; upgrade to open it. "
+                        + "Nothing was changed",
+                    path: storeURL.path, cause: error)
+            }
             if error.code == .notFound {
                 throw CatalogError(
                     .store,
