@@ -24,7 +24,8 @@ import Testing
         python.waitUntilExit()
         #expect(python.terminationStatus == 0)
         let before = try Data(contentsOf: store)
-        for command in [["ls"], ["ls", "--tag", "docs"], ["gc"]] {
+        // recover too: the store is not lost, it is newer.
+        for command in [["ls"], ["ls", "--tag", "docs"], ["gc"], ["recover"]] {
             let run = try await t.run(command)
             #expect(run.status == 1, "\(command)")
             #expect(
