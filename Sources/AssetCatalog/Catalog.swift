@@ -263,7 +263,8 @@ public final class Catalog: Sendable {
     /// - Throws: ``CatalogError/Code/notFound`` when there is no catalog
     ///   (and `createIfMissing` is false); ``CatalogError/Code/store`` when
     ///   its store is unusable or lost (the message says where it was moved and
-    ///   what to do); ``CatalogError/Code/readOnly`` when it cannot be written and
+    ///   what to do), or was written by a newer version of assetcat (nothing is changed:
+    ///   upgrade to open it); ``CatalogError/Code/readOnly`` when it cannot be written and
     ///   `access` is ``Access/readWrite``.
     public static func open(at directory: URL, options: OpenOptions = OpenOptions()) throws -> Catalog {
         let root = directory.standardizedFileURL
@@ -389,6 +390,13 @@ public final class Catalog: Sendable {
         } catch let error as PersistenceError {
             if let quarantine = error.quarantine {
                 throw Self.quarantined(root, folder: quarantine.folder, reason: quarantine.reason)
+            }
+            if error.code == .newerStore {
+                throw CatalogError(
+                    .store,
+                    "The catalog at \(root.path) was written by a newer version of assetcat; upgrade to open it. "
+                        + "Nothing was changed",
+                    path: storeURL.path, cause: error)
             }
             if error.code == .notFound {
                 throw CatalogError(

@@ -119,6 +119,24 @@ final class EntityDescription: Sendable, CustomStringConvertible {
     /// The property named `name`, if any.
     func property(named name: String) -> PropertyDescription? { propertyByName[name] }
 
+    /// The columns of the entity's ``ManagedObject/compositeIndexes``.
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` when a key path is not a stored
+    ///   property of the entity (a to-many relationship, a plain property).
+    func compositeIndexColumns() throws -> [(columns: [String], isUnique: Bool)] {
+        try objectType.compositeIndexes.map { index in
+            let columns = try index.keyPaths.map { keyPath in
+                guard let property = property(for: keyPath), property.slot != nil else {
+                    throw PersistenceError(
+                        .misuse,
+                        "An index of \(name) names \(keyPath), which is not an attribute or to-one relationship of it")
+                }
+                return property.name
+            }
+            return (columns, index.isUnique)
+        }
+    }
+
     init(type: ManagedObject.Type) throws {
         name = type.entityName
         objectType = type

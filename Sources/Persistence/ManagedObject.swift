@@ -131,6 +131,20 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// class name; override to keep a table name when renaming a class.
     open class var entityName: String { String(describing: self) }
 
+    /// Indexes over several properties that the store keeps for the entity, besides the
+    /// one-property indexes its attributes declare (``AttributeOptions/indexed``). None by
+    /// default; override to add some:
+    ///
+    /// ```swift
+    /// override class var compositeIndexes: [CompositeIndex] {
+    ///     [CompositeIndex(\Label.text, \Label.note, unique: true)]
+    /// }
+    /// ```
+    ///
+    /// An index is created when the store opens and lacks it (a unique one fails the open
+    /// when rows already break it).
+    open class var compositeIndexes: [CompositeIndex] { [] }
+
     /// The description of this entity, built once from its property wrappers.
     static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
 
@@ -388,3 +402,20 @@ extension ManagedObjectAccessors {
 /// Objects belong to one context and its queue: pass ``ManagedObject/objectID`` instead.
 @available(*, unavailable)
 extension ManagedObject: Sendable {}
+
+/// An index over several stored properties of an entity, in order
+/// (``ManagedObject/compositeIndexes``): a lookup by the first, or by the first few,
+/// uses it.
+public struct CompositeIndex {
+    /// The properties, as key paths of the entity (attributes or to-one relationships).
+    let keyPaths: [AnyKeyPath]
+    /// Whether no two rows may hold the same values in all of them.
+    let isUnique: Bool
+
+    /// An index over `keyPaths`, in that order; `unique` when no two rows may share
+    /// the values of all of them.
+    public init<Root: ManagedObject>(_ keyPaths: PartialKeyPath<Root>..., unique: Bool = false) {
+        self.keyPaths = keyPaths
+        isUnique = unique
+    }
+}

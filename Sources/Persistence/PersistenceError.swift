@@ -35,6 +35,9 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let readOnly = Code(name: "readOnly")
         /// The store could not be migrated to the current schema.
         public static let migration = Code(name: "migration")
+        /// The store records a ``Migration`` this program does not declare: a newer version
+        /// of the program wrote it. Nothing was changed or moved; open it with that version.
+        public static let newerStore = Code(name: "newerStore")
         /// No object with that ID exists.
         public static let notFound = Code(name: "notFound")
         /// The API was used in a way it does not allow.

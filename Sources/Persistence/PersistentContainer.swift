@@ -181,9 +181,10 @@ public final class PersistentContainer: Sendable {
             case .unreadable(let r, let c): (code, reason, cause) = (.storeUnreadable, r, c)
             case .migration(let r, let c): (code, reason, cause) = (.migration, r, c)
             case .unavailable(let r, let c):
+                let causeCode = (c as? PersistenceError)?.code
                 let code: PersistenceError.Code =
-                    options.readOnly && (c as? PersistenceError)?.code == .migration
-                    ? .migration : .io
+                    causeCode == .newerStore
+                    ? .newerStore : options.readOnly && causeCode == .migration ? .migration : .io
                 throw PersistenceError(code, "Could not open the store \(storeURL.path): \(r)", cause: c)
             case .missing:
                 throw PersistenceError(.notFound, "There is no store at \(storeURL.path)")

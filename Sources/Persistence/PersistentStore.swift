@@ -249,15 +249,34 @@ protocol PersistentStore: AnyObject, Sendable {
 /// ```
 ///
 /// Migrations run before the schema is extended, in one transaction with
-/// it. A new store records them as applied without running them.
+/// it, unless declared to run after it (``Phase/afterSchema``: to fill a new
+/// entity's table from old columns). A new store records them as applied
+/// without running them.
+///
+/// A store that records a migration its program does not declare was written by a
+/// newer program: opening it fails with ``PersistenceError/Code/newerStore`` and
+/// changes nothing.
 public struct Migration: Sendable {
+    /// When a migration runs, relative to the extension of the schema.
+    public enum Phase: Sendable {
+        /// Before new tables, columns and indexes are made: to rename or reshape what is there.
+        case beforeSchema
+        /// After them, in the same transaction: to move values into new tables.
+        case afterSchema
+    }
+
     /// What names the migration in the store's record of applied ones: never reuse it.
     public let id: String
+    /// When it runs.
+    public let phase: Phase
     let body: @Sendable (any MigrationDatabase) throws -> Void
 
-    /// A migration named `id` that runs `body` on the store's database.
-    public init(_ id: String, _ body: @escaping @Sendable (any MigrationDatabase) throws -> Void) {
+    /// A migration named `id` that runs `body` on the store's database, in `phase`.
+    public init(
+        _ id: String, phase: Phase = .beforeSchema, _ body: @escaping @Sendable (any MigrationDatabase) throws -> Void
+    ) {
         self.id = id
+        self.phase = phase
         self.body = body
     }
 }
@@ -270,6 +289,9 @@ public protocol MigrationDatabase {
     func tableExists(_ name: String) throws -> Bool
     /// The column names of a table.
     func columns(of table: String) throws -> [String]
+    /// The first column of the first row `sql` selects, as an integer; `nil` when it
+    /// selects no row or a `NULL` (to page through a table: `SELECT MAX(id) FROM …`).
+    func integer(_ sql: String) throws -> Int64?
 }
 
 /// A snapshot of one row, as batch-delete hooks receive it.
@@ -337,8 +359,9 @@ public struct Schema: Sendable {
     /// - Throws: ``PersistenceError/Code/misuse`` naming the property when a
     ///   relationship points at an entity that is not in the schema or its
     ///   inverse is not a to-one relationship, when a to-one relationship has both
-    ///   an inverse and an `onDestinationDelete` rule, or when two types have the same
-    ///   entity name.
+    ///   an inverse and an `onDestinationDelete` rule, when two types have the same
+    ///   entity name, or when a ``ManagedObject/compositeIndexes`` names what is not a
+    ///   stored property.
     public init(_ types: [ManagedObject.Type], migrations: [Migration] = []) throws {
         entities = types.map { $0.entityDescription }
         self.migrations = migrations
@@ -355,6 +378,7 @@ public struct Schema: Sendable {
             byName[entity.name] = entity
         }
         entityByName = byName
+        for entity in entities { _ = try entity.compositeIndexColumns() }
         var inverses: Set<String> = []
         for entity in entities {
             for property in entity.properties {

@@ -57,7 +57,7 @@ final class SQLiteStore: PersistentStore {
             try Self.check(
                 url, busyTimeout: busyTimeout,
                 fullCheck: checksIntegrity ? .always : Self.leftByUncleanShutdown(url) ? .always : .ifSmall,
-                needsSchema: !mode.createsSchema)
+                needsSchema: !mode.createsSchema, schema: schema)
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
         self.schema = schema
@@ -93,6 +93,9 @@ final class SQLiteStore: PersistentStore {
         } catch let missing as SchemaMissing {
             try? pool.close()
             throw .unreadable(missing.reason, cause: missing)
+        } catch let newer as PersistenceError where newer.code == .newerStore {
+            try? pool.close()
+            throw .unavailable(newer.message, cause: newer)
         } catch {
             try? pool.close()
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.migration)
@@ -126,10 +129,10 @@ final class SQLiteStore: PersistentStore {
     /// Reads the file without writing to it: that it is a database whose header and schema
     /// SQLite can read (work that does not grow with the rows), that it passes
     /// `PRAGMA quick_check` as `fullCheck` says, and that it holds a schema when
-    /// `needsSchema`.
-    private static func check(_ url: URL, busyTimeout: TimeInterval, fullCheck: FullCheck, needsSchema: Bool)
-        throws(StoreOpenFailure)
-    {
+    /// `needsSchema`, and that no newer program wrote it (its migrations are all in `schema`).
+    private static func check(
+        _ url: URL, busyTimeout: TimeInterval, fullCheck: FullCheck, needsSchema: Bool, schema: Schema
+    ) throws(StoreOpenFailure) {
         do {
             var checkConfig = Configuration()
             checkConfig.busyMode = .timeout(busyTimeout)
@@ -148,6 +151,11 @@ final class SQLiteStore: PersistentStore {
                 // not a database, or whose header or schema is damaged, fails.
                 _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
                 if needsSchema { try requireSchema(db) }
+                // Before the pool opens the file, which writes to it (GRDB makes sure of its WAL).
+                if try db.tableExists("_persistence_migrations") {
+                    try refuseUnknown(
+                        Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations")), schema: schema)
+                }
                 if fullCheck == .ifSmall {
                     let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
                     let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
@@ -162,6 +170,8 @@ final class SQLiteStore: PersistentStore {
             }
         } catch let missing as SchemaMissing {
             throw .unreadable(missing.reason, cause: missing)
+        } catch let newer as PersistenceError where newer.code == .newerStore {
+            throw .unavailable(newer.message, cause: newer)
         } catch {
             throw classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
@@ -241,6 +251,7 @@ final class SQLiteStore: PersistentStore {
                 + "open it once where it can be written")
         guard try db.tableExists("_persistence_migrations") else { throw stale }
         let applied = Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations"))
+        try refuseUnknown(applied, schema: schema)
         guard schema.migrations.allSatisfy({ applied.contains($0.id) }) else { throw stale }
         for entity in schema.entities {
             guard try db.tableExists(entity.name) else { throw stale }
@@ -273,27 +284,65 @@ final class SQLiteStore: PersistentStore {
 
     // MARK: - Schema
 
+    /// Throws ``PersistenceError/Code/newerStore`` when the store records migrations that
+    /// `schema` does not declare: a newer program wrote it, and this one would not know its
+    /// schema. Called before anything is written.
+    private static func refuseUnknown(_ applied: Set<String>, schema: Schema) throws {
+        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
+        guard !unknown.isEmpty else { return }
+        throw PersistenceError(
+            .newerStore,
+            "it was written by a newer version of this program (it has applied the migration"
+                + "\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this "
+                + "version does not know); nothing was changed: upgrade to open it")
+    }
+
     private static func migrate(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
         let isNew = try !db.tableExists("_persistence_sequence")
+        if try db.tableExists("_persistence_migrations") {
+            try refuseUnknown(
+                Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations")), schema: schema)
+        }
         try db.execute(
             sql: """
                 CREATE TABLE IF NOT EXISTS _persistence_migrations (id TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL);
                 CREATE TABLE IF NOT EXISTS _persistence_sequence (entity TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL);
                 """)
         let applied = Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations"))
-        for migration in schema.migrations where !applied.contains(migration.id) {
-            if !isNew {
-                do {
-                    try migration.body(GRDBMigrationDatabase(db: db))
-                } catch {
-                    throw PersistenceError(
-                        .migration, "Migration '\(migration.id)' failed: \(describe(error))", cause: error)
+        func run(_ phase: Migration.Phase) throws -> Bool {
+            var ran = false
+            for migration in schema.migrations where migration.phase == phase && !applied.contains(migration.id) {
+                if !isNew {
+                    ran = true
+                    do {
+                        try migration.body(GRDBMigrationDatabase(db: db))
+                    } catch {
+                        throw PersistenceError(
+                            .migration, "Migration '\(migration.id)' failed: \(describe(error))", cause: error)
+                    }
                 }
+                try db.execute(
+                    sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
+                    arguments: [migration.id, Date().timeIntervalSince1970])
             }
-            try db.execute(
-                sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
-                arguments: [migration.id, Date().timeIntervalSince1970])
+            return ran
         }
+        _ = try run(.beforeSchema)
+        try extendSchema(db, schema: schema, sql: sql)
+        guard try run(.afterSchema) else { return }
+        // Rows a migration inserted took their IDs from SQLite: the next ones come after them.
+        for entity in schema.entities {
+            try db.execute(
+                sql: """
+                    UPDATE _persistence_sequence SET next = max(next, (SELECT IFNULL(MAX(id), 0) + 1 FROM \(
+                        sql[entity.name]!.table)))
+                    WHERE entity = ?;
+                    """, arguments: [entity.name])
+        }
+    }
+
+    /// Makes the tables, columns and indexes of `schema` that the store lacks.
+    private static func extendSchema(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
         for entity in schema.entities {
             let table = sql[entity.name]!.table
             if try db.tableExists(entity.name) {
@@ -314,6 +363,15 @@ final class SQLiteStore: PersistentStore {
                 let index = quote("\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")")
                 try db.execute(
                     sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))")
+            }
+            for composite in try entity.compositeIndexColumns() {
+                let unique = composite.isUnique ? "UNIQUE " : ""
+                let index = quote(
+                    "\(entity.name)_\(composite.columns.joined(separator: "_"))_\(composite.isUnique ? "unique" : "index")"
+                )
+                try db.execute(
+                    sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) "
+                        + "(\(composite.columns.map(quote).joined(separator: ", ")))")
             }
             try db.execute(
                 sql: """
@@ -1267,6 +1325,7 @@ private struct GRDBMigrationDatabase: MigrationDatabase {
     func execute(_ sql: String) throws { try db.execute(sql: sql) }
     func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
     func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }
+    func integer(_ sql: String) throws -> Int64? { try Int64.fetchOne(db, sql: sql) }
 }
 
 func quote(_ identifier: String) -> String {

@@ -70,6 +70,38 @@ import Testing
         #expect(report.unreferencedObjects == 0)
     }
 
+    /// A catalog a newer assetcat migrated (its store records a migration this version
+    /// does not know) is refused, and nothing in it changes: not its store, not the
+    /// removal left pending.
+    @Test func aCatalogOfANewerVersionIsRefusedAndLeftAsItIs() throws {
+        let t = try copyOfFixture()
+        let store = t.root.appending(path: "catalog.sqlite")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                + "c.execute(\"INSERT INTO _persistence_migrations (id, applied) VALUES ('2099-01-future', 0)\"); "
+                + "c.commit(); c.close()",
+            store.path,
+        ]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let before = try Data(contentsOf: store)
+        let doomed = "5847d49aac1f0b6bb51750e4804ef1ad282d8f6b9f7ae73f6121b193bef08ae3"
+
+        let error = #expect(throws: CatalogError.self) { try t.open() }
+        #expect(error?.code == .store)
+        #expect(
+            error?.message
+                == "The catalog at \(t.root.path) was written by a newer version of assetcat; upgrade to open it. "
+                + "Nothing was changed")
+        #expect(try Data(contentsOf: store) == before)
+        #expect(t.hasObject(doomed))  // the pending removal was not finished by this version
+        #expect(!FileManager.default.fileExists(atPath: t.root.appending(path: "quarantine").path))
+    }
+
     @Test func theQueuedJobOfTheLastReleaseRuns() async throws {
         let t = try copyOfFixture()
         let catalog = try t.open()

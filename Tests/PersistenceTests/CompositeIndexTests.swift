@@ -1,0 +1,94 @@
+import Foundation
+import Persistence
+import TestScratch
+import Testing
+
+/// A label on a note: one row per (note, text), looked up both ways.
+final class IndexedNote: ManagedObject {
+    @Attribute var title = ""
+}
+
+final class IndexedLabel: ManagedObject {
+    @Attribute var text = ""
+    @ToOne(onDestinationDelete: .cascade) var note: IndexedNote?
+
+    override class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(\IndexedLabel.text, \IndexedLabel.note, unique: true)]
+    }
+}
+
+/// An index that names a to-many relationship, which has no column.
+final class BadlyIndexedNote: ManagedObject {
+    @Attribute var title = ""
+    override class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(\BadlyIndexedNote.title, \BadlyIndexedNote.label)]
+    }
+    var label = ""  // not a persistent property
+}
+
+@Suite struct CompositeIndexTests {
+    func temporaryStore() throws -> URL {
+        let directory = ScratchDirectory.path("composite-index")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.appending(path: "store.sqlite")
+    }
+
+    @Test func aUniqueIndexOverTwoPropertiesRefusesOnlyTheSamePair() throws {
+        let container = try PersistentContainer(
+            storeURL: try temporaryStore(), schema: try Schema([IndexedNote.self, IndexedLabel.self]))
+        let context = container.newBackgroundContext()
+        let a = IndexedNote(context: context)
+        let b = IndexedNote(context: context)
+        for (text, note) in [("red", a), ("blue", a), ("red", b)] {
+            let label = IndexedLabel(context: context)
+            label.text = text
+            label.note = note
+        }
+        try context.save()  // the same text on two notes, two texts on one note: allowed
+        let twin = IndexedLabel(context: context)
+        twin.text = "red"
+        twin.note = a
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .constraint)
+    }
+
+    @Test func theStoreKeepsTheIndexUnderItsName() throws {
+        let url = try temporaryStore()
+        do {
+            let container = try PersistentContainer(
+                storeURL: url, schema: try Schema([IndexedNote.self, IndexedLabel.self]))
+            container.close()
+        }
+        let names = try Self.indexes(of: "IndexedLabel", in: url)
+        #expect(names.contains("IndexedLabel_text_note_unique"))
+    }
+
+    @Test func anIndexOnSomethingThatIsNotAColumnIsRefused() throws {
+        let error = #expect(throws: PersistenceError.self) {
+            try PersistentContainer(storeURL: try temporaryStore(), schema: try Schema([BadlyIndexedNote.self]))
+        }
+        #expect(error?.code == .misuse)
+        #expect(
+            error?.message.contains(
+                "An index of BadlyIndexedNote names \\BadlyIndexedNote.label, which is not an attribute or to-one "
+                    + "relationship of it") == true)
+    }
+
+    /// The names of `table`'s indexes, read with python3's sqlite3.
+    static func indexes(of table: String, in url: URL) throws -> [String] {
+        let process = Process()
+        process.executableURL = URL(filePath: "/usr/bin/python3")
+        process.arguments = [
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                + "print('\\n'.join(r[1] for r in c.execute('PRAGMA index_list(' + sys.argv[2] + ')')))",
+            url.path, table,
+        ]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+}
