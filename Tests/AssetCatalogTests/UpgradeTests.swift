@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -76,18 +77,17 @@ import Testing
     @Test func aCatalogOfANewerVersionIsRefusedAndLeftAsItIs() throws {
         let t = try copyOfFixture()
         let store = t.root.appending(path: "catalog.sqlite")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "python3", "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-                + "c.execute(\"INSERT INTO _persistence_migrations (id, applied) VALUES ('2099-01-future', 0)\"); "
-                + "c.commit(); c.close()",
-            store.path,
-        ]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let outcome = try ChildProcess(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "c.execute(\"INSERT INTO _persistence_migrations (id, applied) VALUES ('2099-01-future', 0)\"); "
+                    + "c.commit(); c.close()",
+                store.path,
+            ]
+        ).wait()
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
         let before = try Data(contentsOf: store)
         let doomed = "5847d49aac1f0b6bb51750e4804ef1ad282d8f6b9f7ae73f6121b193bef08ae3"
 

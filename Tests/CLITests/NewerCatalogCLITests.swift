@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 /// An older assetcat on a catalog a newer one migrated: every command refuses it,
@@ -11,18 +12,16 @@ import Testing
             .deletingLastPathComponent().appending(path: "TestAssets/catalogs/release-0.1.0").path
         try FileManager.default.copyItem(atPath: fixture, toPath: t.root.path)
         let store = t.root.appending(path: "catalog.sqlite")
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = [
-            "python3", "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-                + "c.execute(\"INSERT INTO _persistence_migrations (id, applied) VALUES ('2099-01-future', 0)\"); "
-                + "c.commit(); c.close()",
-            store.path,
-        ]
-        try python.run()
-        python.waitUntilExit()
-        #expect(python.terminationStatus == 0)
+        let python = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "c.execute(\"INSERT INTO _persistence_migrations (id, applied) VALUES ('2099-01-future', 0)\"); "
+                    + "c.commit(); c.close()",
+                store.path,
+            ])
+        #expect(python.termination == .exited(0), "\(python.stderrText)")
         let before = try Data(contentsOf: store)
         // recover too: the store is not lost, it is newer.
         for command in [["ls"], ["ls", "--tag", "docs"], ["gc"], ["recover"]] {

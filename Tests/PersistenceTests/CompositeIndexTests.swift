@@ -76,19 +76,17 @@ final class BadlyIndexedNote: ManagedObject {
 
     /// The names of `table`'s indexes, read with python3's sqlite3.
     static func indexes(of table: String, in url: URL) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(filePath: "/usr/bin/python3")
-        process.arguments = [
-            "-c",
-            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-                + "print('\\n'.join(r[1] for r in c.execute('PRAGMA index_list(' + sys.argv[2] + ')')))",
-            url.path, table,
-        ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let outcome = try ChildProcess(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "print('\\n'.join(r[1] for r in c.execute('PRAGMA index_list(' + sys.argv[2] + ')')))",
+                url.path, table,
+            ]
+        ).wait()
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+        let data = outcome.stdout
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 }
