@@ -71,19 +71,47 @@ extension AssetCat {
         @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).")
         var kind: String?
         @Flag(help: "Print one JSON array.") var json = false
+        @Flag(help: "Print one compact JSON object per line.") var jsonl = false
+        @Option(help: "Only these fields in --json or --jsonl output, comma-separated (id,name,size).")
+        var fields: String?
+
+        func validate() throws {
+            if json && jsonl { throw ValidationError("Give --json or --jsonl, not both.") }
+            guard let fields else { return }
+            if !json && !jsonl { throw ValidationError("--fields goes with --json or --jsonl.") }
+            do { _ = try AssetRecord.Field.list(fields) } catch let error as CatalogError {
+                throw ValidationError(error.message)
+            }
+        }
 
         func run(_ catalog: Catalog) async throws {
             let query = AssetQuery(tag: tag, kind: kind)
-            if json {
-                // Streamed a page at a time: memory stays bounded for any catalog.
+            if json || jsonl {
+                // Streamed a page at a time and written in blocks: memory stays bounded for any
+                // catalog; the first record is written at once.
+                let chosen = try fields.map(AssetRecord.Field.list)
+                var out = Terminal.Output()
                 var first = true
-                try Terminal.output(Data("[".utf8))
+                if json { try out.append("[") }
                 try catalog.forEachAsset(query) { asset in
-                    let element = try Terminal.jsonText(asset).split(separator: "\n").map { "  " + $0 }
-                    try Terminal.output(Data(((first ? "\n" : ",\n") + element.joined(separator: "\n")).utf8))
+                    let text =
+                        if let chosen {
+                            try jsonl
+                                ? Terminal.jsonLine(asset.selecting(chosen))
+                                : Terminal.jsonText(asset.selecting(chosen))
+                        } else {
+                            try jsonl ? Terminal.jsonLine(asset) : Terminal.jsonText(asset)
+                        }
+                    if jsonl {
+                        try out.append(text + "\n")
+                    } else {
+                        try out.append((first ? "\n  " : ",\n  ") + text.replacingOccurrences(of: "\n", with: "\n  "))
+                    }
+                    if first { try out.flush() }
                     first = false
                 }
-                try Terminal.output(Data((first ? "]\n" : "\n]\n").utf8))
+                if json { try out.append(first ? "]\n" : "\n]\n") }
+                try out.flush()
                 return
             }
             print(Table.header)
