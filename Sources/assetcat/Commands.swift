@@ -215,10 +215,36 @@ extension AssetCat {
             commandName: "rm", abstract: "Delete assets; their files go only after the deletion has committed.")
 
         @OptionGroup var options: CatalogOption
-        @Argument(help: "Asset IDs or names.") var assets: [String]
+        @Argument(help: "Asset IDs or names.") var assets: [String] = []
+        @Option(help: "Every asset with this tag (and the members of archives among them), in one deletion.")
+        var tag: String?
         @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
 
+        func validate() throws {
+            if tag == nil && assets.isEmpty { throw ValidationError("Give asset IDs or names, or --tag TAG.") }
+            if tag != nil && !assets.isEmpty {
+                throw ValidationError("Give asset IDs or names, or --tag TAG, not both.")
+            }
+        }
+
         func run(_ catalog: Catalog) async throws {
+            if let tag {
+                // Listed a page at a time; deleted in one set-based statement (no objects loaded).
+                let query = AssetQuery(tag: tag)
+                var count = 0
+                if dryRun {
+                    try catalog.forEachAsset(query) { a in
+                        print("would remove \(a.id)  \(DisplayText.quoted(a.name))")
+                        count += 1
+                    }
+                } else {
+                    count = try catalog.removeAll(query)
+                }
+                print(
+                    "\(dryRun ? "would remove" : "removed") \(plural(count, "asset")) tagged \(DisplayText.quoted(tag))"
+                )
+                return
+            }
             let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
