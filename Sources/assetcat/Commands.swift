@@ -105,7 +105,9 @@ extension AssetCat {
                     if jsonl {
                         try out.append(text + "\n")
                     } else {
-                        try out.append((first ? "\n  " : ",\n  ") + text.replacingOccurrences(of: "\n", with: "\n  "))
+                        // Indented one level; the empty line of an empty object's pretty form dropped.
+                        try out.append(
+                            (first ? "\n  " : ",\n  ") + text.split(separator: "\n").joined(separator: "\n  "))
                     }
                     if first { try out.flush() }
                     first = false
