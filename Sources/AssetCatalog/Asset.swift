@@ -208,14 +208,24 @@ final class RemovalPlan: ManagedObject {
         }
     }
 
-    /// A plan deleted (by the sweep) is carried out in the deleting transaction:
-    /// ``CatalogRuntime/removeIfUnused(_:reader:)``.
+    /// A plan deleted (by the sweep) is carried out in the deleting transaction, with the
+    /// other plans that save deletes: ``CatalogRuntime/removeIfUnused(_:reader:)``.
     override func willSave() {
         guard isDeleted, let effects = saveEffects, let runtime = try? CatalogRuntime.of(effects.userInfo) else {
             return
         }
-        let digest = sha256
-        effects.beforeCommit { reader in try runtime.removeIfUnused(digest, reader: reader) }
+        let batch = effects.shared(Batch.key) {
+            let batch = Batch()
+            effects.beforeCommit { reader in try runtime.removeIfUnused(batch.digests, reader: reader) }
+            return batch
+        }
+        batch.digests.append(sha256)
+    }
+
+    /// The digests of the plans one save deletes.
+    private final class Batch {
+        static let key = "AssetCatalog.removalPlans"
+        var digests: [String] = []
     }
 }
 

@@ -138,25 +138,28 @@ extension AssetFields: Codable {
 
     /// Writes the fields into a JSON object: absent ones as `null` or left out, and
     /// `memberOrdinal` or not.
+    /// With `only`, writes just those of the fields' keys.
     func encode(
-        to c: inout KeyedEncodingContainer<AssetJSONKey>, absentAsNull: Bool, memberOrdinal writesOrdinal: Bool
+        to c: inout KeyedEncodingContainer<AssetJSONKey>, absentAsNull: Bool, memberOrdinal writesOrdinal: Bool,
+        only: Set<AssetJSONKey>? = nil
     ) throws {
-        try c.encode(name, forKey: .name)
-        try c.encode(kind, forKey: .kind)
-        try c.encode(storage, forKey: .storage)
-        try c.encode(size, forKey: .size)
-        try c.encode(sha256, forKey: .sha256)
+        func wanted(_ key: AssetJSONKey) -> Bool { only?.contains(key) ?? true }
+        if wanted(.name) { try c.encode(name, forKey: .name) }
+        if wanted(.kind) { try c.encode(kind, forKey: .kind) }
+        if wanted(.storage) { try c.encode(storage, forKey: .storage) }
+        if wanted(.size) { try c.encode(size, forKey: .size) }
+        if wanted(.sha256) { try c.encode(sha256, forKey: .sha256) }
         if absentAsNull {
-            try c.encode(path, forKey: .path)
-            try c.encode(member, forKey: .member)
+            if wanted(.path) { try c.encode(path, forKey: .path) }
+            if wanted(.member) { try c.encode(member, forKey: .member) }
         } else {
-            try c.encodeIfPresent(path, forKey: .path)
-            try c.encodeIfPresent(member, forKey: .member)
+            if wanted(.path) { try c.encodeIfPresent(path, forKey: .path) }
+            if wanted(.member) { try c.encodeIfPresent(member, forKey: .member) }
         }
-        if writesOrdinal { try c.encode(memberOrdinal, forKey: .memberOrdinal) }
-        try c.encode(tags, forKey: .tags)
-        try c.encode(metadata, forKey: .metadata)
-        try c.encode(created, forKey: .created)
-        try c.encode(modified, forKey: .modified)
+        if writesOrdinal && wanted(.memberOrdinal) { try c.encode(memberOrdinal, forKey: .memberOrdinal) }
+        if wanted(.tags) { try c.encode(tags, forKey: .tags) }
+        if wanted(.metadata) { try c.encode(metadata, forKey: .metadata) }
+        if wanted(.created) { try c.encode(created, forKey: .created) }
+        if wanted(.modified) { try c.encode(modified, forKey: .modified) }
     }
 }

@@ -49,10 +49,74 @@ public struct AssetRecord: Sendable, Hashable, Codable {
 
     /// Every field, `null` when absent: `ls --json` has a stable shape.
     public func encode(to encoder: any Encoder) throws {
+        try encode(to: encoder, only: nil)
+    }
+
+    /// The record's JSON form, or with `only` just those of its fields (each as in the full form).
+    func encode(to encoder: any Encoder, only: Set<Field>?) throws {
         var c = encoder.container(keyedBy: AssetJSONKey.self)
-        try c.encode(id, forKey: .id)
-        try c.encode(archive, forKey: .archive)  // null, not absent: stable shape
-        try fields.encode(to: &c, absentAsNull: true, memberOrdinal: false)
+        let keys = only.map { Set($0.map(\.key)) }
+        if keys?.contains(.id) ?? true { try c.encode(id, forKey: .id) }
+        if keys?.contains(.archive) ?? true { try c.encode(archive, forKey: .archive) }  // null, not absent
+        try fields.encode(to: &c, absentAsNull: true, memberOrdinal: false, only: keys)
+    }
+
+    /// The fields of a record's JSON form (``encode(to:)``), by their JSON names: what
+    /// `ls --fields` chooses among.
+    public enum Field: String, CaseIterable, Sendable, Hashable {
+        case id, name, kind, size, sha256, storage, path, archive, member, tags, created, modified, metadata
+
+        var key: AssetJSONKey {
+            switch self {
+            case .id: .id
+            case .name: .name
+            case .kind: .kind
+            case .size: .size
+            case .sha256: .sha256
+            case .storage: .storage
+            case .path: .path
+            case .archive: .archive
+            case .member: .member
+            case .tags: .tags
+            case .created: .created
+            case .modified: .modified
+            case .metadata: .metadata
+            }
+        }
+
+        /// The fields a comma-separated list names (`id,name,size`), in its order, without
+        /// repeats.
+        ///
+        /// - Throws: ``CatalogError/Code/invalidArgument`` for an empty list or a name that is no
+        ///   field's, with a message listing the valid names.
+        public static func list(_ text: String) throws -> [Field] {
+            let valid = allCases.map(\.rawValue).joined(separator: ", ")
+            var fields: [Field] = []
+            for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+                let trimmed = name.trimmingCharacters(in: .whitespaces)
+                guard let field = Field(rawValue: trimmed) else {
+                    let shown = trimmed.isEmpty ? "an empty name" : "'\(DisplayText.quoted(trimmed))'"
+                    throw CatalogError(.invalidArgument, "Unknown field \(shown) in --fields; valid fields: \(valid)")
+                }
+                if !fields.contains(field) { fields.append(field) }
+            }
+            return fields
+        }
+    }
+
+    /// The record in its JSON form with only `fields` (``Field``): encode it as the record.
+    public func selecting(_ fields: some Sequence<Field>) -> Selection {
+        Selection(record: self, fields: Set(fields))
+    }
+
+    /// Some of a record's fields, encoded as in the record's JSON form (``selecting(_:)``).
+    public struct Selection: Encodable, Sendable {
+        let record: AssetRecord
+        let fields: Set<Field>
+
+        public func encode(to encoder: any Encoder) throws {
+            try record.encode(to: encoder, only: fields)
+        }
     }
 }
 

@@ -30,15 +30,25 @@ final class CatalogRuntime: Sendable {
         for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: AssetID(id.rowID)) }
     }
 
-    /// One removal plan carried out, inside the transaction that deletes its row: the
-    /// content of `digest` is unlinked (and its folder synced) only if no asset uses it —
-    /// counted here, under the write lock, where no save can start using it meanwhile.
-    func removeIfUnused(_ digest: String, reader: TransactionReader) throws {
-        let users = try reader.count(
-            for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed))
-        guard users == 0 else { return }
-        FaultPoint.reach(.beforeUnlink)
-        try content.removeObject(digest)
+    /// The removal plans of one save carried out, inside the transaction that deletes their
+    /// rows: the content of each digest is unlinked only if no asset uses it — counted here,
+    /// under the write lock, where no save can start using it meanwhile — and the folders are
+    /// synced once for all of them, before the rows' deletion commits. One count answers for
+    /// the whole page when none of its content is in use (the usual case); else each digest
+    /// is counted.
+    func removeIfUnused(_ digests: [String], reader: TransactionReader) throws {
+        let unique = Array(Set(digests)).sorted()
+        guard !unique.isEmpty else { return }
+        let anyUsed =
+            try reader.count(
+                for: FetchRequest<Asset>(predicate: .in(\.sha256, unique) && \.storage == Storage.managed)) > 0
+        let unused =
+            anyUsed
+            ? try unique.filter { digest in
+                try reader.count(
+                    for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed)) == 0
+            } : unique
+        try content.removeObjects(unused) { FaultPoint.reach(.beforeUnlink) }
     }
 
     /// Called after a commit that journaled removals: carry them out now.
@@ -53,9 +63,9 @@ final class CatalogRuntime: Sendable {
 
     /// Carries out every pending removal plan, a page at a time: the page's plan rows are
     /// deleted in one save, and that save's transaction — under the store's write lock,
-    /// before it commits — runs ``removeIfUnused(_:reader:)`` for each plan (from
-    /// `RemovalPlan.willSave`): the content is unlinked, and its folder synced, only if no
-    /// asset uses it. A crash anywhere leaves the plans, and the next sweep does the work.
+    /// before it commits — runs ``removeIfUnused(_:reader:)`` once for the page's plans (from
+    /// `RemovalPlan.willSave`): each content is unlinked only if no asset uses it, and the
+    /// folders are synced once per page. A crash anywhere leaves the plans, and the next sweep does the work.
     /// Returns how many plans were processed.
     func sweep() throws -> Int {
         guard let container else { return 0 }
@@ -65,7 +75,7 @@ final class CatalogRuntime: Sendable {
             context.userInfo[Self.key] = self
             context.mergePolicy = .overwrite  // another process may have swept a row already
             return try context.performAndWait {
-                // Plans in batches of 256 per transaction; a batch that fails
+                // Plans in batches of 1,000 per transaction; a batch that fails
                 // is retried one plan at a time, so a plan that cannot be
                 // carried out (an I/O error) stays pending without holding up
                 // the others.
@@ -89,7 +99,7 @@ final class CatalogRuntime: Sendable {
                 while true {
                     let batch = try context.fetch(
                         FetchRequest<RemovalPlan>(
-                            predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 256))
+                            predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 1_000))
                     guard let end = batch.last?.objectID.rowID else { break }
                     last = end
                     for plan in batch { context.delete(plan) }

@@ -316,13 +316,35 @@ final class ContentStore: Sendable {
     }
 
     /// Unlinks the object file of `digest` (a missing file is fine) and syncs its folder.
-    func removeObject(_ digest: String) throws {
-        let path = objectPath(digest)
-        if unlink(path) != 0 {
-            if errno == ENOENT { return }  // already gone (its folder too, perhaps): nothing to sync
-            throw CatalogError(.io, "Could not remove \(path): \(Self.errnoText())", path: path)
+    /// Removes the object files of `digests` (one already gone is skipped), calling
+    /// `beforeEach` before each unlink, then makes the removals durable at once: one fsync per
+    /// touched folder when they are few, else one sync of the file system. A failure still
+    /// syncs what was removed before it.
+    func removeObjects(_ digests: some Sequence<String>, beforeEach: () -> Void = {}) throws {
+        var folders: [String] = []
+        var seen = Set<String>()
+        var failure: (any Error)?
+        for digest in digests {
+            let path = objectPath(digest)
+            beforeEach()
+            if unlink(path) != 0 {
+                if errno == ENOENT { continue }  // already gone (its folder too, perhaps): nothing to sync
+                failure = CatalogError(.io, "Could not remove \(path): \(Self.errnoText())", path: path)
+                break
+            }
+            let folder = (path as NSString).deletingLastPathComponent
+            if seen.insert(folder).inserted { folders.append(folder) }
         }
-        try Self.syncDirectory((path as NSString).deletingLastPathComponent)
+        do {
+            if folders.count > 8 {
+                try syncFileSystem()
+            } else {
+                for folder in folders { try Self.syncDirectory(folder) }
+            }
+        } catch {
+            failure = failure ?? error
+        }
+        if let failure { throw failure }
     }
 
     /// The SHA-256 (hex) and size of a file, read in 1 MiB chunks; when

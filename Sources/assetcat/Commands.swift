@@ -71,19 +71,49 @@ extension AssetCat {
         @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).")
         var kind: String?
         @Flag(help: "Print one JSON array.") var json = false
+        @Flag(help: "Print one compact JSON object per line.") var jsonl = false
+        @Option(help: "Only these fields in --json or --jsonl output, comma-separated (id,name,size).")
+        var fields: String?
+
+        func validate() throws {
+            if json && jsonl { throw ValidationError("Give --json or --jsonl, not both.") }
+            guard let fields else { return }
+            if !json && !jsonl { throw ValidationError("--fields goes with --json or --jsonl.") }
+            do { _ = try AssetRecord.Field.list(fields) } catch let error as CatalogError {
+                throw ValidationError(error.message)
+            }
+        }
 
         func run(_ catalog: Catalog) async throws {
             let query = AssetQuery(tag: tag, kind: kind)
-            if json {
-                // Streamed a page at a time: memory stays bounded for any catalog.
+            if json || jsonl {
+                // Streamed a page at a time and written in blocks: memory stays bounded for any
+                // catalog; the first record is written at once.
+                let chosen = try fields.map(AssetRecord.Field.list)
+                var out = Terminal.Output()
                 var first = true
-                try Terminal.output(Data("[".utf8))
+                if json { try out.append("[") }
                 try catalog.forEachAsset(query) { asset in
-                    let element = try Terminal.jsonText(asset).split(separator: "\n").map { "  " + $0 }
-                    try Terminal.output(Data(((first ? "\n" : ",\n") + element.joined(separator: "\n")).utf8))
+                    let text =
+                        if let chosen {
+                            try jsonl
+                                ? Terminal.jsonLine(asset.selecting(chosen))
+                                : Terminal.jsonText(asset.selecting(chosen))
+                        } else {
+                            try jsonl ? Terminal.jsonLine(asset) : Terminal.jsonText(asset)
+                        }
+                    if jsonl {
+                        try out.append(text + "\n")
+                    } else {
+                        // Indented one level; the empty line of an empty object's pretty form dropped.
+                        try out.append(
+                            (first ? "\n  " : ",\n  ") + text.split(separator: "\n").joined(separator: "\n  "))
+                    }
+                    if first { try out.flush() }
                     first = false
                 }
-                try Terminal.output(Data((first ? "]\n" : "\n]\n").utf8))
+                if json { try out.append(first ? "]\n" : "\n]\n") }
+                try out.flush()
                 return
             }
             print(Table.header)
@@ -187,10 +217,36 @@ extension AssetCat {
             commandName: "rm", abstract: "Delete assets; their files go only after the deletion has committed.")
 
         @OptionGroup var options: CatalogOption
-        @Argument(help: "Asset IDs or names.") var assets: [String]
+        @Argument(help: "Asset IDs or names.") var assets: [String] = []
+        @Option(help: "Every asset with this tag (and the members of archives among them), in one deletion.")
+        var tag: String?
         @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
 
+        func validate() throws {
+            if tag == nil && assets.isEmpty { throw ValidationError("Give asset IDs or names, or --tag TAG.") }
+            if tag != nil && !assets.isEmpty {
+                throw ValidationError("Give asset IDs or names, or --tag TAG, not both.")
+            }
+        }
+
         func run(_ catalog: Catalog) async throws {
+            if let tag {
+                // Listed a page at a time; deleted in one set-based statement (no objects loaded).
+                let query = AssetQuery(tag: tag)
+                var count = 0
+                if dryRun {
+                    try catalog.forEachAsset(query) { a in
+                        print("would remove \(a.id)  \(DisplayText.quoted(a.name))")
+                        count += 1
+                    }
+                } else {
+                    count = try catalog.removeAll(query)
+                }
+                print(
+                    "\(dryRun ? "would remove" : "removed") \(plural(count, "asset")) tagged \(DisplayText.quoted(tag))"
+                )
+                return
+            }
             let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }

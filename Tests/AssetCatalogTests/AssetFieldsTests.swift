@@ -61,3 +61,22 @@ struct AssetFieldsTests {
         #expect(try decoder.decode([AssetRecord].self, from: again) == records)
     }
 }
+
+/// `AssetRecord.Field`: the names `ls --fields` accepts, and a record encoded with some of them.
+@Suite struct AssetRecordFieldTests {
+    @Test func listParsesNamesInOrderWithoutRepeats() throws {
+        #expect(try AssetRecord.Field.list("name, id,name") == [.name, .id])
+        #expect(AssetRecord.Field.allCases.count == 13)
+        #expect(throws: CatalogError.self) { try AssetRecord.Field.list("") }
+        do {
+            _ = try AssetRecord.Field.list("id,Size")
+            Issue.record("accepted a wrong case")
+        } catch let error as CatalogError {
+            #expect(error.code == .invalidArgument)
+            #expect(
+                error.message
+                    == "Unknown field 'Size' in --fields; valid fields: id, name, kind, size, sha256, storage, path, "
+                    + "archive, member, tags, created, modified, metadata")
+        }
+    }
+}

@@ -43,6 +43,32 @@ import Testing
         #expect(try catalog.assets().map(\.id) == [kept.id])
     }
 
+    @Test func killedInTheMiddleOfASweepPageTheNextOpenFinishesIt() async throws {
+        let t = try TestCatalog()
+        let (kept, shared, doomed): (AssetRecord, AssetRecord, [AssetRecord])
+        do {
+            let catalog = try t.create()
+            let added = try await catalog.add(
+                [try t.file("keep.txt", "shared"), try t.file("copy.txt", "shared")]
+                    + (0..<4).map { try t.file("go\($0).txt", "go \($0)") }
+            ).added
+            (kept, shared, doomed) = (added[0], added[1], Array(added[2...]))
+            catalog.close()
+        }
+        // One page of five plans (one for content still in use): the process dies before the
+        // third unlink, after two, inside the page's transaction.
+        let run = try await t.run(
+            ["rm", "\(shared.id)"] + doomed.map { "\($0.id)" },
+            environment: ["ASSETCAT_FAULT": "before-unlink", "ASSETCAT_FAULT_AT": "3"])
+        #expect(run.status == 86)
+        #expect(doomed.filter { t.hasObject($0.sha256) }.count == 2)
+        let catalog = try t.open()  // the plans stayed: the open finishes the page
+        #expect(doomed.allSatisfy { !t.hasObject($0.sha256) })
+        #expect(t.hasObject(kept.sha256))  // still used by keep.txt
+        #expect(try catalog.assets().map(\.id) == [kept.id])
+        #expect(try catalog.stats().pendingRemovals == 0)
+    }
+
     @Test func killedBetweenStagingAndCommitTheNextOpenClearsStaging() async throws {
         let t = try TestCatalog()
         try t.create().close()
