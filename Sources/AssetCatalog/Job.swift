@@ -81,18 +81,25 @@ final class SubmittedAssets {
 
     /// Throws ``JobQueue/noSuchAsset(_:)`` for the lowest ID that no asset has.
     func check(_ reader: TransactionReader) throws {
-        let sorted = ids.sorted()
-        for start in stride(from: 0, to: sorted.count, by: 500) {
-            let chunk = sorted[start..<min(start + 500, sorted.count)]
-            let objectIDs = chunk.map { ManagedObjectID(entityName: Asset.entityName, rowID: $0) }
-            guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs))) < chunk.count else {
-                continue
-            }
-            for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
-                throw JobQueue.noSuchAsset(id.rowID)
-            }
+        if let missing = try lowestMissingAsset(among: ids, reader) { throw JobQueue.noSuchAsset(missing) }
+    }
+}
+
+/// The lowest of `ids` that no asset has, counted 500 at a time (one ID at a time only in a
+/// chunk that misses one); `nil` when every asset is there.
+private func lowestMissingAsset(among ids: Set<Int64>, _ reader: TransactionReader) throws -> Int64? {
+    let sorted = ids.sorted()
+    for start in stride(from: 0, to: sorted.count, by: 500) {
+        let chunk = sorted[start..<min(start + 500, sorted.count)]
+        let objectIDs = chunk.map { ManagedObjectID(entityName: Asset.entityName, rowID: $0) }
+        guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs))) < chunk.count else {
+            continue
+        }
+        for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
+            return id.rowID
         }
     }
+    return nil
 }
 
 /// The assets of the results one save writes, checked once for the whole save under the
@@ -103,16 +110,8 @@ final class ResultAssets {
 
     /// Throws for the lowest ID that no asset has.
     func check(_ reader: TransactionReader) throws {
-        let sorted = ids.sorted()
-        for start in stride(from: 0, to: sorted.count, by: 500) {
-            let chunk = sorted[start..<min(start + 500, sorted.count)]
-            let objectIDs = chunk.map { ManagedObjectID(entityName: Asset.entityName, rowID: $0) }
-            guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs))) < chunk.count else {
-                continue
-            }
-            for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
-                throw CatalogError(.notFound, "Asset \(id.rowID) was deleted; the job's result is dropped")
-            }
+        if let missing = try lowestMissingAsset(among: ids, reader) {
+            throw CatalogError(.notFound, "Asset \(missing) was deleted; the job's result is dropped")
         }
     }
 }
