@@ -126,6 +126,14 @@ public final class JobQueue: JobProvider, Sendable {
         var watchesStore = true
         /// How often other processes' commits are polled for while jobs run (also with a watch).
         var externalCheckInterval = JobQueue.externalCheckInterval
+        /// Claims whose jobs are not all registered as running yet.
+        var claimsUnderWay = 0
+        /// A check of other processes' commits ran while a claim was under way: the jobs it
+        /// claimed were not among those checked, so the next check looks again even if the
+        /// store has not changed since.
+        var recheckExternal = false
+        /// Runs between a claim's commit and the registration of its jobs (for tests).
+        var afterClaim: (@Sendable () -> Void)?
     }
 
     /// A succeeded run whose result waits for a grouped commit.
@@ -176,6 +184,13 @@ public final class JobQueue: JobProvider, Sendable {
     var externalPollInterval: TimeInterval {
         get { state.withLock { $0.externalCheckInterval } }
         set { state.withLock { $0.externalCheckInterval = newValue } }
+    }
+
+    /// Runs between each claim's commit and the registration of its jobs as running (for
+    /// tests: a deletion another process commits in that window).
+    var afterClaim: (@Sendable () -> Void)? {
+        get { state.withLock { $0.afterClaim } }
+        set { state.withLock { $0.afterClaim = newValue } }
     }
 
     /// How many times the background worker's loop has turned (for tests).
@@ -696,6 +711,16 @@ public final class JobQueue: JobProvider, Sendable {
             return (s.processors, Array(s.held.keys), s.running.keys.map(jobObjectID), first, wanted)
         }
         guard wanted > 0 else { return 0 }
+        // From before the claim's transaction until its jobs are registered: a deletion another
+        // process commits meanwhile is checked again once they are (``checkExternalChanges()``).
+        state.withLock { $0.claimsUnderWay += 1 }
+        defer {
+            let recheck = state.withLock { s -> Bool in
+                s.claimsUnderWay -= 1
+                return s.claimsUnderWay == 0 && s.recheckExternal
+            }
+            if recheck { checkExternalChanges() }
+        }
         let claimed: [(JobRecord, AssetRecord, String)]
         do {
             claimed = try catalog.storeErrors {
@@ -742,7 +767,13 @@ public final class JobQueue: JobProvider, Sendable {
         } catch let error as CatalogError where (error.cause as? PersistenceError)?.code == .conflict {
             return 0  // other processes keep claiming the same rows: the next turn tries again
         }
-        if !claimed.isEmpty { state.withLock { $0.claimCommits += 1 } }
+        if !claimed.isEmpty {
+            let hook = state.withLock { s -> (@Sendable () -> Void)? in
+                s.claimCommits += 1
+                return s.afterClaim
+            }
+            hook?()
+        }
         var started = 0
         for (job, asset, token) in claimed {
             if start(
@@ -1111,10 +1142,18 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Cancels running jobs whose asset another process deleted, or whose row
     /// another process cancelled or re-queued.
+    ///
+    /// A commit is seen once (the store's change counter moves on): a check while a claim is
+    /// under way, whose jobs are not registered yet, leaves the next check to look again.
     func checkExternalChanges() {
-        guard let catalog, (try? catalog.container.storeChangedExternally()) == true else { return }
-        let running = state.withLock { $0.running }
-        guard !running.isEmpty else { return }
+        guard let catalog else { return }
+        let changed = (try? catalog.container.storeChangedExternally()) == true
+        let running = state.withLock { s -> [Int64: Running]? in
+            guard changed || s.recheckExternal else { return nil }
+            s.recheckExternal = s.claimsUnderWay > 0
+            return s.running
+        }
+        guard let running, !running.isEmpty else { return }
         // Two reads whatever the number of runs (jobs claimed ahead count too).
         let stale: [Int64] =
             (try? catalog.withContext { context in

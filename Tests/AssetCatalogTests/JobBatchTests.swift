@@ -240,6 +240,35 @@ final class Gate: JobProcessor {
         #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
         #expect(try catalog.jobs.job(id: id)?.error == "its asset was deleted")
     }
+
+    /// Another process's deletion committed between a claim's commit and the registration of
+    /// the claimed job, and the watch's check of it run in that window too (when the job is
+    /// not yet among those it checks): the job is still stopped, by the check the end of the
+    /// claim makes again. Without it the store's change counter is spent and the run goes on.
+    @Test func aDeletionCommittedWhileAClaimIsUnderWayStopsTheClaimedJob() async throws {
+        let (t, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        let processor = UntilCancelled()
+        catalog.jobs.register(processor, as: "until-cancelled")
+        catalog.jobs.externalPollInterval = 3600
+        catalog.jobs.watchesStore = false  // the check below stands for the watch's
+        let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
+        let other = try t.open()
+        defer { other.close() }
+        let fired = Mutex(false)
+        catalog.jobs.afterClaim = { [jobs = catalog.jobs] in
+            guard !fired.withLock({ $0 }) else { return }
+            fired.withLock { $0 = true }
+            _ = try? other.remove(assets[0].id)
+            jobs.checkExternalChanges()  // as the watch would, at the commit
+        }
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await eventually("the claim made") { fired.withLock { $0 } }
+        try await eventually("the run stopped") { catalog.jobs.tasksInFlight == 0 }
+        #expect(processor.cancellations.withLock { $0 } == processor.runs.withLock { $0 })
+        #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
+    }
 }
 
 /// Runs until its task is cancelled, counting runs and cancellations seen.
