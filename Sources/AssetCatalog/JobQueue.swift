@@ -134,6 +134,9 @@ public final class JobQueue: JobProvider, Sendable {
         var recheckExternal = false
         /// Runs between a claim's commit and the registration of its jobs (for tests).
         var afterClaim: (@Sendable () -> Void)?
+        /// Runs (by token) stopped because another process deleted their asset: their row
+        /// says so, whichever of the two processes writes it first.
+        var assetGoneRuns: Set<String> = []
     }
 
     /// A succeeded run whose result waits for a grouped commit.
@@ -851,7 +854,11 @@ public final class JobQueue: JobProvider, Sendable {
         _ job: JobRecord, token: String, outcome: Result<JobOutput, any Error>, summary: SummaryBox,
         progress: (@Sendable (JobRecord) -> Void)?
     ) {
-        let interrupted = state.withLock { s in Self.isInterrupted(&s, job, token) }
+        // Stopped by another process's deletion of its asset: that process marks the row
+        // after its commit, and this one may write it first (below).
+        let (interrupted, assetGone) = state.withLock { s in
+            (Self.isInterrupted(&s, job, token), s.assetGoneRuns.remove(token) != nil)
+        }
         if !interrupted, case .success(let output) = outcome {
             // Written with other runs' results in one transaction; the run ends then.
             commitResult(PendingResult(job: job, token: token, output: output, summary: summary, progress: progress))
@@ -876,6 +883,7 @@ public final class JobQueue: JobProvider, Sendable {
                 guard row.state == .running, row.owner == token else { return }
                 row.state = .cancelled
                 row.owner = nil
+                if assetGone { row.lastError = "its asset was deleted" }
             }
             if final?.state == .cancelled { summary.value.withLock { $0.cancelled += 1 } }
         case .failure(let error as TransientJobError) where job.attempts < attemptLimit(job.kind, recorded: 1):
@@ -1155,7 +1163,7 @@ public final class JobQueue: JobProvider, Sendable {
         }
         guard let running, !running.isEmpty else { return }
         // Two reads whatever the number of runs (jobs claimed ahead count too).
-        let stale: [Int64] =
+        let stale: [(job: Int64, assetGone: Bool)] =
             (try? catalog.withContext { context in
                 var rows: [Int64: Job] = [:]
                 for row in try context.fetch(FetchRequest<Job>(predicate: .objectIDs(running.keys.map(jobObjectID)))) {
@@ -1166,13 +1174,18 @@ public final class JobQueue: JobProvider, Sendable {
                 }
                 let present = Set(
                     try context.fetchObjectIDs(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))).map(\.rowID))
-                return running.compactMap { jobID, run -> Int64? in
+                return running.compactMap { jobID, run -> (Int64, Bool)? in
                     let job = rows[jobID]
-                    return job?.state != .running || job?.owner != run.token || !present.contains(run.assetID)
-                        ? jobID : nil
+                    let assetGone = !present.contains(run.assetID)
+                    return job?.state != .running || job?.owner != run.token || assetGone ? (jobID, assetGone) : nil
                 }
             }) ?? []
-        for jobID in stale { running[jobID]?.task.cancel() }
+        state.withLock { s in
+            for (jobID, assetGone) in stale where assetGone {
+                if let token = running[jobID]?.token { s.assetGoneRuns.insert(token) }
+            }
+        }
+        for (jobID, _) in stale { running[jobID]?.task.cancel() }
     }
 
     // MARK: - Helpers

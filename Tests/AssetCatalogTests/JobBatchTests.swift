@@ -2,6 +2,7 @@ import AssetCatalogTestSupport
 import Foundation
 import Persistence
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -268,6 +269,36 @@ final class Gate: JobProcessor {
         try await eventually("the run stopped") { catalog.jobs.tasksInFlight == 0 }
         #expect(processor.cancellations.withLock { $0 } == processor.runs.withLock { $0 })
         #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
+    }
+
+    /// A run stopped because another process deleted its asset says so in its row, even when
+    /// this process writes the row before that one marks it — here, never: the deletion is
+    /// made as a process that dies right after its commit leaves it (the row not marked).
+    @Test func aRunStoppedByAnotherProcesssDeletionSaysWhyInItsRow() async throws {
+        let (t, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        let processor = UntilCancelled()
+        catalog.jobs.register(processor, as: "until-cancelled")
+        catalog.jobs.externalPollInterval = 3600
+        catalog.jobs.watchesStore = false  // the check below stands for the watch's
+        let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await eventually("the job running") { processor.runs.withLock { $0 } == 1 }
+        let deletion = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "c.execute('DELETE FROM Asset WHERE id = ?', (int(sys.argv[2]),)); c.commit()",
+                t.root.appending(path: "catalog.sqlite").path, assets[0].id.description,
+            ])
+        #expect(deletion.termination == .exited(0), "\(deletion.stderrText)")
+        catalog.jobs.checkExternalChanges()
+        try await eventually("the run ended") { catalog.jobs.tasksInFlight == 0 }
+        let job = try catalog.jobs.job(id: id)
+        #expect(job?.state == .cancelled)
+        #expect(job?.error == "its asset was deleted")
     }
 }
 
