@@ -196,6 +196,9 @@ public final class JobQueue: JobProvider, Sendable {
         set { state.withLock { $0.afterClaim = newValue } }
     }
 
+    /// Claims whose jobs are not all registered as running yet (for tests).
+    var claimsUnderWay: Int { state.withLock { $0.claimsUnderWay } }
+
     /// How many times the background worker's loop has turned (for tests).
     var workerTurns: Int { state.withLock { $0.workerTurns } }
 

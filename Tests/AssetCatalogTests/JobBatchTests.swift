@@ -265,8 +265,11 @@ final class Gate: JobProcessor {
         }
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        try await eventually("the claim made") { fired.withLock { $0 } }
-        try await eventually("the run stopped") { catalog.jobs.tasksInFlight == 0 }
+        // Once the claim is over (its job registered, the hook's deletion and check done),
+        // the run must end: without a second look it would go on until the queue stops.
+        try await eventually("the claim made, and its run ended") {
+            fired.withLock { $0 } && catalog.jobs.claimsUnderWay == 0 && catalog.jobs.tasksInFlight == 0
+        }
         #expect(processor.cancellations.withLock { $0 } == processor.runs.withLock { $0 })
         #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
     }
