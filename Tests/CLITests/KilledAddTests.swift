@@ -91,7 +91,8 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
             environment: ["ASSETCAT_FAULT": "slow-ingest"])
         let staging = t.root.appending(path: "staging").path
         let staged = try await offThePool {
-            let deadline = Date().addingTimeInterval(30)
+            // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
+            let deadline = Date().addingTimeInterval(120)
             let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries }
             while Date() < deadline, !staged() { usleep(1000) }
             process.signal(SIGTERM)
