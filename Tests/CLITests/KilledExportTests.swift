@@ -98,8 +98,10 @@ import Testing
             // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
             let deadline = Date().addingTimeInterval(120)
             while Date() < deadline, !started() { usleep(1000) }
+            // Judged before the signal: once it has it, the process removes what it began.
+            let seen = started()
             process.signal(signal)
-            return started()
+            return seen
         }
         #expect(opened)
         let run = try await process.finish()
