@@ -436,6 +436,7 @@ public final class Catalog: Sendable {
         BuiltInProcessors.register(on: jobs)
         guard !readOnly else { return }
         jobs.recoverAbandoned()  // a dead worker's jobs show as queued, not running
+        content.removeAbandonedStaging()  // after: a dead worker's lock file says which of its jobs ran
         do {
             let finished = try runtime.sweep()
             if finished > 0 { options.logger.info("finished \(finished) removals left pending by an earlier process") }

@@ -59,7 +59,6 @@ final class ContentStore: Sendable {
         objects = root + "/objects"
         staging = root + "/staging"
         for directory in [objects, staging] { try Self.makeDirectory(directory) }
-        Self.removeAbandonedStaging(in: staging)
         let owner = "\(getpid())-\(UUID().uuidString.prefix(8))"
         ownStaging = staging + "/" + owner
         // The lock file is created under another name, locked, then renamed:
@@ -141,6 +140,52 @@ final class ContentStore: Sendable {
             return false
         }
         return true
+    }
+
+    // MARK: - Run slots
+
+    /// Records in this process's lock file that the job run numbered `run` holds slot
+    /// `slot` (0: the slot is free): the 8 bytes at `slot * 8`, little-endian. No sync:
+    /// the file outlives a killed process (not a machine crash), and a process that finds
+    /// this one dead reads it (``runsInSlots(of:)``) to tell the runs that started from
+    /// those only claimed ahead.
+    func markSlot(_ slot: Int, run: Int64) {
+        guard !isReadOnly else { return }
+        var value = run.littleEndian
+        // Under the lock ``release()`` takes before it closes the file: never a descriptor
+        // closed meanwhile and reused for another file.
+        isClosed.withLock { closed in
+            guard !closed else { return }
+            _ = withUnsafeBytes(of: &value) { pwrite(lockDescriptor, $0.baseAddress, 8, off_t(slot * 8)) }
+        }
+    }
+
+    /// The runs that held a slot when `owner`, a process that is gone, died: read from its
+    /// lock file; nil when that file is gone or cannot be read (then every run it held
+    /// is taken to have started).
+    func runsInSlots(of owner: String) -> Set<Int64>? {
+        let fd = open(staging + "/" + owner + ".lock", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 1 << 20 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count == bytes.count else { return nil }
+        var runs = Set<Int64>()
+        for offset in stride(from: 0, to: count - count % 8, by: 8) {
+            let run = bytes[offset..<offset + 8].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            if run != 0 { runs.insert(run) }
+        }
+        return runs
+    }
+
+    /// Removes the staging folders of processes that are gone (``removeAbandonedStaging(in:)``).
+    /// A catalog does this after its queue has recovered their jobs: their lock files say
+    /// which of their runs had started.
+    func removeAbandonedStaging() {
+        guard !isReadOnly else { return }
+        Self.removeAbandonedStaging(in: staging)
     }
 
     /// Removes the staging folders whose owner process is gone (its lock is

@@ -65,7 +65,8 @@ public struct JobRetention: Sendable, Hashable {
 ///   a success is reported (event, summary) only once its commit is durable.
 /// - A process killed while running jobs leaves them `running`, with those it
 ///   had claimed ahead; the next open, in any process, queues them again (each
-///   such crash counts as an attempt, for the jobs claimed ahead too).
+///   such crash counts as an attempt for the jobs that had started, not for those
+///   only claimed ahead).
 public final class JobQueue: JobProvider, Sendable {
     struct Running {
         var assetID: Int64
@@ -830,15 +831,20 @@ public final class JobQueue: JobProvider, Sendable {
             }
             s.tasksInFlight += 1
             let slots = self.slots
+            let content = catalog.content
+            let run = Self.runNumber(of: token) ?? 0
             let task = Task { [weak self] in
                 let outcome: Result<JobOutput, any Error>
-                if await slots.acquire() {
+                if let slot = await slots.acquire() {
+                    // Marked where a process that finds this one dead looks: the run started.
+                    content.markSlot(slot, run: run)
                     do {
                         outcome = .success(try await processor.run(context))
                     } catch {
                         outcome = .failure(error)
                     }
-                    slots.release()
+                    content.markSlot(slot, run: 0)
+                    slots.release(slot)
                 } else {
                     outcome = .failure(CancellationError())  // cancelled while waiting for a slot
                 }
@@ -1089,16 +1095,32 @@ public final class JobQueue: JobProvider, Sendable {
 
     // MARK: - Recovery and other processes
 
-    /// Jobs left running by processes that are gone are queued again (the
-    /// crash counts as an attempt; past the limit they fail).
+    /// The number a run token ends with (`owner#7` → 7).
+    static func runNumber(of token: String) -> Int64? {
+        token.lastIndex(of: "#").flatMap { Int64(token[token.index(after: $0)...]) }
+    }
+
+    /// Jobs left running by processes that are gone are queued again. The crash counts
+    /// as an attempt for the runs that had started (past the limit they fail), not for
+    /// those the process had only claimed ahead: its lock file says which runs held a
+    /// slot (``ContentStore/runsInSlots(of:)``); where that file is gone, every run counts.
     func recoverAbandoned() {
         guard let catalog else { return }
         let content = catalog.content
+        let startedRuns = Locked([String: Set<Int64>?]())
         update(\.state == JobState.running) { job in
             guard let token = job.owner else { return }
             let process = String(token.prefix { $0 != "#" })
             guard process != self.owner, !content.isOwnerAlive(process) else { return }
-            if job.attempts >= self.attemptLimit(job.kind, recorded: job.maxAttempts) {
+            let started = startedRuns.withLock { known in
+                if known[process] == nil { known[process] = .some(content.runsInSlots(of: process)) }
+                return known[process]!
+            }
+            if let started, let run = Self.runNumber(of: token), !started.contains(run) {
+                job.state = .queued  // claimed ahead, never started: the attempt the claim counted is given back
+                job.attempts = max(0, job.attempts - 1)
+                job.lastError = "its worker process died before running it"
+            } else if job.attempts >= self.attemptLimit(job.kind, recorded: job.maxAttempts) {
                 job.state = .failed
                 job.lastError = "its worker process died \(job.attempts) times"
             } else {
@@ -1270,53 +1292,52 @@ public final class JobQueue: JobProvider, Sendable {
 }
 
 /// The queue's concurrency bound: claimed jobs wait here, in claim order, for one of
-/// `limit` slots before their processor runs. A task cancelled while waiting stops
-/// waiting at once, without a slot.
+/// `limit` numbered slots before their processor runs. A task cancelled while waiting
+/// stops waiting at once, without a slot.
 final class RunSlots: Sendable {
     private struct State {
-        var free: Int
+        /// The free slots' numbers.
+        var free: [Int]
         var nextID: UInt64 = 0
-        var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<Int?, Never>)] = []
     }
     private let state: Locked<State>
 
-    init(_ limit: Int) { state = Locked(State(free: limit)) }
+    init(_ limit: Int) { state = Locked(State(free: Array((0..<limit).reversed()))) }
 
-    /// Waits for a slot; false when the task was cancelled first (then it holds none).
-    func acquire() async -> Bool {
+    /// Waits for a slot and returns its number (`0..<limit`); nil when the task was
+    /// cancelled first (then it holds none).
+    func acquire() async -> Int? {
         let id = state.withLock { s -> UInt64 in
             s.nextID += 1
             return s.nextID
         }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let granted = state.withLock { s -> Bool? in
-                    if Task.isCancelled { return false }
-                    if s.free > 0 && s.waiters.isEmpty {
-                        s.free -= 1
-                        return true
-                    }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
+                let granted = state.withLock { s -> Int?? in
+                    if Task.isCancelled { return .some(nil) }
+                    if !s.free.isEmpty && s.waiters.isEmpty { return s.free.removeLast() }
                     s.waiters.append((id, continuation))
                     return nil
                 }
                 if let granted { continuation.resume(returning: granted) }
             }
         } onCancel: {
-            state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            state.withLock { s -> CheckedContinuation<Int?, Never>? in
                 guard let index = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
                 return s.waiters.remove(at: index).continuation
-            }?.resume(returning: false)
+            }?.resume(returning: nil)
         }
     }
 
-    /// Gives a slot back: the longest waiter gets it.
-    func release() {
-        state.withLock { s -> CheckedContinuation<Bool, Never>? in
+    /// Gives slot `slot` back: the longest waiter gets it.
+    func release(_ slot: Int) {
+        state.withLock { s -> CheckedContinuation<Int?, Never>? in
             if s.waiters.isEmpty {
-                s.free += 1
+                s.free.append(slot)
                 return nil
             }
             return s.waiters.removeFirst().continuation
-        }?.resume(returning: true)
+        }?.resume(returning: slot)
     }
 }

@@ -13,7 +13,9 @@ import Testing
     /// An `assetcat jobs run` worker (digest jobs slowed to 20 ms a chunk) claims jobs ahead
     /// of its free slots once it has seen them end quickly: it is killed while it holds more
     /// `running` rows than it runs at once. Every job it held, started or only claimed, runs
-    /// again to completion in the next run, and every asset gets its digest.
+    /// again to completion in the next run, and every asset gets its digest; only the jobs
+    /// that had started spent an attempt (a job allowed one attempt is not failed by a crash
+    /// it never ran in).
     @Test func aWorkerKilledHoldingAClaimedBatchLosesNoJob() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()
@@ -45,8 +47,12 @@ import Testing
         #expect(summary.succeeded == left.count + queued)
         let jobs = try catalog.jobs.list()
         #expect(jobs.count == 200 && jobs.allSatisfy { $0.state == .succeeded })
-        // The crash counts as an attempt for every job the worker held, started or not.
-        #expect(jobs.filter { left.contains($0.id) }.allSatisfy { $0.attempts == 2 })
+        // The crash counts as an attempt for the jobs that had started (at most one a slot),
+        // not for those only claimed ahead: those ran once.
+        let attempts = jobs.filter { left.contains($0.id) }.map(\.attempts)
+        #expect(attempts.allSatisfy { $0 == 1 || $0 == 2 })
+        #expect(attempts.filter { $0 == 2 }.count <= concurrency)
+        #expect(attempts.filter { $0 == 1 }.count >= left.count - concurrency)
         #expect(try catalog.assets().allSatisfy { $0.sha256.count == 64 })
     }
 }

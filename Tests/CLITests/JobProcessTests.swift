@@ -40,12 +40,17 @@ import Testing
     /// happen on a thread of their own: the job lasts about 1.3 s, and a poll
     /// on the concurrency pool, shared with the whole suite, can miss it.
     @discardableResult
-    func whenRunning<T: Sendable>(_ catalog: Catalog, _ action: @escaping @Sendable () throws -> T) async throws -> T? {
+    /// Calls `action` once the job's row is `running` — and, with `reading`, once its run has
+    /// reported progress (a row is `running` from its claim, a little before its run starts).
+    func whenRunning<T: Sendable>(
+        _ catalog: Catalog, reading: Bool = false, _ action: @escaping @Sendable () throws -> T
+    ) async throws -> T? {
         let result = try await offThePool { () throws -> T? in
             // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
             let deadline = Date().addingTimeInterval(120)
             while Date() < deadline {
-                if try catalog.jobs.list([.running]).count == 1 { return try action() }
+                let running = try catalog.jobs.list([.running])
+                if running.count == 1 && (!reading || running[0].progress > 0) { return try action() }
                 usleep(1000)
             }
             return nil
@@ -101,7 +106,7 @@ import Testing
         let (t, asset) = try await catalogWithSlowJob()
         let worker = try startWorker(t)
         let catalog = try t.open()
-        try await whenRunning(catalog) { worker.signal(SIGKILL) }
+        try await whenRunning(catalog, reading: true) { worker.signal(SIGKILL) }
         _ = try await worker.finish()
         #expect(try catalog.jobs.list().first?.state == .running)  // as the dead worker left it
         let summary = try await catalog.jobs.runUntilIdle()  // queues it again, and runs it
