@@ -90,6 +90,14 @@ final class SQLiteStore: PersistentStore {
                 try Self.migrate(db, schema: schema, sql: sql)
                 try Self.recordLinks(db, schema: schema)
             }
+            // Opening the pool wrote to an empty `-wal` (GRDB makes sure of one): copied into
+            // the file now, so that this process, killed before it commits anything, leaves
+            // no commit in the `-wal` that the next open would take for a crash. Never waits.
+            try? pool.writeWithoutTransaction { db in
+                sqlite3_busy_timeout(db.sqliteConnection, 0)
+                defer { sqlite3_busy_timeout(db.sqliteConnection, Int32(busyTimeout * 1000)) }
+                _ = try db.checkpoint(.passive)
+            }
         } catch let missing as SchemaMissing {
             try? pool.close()
             throw .unreadable(missing.reason, cause: missing)
@@ -177,12 +185,15 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Whether the store was left by an unclean shutdown: its `-wal` holds frames (a clean
-    /// close of the last connection checkpoints it and removes it), and no connection, of
-    /// this process or another, has the store open now. SQLite's unix VFS has every
-    /// connection hold a read lock on byte 128 of the `-shm` (its "dead man switch") for as
-    /// long as it is open; `F_GETLK` sees other processes' locks, and this process's stores
-    /// are counted in ``openInProcess``. Two `stat`s and one `fcntl`: no work that grows
+    /// Whether the store was left by an unclean shutdown: its `-wal` holds commits that are
+    /// not in the file yet (a clean close of the last connection checkpoints it and empties
+    /// it; an open checkpoints what it wrote itself, so a reader killed later leaves none),
+    /// and no connection, of this process or another, has the store open now. SQLite's
+    /// unix VFS has every connection hold a read lock on byte 128 of the `-shm` (its "dead
+    /// man switch") for as long as it is open; `F_GETLK` sees other processes' locks, and
+    /// this process's stores are counted in ``openInProcess``. Then the `-shm`'s index says
+    /// how many frames the `-wal` holds and how many are in the file
+    /// (``walHoldsUncheckpointedCommits(_:shm:)``). A few small reads: no work that grows
     /// with the store.
     private static func leftByUncleanShutdown(_ url: URL) -> Bool {
         var info = stat()
@@ -197,7 +208,42 @@ final class SQLiteStore: PersistentStore {
         lock.l_start = 128
         lock.l_len = 1
         guard fcntl(fd, F_GETLK, &lock) == 0 else { return false }
-        return lock.l_type == Int16(F_UNLCK)
+        guard lock.l_type == Int16(F_UNLCK) else { return false }
+        return walHoldsUncheckpointedCommits(url.path + "-wal", shm: fd)
+    }
+
+    /// Whether the `-wal` at `wal` holds frames that are not in the database file, as the
+    /// `-shm` (open as `shm`) left by its last connection says: its WAL-index header (the
+    /// first of its two copies; native byte order) counts the frames (`mxFrame`, at byte 16)
+    /// and its checkpoint record those copied into the file (`nBackfill`, at byte 96). A
+    /// commit whose frames reached the `-wal` but not the index would follow the last
+    /// indexed frame with the `-wal`'s salt (big-endian, at byte 16 of the `-wal` header and
+    /// byte 8 of a frame header). Anything unreadable or inconsistent counts as holding some.
+    private static func walHoldsUncheckpointedCommits(_ wal: String, shm: Int32) -> Bool {
+        var index = [UInt8](repeating: 0, count: 136)
+        guard index.withUnsafeMutableBytes({ pread(shm, $0.baseAddress, 136, 0) }) == 136,
+            index[12] == 1, index[0..<48] == index[48..<96]
+        else { return true }
+        func native(_ offset: Int) -> UInt32 {
+            index.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self) }
+        }
+        let (frames, backfilled) = (native(16), native(96))
+        guard frames == backfilled else { return true }
+        let fd = open(wal, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return true }
+        defer { _ = Glibc.close(fd) }
+        var header = [UInt8](repeating: 0, count: 32)
+        guard header.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, 32, 0) }) == 32 else {
+            return frames != 0  // no header: no commit, unless the index counts some
+        }
+        func bigEndian(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
+            bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
+        }
+        let pageSize = Int(bigEndian(header, 8))
+        var next = [UInt8](repeating: 0, count: 24)
+        let offset = off_t(32 + Int(frames) * (24 + pageSize))
+        guard next.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, 24, offset) }) == 24 else { return false }
+        return bigEndian(next, 8) == bigEndian(header, 16) && bigEndian(next, 12) == bigEndian(header, 20)
     }
 
     /// One read-only connection; where the file system refuses the `-shm`
@@ -376,8 +422,8 @@ final class SQLiteStore: PersistentStore {
             try db.execute(
                 sql: """
                     INSERT INTO _persistence_sequence (entity, next) VALUES (?, 1) ON CONFLICT (entity) DO NOTHING;
-                    UPDATE _persistence_sequence SET next = max(next, (SELECT IFNULL(MAX(id), 0) + 1 FROM \(table)))
-                    WHERE entity = ?;
+                    UPDATE _persistence_sequence SET next = (SELECT IFNULL(MAX(id), 0) + 1 FROM \(table))
+                    WHERE entity = ? AND next < (SELECT IFNULL(MAX(id), 0) + 1 FROM \(table));
                     """, arguments: [entity.name, entity.name])
         }
     }
@@ -390,14 +436,26 @@ final class SQLiteStore: PersistentStore {
                 destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property));
                 """)
         for entity in schema.entities {
-            try db.execute(sql: "DELETE FROM \(linksTable) WHERE entity = ?", arguments: [entity.name])
+            var wanted: [[String]] = []
             for property in entity.properties {
                 guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
                     continue
                 }
+                wanted.append([property.name, destination, rule.rawValue])
+            }
+            // Written only when they changed: an open that changes nothing writes nothing, so a
+            // reader killed later leaves no frames in the `-wal` (which the next open would
+            // take for an unclean shutdown, and check the whole store for).
+            let recorded = try Row.fetchAll(
+                db, sql: "SELECT property, destination, rule FROM \(linksTable) WHERE entity = ? ORDER BY property",
+                arguments: [entity.name]
+            ).map { row -> [String] in [row[0], row[1], row[2]] }
+            guard recorded != wanted.sorted(by: { $0[0] < $1[0] }) else { continue }
+            try db.execute(sql: "DELETE FROM \(linksTable) WHERE entity = ?", arguments: [entity.name])
+            for link in wanted {
                 try db.execute(
                     sql: "INSERT INTO \(linksTable) (entity, property, destination, rule) VALUES (?, ?, ?, ?)",
-                    arguments: [entity.name, property.name, destination, rule.rawValue])
+                    arguments: [entity.name, link[0], link[1], link[2]])
             }
         }
     }

@@ -187,6 +187,39 @@ final class Bulk: ManagedObject {
         #expect(error?.quarantine != nil)
     }
 
+    /// A process killed after it only read (`ls | head`) leaves no sign of a crash, though
+    /// its open wrote to the `-wal` (GRDB makes sure of a non-empty one): the open copied
+    /// that into the file, so the next open does not check every page. One killed after a
+    /// commit still does. The files a killed process leaves are copies, here, of those of
+    /// a store open in this process (which no process holds open).
+    @Test(arguments: [false, true]) func aProcessKilledAfterItReadLeavesNoSignOfACrash(committed: Bool) throws {
+        let (directory, url) = try largeStore()
+        let container = try PersistentContainer(storeURL: url, schema: try Schema([Bulk.self]))
+        defer { container.close() }
+        let context = container.newBackgroundContext()
+        #expect(try context.count(for: FetchRequest<Bulk>()) > 0)
+        if committed {
+            Bulk(context: context).n = -1
+            try context.save()
+        }
+        let copy = directory.appending(path: "copy.sqlite")
+        for suffix in ["", "-wal", "-shm"] {
+            try FileManager.default.copyItem(atPath: url.path + suffix, toPath: copy.path + suffix)
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: copy.path + "-wal")[.size] as? Int ?? 0 > 0)
+        try damageMiddlePage(of: copy)
+        if committed {
+            let error = #expect(throws: PersistenceError.self) {
+                try PersistentContainer(storeURL: copy, schema: try Schema([Bulk.self]))
+            }
+            #expect(error?.code == .storeUnreadable)
+        } else {
+            let again = try PersistentContainer(storeURL: copy, schema: try Schema([Bulk.self]))
+            again.close()
+            #expect(!again.storeWasResetOnLoad)
+        }
+    }
+
     /// A `-wal` that a store open in this process keeps is no sign of an unclean shutdown:
     /// a second open does not check every page.
     @Test func aWalThatAnOpenStoreKeepsIsNotAnUncleanShutdown() throws {
