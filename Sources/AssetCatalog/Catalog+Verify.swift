@@ -145,11 +145,8 @@ extension Catalog {
                 let count = count ?? TallyCount(key: wrong.key, count: 0, total: 0)
                 return "\(count.count) (\(count.total) bytes)"
             }
-            var line = "statistics: \(what) were recorded as \(text(wrong.recorded)), counted \(text(wrong.counted))"
-            if wrong.recorded == wrong.counted {
-                line = "statistics: \(what): \(wrong.wrongValues) contents were counted wrong"
-            }
-            return line + (fix ? "; fixed" : "; not fixed (the catalog is read-only)")
+            return "statistics: \(what) were recorded as \(text(wrong.recorded)), counted \(text(wrong.counted))"
+                + (fix ? "; fixed" : "; not fixed (the catalog is read-only)")
         }
     }
 

@@ -92,14 +92,13 @@ extension SQLiteStore {
                 }
                 let stored = "(SELECT * FROM main.\(Self.talliesTable) WHERE entity = ?)"
                 let counted = "(SELECT * FROM temp._persistence_counted WHERE entity = ?)"
-                // Tallies' own counts, one by one (few keys); distinct tallies' per-value
-                // counts, as how many were wrong.
+                // One by one: tallies have few keys.
                 let rows = try Row.fetchAll(
                     db,
                     sql: """
                         SELECT IFNULL(s.tally, c.tally), IFNULL(s.key, c.key), s.n, s.total, c.n, c.total
                         FROM \(stored) AS s FULL OUTER JOIN \(counted) AS c ON s.tally = c.tally AND s.key = c.key
-                        WHERE (s.n IS NOT c.n OR s.total IS NOT c.total) AND IFNULL(s.tally, c.tally) NOT LIKE '%#values'
+                        WHERE (s.n IS NOT c.n OR s.total IS NOT c.total)
                         ORDER BY 1, 2
                         """, arguments: [entity.name, entity.name])
                 for row in rows {
@@ -112,29 +111,6 @@ extension SQLiteStore {
                             entity: entity.name, tally: row[0], key: row[1],
                             recorded: sn.map { TallyCount(key: row[1], count: $0, total: st ?? 0) },
                             counted: cn.map { TallyCount(key: row[1], count: $0, total: ct ?? 0) }))
-                }
-                for tally in tallies where tally.distinct != nil {
-                    let wrong =
-                        try Int.fetchOne(
-                            db,
-                            sql: """
-                                SELECT count(*) FROM \(stored) AS s FULL OUTER JOIN \(counted) AS c
-                                ON s.tally = c.tally AND s.key = c.key
-                                WHERE IFNULL(s.tally, c.tally) = ? AND (s.n IS NOT c.n OR s.total IS NOT c.total)
-                                """, arguments: [entity.name, entity.name, tally.valuesName]) ?? 0
-                    guard wrong > 0 else { continue }
-                    if let i = found.firstIndex(where: { $0.entity == entity.name && $0.tally == tally.name }) {
-                        found[i].wrongValues = wrong
-                    } else {
-                        let own = try Row.fetchOne(
-                            db, sql: "SELECT n, total FROM temp._persistence_counted WHERE entity = ? AND tally = ?",
-                            arguments: [entity.name, tally.name])
-                        let count = own.map { TallyCount(key: "", count: $0[0], total: $0[1]) }
-                        found.append(
-                            TallyDiscrepancy(
-                                entity: entity.name, tally: tally.name, key: "", recorded: count, counted: count,
-                                wrongValues: wrong))
-                    }
                 }
                 guard fix, found.contains(where: { $0.entity == entity.name }) else { continue }
                 try db.execute(sql: "DELETE FROM main.\(Self.talliesTable) WHERE entity = ?", arguments: [entity.name])
@@ -160,8 +136,8 @@ extension SQLiteStore {
     private static func triggers(_ entity: String, table: String, _ tallies: [ResolvedTally]) -> [(String, String)] {
         let names = ["insert", "delete", "update"].map { "_persistence_tally_\(entity)_\($0)" }
         guard !tallies.isEmpty else { return names.map { ($0, "") } }
-        let add = tallies.map { addSQL(entity, $0, row: "NEW") }.joined()
-        let remove = tallies.map { removeSQL(entity, $0, row: "OLD") }.joined()
+        let add = tallies.map { addSQL(entity, $0, table: table, row: "NEW") }.joined()
+        let remove = tallies.map { removeSQL(entity, $0, table: table, row: "OLD") }.joined()
         var columns: [String] = []
         for tally in tallies {
             for column in [tally.key, tally.sum, tally.distinct, tally.filter?.column].compactMap({ $0 })
@@ -203,53 +179,48 @@ extension SQLiteStore {
         }
     }
 
-    private static func addSQL(_ entity: String, _ tally: ResolvedTally, row: String) -> String {
+    /// Whether no other row than `row` holds `row`'s value of a distinct tally's column
+    /// among the rows its filter selects: a probe of the entity's own table (of the index
+    /// on that column, which a distinct tally needs).
+    private static func alone(_ tally: ResolvedTally, _ column: String, table: String, row: String) -> String {
+        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+        return "NOT EXISTS (SELECT 1 FROM \(table) AS o WHERE o.\(quote(column)) = \(row).\(quote(column))\(filter) "
+            + "AND o.\"id\" <> \(row).\"id\")"
+    }
+
+    private static func addSQL(_ entity: String, _ tally: ResolvedTally, table: String, row: String) -> String {
         let t = talliesTable
         let e = literal(.text(entity))
         let name = literal(.text(tally.name))
         let sum = sumExpression(tally, row: row)
-        let cond = condition(tally, row: row)
-        guard let distinct = tally.distinct else {
-            let key = keyExpression(tally.key, row: row)
-            return """
-                 INSERT INTO \(t) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), 1, \(sum) WHERE \(cond) \
-                ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + 1, total = total + excluded.total;
-                """
+        var cond = condition(tally, row: row)
+        var key = keyExpression(tally.key, row: row)
+        if let distinct = tally.distinct {
+            // Counted by the first row with the value.
+            cond += " AND " + alone(tally, distinct, table: table, row: row)
+            key = "''"
         }
-        let values = literal(.text(tally.valuesName))
-        let key = keyExpression(distinct, row: row)
         return """
-             INSERT INTO \(t) (entity, tally, key, n, total) SELECT \(e), \(name), '', 1, \(sum) WHERE \(cond) \
-            AND NOT EXISTS (SELECT 1 FROM \(t) WHERE entity = \(e) AND tally = \(values) AND key = \(key)) \
-            ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + 1, total = total + excluded.total; \
-            INSERT INTO \(t) (entity, tally, key, n, total) SELECT \(e), \(values), \(key), 1, \(sum) WHERE \(cond) \
-            ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + 1;
+             INSERT INTO \(t) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), 1, \(sum) WHERE \(cond) \
+            ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + 1, total = total + excluded.total;
             """
     }
 
-    private static func removeSQL(_ entity: String, _ tally: ResolvedTally, row: String) -> String {
+    private static func removeSQL(_ entity: String, _ tally: ResolvedTally, table: String, row: String) -> String {
         let t = talliesTable
         let e = literal(.text(entity))
         let name = literal(.text(tally.name))
-        let cond = condition(tally, row: row)
-        guard let distinct = tally.distinct else {
-            let key = keyExpression(tally.key, row: row)
-            let here = "entity = \(e) AND tally = \(name) AND key = \(key)"
-            return """
-                 UPDATE \(t) SET n = n - 1, total = total - \(sumExpression(tally, row: row)) WHERE \(here) AND \(cond); \
-                DELETE FROM \(t) WHERE \(here) AND n = 0;
-                """
+        var cond = condition(tally, row: row)
+        var key = keyExpression(tally.key, row: row)
+        if let distinct = tally.distinct {
+            // Uncounted by the last row with the value.
+            cond += " AND " + alone(tally, distinct, table: table, row: row)
+            key = "''"
         }
-        let values = literal(.text(tally.valuesName))
-        let key = keyExpression(distinct, row: row)
-        let value = "entity = \(e) AND tally = \(values) AND key = \(key)"
-        let own = "entity = \(e) AND tally = \(name) AND key = ''"
+        let here = "entity = \(e) AND tally = \(name) AND key = \(key)"
         return """
-             UPDATE \(t) SET n = n - 1 WHERE \(value) AND \(cond); \
-            UPDATE \(t) SET n = n - 1, total = total - (SELECT v.total FROM \(t) AS v WHERE v.\(value)) \
-            WHERE \(own) AND \(cond) AND EXISTS (SELECT 1 FROM \(t) AS v WHERE v.\(value) AND v.n = 0); \
-            DELETE FROM \(t) WHERE \(value) AND n = 0; \
-            DELETE FROM \(t) WHERE \(own) AND n = 0;
+             UPDATE \(t) SET n = n - 1, total = total - \(sumExpression(tally, row: row)) WHERE \(here) AND \(cond); \
+            DELETE FROM \(t) WHERE \(here) AND n = 0;
             """
     }
 
@@ -269,9 +240,7 @@ extension SQLiteStore {
                 continue
             }
             let key = keyExpression(distinct, row: table)
-            let values =
-                "SELECT \(key) AS k, count(*) AS n, max(\(sum)) AS total FROM \(table) WHERE \(cond) GROUP BY 1"
-            selects.append("SELECT \(e), \(literal(.text(tally.valuesName))), k, n, total FROM (\(values))")
+            let values = "SELECT \(key) AS k, max(\(sum)) AS total FROM \(table) WHERE \(cond) GROUP BY 1"
             selects.append(
                 "SELECT \(e), \(name), '', count(*), IFNULL(sum(total), 0) FROM (\(values)) HAVING count(*) > 0")
         }

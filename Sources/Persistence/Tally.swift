@@ -51,7 +51,8 @@ public struct Tally {
 
     /// Counts the distinct values of `value` among the rows whose `filter` is `equal`, and
     /// sums `summing` once per distinct value (the rows that share a value are expected to
-    /// agree on it). Read under the key `""`.
+    /// agree on it). Read under the key `""`. Each write of a row looks for another row
+    /// with the same value: declare `value` indexed (``AttributeOptions/indexed``).
     public static func distinct<Root: ManagedObject, Filter: AttributeValue>(
         _ name: String, of value: PartialKeyPath<Root>, summing: KeyPath<Root, Int64>? = nil,
         where filter: KeyPath<Root, Filter>, is equal: Filter
@@ -90,19 +91,12 @@ public struct TallyDiscrepancy: Sendable, Hashable, CustomStringConvertible {
     public var recorded: TallyCount?
     /// What the rows count (`nil`: no row has this key).
     public var counted: TallyCount?
-    /// For a ``Tally/distinct(_:of:summing:where:is:)`` tally: how many of its values were
-    /// counted wrong (0 otherwise).
-    public var wrongValues: Int = 0
-
     /// One line naming what was wrong.
     public var description: String {
         func text(_ count: TallyCount?) -> String {
             count.map { "\($0.count) (total \($0.total))" } ?? "nothing"
         }
         let what = "\(entity) \(tally)" + (key.isEmpty ? "" : " '\(key)'")
-        if recorded == counted {
-            return "\(what): \(wrongValues) of its values counted wrong"
-        }
         return "\(what): recorded \(text(recorded)), counted \(text(counted))"
     }
 }
@@ -114,9 +108,6 @@ struct ResolvedTally {
     let sum: String?
     let distinct: String?
     let filter: (column: String, value: StoreValue)?
-
-    /// The name of the per-value counts a distinct tally keeps beside its own.
-    var valuesName: String { name + "#values" }
 }
 
 extension EntityDescription {
@@ -136,8 +127,8 @@ extension EntityDescription {
         }
         var names = Set<String>()
         return try objectType.tallies.map { tally in
-            guard !tally.name.contains("#"), names.insert(tally.name).inserted else {
-                throw PersistenceError(.misuse, "\(name) declares the tally '\(tally.name)' twice, or with a '#'")
+            guard names.insert(tally.name).inserted else {
+                throw PersistenceError(.misuse, "\(name) declares the tally '\(tally.name)' twice")
             }
             return ResolvedTally(
                 name: tally.name, key: try column(tally.key), sum: try column(tally.sum),
