@@ -1,6 +1,7 @@
 import AssetCatalogTestSupport
 import Foundation
 @_spi(Testing) import Persistence
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -60,7 +61,7 @@ import Testing
 
         for (name, text) in ["inner/one.txt": "one\n", "inner/two.txt": "two\n"] { try t.file("pack/" + name, text) }
         let archive = t.sources.appending(path: "pack.tar").path
-        try Self.run("/usr/bin/bsdtar", ["-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner"])
+        try await Self.run("/usr/bin/bsdtar", ["-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner"])
         let pack = try await catalog.addAndRunJobs([archive])
         #expect(pack.count == 3)
         try Self.expectExact(catalog)
@@ -205,7 +206,7 @@ import Testing
             _ = try await catalog.add([try t.file("a.txt", "aaaa"), try t.file("b.png", "bb")])
             catalog.close()
         }
-        try Self.tamper(
+        try await Self.tamper(
             t.root.appending(path: "catalog.sqlite"),
             """
             UPDATE _persistence_tallies SET n = 7, total = 70 WHERE tally = 'kind' AND key = 'text';
@@ -224,16 +225,12 @@ import Testing
         #expect(try catalog.repairStatistics() == [])
     }
 
-    static func tamper(_ url: URL, _ sql: String) throws {
-        try run("/usr/bin/sqlite3", [url.path, sql])
+    static func tamper(_ url: URL, _ sql: String) async throws {
+        try await run("/usr/bin/sqlite3", [url.path, sql])
     }
 
-    static func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+    static func run(_ tool: String, _ arguments: [String]) async throws {
+        let run = try await ChildProcess.run(tool, arguments)
+        #expect(run.status == 0, "\(run.stderrText)")
     }
 }

@@ -242,7 +242,7 @@ final class UncountedThing: ManagedObject {
         reader.close()
     }
 
-    @Test func aRecountSaysWhichCountsWereWrongAndFixesThem() throws {
+    @Test func aRecountSaysWhichCountsWereWrongAndFixesThem() async throws {
         let store = try Store()
         let context = store.container.newBackgroundContext()
         item(context, "image", 10, code: "x")
@@ -250,7 +250,7 @@ final class UncountedThing: ManagedObject {
         try context.save()
         store.container.close()
         // Counts made wrong behind the store's back (a bug, a hand edit).
-        try TallyTests.tamper(
+        try await TallyTests.tamper(
             store.url,
             """
             UPDATE _persistence_tallies SET n = 5, total = 50 WHERE tally = 'kind' AND key = 'image';
@@ -274,12 +274,8 @@ final class UncountedThing: ManagedObject {
         #expect(try reopened.container.recountTallies() == [])
     }
 
-    static func tamper(_ url: URL, _ sql: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [url.path, sql]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+    static func tamper(_ url: URL, _ sql: String) async throws {
+        let run = try await ChildProcess.run("/usr/bin/sqlite3", [url.path, sql])
+        #expect(run.status == 0, "\(run.stderrText)")
     }
 }
