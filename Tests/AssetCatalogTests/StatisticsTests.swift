@@ -212,6 +212,15 @@ import Testing
             UPDATE _persistence_tallies SET n = 7, total = 70 WHERE tally = 'kind' AND key = 'text';
             UPDATE _persistence_tallies SET n = 9 WHERE tally = 'objects' AND key = '';
             """)
+        do {  // a read-only catalog is checked, not changed
+            let reader = try Catalog.open(at: t.root, options: .init(access: .readOnly))
+            defer { reader.close() }
+            #expect(
+                try reader.repairStatistics().first
+                    == "statistics: assets of kind 'text' were recorded as 7 (70 bytes), counted 1 (4 bytes); "
+                    + "not fixed (the catalog is read-only)")
+            #expect(try reader.stats().kinds["text"] == 7)
+        }
         let catalog = try t.open()
         defer { catalog.close() }
         #expect(try catalog.stats().kinds["text"] == 7)  // stats reads the counts as kept
