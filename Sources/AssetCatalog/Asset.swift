@@ -53,6 +53,23 @@ public final class Asset: ManagedObject {
     /// For an archive: its members. Deleting an archive deletes them.
     @ToMany(inverse: \Asset.archive, deleteRule: .cascade) public var members: [Asset]
 
+    /// The counts ``Catalog/stats()`` reads, kept by the store in every transaction that
+    /// writes assets (whichever way: objects, rows, cascades): assets and bytes by storage
+    /// and by kind, and the distinct managed contents — the files of `objects/` that assets
+    /// use — with their bytes.
+    override public class var tallies: [Tally] {
+        [
+            Tally(Self.storageTally, by: \Asset.storage, summing: \Asset.size),
+            Tally(Self.kindTally, by: \Asset.kind, summing: \Asset.size),
+            .distinct(Self.contentTally, of: \Asset.sha256, summing: \Asset.size, where: \Asset.storage, is: .managed),
+        ]
+    }
+
+    /// The names of the ``tallies``.
+    static let storageTally = "storage"
+    static let kindTally = "kind"
+    static let contentTally = "objects"
+
     /// The asset's ID (its row in the store): what ``Catalog/asset(_:)`` and the CLI take.
     public var assetID: AssetID { AssetID(objectID.rowID) }
 

@@ -258,30 +258,40 @@ extension Catalog {
         try ContentStore.readChunks(fd, path: path, body)
     }
 
-    /// Counts and sizes.
+    /// Counts and sizes, read from the counts the store keeps (``Asset/tallies``): one
+    /// lookup per storage, per kind and for the content in `objects/`, whatever the number of
+    /// assets. `objectFiles` and `objectBytes` count the distinct content that managed assets
+    /// use (each file of `objects/` once); a file whose removal is pending counts in
+    /// `pendingRemovals` instead, and files no asset uses are `gc`'s to report. Tags are
+    /// counted from the assets, a page at a time.
     public func stats() throws -> CatalogStats {
-        let all = try assets()
-        var stats = CatalogStats(
-            assets: all.count, managed: 0, referenced: 0, members: 0, archives: 0, totalBytes: 0, objectFiles: 0,
-            objectBytes: 0, pendingRemovals: 0, tags: [:], kinds: [:])
-        for a in all {
-            switch a.storage {
-            case .managed: stats.managed += 1
-            case .referenced: stats.referenced += 1
-            case .member: stats.members += 1
+        try storeErrors {
+            var stats = CatalogStats(
+                assets: 0, managed: 0, referenced: 0, members: 0, archives: 0, totalBytes: 0, objectFiles: 0,
+                objectBytes: 0, pendingRemovals: 0, tags: [:], kinds: [:])
+            for count in try container.tally(Asset.storageTally, of: Asset.self) {
+                stats.assets += count.count
+                stats.totalBytes += count.total
+                switch Storage(rawValue: count.key) {
+                case .managed: stats.managed += count.count
+                case .referenced: stats.referenced += count.count
+                case .member: stats.members += count.count
+                case nil: break
+                }
             }
-            if a.kind == "archive" { stats.archives += 1 }
-            stats.totalBytes += a.size
-            for t in a.tags { stats.tags[t, default: 0] += 1 }
-            stats.kinds[a.kind, default: 0] += 1
+            for count in try container.tally(Asset.kindTally, of: Asset.self) where count.count > 0 {
+                stats.kinds[count.key] = count.count
+            }
+            stats.archives = stats.kinds["archive"] ?? 0
+            if let content = try container.tally(Asset.contentTally, of: Asset.self).first {
+                stats.objectFiles = content.count
+                stats.objectBytes = content.total
+            }
+            stats.pendingRemovals = try withContext { try $0.count(for: FetchRequest<RemovalPlan>()) }
+            try forEachAsset(pageSize: 10_000) { asset in
+                for t in asset.tags { stats.tags[t, default: 0] += 1 }
+            }
+            return stats
         }
-        for file in content.objectFiles() {
-            stats.objectFiles += 1
-            stats.objectBytes += file.size
-        }
-        stats.pendingRemovals = try storeErrors {
-            try withContext { try $0.count(for: FetchRequest<RemovalPlan>()) }
-        }
-        return stats
     }
 }

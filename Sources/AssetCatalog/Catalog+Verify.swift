@@ -40,6 +40,11 @@ public struct VerifyReport: Sendable, Codable {
     /// store is sound. When the damage keeps the assets from being read, `checked` is 0.
     public var storeProblems: [String] = []
 
+    /// The catalog's statistics (``Catalog/stats()``) that did not match its assets, one line
+    /// each, found by a verify of the whole catalog (``Catalog/repairStatistics()``): fixed
+    /// unless the catalog is read-only. Empty when they were right.
+    public var statisticsFixed: [String] = []
+
     /// Whether nothing is wrong: no damage in the store, no issue, and no content that no
     /// asset uses.
     public var isHealthy: Bool { storeProblems.isEmpty && issues.isEmpty && unreferencedObjects == 0 }
@@ -66,6 +71,9 @@ public struct GarbageReport: Sendable, Codable {
     public var adopted: [AssetRecord]
     /// With ``GarbageAction/purge``: the files removed.
     public var purged: [String]
+    /// The catalog's statistics that did not match its assets, one line each, now fixed
+    /// (``Catalog/repairStatistics()``).
+    public var statisticsFixed: [String] = []
 }
 
 /// What ``Catalog/collectGarbage(_:)`` does with unreferenced files.
@@ -98,6 +106,7 @@ extension Catalog {
         }
         var report = try await check(records, progress: progress)
         report.storeProblems = storeProblems
+        if ids == nil { report.statisticsFixed = try repairStatistics() }
         if ids == nil && !Task.isCancelled {
             // Content whose removal is journaled (pending: a crash, a read-only open) is not lost.
             let pending = try storeErrors {
@@ -115,6 +124,30 @@ extension Catalog {
     /// it. Changes nothing, moves nothing; works on a catalog opened read-only.
     public func verifyStore() throws -> [String] {
         try storeErrors { try container.checkIntegrity() }
+    }
+
+    /// Counts the catalog's statistics (``stats()``) again from its assets — SQL aggregates,
+    /// memory flat whatever the catalog's size, linear in time — and fixes those that were
+    /// wrong (on a catalog opened for writing; a read-only one is only checked). Returns a
+    /// line for each count that was wrong, naming it and both values; empty when all were
+    /// right. ``verify(_:progress:)`` of the whole catalog and ``collectGarbage(_:)`` run it.
+    public func repairStatistics() throws -> [String] {
+        let fix = !isReadOnly
+        return try storeErrors { try container.recountTallies(fix: fix) }.map { wrong in
+            let what: String
+            switch wrong.tally {
+            case Asset.storageTally: what = "assets with storage '\(wrong.key)'"
+            case Asset.kindTally: what = "assets of kind '\(wrong.key)'"
+            case Asset.contentTally: what = "files in objects/"
+            default: what = "\(wrong.entity) \(wrong.tally) '\(wrong.key)'"
+            }
+            func text(_ count: TallyCount?) -> String {
+                let count = count ?? TallyCount(key: wrong.key, count: 0, total: 0)
+                return "\(count.count) (\(count.total) bytes)"
+            }
+            return "statistics: \(what) were recorded as \(text(wrong.recorded)), counted \(text(wrong.counted))"
+                + (fix ? "; fixed" : "; not fixed (the catalog is read-only)")
+        }
     }
 
     /// What is missing, damaged or unreadable among `records`: a file per core at a time.
@@ -196,6 +229,7 @@ extension Catalog {
         let unreferenced = content.objectFiles().filter { !used.contains($0.sha256) && !$0.isPinned }
         var report = GarbageReport(
             pendingRemovalsFinished: finished, unreferenced: unreferenced, adopted: [], purged: [])
+        report.statisticsFixed = try repairStatistics()
         switch action {
         case .report: break
         case .adopt:

@@ -145,6 +145,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// when rows already break it).
     open class var compositeIndexes: [CompositeIndex] { [] }
 
+    /// Counts the store keeps of the entity's rows, exact in every transaction that writes
+    /// them (``Tally``). None by default; override to declare some. Read them with
+    /// ``PersistentContainer/tally(_:of:)``.
+    open class var tallies: [Tally] { [] }
+
     /// The description of this entity, built once from its property wrappers.
     static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
 

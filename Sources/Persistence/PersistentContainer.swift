@@ -271,6 +271,20 @@ public final class PersistentContainer: Sendable {
         try core.store.checkIntegrity()
     }
 
+    /// The counts of the tally `name` that `entity` declares (``ManagedObject/tallies``), by
+    /// key, as the store last committed them: one lookup per key, whatever the number of
+    /// rows. Unsaved changes of contexts are not in them. Empty when no row counts.
+    public func tally<T: ManagedObject>(_ name: String, of entity: T.Type) throws -> [TallyCount] {
+        try core.store.tally(entity: T.entityDescription, name: name)
+    }
+
+    /// Counts every ``Tally`` again from the rows — SQL aggregates, in the store's own
+    /// memory and temporary files, linear in the rows — and returns the counts that did not
+    /// match; with `fix` (on a store opened for writing), replaces them in one transaction.
+    public func recountTallies(fix: Bool = true) throws -> [TallyDiscrepancy] {
+        try core.store.recountTallies(fix: fix)
+    }
+
     /// A new context on the store with its own queue, for work off the view context.
     public func newBackgroundContext(name: String? = nil) -> ManagedObjectContext {
         ManagedObjectContext(core: core, parent: nil, name: name ?? "background")

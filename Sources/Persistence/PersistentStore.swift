@@ -224,6 +224,10 @@ protocol PersistentStore: AnyObject, Sendable {
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult
     /// The findings of a full check of the store's file; empty when it is sound.
     func checkIntegrity() throws -> [String]
+    /// The counts of the tally `name` of `entity` (``ManagedObject/tallies``), by key.
+    func tally(entity: EntityDescription, name: String) throws -> [TallyCount]
+    /// Counts every tally again from the rows; with `fix`, replaces those that were wrong.
+    func recountTallies(fix: Bool) throws -> [TallyDiscrepancy]
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64
     /// Makes the next commit of ``save(_:effects:)`` fail

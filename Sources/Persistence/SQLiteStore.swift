@@ -11,9 +11,9 @@ import Locking
 final class SQLiteStore: PersistentStore {
     let url: URL
     let isReadOnly: Bool
-    private let pool: any DatabaseWriter
-    private let sql: [String: EntitySQL]
-    private let schema: Schema
+    let pool: any DatabaseWriter
+    let sql: [String: EntitySQL]
+    let schema: Schema
     private let injectedFault = Locked<(@Sendable () throws -> Void)?>(nil)
     /// The to-one relationships with an `onDestinationDelete` rule of entities this store
     /// holds but whose schema does not have, by destination: their rules cannot be applied.
@@ -63,8 +63,17 @@ final class SQLiteStore: PersistentStore {
         self.schema = schema
         if mode.readOnly {
             pool = try Self.openReadOnly(url, busyTimeout: busyTimeout)
+            let sql = sql
             do {
-                try pool.read { db in try Self.requireCurrent(db, schema: schema) }
+                try pool.read { db in
+                    try Self.requireCurrent(db, schema: schema)
+                    guard try Self.talliesAreCurrent(db, schema: schema, sql: sql) else {
+                        throw PersistenceError(
+                            .migration,
+                            "the store's counts need making for this version, which a read-only open cannot do; "
+                                + "open it once where it can be written")
+                    }
+                }
             } catch {
                 try? pool.close()
                 throw Self.classify(error, url: url, damaged: StoreOpenFailure.unavailable)
@@ -89,6 +98,7 @@ final class SQLiteStore: PersistentStore {
                 if !mode.createsSchema { try Self.requireSchema(db) }
                 try Self.migrate(db, schema: schema, sql: sql)
                 try Self.recordLinks(db, schema: schema)
+                try Self.installTallies(db, schema: schema, sql: sql)
             }
             // Opening the pool wrote to an empty `-wal` (GRDB makes sure of one): copied into
             // the file now, so that this process, killed before it commits anything, leaves
@@ -1311,7 +1321,7 @@ final class SQLiteStore: PersistentStore {
     }
 
     /// Turns driver errors into ``PersistenceError``s naming the object.
-    private func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
+    func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as DatabaseError {

@@ -297,10 +297,13 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             if storeOnly {
                 let problems = try catalog.verifyStore()
+                // Counted again only where the store is sound: damage is for a restore first.
+                let statistics = problems.isEmpty ? try catalog.repairStatistics() : []
                 if json {
-                    try Terminal.json(["storeProblems": problems])
+                    try Terminal.json(["storeProblems": problems, "statisticsFixed": statistics])
                 } else {
                     for problem in problems { print("store  \(problem)") }
+                    for line in statistics { print(line) }
                     print(problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
                 }
                 if !problems.isEmpty { throw ExitCode.failure }
@@ -314,6 +317,7 @@ extension AssetCat {
                 try Terminal.json(report)
             } else {
                 for problem in report.storeProblems { print("store  \(problem)") }
+                for line in report.statisticsFixed { print(line) }
                 for issue in report.issues {
                     let (name, path) = (DisplayText.quoted(issue.name), DisplayText.quoted(issue.path))
                     print("\(issue.problem.rawValue)  \(issue.id)  \(name)  \(path)")
@@ -352,6 +356,7 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             let report = try catalog.collectGarbage(adopt ? .adopt : purge ? .purge : .report)
             print("finished \(report.pendingRemovalsFinished) pending removals")
+            for line in report.statisticsFixed { print(line) }
             for object in report.unreferenced {
                 print("unreferenced  \(object.size)  \(DisplayText.quoted(object.path))")
             }

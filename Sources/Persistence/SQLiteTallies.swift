@@ -1,0 +1,249 @@
+import Foundation
+import GRDB
+
+/// The tallies (``Tally``) in SQLite: one table of counts, kept by triggers on each
+/// entity's table, so that every statement that writes rows — whoever issues it — keeps
+/// them, in its own transaction.
+extension SQLiteStore {
+    static let talliesTable = "_persistence_tallies"
+
+    /// Makes the tallies' table and each entity's triggers as `schema` declares them.
+    /// An entity whose triggers change (new tallies, changed ones, a store that had none)
+    /// has its counts made again from its rows, in this transaction.
+    static func installTallies(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS \(talliesTable) (entity TEXT NOT NULL, tally TEXT NOT NULL, \
+                key TEXT NOT NULL, n INTEGER NOT NULL, total INTEGER NOT NULL, \
+                PRIMARY KEY (entity, tally, key)) WITHOUT ROWID
+                """)
+        for entity in schema.entities {
+            let tallies = try entity.resolvedTallies()
+            let wanted = triggers(entity.name, table: sql[entity.name]!.table, tallies)
+            var changed = false
+            for (name, text) in wanted {
+                let existing = try String.fetchOne(
+                    db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name])
+                if existing != text { changed = true }
+            }
+            guard changed else { continue }
+            for (name, _) in wanted { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
+            try db.execute(sql: "DELETE FROM \(talliesTable) WHERE entity = ?", arguments: [entity.name])
+            for (_, text) in wanted where !text.isEmpty { try db.execute(sql: text) }
+            for select in expected(entity.name, table: sql[entity.name]!.table, tallies) {
+                try db.execute(sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) \(select)")
+            }
+        }
+    }
+
+    /// Whether the store's tally triggers are those `schema` declares (a read-only open
+    /// of a store that has not been opened for writing since its tallies changed: no).
+    static func talliesAreCurrent(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws -> Bool {
+        guard try db.tableExists(talliesTable) else {
+            return try schema.entities.allSatisfy { try $0.resolvedTallies().isEmpty }
+        }
+        for entity in schema.entities {
+            for (name, text) in triggers(entity.name, table: sql[entity.name]!.table, try entity.resolvedTallies()) {
+                let existing = try String.fetchOne(
+                    db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name])
+                guard existing == (text.isEmpty ? nil : text) else { return false }
+            }
+        }
+        return true
+    }
+
+    /// The counts of the tally `name` of `entity`, by key.
+    func tally(entity: EntityDescription, name: String) throws -> [TallyCount] {
+        try mapErrors(nil) {
+            try pool.read { db in
+                guard try db.tableExists(Self.talliesTable) else { return [] }
+                return try Row.fetchAll(
+                    db,
+                    sql: "SELECT key, n, total FROM \(Self.talliesTable) WHERE entity = ? AND tally = ? ORDER BY key",
+                    arguments: [entity.name, name]
+                ).map { TallyCount(key: $0[0], count: $0[1], total: $0[2]) }
+            }
+        }
+    }
+
+    /// Counts every tally again from the rows (SQL aggregates: memory stays flat), compares
+    /// with what the store recorded, and with `fix` (a writable store) replaces the counts
+    /// that were wrong, in one transaction.
+    func recountTallies(fix: Bool) throws -> [TallyDiscrepancy] {
+        let schema = schema
+        let sql = sql
+        let work = { (db: Database) throws -> [TallyDiscrepancy] in
+            guard try db.tableExists(Self.talliesTable) else { return [] }
+            try db.execute(sql: "DROP TABLE IF EXISTS temp._persistence_counted")
+            try db.execute(
+                sql: """
+                    CREATE TEMP TABLE _persistence_counted (entity TEXT NOT NULL, tally TEXT NOT NULL, \
+                    key TEXT NOT NULL, n INTEGER NOT NULL, total INTEGER NOT NULL, \
+                    PRIMARY KEY (entity, tally, key)) WITHOUT ROWID
+                    """)
+            defer { try? db.execute(sql: "DROP TABLE IF EXISTS temp._persistence_counted") }
+            var found: [TallyDiscrepancy] = []
+            for entity in schema.entities {
+                let tallies = try entity.resolvedTallies()
+                guard !tallies.isEmpty else { continue }
+                for select in Self.expected(entity.name, table: sql[entity.name]!.table, tallies) {
+                    try db.execute(
+                        sql: "INSERT INTO temp._persistence_counted (entity, tally, key, n, total) \(select)")
+                }
+                let stored = "(SELECT * FROM main.\(Self.talliesTable) WHERE entity = ?)"
+                let counted = "(SELECT * FROM temp._persistence_counted WHERE entity = ?)"
+                // One by one: tallies have few keys.
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT IFNULL(s.tally, c.tally), IFNULL(s.key, c.key), s.n, s.total, c.n, c.total
+                        FROM \(stored) AS s FULL OUTER JOIN \(counted) AS c ON s.tally = c.tally AND s.key = c.key
+                        WHERE (s.n IS NOT c.n OR s.total IS NOT c.total)
+                        ORDER BY 1, 2
+                        """, arguments: [entity.name, entity.name])
+                for row in rows {
+                    let sn: Int? = row[2]
+                    let st: Int64? = row[3]
+                    let cn: Int? = row[4]
+                    let ct: Int64? = row[5]
+                    found.append(
+                        TallyDiscrepancy(
+                            entity: entity.name, tally: row[0], key: row[1],
+                            recorded: sn.map { TallyCount(key: row[1], count: $0, total: st ?? 0) },
+                            counted: cn.map { TallyCount(key: row[1], count: $0, total: ct ?? 0) }))
+                }
+                guard fix, found.contains(where: { $0.entity == entity.name }) else { continue }
+                try db.execute(sql: "DELETE FROM main.\(Self.talliesTable) WHERE entity = ?", arguments: [entity.name])
+                try db.execute(
+                    sql:
+                        "INSERT INTO main.\(Self.talliesTable) SELECT * FROM temp._persistence_counted WHERE entity = ?",
+                    arguments: [entity.name])
+            }
+            return found
+        }
+        return try mapErrors(nil) {
+            if fix && !isReadOnly { return try pool.write(work) }
+            return try pool.read { db in
+                // A read-only connection still has a writable temp schema.
+                try work(db)
+            }
+        }
+    }
+
+    // MARK: - SQL
+
+    /// The triggers of `entity`'s tallies, by name (an empty text: none wanted).
+    private static func triggers(_ entity: String, table: String, _ tallies: [ResolvedTally]) -> [(String, String)] {
+        let names = ["insert", "delete", "update"].map { "_persistence_tally_\(entity)_\($0)" }
+        guard !tallies.isEmpty else { return names.map { ($0, "") } }
+        let add = tallies.map { addSQL(entity, $0, table: table, row: "NEW") }.joined()
+        let remove = tallies.map { removeSQL(entity, $0, table: table, row: "OLD") }.joined()
+        var columns: [String] = []
+        for tally in tallies {
+            for column in [tally.key, tally.sum, tally.distinct, tally.filter?.column].compactMap({ $0 })
+            where !columns.contains(column) {
+                columns.append(column)
+            }
+        }
+        let changed = columns.map { "OLD.\(quote($0)) IS NOT NEW.\(quote($0))" }.joined(separator: " OR ")
+        return [
+            (names[0], "CREATE TRIGGER \(quote(names[0])) AFTER INSERT ON \(table) BEGIN\(add) END"),
+            (names[1], "CREATE TRIGGER \(quote(names[1])) AFTER DELETE ON \(table) BEGIN\(remove) END"),
+            (
+                names[2],
+                "CREATE TRIGGER \(quote(names[2])) AFTER UPDATE OF \(columns.map(quote).joined(separator: ", ")) "
+                    + "ON \(table) WHEN \(changed) BEGIN\(remove)\(add) END"
+            ),
+        ]
+    }
+
+    private static func keyExpression(_ column: String?, row: String) -> String {
+        column.map { "IFNULL(CAST(\(row).\(quote($0)) AS TEXT), '')" } ?? "''"
+    }
+
+    private static func sumExpression(_ tally: ResolvedTally, row: String) -> String {
+        tally.sum.map { "IFNULL(\(row).\(quote($0)), 0)" } ?? "0"
+    }
+
+    private static func condition(_ tally: ResolvedTally, row: String) -> String {
+        tally.filter.map { "\(row).\(quote($0.column)) IS \(literal($0.value))" } ?? "1"
+    }
+
+    private static func literal(_ value: StoreValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .integer(let v): "\(v)"
+        case .real(let v): "\(v)"
+        case .text(let v): "'" + v.replacingOccurrences(of: "'", with: "''") + "'"
+        case .blob(let v): "X'" + v.map { String(format: "%02X", $0) }.joined() + "'"
+        }
+    }
+
+    /// Whether no other row than `row` holds `row`'s value of a distinct tally's column
+    /// among the rows its filter selects: a probe of the entity's own table (of the index
+    /// on that column, which a distinct tally needs).
+    private static func alone(_ tally: ResolvedTally, _ column: String, table: String, row: String) -> String {
+        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+        return "NOT EXISTS (SELECT 1 FROM \(table) AS o WHERE o.\(quote(column)) = \(row).\(quote(column))\(filter) "
+            + "AND o.\"id\" <> \(row).\"id\")"
+    }
+
+    private static func addSQL(_ entity: String, _ tally: ResolvedTally, table: String, row: String) -> String {
+        let t = talliesTable
+        let e = literal(.text(entity))
+        let name = literal(.text(tally.name))
+        let sum = sumExpression(tally, row: row)
+        var cond = condition(tally, row: row)
+        var key = keyExpression(tally.key, row: row)
+        if let distinct = tally.distinct {
+            // Counted by the first row with the value.
+            cond += " AND " + alone(tally, distinct, table: table, row: row)
+            key = "''"
+        }
+        return """
+             INSERT INTO \(t) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), 1, \(sum) WHERE \(cond) \
+            ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + 1, total = total + excluded.total;
+            """
+    }
+
+    private static func removeSQL(_ entity: String, _ tally: ResolvedTally, table: String, row: String) -> String {
+        let t = talliesTable
+        let e = literal(.text(entity))
+        let name = literal(.text(tally.name))
+        var cond = condition(tally, row: row)
+        var key = keyExpression(tally.key, row: row)
+        if let distinct = tally.distinct {
+            // Uncounted by the last row with the value.
+            cond += " AND " + alone(tally, distinct, table: table, row: row)
+            key = "''"
+        }
+        let here = "entity = \(e) AND tally = \(name) AND key = \(key)"
+        return """
+             UPDATE \(t) SET n = n - 1, total = total - \(sumExpression(tally, row: row)) WHERE \(here) AND \(cond); \
+            DELETE FROM \(t) WHERE \(here) AND n = 0;
+            """
+    }
+
+    /// `SELECT`s of (entity, tally, key, n, total) that count `entity`'s tallies from its rows.
+    private static func expected(_ entity: String, table: String, _ tallies: [ResolvedTally]) -> [String] {
+        let e = literal(.text(entity))
+        var selects: [String] = []
+        for tally in tallies {
+            let name = literal(.text(tally.name))
+            let sum = sumExpression(tally, row: table)
+            let cond = condition(tally, row: table)
+            guard let distinct = tally.distinct else {
+                let key = keyExpression(tally.key, row: table)
+                selects.append(
+                    "SELECT \(e), \(name), \(key), count(*), IFNULL(sum(\(sum)), 0) FROM \(table) WHERE \(cond) GROUP BY 3"
+                )
+                continue
+            }
+            let key = keyExpression(distinct, row: table)
+            let values = "SELECT \(key) AS k, max(\(sum)) AS total FROM \(table) WHERE \(cond) GROUP BY 1"
+            selects.append(
+                "SELECT \(e), \(name), '', count(*), IFNULL(sum(total), 0) FROM (\(values)) HAVING count(*) > 0")
+        }
+        return selects
+    }
+}

@@ -1,0 +1,281 @@
+import Foundation
+@_spi(Testing) import Persistence
+import TestScratch
+import Testing
+
+/// A box of items: deleting it deletes them (a cascade).
+final class TallyBox: ManagedObject {
+    @Attribute var label = ""
+    @ToMany(inverse: \TallyItem.box, deleteRule: .cascade) var items: [TallyItem]
+}
+
+/// Items counted by kind (with their sizes) and by distinct code among the stocked ones.
+final class TallyItem: ManagedObject {
+    @Attribute var kind = "plain"
+    @Attribute var size: Int64 = 0
+    @Attribute(.indexed) var code = ""
+    @Attribute var stocked = true
+    @Attribute var note = ""
+    @ToOne var box: TallyBox?
+
+    override class var tallies: [Persistence.Tally] {
+        [
+            Persistence.Tally("kind", by: \TallyItem.kind, summing: \TallyItem.size),
+            .distinct("codes", of: \TallyItem.code, summing: \TallyItem.size, where: \TallyItem.stocked, is: true),
+        ]
+    }
+}
+
+/// The same table without tallies: a store made before they were declared.
+final class UntalliedItem: ManagedObject {
+    override class var entityName: String { "TallyItem" }
+    @Attribute var kind = "plain"
+    @Attribute var size: Int64 = 0
+    @Attribute(.indexed) var code = ""
+    @Attribute var stocked = true
+    @Attribute var note = ""
+}
+
+/// A tallied entity without relationships, and the same table before its tally.
+final class CountedThing: ManagedObject {
+    @Attribute var kind = ""
+    override class var tallies: [Persistence.Tally] { [Persistence.Tally("kind", by: \CountedThing.kind)] }
+}
+
+final class UncountedThing: ManagedObject {
+    override class var entityName: String { "CountedThing" }
+    @Attribute var kind = ""
+}
+
+@Suite struct TallyTests {
+    struct Store {
+        let url: URL
+        let container: PersistentContainer
+
+        init(url: URL? = nil) throws {
+            let url = url ?? Self.newURL()
+            self.url = url
+            container = try PersistentContainer(storeURL: url, schema: try Schema([TallyBox.self, TallyItem.self]))
+        }
+
+        static func newURL() -> URL {
+            let directory = ScratchDirectory.path("tally")
+            try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            return directory.appending(path: "store.sqlite")
+        }
+
+        /// The tallies as the store keeps them.
+        func kept() throws -> (kinds: [String: TallyCount], codes: TallyCount?) {
+            let kinds = try container.tally("kind", of: TallyItem.self)
+            return (
+                Dictionary(uniqueKeysWithValues: kinds.map { ($0.key, $0) }),
+                try container.tally("codes", of: TallyItem.self).first
+            )
+        }
+
+        /// The tallies counted from the committed rows, as a reader sees them.
+        func counted() throws -> (kinds: [String: TallyCount], codes: TallyCount?) {
+            let items = try container.newBackgroundContext().fetch(FetchRequest<TallyItem>())
+            var kinds: [String: TallyCount] = [:]
+            for item in items {
+                kinds[item.kind, default: TallyCount(key: item.kind, count: 0, total: 0)].count += 1
+                kinds[item.kind]!.total += item.size
+            }
+            var sizes: [String: Int64] = [:]
+            for item in items where item.stocked { sizes[item.code] = item.size }
+            let codes = sizes.isEmpty ? nil : TallyCount(key: "", count: sizes.count, total: sizes.values.reduce(0, +))
+            return (kinds, codes)
+        }
+
+        /// Checks that what the store keeps is what its rows count, and that a recount agrees.
+        func expectExact(_ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let (kept, counted) = (try kept(), try counted())
+            #expect(kept.kinds == counted.kinds, comment, sourceLocation: sourceLocation)
+            #expect(kept.codes == counted.codes, comment, sourceLocation: sourceLocation)
+            #expect(try container.recountTallies(fix: false) == [], comment, sourceLocation: sourceLocation)
+        }
+    }
+
+    @discardableResult
+    func item(_ context: ManagedObjectContext, _ kind: String, _ size: Int64, code: String = "", box: TallyBox? = nil)
+        -> TallyItem
+    {
+        let item = TallyItem(context: context)
+        item.kind = kind
+        item.size = size
+        item.code = code.isEmpty ? UUID().uuidString : code
+        item.box = box
+        return item
+    }
+
+    @Test func insertsChangesAndDeletionsOfObjectsKeepThemExact() throws {
+        let store = try Store()
+        let context = store.container.newBackgroundContext()
+        #expect(try store.kept().kinds.isEmpty)
+        let a = item(context, "image", 10, code: "x")
+        let b = item(context, "image", 10, code: "x")  // the same code (and size): one distinct value
+        let c = item(context, "text", 7)
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["image"] == TallyCount(key: "image", count: 2, total: 20))
+        #expect(try store.kept().codes == TallyCount(key: "", count: 2, total: 17))
+
+        a.kind = "text"  // a key changes
+        c.size = 70  // a summed value changes
+        b.note = "not counted"  // a change that no tally sees
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["text"] == TallyCount(key: "text", count: 2, total: 80))
+        #expect(try store.kept().codes == TallyCount(key: "", count: 2, total: 80))
+
+        b.stocked = false  // out of the distinct count's filter
+        a.stocked = false
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().codes == TallyCount(key: "", count: 1, total: 70))
+
+        context.delete(a)
+        context.delete(b)
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["image"] == nil)  // no row of the key: no count
+        context.delete(c)
+        try context.save()
+        #expect(try store.kept().kinds.isEmpty)
+        #expect(try store.kept().codes == nil)
+    }
+
+    @Test func aRollbackAFailedSaveAndAChildsSaveChangeNothing() throws {
+        let store = try Store()
+        let context = store.container.newBackgroundContext()
+        let kept = item(context, "image", 10)
+        try context.save()
+        let before = try store.kept()
+
+        item(context, "text", 3)
+        kept.size = 99
+        context.rollback()
+        #expect(try store.kept().kinds == before.kinds)
+
+        struct DiskFull: Error {}
+        item(context, "text", 3)
+        context.delete(kept)
+        store.container.failNextCommit(with: DiskFull())
+        #expect(throws: (any Error).self) { try context.save() }
+        #expect(try store.kept().kinds == before.kinds)
+        #expect(try store.kept().codes == before.codes)
+        context.rollback()
+
+        let child = context.newChildContext()
+        item(child, "video", 1_000)
+        try child.save()  // into the parent only
+        #expect(try store.kept().kinds == before.kinds)
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["video"] == TallyCount(key: "video", count: 1, total: 1_000))
+    }
+
+    @Test func rowsInsertedAndDeletedWithoutObjectsAndCascadesKeepThemExact() throws {
+        let store = try Store()
+        let context = store.container.newBackgroundContext()
+        let box = TallyBox(context: context)
+        for i in 0..<5 { item(context, i % 2 == 0 ? "image" : "text", Int64(i % 3), code: "c\(i % 3)", box: box) }
+        try context.save()
+        try context.insertRows(TallyItem.self, count: 100) { i, row in
+            row[\.kind] = "row"
+            row[\.size] = Int64(i % 10)
+            row[\.code] = "r\(i % 10)"
+            row[\.stocked] = true
+        }
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["row"] == TallyCount(key: "row", count: 100, total: 450))
+
+        try context.batchDelete(FetchRequest<TallyItem>(predicate: \.kind == "row" && \.size >= 5))
+        try store.expectExact()
+        #expect(try store.kept().kinds["row"]?.count == 50)
+
+        context.delete(box)  // its items go by the cascade
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds.keys.sorted() == ["row"])
+    }
+
+    @Test func aStoreWithRowsGetsItsTalliesCountedWhenTheyAreDeclared() throws {
+        let url = Store.newURL()
+        do {
+            let old = try PersistentContainer(storeURL: url, schema: try Schema([UntalliedItem.self]))
+            let context = old.newBackgroundContext()
+            try context.insertRows(UntalliedItem.self, count: 1_000) { i, row in
+                row[\.kind] = i % 4 == 0 ? "image" : "text"
+                row[\.size] = 2
+                row[\.code] = "c\(i % 7)"
+                row[\.stocked] = true
+            }
+            try context.save()
+            old.close()
+        }
+        let store = try Store(url: url)
+        try store.expectExact()
+        #expect(try store.kept().kinds["image"] == TallyCount(key: "image", count: 250, total: 500))
+        #expect(try store.kept().codes == TallyCount(key: "", count: 7, total: 14))
+    }
+
+    @Test func aReadOnlyOpenOfAStoreWhoseTalliesWereNeverMadeIsRefused() throws {
+        let url = Store.newURL()
+        do {
+            let old = try PersistentContainer(storeURL: url, schema: try Schema([UncountedThing.self]))
+            old.close()
+        }
+        var options = PersistentContainer.Options()
+        options.readOnly = true
+        let error = #expect(throws: (any Error).self) {
+            try PersistentContainer(storeURL: url, schema: try Schema([CountedThing.self]), options: options)
+        }
+        #expect(
+            "\(String(describing: error))".contains(
+                "the store's counts need making for this version, which a read-only open cannot do"))
+        // Opened once for writing, it is read-only-openable, with its counts.
+        try PersistentContainer(storeURL: url, schema: try Schema([CountedThing.self])).close()
+        let reader = try PersistentContainer(storeURL: url, schema: try Schema([CountedThing.self]), options: options)
+        #expect(try reader.tally("kind", of: CountedThing.self) == [])
+        reader.close()
+    }
+
+    @Test func aRecountSaysWhichCountsWereWrongAndFixesThem() async throws {
+        let store = try Store()
+        let context = store.container.newBackgroundContext()
+        item(context, "image", 10, code: "x")
+        item(context, "text", 3, code: "y")
+        try context.save()
+        store.container.close()
+        // Counts made wrong behind the store's back (a bug, a hand edit).
+        try await TallyTests.tamper(
+            store.url,
+            """
+            UPDATE _persistence_tallies SET n = 5, total = 50 WHERE tally = 'kind' AND key = 'image';
+            DELETE FROM _persistence_tallies WHERE tally = 'kind' AND key = 'text';
+            INSERT INTO _persistence_tallies VALUES ('TallyItem', 'kind', 'ghost', 1, 1);
+            UPDATE _persistence_tallies SET n = 9 WHERE tally = 'codes';
+            """)
+        let reopened = try Store(url: store.url)
+        #expect(try reopened.kept().kinds["image"] == TallyCount(key: "image", count: 5, total: 50))  // read as kept
+        let wrong = try reopened.container.recountTallies(fix: false)
+        #expect(
+            wrong.map(\.description) == [
+                "TallyItem codes: recorded 9 (total 13), counted 2 (total 13)",
+                "TallyItem kind 'ghost': recorded 1 (total 1), counted nothing",
+                "TallyItem kind 'image': recorded 5 (total 50), counted 1 (total 10)",
+                "TallyItem kind 'text': recorded nothing, counted 1 (total 3)",
+            ])
+        #expect(try reopened.container.recountTallies(fix: false).count == 4)  // not fixed without asking
+        #expect(try reopened.container.recountTallies().count == 4)
+        try reopened.expectExact()
+        #expect(try reopened.container.recountTallies() == [])
+    }
+
+    static func tamper(_ url: URL, _ sql: String) async throws {
+        let run = try await ChildProcess.run("/usr/bin/sqlite3", [url.path, sql])
+        #expect(run.status == 0, "\(run.stderrText)")
+    }
+}
