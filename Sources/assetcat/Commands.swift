@@ -87,33 +87,10 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             let query = AssetQuery(tag: tag, kind: kind)
             if json || jsonl {
-                // Streamed a page at a time and written in blocks: memory stays bounded for any
-                // catalog; the first record is written at once.
-                let chosen = try fields.map(AssetRecord.Field.list)
-                var out = Terminal.Output()
-                var first = true
-                if json { try out.append("[") }
-                try catalog.forEachAsset(query) { asset in
-                    let text =
-                        if let chosen {
-                            try jsonl
-                                ? Terminal.jsonLine(asset.selecting(chosen))
-                                : Terminal.jsonText(asset.selecting(chosen))
-                        } else {
-                            try jsonl ? Terminal.jsonLine(asset) : Terminal.jsonText(asset)
-                        }
-                    if jsonl {
-                        try out.append(text + "\n")
-                    } else {
-                        // Indented one level; the empty line of an empty object's pretty form dropped.
-                        try out.append(
-                            (first ? "\n  " : ",\n  ") + text.split(separator: "\n").joined(separator: "\n  "))
-                    }
-                    if first { try out.flush() }
-                    first = false
-                }
-                if json { try out.append(first ? "]\n" : "\n]\n") }
-                try out.flush()
+                // Streamed a page at a time and written in blocks; the first record at once.
+                try catalog.writeJSON(
+                    query, listing: jsonl ? .lines : .array, fields: try fields.map(AssetRecord.Field.list)
+                ) { try Terminal.output(Data($0)) }
                 return
             }
             print(Table.header)
