@@ -197,9 +197,20 @@ extension AssetCat {
         @Argument(help: "Asset IDs or names.") var assets: [String] = []
         @Option(help: "Every asset with this tag (and the members of archives among them), in one deletion.")
         var tag: String?
+        @Option(
+            help: ArgumentHelp(
+                "Read asset IDs or names from FILE, one a line ('-' reads standard input); empty lines are skipped.",
+                valueName: "FILE"))
+        var fromFile: String?
         @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
 
         func validate() throws {
+            if fromFile != nil {
+                guard tag == nil && assets.isEmpty else {
+                    throw ValidationError("Give --from-file FILE alone, without asset IDs, names or --tag.")
+                }
+                return
+            }
             if tag == nil && assets.isEmpty { throw ValidationError("Give asset IDs or names, or --tag TAG.") }
             if tag != nil && !assets.isEmpty {
                 throw ValidationError("Give asset IDs or names, or --tag TAG, not both.")
@@ -224,7 +235,10 @@ extension AssetCat {
                 )
                 return
             }
-            let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
+            let ids =
+                try fromFile.map { try catalog.assetIDs(for: AssetReference.lines(ofFile: $0)) }
+                ?? AssetReference.resolve(assets, in: catalog)
+            let result = try catalog.remove(ids, dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(
