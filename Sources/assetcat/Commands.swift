@@ -219,20 +219,20 @@ extension AssetCat {
 
         func run(_ catalog: Catalog) async throws {
             if let tag {
-                // Listed a page at a time; deleted in one set-based statement (no objects loaded).
+                // Listed a page at a time; deleted in one transaction, a page of rows at a time
+                // (no objects loaded); the counts are the library's.
                 let query = AssetQuery(tag: tag)
-                var count = 0
                 if dryRun {
                     try catalog.forEachAsset(query) { a in
                         print("would remove \(a.id)  \(DisplayText.quoted(a.name))")
-                        count += 1
                     }
-                } else {
-                    count = try catalog.removeAll(query)
                 }
+                let result = try catalog.removeAll(query, dryRun: dryRun)
+                let members = result.members > 0 ? " (and \(plural(result.members, "archive member")))" : ""
+                let files = result.files.map { " and \(plural($0, "file")) from objects/" } ?? ""
                 print(
-                    "\(dryRun ? "would remove" : "removed") \(plural(count, "asset")) tagged \(DisplayText.quoted(tag))"
-                )
+                    "\(dryRun ? "would remove" : "removed") \(plural(result.assets, "asset")) tagged "
+                        + "\(DisplayText.quoted(tag))\(members)\(files)")
                 return
             }
             let ids =
