@@ -1,4 +1,5 @@
 import Foundation
+import Persistence
 
 /// How ``Catalog/writeJSON(_:listing:fields:pageSize:to:)`` lays out a listing.
 public enum JSONListing: Sendable, Hashable {
@@ -176,6 +177,16 @@ extension AssetRecord {
         out.append(0x3A)
         digits(secondOfDay % 60, 2)
         out += [0x5A, 0x22]  // Z"
+    }
+}
+
+extension AssetRecord {
+    /// A snapshot of an asset's row read without making an object, as ``init(_:)`` makes one
+    /// of the object.
+    init(snapshot row: ObjectSnapshot) {
+        id = AssetID(row.objectID.rowID)
+        archive = row.objectID(for: \Asset.archive).map { AssetID($0.rowID) }
+        fields = AssetFields(row)
     }
 }
 

@@ -65,7 +65,7 @@ extension Catalog {
             try withContext { context in
                 let request = FetchRequest<Asset>(
                     predicate: query.predicate && .objectIDs(after: after), sortBy: [.objectID()], limit: limit)
-                return try context.fetch(request).map(AssetRecord.init)
+                return try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))  // no objects
             }
         }
     }
