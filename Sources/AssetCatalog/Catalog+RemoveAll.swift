@@ -31,10 +31,11 @@ extension Catalog {
                 try withContext { context in
                     let request = FetchRequest<Asset>(predicate: query.predicate)
                     let selected = try context.count(for: request)
-                    return (selected, try context.batchDelete(request).deletedObjectIDs)
+                    // Named by range: the notification stays small however many rows go.
+                    return (selected, try context.batchDeleteNamingRanges(request).deletedRowRanges)
                 }
             }
-            let assets = deleted.filter { $0.entityName == Asset.entityName }.count
+            let assets = (deleted[Asset.entityName] ?? []).reduce(0) { $0 + $1.count }
             return QueryRemovalResult(
                 assets: min(selected, assets), members: max(0, assets - selected), files: nil, wasDryRun: false)
         }

@@ -63,3 +63,37 @@ import Testing
         }
     }
 }
+
+/// `batchDeleteNamingRanges(_:)`: a batch delete whose notification names the deleted rows
+/// by range, so that it stays small however many rows go, and still merges.
+@Suite struct BatchDeleteNamingRangesTests {
+    @Test func theNotificationNamesDeletedRowsByRangeAndMerges() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let folder = Folder(context: context)
+        folder.name = "f"
+        for i in 0..<1_200 {
+            let note = Note(context: context)
+            note.title = "n\(i)"
+            note.priority = i == 600 ? 1 : 0
+            note.folder = i < 2 ? folder : nil
+        }
+        let sticker = Sticker(context: context)
+        sticker.folder = folder
+        try context.save()
+        let live = try context.fetch(FetchRequest<Note>(sortBy: [.objectID()]))
+
+        // Every note but the one of priority 1 (notes are rows 1...1,200; it is row 601).
+        let notes = try context.batchDeleteNamingRanges(FetchRequest<Note>(predicate: \.priority == 0))
+        #expect(notes.deletedObjectIDs.isEmpty)  // no ID per row
+        #expect(notes.deletedRowRanges == ["Note": [1..<601, 602..<1_201]])
+        let folders = try context.batchDeleteNamingRanges(FetchRequest<Folder>())
+        #expect(folders.deletedRowRanges == ["Folder": [1..<2]])
+        #expect(folders.updatedObjectIDs == [sticker.objectID])  // nullified: by ID
+
+        context.mergeChanges(from: notes)
+        #expect(live[0].managedObjectContext == nil && live[600].managedObjectContext === context)
+        #expect(try context.fetch(FetchRequest<Note>()).map(\.title) == ["n600"])
+        #expect(try store.stored(FetchRequest<Sticker>())[0].folder == nil)
+    }
+}
