@@ -78,6 +78,19 @@ public struct AssetFields: Sendable, Hashable {
         metadataJSON = asset.metadataJSON
     }
 
+    /// The fields of an asset's row read without making an object (``Catalog/forEachAsset(_:pageSize:_:)``).
+    init(_ row: ObjectSnapshot) {
+        self.init(
+            name: row.value(for: \Asset.name) ?? "", kind: row.value(for: \Asset.kind) ?? "data",
+            storage: row.value(for: \Asset.storage) ?? .managed, size: row.value(for: \Asset.size) ?? 0,
+            sha256: row.value(for: \Asset.sha256) ?? "", path: row.value(for: \Asset.path) ?? nil,
+            member: row.value(for: \Asset.member) ?? nil, memberOrdinal: row.value(for: \Asset.memberOrdinal) ?? 0,
+            created: row.value(for: \Asset.created) ?? Date(timeIntervalSince1970: 0),
+            modified: row.value(for: \Asset.modified) ?? Date(timeIntervalSince1970: 0))
+        tagText = row.value(for: \Asset.tagText) ?? "\n"  // as stored: no JSON work
+        metadataJSON = row.value(for: \Asset.metadataJSON) ?? "{}"
+    }
+
     /// Writes the fields into a row of assets inserted in bulk (the asset's archive, for a
     /// member, is the row's to set).
     func write(to row: inout BatchInsertRow<Asset>) {

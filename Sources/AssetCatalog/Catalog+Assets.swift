@@ -65,7 +65,7 @@ extension Catalog {
             try withContext { context in
                 let request = FetchRequest<Asset>(
                     predicate: query.predicate && .objectIDs(after: after), sortBy: [.objectID()], limit: limit)
-                return try context.fetch(request).map(AssetRecord.init)
+                return try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))  // no objects
             }
         }
     }
@@ -146,12 +146,8 @@ extension Catalog {
     /// ``remove(_:dryRun:)``. Returns how many assets were deleted.
     @discardableResult
     public func removeAll(_ query: AssetQuery) throws -> Int {
-        try storeErrors {
-            let deleted = try withContext { context in
-                try context.batchDelete(FetchRequest<Asset>(predicate: query.predicate)).deletedObjectIDs
-            }
-            return deleted.filter { $0.entityName == Asset.entityName }.count
-        }
+        let result = try removeAll(query, dryRun: false)
+        return result.assets + result.members
     }
 
     /// Adds and removes tags on assets; returns them as they are afterwards.

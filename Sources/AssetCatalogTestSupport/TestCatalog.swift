@@ -75,7 +75,7 @@ public struct TestCatalog: Sendable {
 
     /// Runs `assetcat ARGUMENTS` on this catalog (`--catalog` is added at the
     /// end unless it is `init` or `namesCatalog` is false), with
-    /// extra environment variables.
+    /// extra environment variables and `stdin` as its standard input (`/dev/null` unless given).
     ///
     /// Async, and waiting on a thread of its own: a test blocked on a child
     /// process would otherwise hold one of the concurrency pool's threads
@@ -83,7 +83,7 @@ public struct TestCatalog: Sendable {
     @discardableResult
     public func run(
         _ arguments: [String], namesCatalog: Bool = true, environment: [String: String] = [:],
-        in workingDirectory: URL? = nil
+        in workingDirectory: URL? = nil, stdin: ChildProcess.Input = .null
     ) async throws -> Run {
         var args = arguments
         if namesCatalog, let first = args.first, first != "init", !args.contains("--catalog") {
@@ -94,7 +94,8 @@ public struct TestCatalog: Sendable {
         // Both streams are read at once by the runner, so a run that fills one pipe's buffer
         // while the test reads the other cannot hang.
         let outcome = try await ChildProcess.run(
-            Self.executable().path, args, environment: env, workingDirectory: (workingDirectory ?? directory).path)
+            Self.executable().path, args, environment: env, workingDirectory: (workingDirectory ?? directory).path,
+            stdin: stdin)
         return Run(
             status: outcome.status, stdout: outcome.stdoutText, stderr: outcome.stderrText,
             termination: outcome.termination)

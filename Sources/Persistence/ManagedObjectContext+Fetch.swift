@@ -132,6 +132,26 @@ extension ManagedObjectContext {
         }
     }
 
+    /// The rows `request` describes, as ``fetch(_:)`` would see them, as snapshots of their
+    /// values — without making objects: no object is registered or uniqued, and
+    /// `awakeFromFetch` does not run. For reading many rows once (a listing, an export) where
+    /// objects, their change tracking and their relationships are not needed. Unsaved changes
+    /// of this context count as they do for ``fetch(_:)`` (unless `includesPendingChanges` is
+    /// false); `fetchBatchSize` is ignored.
+    public func fetchSnapshots<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [ObjectSnapshot] {
+        let fetch = request.storeFetch
+        let entity = fetch.entity
+        if request.includesPendingChanges && hasPendingChanges(for: entity) {
+            return try merged(fetch).map { item in
+                switch item {
+                case .row(let row): ObjectSnapshot(entity: entity, row: row)
+                case .object(let o): ObjectSnapshot(entity: entity, id: o.objectID.rowID, values: o.values)
+                }
+            }
+        }
+        return try sourceRows(fetch).map { ObjectSnapshot(entity: entity, row: $0) }
+    }
+
     /// How many objects `request` would fetch.
     public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
         let fetch = request.storeFetch

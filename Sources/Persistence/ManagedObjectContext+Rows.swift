@@ -221,6 +221,24 @@ extension ManagedObjectContext {
     /// contexts (contexts that merge automatically get it anyway).
     @discardableResult
     public func batchDelete<T: ManagedObject>(_ request: FetchRequest<T>) throws -> SaveNotification {
+        try batchDelete(request, namingRowsByRange: false)
+    }
+
+    /// Deletes every row `request` matches, as ``batchDelete(_:)`` does, but names the
+    /// deleted rows in the returned notification by range
+    /// (``SaveNotification/deletedRowRanges``), as a save's
+    /// ``deleteRows(_:pages:)`` does, rather than by ID: a deletion of a million consecutive
+    /// rows is a few ranges, not a million IDs. Rows its delete rules nullify are still
+    /// named by ID (``SaveNotification/updatedObjectIDs``). Pass the notification to
+    /// ``mergeChanges(from:)`` of live contexts as for ``batchDelete(_:)``.
+    @discardableResult
+    public func batchDeleteNamingRanges<T: ManagedObject>(_ request: FetchRequest<T>) throws -> SaveNotification {
+        try batchDelete(request, namingRowsByRange: true)
+    }
+
+    private func batchDelete<T: ManagedObject>(_ request: FetchRequest<T>, namingRowsByRange: Bool) throws
+        -> SaveNotification
+    {
         guard parent == nil else {
             throw PersistenceError(
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
@@ -239,12 +257,18 @@ extension ManagedObjectContext {
             throw error
         }
         effects.runAfterCommit()
-        let note = SaveNotification(
-            inserted: [], updated: outcome.nullified,
-            deleted: outcome.deletedRows.flatMap { name, ids in
-                ids.map { ManagedObjectID(entityName: name, rowID: $0) }
-            },
-            contextName: name, insertedRowRanges: effects.rowRanges.mapValues(\.ranges))
+        let note =
+            namingRowsByRange
+            ? SaveNotification(
+                inserted: [], updated: outcome.nullified, deleted: [], contextName: name,
+                insertedRowRanges: effects.rowRanges.mapValues(\.ranges),
+                deletedRowRanges: outcome.deletedRows.mapValues(\.ranges))
+            : SaveNotification(
+                inserted: [], updated: outcome.nullified,
+                deleted: outcome.deletedRows.flatMap { name, ids in
+                    ids.map { ManagedObjectID(entityName: name, rowID: $0) }
+                },
+                contextName: name, insertedRowRanges: effects.rowRanges.mapValues(\.ranges))
         core.broadcast(note, from: nil)
         return note
     }

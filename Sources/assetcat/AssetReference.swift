@@ -1,4 +1,9 @@
 import AssetCatalog
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// An asset named on the command line: by its ID or by its name.
 ///
@@ -34,5 +39,33 @@ enum AssetReference {
     /// The IDs of the assets `references` designate, in their order.
     static func resolve(_ references: [String], in catalog: Catalog) throws -> [AssetID] {
         try references.map { try resolve($0, in: catalog).id }
+    }
+
+    /// The non-empty lines of a file (`-`: standard input), without their line breaks: the
+    /// references of `--from-file`. The file is opened once and checked for what it opened (a
+    /// folder is refused); a pipe or FIFO is read to its end.
+    ///
+    /// - Throws: ``CatalogError/Code/io`` naming the file when it cannot be read.
+    static func lines(ofFile path: String) throws -> [String] {
+        let fd = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
+        let name = path == "-" ? "standard input" : DisplayText.quoted(path)
+        func failure(_ code: Int32) -> CatalogError {
+            CatalogError(.io, "Could not read \(name): \(String(cString: strerror(code)))", path: path)
+        }
+        guard fd >= 0 else { throw failure(errno) }
+        defer { if fd != STDIN_FILENO { close(fd) } }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw failure(errno) }
+        if status.st_mode & S_IFMT == S_IFDIR { throw failure(EISDIR) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw failure(errno) }
+            if count == 0 { break }
+            bytes += buffer[0..<count]
+        }
+        return bytes.split(separator: 0x0A).map { String(decoding: $0, as: UTF8.self) }
     }
 }

@@ -87,33 +87,10 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             let query = AssetQuery(tag: tag, kind: kind)
             if json || jsonl {
-                // Streamed a page at a time and written in blocks: memory stays bounded for any
-                // catalog; the first record is written at once.
-                let chosen = try fields.map(AssetRecord.Field.list)
-                var out = Terminal.Output()
-                var first = true
-                if json { try out.append("[") }
-                try catalog.forEachAsset(query) { asset in
-                    let text =
-                        if let chosen {
-                            try jsonl
-                                ? Terminal.jsonLine(asset.selecting(chosen))
-                                : Terminal.jsonText(asset.selecting(chosen))
-                        } else {
-                            try jsonl ? Terminal.jsonLine(asset) : Terminal.jsonText(asset)
-                        }
-                    if jsonl {
-                        try out.append(text + "\n")
-                    } else {
-                        // Indented one level; the empty line of an empty object's pretty form dropped.
-                        try out.append(
-                            (first ? "\n  " : ",\n  ") + text.split(separator: "\n").joined(separator: "\n  "))
-                    }
-                    if first { try out.flush() }
-                    first = false
-                }
-                if json { try out.append(first ? "]\n" : "\n]\n") }
-                try out.flush()
+                // Streamed a page at a time and written in blocks; the first record at once.
+                try catalog.writeJSON(
+                    query, listing: jsonl ? .lines : .array, fields: try fields.map(AssetRecord.Field.list)
+                ) { try Terminal.output(Data($0)) }
                 return
             }
             print(Table.header)
@@ -220,9 +197,20 @@ extension AssetCat {
         @Argument(help: "Asset IDs or names.") var assets: [String] = []
         @Option(help: "Every asset with this tag (and the members of archives among them), in one deletion.")
         var tag: String?
+        @Option(
+            help: ArgumentHelp(
+                "Read asset IDs or names from FILE, one a line ('-' reads standard input); empty lines are skipped.",
+                valueName: "FILE"))
+        var fromFile: String?
         @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
 
         func validate() throws {
+            if fromFile != nil {
+                guard tag == nil && assets.isEmpty else {
+                    throw ValidationError("Give --from-file FILE alone, without asset IDs, names or --tag.")
+                }
+                return
+            }
             if tag == nil && assets.isEmpty { throw ValidationError("Give asset IDs or names, or --tag TAG.") }
             if tag != nil && !assets.isEmpty {
                 throw ValidationError("Give asset IDs or names, or --tag TAG, not both.")
@@ -231,23 +219,26 @@ extension AssetCat {
 
         func run(_ catalog: Catalog) async throws {
             if let tag {
-                // Listed a page at a time; deleted in one set-based statement (no objects loaded).
+                // Listed a page at a time; deleted in one transaction, a page of rows at a time
+                // (no objects loaded); the counts are the library's.
                 let query = AssetQuery(tag: tag)
-                var count = 0
                 if dryRun {
                     try catalog.forEachAsset(query) { a in
                         print("would remove \(a.id)  \(DisplayText.quoted(a.name))")
-                        count += 1
                     }
-                } else {
-                    count = try catalog.removeAll(query)
                 }
+                let result = try catalog.removeAll(query, dryRun: dryRun)
+                let members = result.members > 0 ? " (and \(plural(result.members, "archive member")))" : ""
+                let files = result.files.map { " and \(plural($0, "file")) from objects/" } ?? ""
                 print(
-                    "\(dryRun ? "would remove" : "removed") \(plural(count, "asset")) tagged \(DisplayText.quoted(tag))"
-                )
+                    "\(dryRun ? "would remove" : "removed") \(plural(result.assets, "asset")) tagged "
+                        + "\(DisplayText.quoted(tag))\(members)\(files)")
                 return
             }
-            let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
+            let ids =
+                try fromFile.map { try catalog.assetIDs(for: AssetReference.lines(ofFile: $0)) }
+                ?? AssetReference.resolve(assets, in: catalog)
+            let result = try catalog.remove(ids, dryRun: dryRun)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(

@@ -53,40 +53,6 @@ enum Terminal {
         try output(try encoder.encode(value) + Data("\n".utf8))
     }
 
-    /// A value as pretty-printed JSON text, without a final newline.
-    static func jsonText<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try encoder.encode(value), as: UTF8.self)
-    }
-
-    private static let lineEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        return encoder
-    }()
-
-    /// A value as compact JSON text on one line (JSON escapes every line break in a string),
-    /// without a final newline.
-    static func jsonLine<T: Encodable>(_ value: T) throws -> String {
-        String(decoding: try lineEncoder.encode(value), as: UTF8.self)
-    }
-
-    /// Text for stdout, written in blocks of 64 KiB rather than a write per line.
-    struct Output {
-        private var buffer = Data()
-
-        mutating func append(_ text: String) throws {
-            buffer.append(contentsOf: text.utf8)
-            if buffer.count >= 1 << 16 { try flush() }
-        }
-
-        mutating func flush() throws {
-            guard !buffer.isEmpty else { return }
-            try Terminal.output(buffer)
-            buffer.removeAll(keepingCapacity: true)
-        }
-    }
-
     /// Writes to stdout; a failure (a full disk, a closed pipe) is an error, not a crash.
     static func output(_ data: Data) throws {
         do {

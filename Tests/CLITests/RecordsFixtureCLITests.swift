@@ -20,4 +20,36 @@ import Testing
         let expected = try String(contentsOfFile: Self.fixture("records-v1.ls.json"), encoding: .utf8)
         #expect(try await t.run(["ls", "--json"]).stdout == expected)
     }
+
+    /// `ls --jsonl` and `ls --json --fields` of the same catalog are what the CLI wrote through
+    /// `JSONEncoder` before it had its own encoder: records of the committed listing, encoded
+    /// as it did (compact; or pretty, indented one level, empty lines dropped).
+    @Test func lsJSONLinesAndFieldsAreWhatJSONEncoderWrote() async throws {
+        let t = try TestCatalog()
+        #expect(try await t.run(["init", t.root.path]).status == 0)
+        #expect(try await t.run(["import", Self.fixture("records-v1")]).status == 0)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let records = try decoder.decode(
+            [AssetRecord].self, from: Data(contentsOf: URL(fileURLWithPath: Self.fixture("records-v1.ls.json"))))
+        func encoded(_ value: some Encodable, pretty: Bool) throws -> String {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting =
+                pretty
+                ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+            encoder.dateEncodingStrategy = .iso8601
+            let text = String(decoding: try encoder.encode(value), as: UTF8.self)
+            return pretty ? text.split(separator: "\n").joined(separator: "\n  ") : text
+        }
+        let lines = try records.map { try encoded($0, pretty: false) + "\n" }.joined()
+        #expect(try await t.run(["ls", "--jsonl"]).stdout == lines)
+        let chosen: [AssetRecord.Field] = [.tags, .id, .metadata, .path]
+        let some = try records.map { try encoded($0.selecting(chosen), pretty: true) }
+        let expected = "[\n  " + some.joined(separator: ",\n  ") + "\n]\n"
+        #expect(try await t.run(["ls", "--json", "--fields", "tags,id,metadata,path"]).stdout == expected)
+        let someLines = try records.map { try encoded($0.selecting(chosen), pretty: false) + "\n" }.joined()
+        #expect(try await t.run(["ls", "--jsonl", "--fields", "tags,id,metadata,path"]).stdout == someLines)
+        #expect(try await t.run(["ls", "--json", "--tag", "no-such-tag"]).stdout == "[]\n")
+        #expect(try await t.run(["ls", "--jsonl", "--tag", "no-such-tag"]).stdout == "")
+    }
 }

@@ -20,7 +20,9 @@ import Testing
         catalog.close()
 
         let dry = try await t.run(["rm", "--tag", "go", "--dry-run"])
-        #expect(dry.stdout == "would remove 1  a.txt\nwould remove 2  b.txt\nwould remove 2 assets tagged go\n")
+        #expect(
+            dry.stdout == "would remove 1  a.txt\nwould remove 2  b.txt\n"
+                + "would remove 2 assets tagged go and 1 file from objects/\n")
         #expect(t.hasObject(shared) && t.hasObject(bDigest))
         #expect(try await t.run(["ls", "--jsonl", "--fields", "id"]).stdout == "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n")
 
