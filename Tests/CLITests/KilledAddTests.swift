@@ -75,6 +75,31 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         #expect(objectDigests(t) == (try recordedDigests(t)))
     }
 
+    /// A reference-mode add killed between two batches (as the second commits; the first
+    /// committed while the second was read): the catalog holds the first batch, the first
+    /// files found in order, and nothing else; the same command again adds every file (an
+    /// add records what it is given, already recorded or not).
+    @Test(arguments: [1, 2])
+    func killedReferenceAddLeavesTheFirstBatchesAndAddingAgainCompletesIt(batches: Int) async throws {
+        let (t, folder, _) = try await Self.setUp()
+        let run = try await t.run(
+            ["add", "--reference", "--recursive", folder],
+            environment: ["ASSETCAT_FAULT": "before-add-commit", "ASSETCAT_FAULT_AT": String(batches + 1)])
+        #expect(run.status == 86, "\(run.stdout)\(run.stderr)")
+        let all = (0..<Self.files).map { folder + "/f\(String(format: "%04d", $0)).txt" }
+        let catalog = try t.open()
+        let recorded = try catalog.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }
+        catalog.close()
+        #expect(recorded.map(\.path) == Array(all.prefix(512 * batches)))
+        let again = try await t.run(["add", "--reference", "--recursive", folder])
+        #expect(again.status == 0)
+        #expect(again.stdout == "added \(Self.files) files\n")
+        let reopened = try t.open()
+        defer { reopened.close() }
+        let after = try reopened.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }
+        #expect(after.map(\.path) == Array(all.prefix(512 * batches)) + all)
+    }
+
     /// SIGTERM (what `timeout`, systemd and container runtimes send) behaves like Ctrl-C:
     /// the complete files are committed, the rest undone, a message, exit 143.
     @Test(arguments: [5, 60])
