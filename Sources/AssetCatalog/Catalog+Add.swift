@@ -33,7 +33,9 @@ public struct AddOptions: Sendable, Hashable {
     public var extractsMetadata: Bool
     /// How many files are read at once; all cores by default.
     public var concurrency: Int
-    /// How many files are committed per transaction.
+    /// How many files the first transaction commits. Each later one commits twice as many
+    /// as the one before, up to eight times this: the first files are recorded soon, and a
+    /// large add commits (and syncs the store) rarely.
     public var batchSize: Int
     /// Whether the result lists every record added (``AddResult/added``) and job queued
     /// (``AddResult/queuedJobs``). Without them the result holds their counts only
@@ -211,6 +213,7 @@ extension Catalog {
         var nextToRecord = 0
         var pending: [IngestedFile] = []
         var ready: [[IngestedFile]] = []
+        var batchSize = options.batchSize
         func collectInOrder() {
             while true {
                 if let file = completed.removeValue(forKey: nextToRecord) {
@@ -219,9 +222,10 @@ extension Catalog {
                     return
                 }
                 nextToRecord += 1
-                if pending.count >= options.batchSize {
+                if pending.count >= batchSize {
                     ready.append(pending)
                     pending = []
+                    batchSize = min(batchSize * 2, options.batchSize * Self.batchGrowth)
                 }
             }
         }
@@ -307,6 +311,8 @@ extension Catalog {
 
     /// How many files the walk of an add lists ahead of the work.
     static let walkPageSize = 1_024
+    /// How many times ``AddOptions/batchSize`` an add's batches grow to.
+    static let batchGrowth = 8
     /// The most files, and about the most bytes, one task of an add reads.
     static let runFiles = 64
     static let runBytes: Int64 = 1 << 20
@@ -338,7 +344,8 @@ extension Catalog {
     /// Reads (and in copy mode stores) one file, and indexes its members.
     private func ingest(_ file: SourceFile, directoryFD: Int32, options: AddOptions) throws -> IngestedFile {
         let stop = { Task.isCancelled }
-        let name = (file.path as NSString).lastPathComponent
+        let slash = file.path.utf8.lastIndex(of: UInt8(ascii: "/"))  // paths are absolute, never end in "/"
+        let name = slash.map { String(file.path[file.path.utf8.index(after: $0)...]) } ?? file.path
         switch options.mode {
         case .reference where options.defersHashing:
             return IngestedFile(source: file.path, name: name, digest: "", size: file.size, pin: nil)

@@ -366,10 +366,10 @@ final class ContentStore: Sendable {
         defer { if output >= 0 { close(output) } }
         var hasher = SHA256()
         var size: Int64 = 0
-        let stopped = CatalogError(.cancelled, "Stopped while reading \(path)", path: path)
-        if isCancelled() { throw stopped }
+        func stopped() -> CatalogError { CatalogError(.cancelled, "Stopped while reading \(path)", path: path) }
+        if isCancelled() { throw stopped() }
         try readChunks(input, path: path) { chunk in
-            if isCancelled() { throw stopped }
+            if isCancelled() { throw stopped() }
             hasher.update(bufferPointer: chunk)
             size += Int64(chunk.count)
             if output >= 0 { try writeAll(output, chunk, path: destination!) }
