@@ -34,7 +34,7 @@ public struct AddOptions: Sendable, Hashable {
     /// How many files are read at once; all cores by default.
     public var concurrency: Int
     /// How many files the first transaction commits. Each later one commits twice as many
-    /// as the one before, up to eight times this: the first files are recorded soon, and a
+    /// as the one before, up to 32 times this: the first files are recorded soon, and a
     /// large add commits (and syncs the store) rarely.
     public var batchSize: Int
     /// Whether the result lists every record added (``AddResult/added``) and job queued
@@ -207,7 +207,7 @@ extension Catalog {
         // Files complete in any order; they are recorded in the order found, so IDs follow
         // the command line and directory order. A batch is committed while the next files are
         // read, one batch at a time; what waits is bounded (a batch being committed, one
-        // ready, one filling, and the files being read).
+        // ready, and the files being read into the next).
         var completed: [Int: IngestedFile] = [:]
         var failed = Set<Int>()
         var nextToRecord = 0
@@ -243,7 +243,7 @@ extension Catalog {
             // Files are read in runs (up to `runFiles` files or `runBytes` bytes), a task each:
             // a task per tiny file costs more in hand-offs between threads than its reading.
             func launchReads() {
-                while !stopped && reading < options.concurrency && ready.count < 2 {
+                while !stopped && reading < options.concurrency && ready.isEmpty {
                     var run: [SourceFile] = []
                     var bytes: Int64 = 0
                     while run.count < Self.runFiles && bytes < Self.runBytes, let file = nextSource() {
@@ -312,7 +312,7 @@ extension Catalog {
     /// How many files the walk of an add lists ahead of the work.
     static let walkPageSize = 1_024
     /// How many times ``AddOptions/batchSize`` an add's batches grow to.
-    static let batchGrowth = 8
+    static let batchGrowth = 32
     /// The most files, and about the most bytes, one task of an add reads.
     static let runFiles = 64
     static let runBytes: Int64 = 1 << 20
