@@ -1,7 +1,8 @@
 extension Catalog {
     /// Called by ``add(_:options:progress:)`` with the paths of the first files it found (the
-    /// walk's first page: all of them in a small tree), before it opens any: the tests swap a file there, to show that what is read is what was found or
-    /// nothing (``AssetCatalogTestSupport``'s `afterAddListing`).
+    /// walk's first page: all of them in a small tree), before it opens any: the tests swap a
+    /// file there, to show that what is read is what was found or nothing
+    /// (``AssetCatalogTestSupport``'s `afterAddListing`).
     @TaskLocal package static var afterExpanding: (@Sendable (_ paths: [String]) -> Void)?
 
     /// Called by ``add(_:options:progress:)`` once it has counted the files it will add, before
