@@ -31,7 +31,8 @@ public struct AddOptions: Sendable, Hashable {
     public var defersHashing: Bool
     /// Queue a `metadata` job (media type, pixel size) for each image.
     public var extractsMetadata: Bool
-    /// How many files are read at once; all cores by default.
+    /// How many files are read at once (small files go in runs of up to 64 per read); all
+    /// cores by default.
     public var concurrency: Int
     /// How many files the first transaction commits. Each later one commits twice as many
     /// as the one before, up to 32 times this: the first files are recorded soon, and a
