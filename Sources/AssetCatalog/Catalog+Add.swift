@@ -1,4 +1,5 @@
 import ArchiveIO
+import BagIt
 public import Foundation
 import Logging
 import Persistence
@@ -30,15 +31,26 @@ public struct AddOptions: Sendable, Hashable {
     public var defersHashing: Bool
     /// Queue a `metadata` job (media type, pixel size) for each image.
     public var extractsMetadata: Bool
-    /// How many files are read at once; all cores by default.
+    /// How many files are read at once (small files go in runs of up to 64 per read); all
+    /// cores by default.
     public var concurrency: Int
-    /// How many files are committed per transaction.
+    /// How many files the first transaction commits. Each later one commits twice as many
+    /// as the one before, up to 32 times this: the first files are recorded soon, and a
+    /// large add commits (and syncs the store) rarely.
     public var batchSize: Int
+    /// Whether the result lists every record added (``AddResult/added``) and job queued
+    /// (``AddResult/queuedJobs``). Without them the result holds their counts only
+    /// (``AddResult/addedCount``, ``AddResult/queuedJobCount``), and an add of any number of
+    /// files runs in flat memory.
+    public var keepsRecords: Bool
 
+    /// Options for ``Catalog/add(_:options:progress:)``; each parameter sets the property of
+    /// the same name.
     public init(
         mode: Mode = .copy, tags: [String] = [], recursive: Bool = false, indexesArchives: Bool = true,
         defersHashing: Bool = false, extractsMetadata: Bool = true,
-        concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, batchSize: Int = 512
+        concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, batchSize: Int = 512,
+        keepsRecords: Bool = true
     ) {
         self.mode = mode
         self.tags = tags
@@ -48,6 +60,7 @@ public struct AddOptions: Sendable, Hashable {
         self.extractsMetadata = extractsMetadata
         self.concurrency = max(1, concurrency)
         self.batchSize = max(1, batchSize)
+        self.keepsRecords = keepsRecords
     }
 }
 
@@ -61,8 +74,11 @@ public struct AddProgress: Sendable, Hashable {
 
 /// What an add did.
 public struct AddResult: Sendable {
-    /// The committed assets (archives first, then their members).
+    /// The committed assets (archives first, then their members); empty when the add's
+    /// options do not keep records (``AddOptions/keepsRecords``).
     public var added: [AssetRecord]
+    /// How many assets were committed (whether or not ``added`` lists them).
+    public var addedCount = 0
     /// Files that could not be added, each with why.
     public var failures: [CatalogError]
     /// Whether the add was cancelled; what had completed is committed.
@@ -70,8 +86,22 @@ public struct AddResult: Sendable {
     /// How many files were found to add.
     public var filesFound: Int
     /// The jobs queued for the added assets (archive indexing, deferred
-    /// digests, metadata), in the catalog's ``Catalog/jobs`` queue.
+    /// digests, metadata), in the catalog's ``Catalog/jobs`` queue; empty when the add's
+    /// options do not keep records (``AddOptions/keepsRecords``).
     public var queuedJobs: [Int64] = []
+    /// How many jobs were queued (whether or not ``queuedJobs`` lists them).
+    public var queuedJobCount = 0
+
+    /// Takes in what one batch's commit did.
+    mutating func merge(_ batch: Catalog.BatchOutcome, keepingRecords: Bool) {
+        addedCount += batch.added.count
+        queuedJobCount += batch.queuedJobs.count
+        failures += batch.failures
+        if keepingRecords {
+            added += batch.added
+            queuedJobs += batch.queuedJobs
+        }
+    }
 }
 
 /// One file read and (in copy mode) stored, not yet recorded.
@@ -98,11 +128,19 @@ extension Catalog {
     /// Files are read on all cores at once; each is hashed with SHA-256 and,
     /// in copy mode, written to staging, synced and linked into `objects/`
     /// before the transaction that records it commits. Completed files are
-    /// committed in batches; cancelling the task commits what is complete,
+    /// committed in batches, in the order they were found, one batch while the
+    /// next files are read; cancelling the task commits what is complete,
     /// stops the rest, and leaves nothing in staging.
-    /// Should the process die instead (a kill, a crash), the content its last
+    /// Should the process die instead (a kill, a crash), the batches committed
+    /// stay (the first files found, in order), and the content its last
     /// batch linked is journaled: the next open of the catalog removes what no
     /// commit recorded.
+    ///
+    /// Directories are walked twice, a directory at a time — once to count the
+    /// files (``AddProgress/filesTotal``) and once to add them — so the add
+    /// never holds the list of its files: with ``AddOptions/keepsRecords`` off,
+    /// its memory does not grow with their number (it holds the names of the
+    /// largest directories on the way, and a few batches).
     ///
     /// ```swift
     /// let result = try await catalog.add(["/srv/photos"], options: .init(tags: ["2024"], recursive: true))
@@ -124,110 +162,225 @@ extension Catalog {
             throw CatalogError(
                 .invalidArgument, "Hashing can only be deferred for referenced files (content is stored by its digest)")
         }
-        var unnamable: [CatalogError] = []
-        let files = try Self.expand(paths, recursive: options.recursive, excluding: root.path, unnamable: &unnamable)
-        let totalBytes = files.reduce(Int64(0)) { $0 + $1.size }
+        let named = try Self.namedSources(paths, recursive: options.recursive, excluding: root.path)
+        // A first walk counts the files (for the progress and the result) and finds those whose
+        // name cannot be recorded, before anything is added; the second walk feeds the work,
+        // a page at a time. Neither holds the list of files.
+        var counting = SourceWalk(named, excluding: root.path, needsSizes: true)
+        var found = 0
+        var totalBytes: Int64 = 0
+        while let file = counting.next() {
+            found += 1
+            totalBytes += file.size
+            if found % 4096 == 0 && Task.isCancelled { break }
+        }
         // Files whose name cannot be recorded are failures: never left out without a word.
-        var result = AddResult(added: [], failures: unnamable, wasCancelled: false, filesFound: files.count)
-        var done = AddProgress(filesDone: 0, filesTotal: files.count, bytesDone: 0, bytesTotal: totalBytes)
+        var result = AddResult(added: [], failures: counting.unnamable, wasCancelled: false, filesFound: found)
+        if Task.isCancelled {
+            result.wasCancelled = true
+            return result
+        }
+        var done = AddProgress(filesDone: 0, filesTotal: found, bytesDone: 0, bytesTotal: totalBytes)
         progress?(done)
-        // Files complete in any order; they are recorded in the order given,
-        // so IDs follow the command line and directory order.
+        Self.afterCounting?()
+        var sources = SourceWalk(named, excluding: root.path, needsSizes: true)  // sizes make the runs
+        // The files found and not started yet: a page of the walk at a time.
+        var page: [SourceFile] = []
+        var pageNext = 0
+        var walked = 0
+        var isFirstPage = true
+        func nextSource() -> SourceFile? {
+            if pageNext == page.count {
+                page.removeAll(keepingCapacity: true)
+                pageNext = 0
+                while page.count < Self.walkPageSize, let file = sources.next() { page.append(file) }
+                walked += page.count
+                if isFirstPage {
+                    isFirstPage = false
+                    Self.afterExpanding?(page.map(\.path))  // the tests' window: listed, nothing opened yet
+                }
+                if page.isEmpty { return nil }
+            }
+            pageNext += 1
+            return page[pageNext - 1]
+        }
+
+        // Files complete in any order; they are recorded in the order found, so IDs follow
+        // the command line and directory order. A batch is committed while the next files are
+        // read, one batch at a time; what waits is bounded (a batch being committed, one
+        // ready, and the files being read into the next).
         var completed: [Int: IngestedFile] = [:]
         var failed = Set<Int>()
         var nextToRecord = 0
         var pending: [IngestedFile] = []
+        var ready: [[IngestedFile]] = []
+        var batchSize = options.batchSize
         func collectInOrder() {
-            while nextToRecord < files.count {
+            while true {
                 if let file = completed.removeValue(forKey: nextToRecord) {
                     pending.append(file)
-                } else if !failed.contains(nextToRecord) {
+                } else if failed.remove(nextToRecord) == nil {
                     return
                 }
                 nextToRecord += 1
+                if pending.count >= batchSize {
+                    ready.append(pending)
+                    pending = []
+                    batchSize = min(batchSize * 2, options.batchSize * Self.batchGrowth)
+                }
             }
         }
 
-        Self.afterExpanding?(files.map(\.path))  // the tests' window: listed, nothing opened yet
-        try await withThrowingTaskGroup(of: (Int, Result<IngestedFile, CatalogError>).self) { group in
+        enum Outcome: Sendable {
+            /// The files of a run, from the index of its first.
+            case files(Int, [Result<IngestedFile, CatalogError>])
+            case batch(BatchOutcome)
+        }
+        try await withThrowingTaskGroup(of: Outcome.self) { group in
             var next = 0
-            func launch() {
-                let index = next
-                let file = files[index]
-                next += 1
-                group.addTask { [self] in
-                    do {
-                        return (index, .success(try self.ingest(file, options: options)))
-                    } catch let error as CatalogError {
-                        return (index, .failure(error))
-                    } catch {
-                        return (
-                            index, .failure(CatalogError(.io, "\(file.path): \(error)", path: file.path, cause: error))
-                        )
+            var reading = 0
+            var committing = false
+            var stopped = false
+            // Files are read in runs (up to `runFiles` files or `runBytes` bytes), a task each:
+            // a task per tiny file costs more in hand-offs between threads than its reading.
+            func launchReads() {
+                while !stopped && reading < options.concurrency && ready.isEmpty {
+                    var run: [SourceFile] = []
+                    var bytes: Int64 = 0
+                    while run.count < Self.runFiles && bytes < Self.runBytes, let file = nextSource() {
+                        run.append(file)
+                        bytes += file.size
                     }
+                    guard !run.isEmpty else { return }
+                    let first = next
+                    next += run.count
+                    reading += 1
+                    group.addTask { [self] in .files(first, self.ingest(run, options: options)) }
                 }
             }
-            while next < files.count && next < options.concurrency { launch() }
-            while let (index, outcome) = try await group.next() {
+            func launchCommit() {
+                guard !stopped, !committing, !ready.isEmpty else { return }
+                let batch = ready.removeFirst()
+                committing = true
+                group.addTask { [self] in .batch(self.commitBatch(batch, options: options)) }
+            }
+            launchReads()
+            while let outcome = try await group.next() {
                 switch outcome {
-                case .success(let file):
-                    completed[index] = file
-                    done.bytesDone += file.size
-                case .failure(let error):
-                    failed.insert(index)
-                    if error.code == .cancelled { result.wasCancelled = true } else { result.failures.append(error) }
-                }
-                done.filesDone += 1
-                progress?(done)
-                collectInOrder()
-                if pending.count >= options.batchSize {
-                    commitReporting(pending, options: options, into: &result)
-                    pending = []
+                case .files(let first, let outcomes):
+                    reading -= 1
+                    for (index, outcome) in zip(first..., outcomes) {
+                        switch outcome {
+                        case .success(let file):
+                            completed[index] = file
+                            done.bytesDone += file.size
+                        case .failure(let error):
+                            failed.insert(index)
+                            if error.code == .cancelled {
+                                result.wasCancelled = true
+                            } else {
+                                result.failures.append(error)
+                            }
+                        }
+                        done.filesDone += 1
+                        done.filesTotal = max(done.filesTotal, done.filesDone)  // a file made since the count
+                        progress?(done)
+                    }
+                    collectInOrder()
+                case .batch(let batch):
+                    committing = false
+                    result.merge(batch, keepingRecords: options.keepsRecords)
                 }
                 if Task.isCancelled {
                     result.wasCancelled = true
-                } else if next < files.count {
-                    launch()
+                    stopped = true
                 }
+                launchCommit()
+                launchReads()
             }
         }
-        // Cancelled: what completed past a gap is complete too; record it, in order.
-        pending += completed.sorted { $0.key < $1.key }.map(\.value)
-        if !pending.isEmpty { commitReporting(pending, options: options, into: &result) }
+        // What is complete and not committed yet (when cancelled, also what completed past a
+        // gap: it is complete too), in order.
+        ready.append(pending + completed.sorted { $0.key < $1.key }.map(\.value))
+        for batch in ready where !batch.isEmpty {
+            result.merge(commitBatch(batch, options: options), keepingRecords: options.keepsRecords)
+        }
+        if !result.wasCancelled { result.filesFound = walked }
         result.failures.sort { ($0.path ?? "") < ($1.path ?? "") }
         return result
     }
 
+    /// How many files the walk of an add lists ahead of the work.
+    static let walkPageSize = 1_024
+    /// How many times ``AddOptions/batchSize`` an add's batches grow to.
+    static let batchGrowth = 32
+    /// The most files, and about the most bytes, one task of an add reads.
+    static let runFiles = 64
+    static let runBytes: Int64 = 1 << 20
+
+    /// Reads (and in copy mode stores) a run of files, in order; a file below a directory
+    /// the user named is opened below it, opened once for the run.
+    private func ingest(_ run: [SourceFile], options: AddOptions) -> [Result<IngestedFile, CatalogError>] {
+        var directory: (path: String, fd: Int32)?  // fd -1: it did not open; each file says why
+        defer { if let directory, directory.fd >= 0 { Glibc.close(directory.fd) } }
+        return run.map { file in
+            do {
+                var fd: Int32 = -1
+                if let below = file.below {
+                    if directory?.path != below {
+                        if let directory, directory.fd >= 0 { Glibc.close(directory.fd) }
+                        directory = (below, (try? FileAccess.openDirectory(below)) ?? -1)
+                    }
+                    fd = directory!.fd
+                }
+                return .success(try ingest(file, directoryFD: fd, options: options))
+            } catch let error as CatalogError {
+                return .failure(error)
+            } catch {
+                return .failure(CatalogError(.io, "\(file.path): \(error)", path: file.path, cause: error))
+            }
+        }
+    }
+
     /// Reads (and in copy mode stores) one file, and indexes its members.
-    private func ingest(_ file: SourceFile, options: AddOptions) throws -> IngestedFile {
+    private func ingest(_ file: SourceFile, directoryFD: Int32, options: AddOptions) throws -> IngestedFile {
         let stop = { Task.isCancelled }
-        let name = (file.path as NSString).lastPathComponent
+        let slash = file.path.utf8.lastIndex(of: UInt8(ascii: "/"))  // paths are absolute, never end in "/"
+        let name = slash.map { String(file.path[file.path.utf8.index(after: $0)...]) } ?? file.path
         switch options.mode {
         case .reference where options.defersHashing:
             return IngestedFile(source: file.path, name: name, digest: "", size: file.size, pin: nil)
         case .reference:
-            let (digest, size) = try ContentStore.digest(ofFileAt: file.path, below: file.below, isCancelled: stop)
+            let (digest, size) = try ContentStore.digest(
+                ofFileAt: file.path, below: file.below, opened: directoryFD, isCancelled: stop)
             return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: nil)
         case .copy:
             // Linked into objects/ with its whole batch, just before the batch commits.
-            let (digest, size, staged) = try content.stage(fileAt: file.path, below: file.below, isCancelled: stop)
+            let (digest, size, staged) = try content.stage(
+                fileAt: file.path, below: file.below, opened: directoryFD, isCancelled: stop)
             return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
         }
     }
 
+    /// What committing one batch did.
+    struct BatchOutcome: Sendable {
+        var added: [AssetRecord] = []
+        var queuedJobs: [Int64] = []
+        var failures: [CatalogError] = []
+    }
+
     /// Commits a batch; a batch that cannot be recorded becomes one failure
     /// per file, and the add goes on (earlier batches stay committed).
-    private func commitReporting(_ files: [IngestedFile], options: AddOptions, into result: inout AddResult) {
+    private func commitBatch(_ files: [IngestedFile], options: AddOptions) -> BatchOutcome {
         do {
             let (added, jobs) = try commit(files, options: options)
-            result.added += added
-            result.queuedJobs += jobs
+            return BatchOutcome(added: added, queuedJobs: jobs)
         } catch {
             let reason = (error as? CatalogError)?.message ?? "\(error)"
-            for file in files {
-                result.failures.append(
-                    CatalogError(.store, "Could not record \(file.source): \(reason)", path: file.source, cause: error))
-            }
+            return BatchOutcome(
+                failures: files.map { file in
+                    CatalogError(.store, "Could not record \(file.source): \(reason)", path: file.source, cause: error)
+                })
         }
     }
 
@@ -332,96 +485,8 @@ extension Catalog {
         var path: String
         var size: Int64
         /// For a file found under a directory the user named: that directory, below which it
-        /// is opened without following links (``ContentStore/openSource(_:below:)``).
+        /// is opened without following links (``ContentStore/openSource(_:below:opened:)``).
         var below: String? = nil
-    }
-
-    /// The regular files named by `paths` (directories expanded when
-    /// `recursive`), absolute and in a stable order. Symbolic links are
-    /// followed for named files and skipped inside directories. A file or folder inside a
-    /// directory whose name is not UTF-8 (a name is text in the catalog, and would not
-    /// survive `ls --json` or a bundle) is not added: it goes to `unnamable`, one error
-    /// each naming it with its bytes escaped (`bad\xff.txt`), a folder's contents with it.
-    static func expand(
-        _ paths: [String], recursive: Bool, excluding catalogRoot: String, unnamable: inout [CatalogError]
-    ) throws -> [SourceFile] {
-        var files: [SourceFile] = []
-        let manager = FileManager.default
-        let excluded = realPath(catalogRoot) ?? catalogRoot
-        func isInsideCatalog(_ path: String) -> Bool {
-            let real = realPath(path) ?? path
-            return real == excluded || real.hasPrefix(excluded + "/")
-        }
-        for raw in paths {
-            let path = URL(fileURLWithPath: raw).standardizedFileURL.path
-            var isDirectory: ObjCBool = false
-            guard manager.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw CatalogError(.notFound, "No such file or directory: \(raw)", path: raw)
-            }
-            guard !isInsideCatalog(path) else {
-                throw CatalogError(
-                    .invalidArgument, "\(raw) is inside the catalog itself; add files from elsewhere", path: raw)
-            }
-            if !isDirectory.boolValue {
-                var info = stat()
-                guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-                    throw CatalogError(.invalidArgument, "\(raw) is not a regular file", path: raw)
-                }
-                files.append(SourceFile(path: path, size: Int64(info.st_size)))
-                continue
-            }
-            guard recursive else {
-                throw CatalogError(.invalidArgument, "\(raw) is a directory; add it with --recursive", path: raw)
-            }
-            // A named directory is followed like a named file: FileManager's enumerator would
-            // list nothing under a link to a directory.
-            guard let walker = manager.enumerator(atPath: realPath(path) ?? path) else { continue }
-            var found: [SourceFile] = []
-            while let relative = walker.nextObject() as? String {
-                let full = path + "/" + relative
-                var info = stat()  // one lstat per entry (attributesOfItem also looks up owner names)
-                guard lstat(full, &info) == 0 else {
-                    // The enumerator decodes a name that is not UTF-8 with U+FFFD, a name no
-                    // file has: say so, rather than leave the file out silently.
-                    if relative.unicodeScalars.contains("\u{FFFD}"), let error = unnamableEntry(full) {
-                        unnamable.append(error)
-                        walker.skipDescendants()
-                    }
-                    continue
-                }
-                let type = info.st_mode & S_IFMT
-                if type == S_IFDIR, isInsideCatalog(full) {
-                    walker.skipDescendants()  // e.g. `add --recursive .` next to ./.assetcat
-                } else if type == S_IFREG {
-                    found.append(SourceFile(path: full, size: Int64(info.st_size), below: path))
-                }
-            }
-            files += found.sorted { $0.path < $1.path }
-        }
-        return files
-    }
-
-    /// The refusal of an entry whose name is not UTF-8, found by its decoded name `lossy`
-    /// among the raw names of its folder; `nil` if it is not there (it went meanwhile).
-    private static func unnamableEntry(_ lossy: String) -> CatalogError? {
-        let slash = lossy.utf8.lastIndex(of: UInt8(ascii: "/")) ?? lossy.utf8.startIndex
-        let parent = String(Substring(lossy.utf8[..<slash]))
-        let lossyName = String(Substring(lossy.utf8[lossy.utf8.index(after: slash)...]))
-        guard let directory = opendir(parent) else { return nil }
-        defer { closedir(directory) }
-        var found: CatalogError?
-        _ = forEachDirectoryEntry(in: directory) { name in
-            let bytes = Array(name)
-            guard found == nil, String(validating: bytes, as: UTF8.self) == nil,
-                String(decoding: bytes, as: UTF8.self) == lossyName
-            else { return }
-            found = CatalogError(
-                .invalidArgument,
-                "Cannot add \(parent + "/" + escaped(bytes)): its name is not valid UTF-8, which the catalog cannot "
-                    + "record; rename it and add it again",
-                path: lossy)
-        }
-        return found
     }
 
     /// A name with each byte that is not part of valid UTF-8 shown as `\xNN`.
@@ -441,12 +506,6 @@ extension Catalog {
             }
         }
         return text
-    }
-
-    private static func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
     }
 
     static func validateTag(_ tag: String) throws {

@@ -394,12 +394,12 @@ final class ContentStore: Sendable {
 
     /// The SHA-256 (hex) and size of a file, read in 1 MiB chunks; when
     /// `copyTo` is given, the bytes are also written there and synced. See
-    /// ``openSource(_:below:)`` for `below`.
+    /// ``openSource(_:below:opened:)`` for `below` and `directoryFD`.
     static func digest(
-        ofFileAt path: String, below directory: String? = nil, copyTo destination: String? = nil,
-        syncsCopy: Bool = true, isCancelled: () -> Bool = { false }
+        ofFileAt path: String, below directory: String? = nil, opened directoryFD: Int32 = -1,
+        copyTo destination: String? = nil, syncsCopy: Bool = true, isCancelled: () -> Bool = { false }
     ) throws -> (digest: String, size: Int64) {
-        let input = try openSource(path, below: directory)
+        let input = try openSource(path, below: directory, opened: directoryFD)
         defer { close(input) }
         var output: Int32 = -1
         if let destination {
@@ -411,10 +411,10 @@ final class ContentStore: Sendable {
         defer { if output >= 0 { close(output) } }
         var hasher = SHA256()
         var size: Int64 = 0
-        let stopped = CatalogError(.cancelled, "Stopped while reading \(path)", path: path)
-        if isCancelled() { throw stopped }
+        func stopped() -> CatalogError { CatalogError(.cancelled, "Stopped while reading \(path)", path: path) }
+        if isCancelled() { throw stopped() }
         try readChunks(input, path: path) { chunk in
-            if isCancelled() { throw stopped }
+            if isCancelled() { throw stopped() }
             hasher.update(bufferPointer: chunk)
             size += Int64(chunk.count)
             if output >= 0 { try writeAll(output, chunk, path: destination!) }
@@ -430,11 +430,13 @@ final class ContentStore: Sendable {
     /// named by the user is opened following symbolic links; one found below the `directory`
     /// the user named (`path` then begins with it) is opened without following a link at any
     /// component below it, as it was found (links there are skipped, and one swapped in since
-    /// is refused).
-    static func openSource(_ path: String, below directory: String?) throws -> Int32 {
+    /// is refused). `directoryFD`, when not -1, is `directory` already opened
+    /// (``FileAccess/openDirectory(_:)``), for many files below it.
+    static func openSource(_ path: String, below directory: String?, opened directoryFD: Int32 = -1) throws -> Int32 {
         do {
             guard let directory else { return try FileAccess.openRegularFile(atPath: path).fd }
             let relative = String(Substring(path.utf8.dropFirst(directory.utf8.count + 1)))
+            if directoryFD >= 0 { return try FileAccess.openRegularFile(relative, beneath: directoryFD).fd }
             let root = try FileAccess.openDirectory(directory)
             defer { close(root) }
             return try FileAccess.openRegularFile(relative, beneath: root).fd
@@ -473,14 +475,16 @@ final class ContentStore: Sendable {
     /// Copies a file into staging, hashing it on the way. The copy is not
     /// synced yet: ``adoptAll(_:)`` makes a whole batch durable at once. The
     /// caller adopts the staged copy or removes it.
-    func stage(fileAt path: String, below directory: String? = nil, isCancelled: () -> Bool = { false }) throws -> (
-        digest: String, size: Int64, staged: String
-    ) {
+    func stage(
+        fileAt path: String, below directory: String? = nil, opened directoryFD: Int32 = -1,
+        isCancelled: () -> Bool = { false }
+    ) throws -> (digest: String, size: Int64, staged: String) {
         let staged = newStagingPath()
         FaultPoint.reach(.slowIngest)
         do {
             let (digest, size) = try Self.digest(
-                ofFileAt: path, below: directory, copyTo: staged, syncsCopy: false, isCancelled: isCancelled)
+                ofFileAt: path, below: directory, opened: directoryFD, copyTo: staged, syncsCopy: false,
+                isCancelled: isCancelled)
             FaultPoint.reach(.afterStage)
             return (digest, size, staged)
         } catch {

@@ -1,8 +1,13 @@
 extension Catalog {
-    /// Called by ``add(_:options:progress:)`` with the paths of the files it found, before it
-    /// opens any: the tests swap a file there, to show that what is read is what was found or
-    /// nothing (``AssetCatalogTestSupport``'s `afterAddListing`).
+    /// Called by ``add(_:options:progress:)`` with the paths of the first files it found (the
+    /// walk's first page: all of them in a small tree), before it opens any: the tests swap a
+    /// file there, to show that what is read is what was found or nothing
+    /// (``AssetCatalogTestSupport``'s `afterAddListing`).
     @TaskLocal package static var afterExpanding: (@Sendable (_ paths: [String]) -> Void)?
+
+    /// Called by ``add(_:options:progress:)`` once it has counted the files it will add, before
+    /// it walks them again to add them: the tests make a file there.
+    @TaskLocal package static var afterCounting: (@Sendable () -> Void)?
 
     /// Called by an import once the plan made during the read (from the bundle's records, on
     /// another task) is made, before the payload is read to its end: the tests change the

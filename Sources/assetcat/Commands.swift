@@ -28,24 +28,25 @@ extension AssetCat {
 
         func run(_ catalog: Catalog) async throws {
             let addOptions = AddOptions(
-                mode: reference ? .reference : .copy, tags: tags, recursive: recursive, defersHashing: deferHash)
+                mode: reference ? .reference : .copy, tags: tags, recursive: recursive, defersHashing: deferHash,
+                keepsRecords: false)
             let paths = paths
             let result = try await Interrupt().run {
                 try await catalog.add(paths, options: addOptions) { p in
                     Terminal.progress("adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone)
                 }
             }
-            let files = result.added.filter { $0.storage != .member }.count
-            let members = result.added.count - files
+            // An add records files; their archives' members come from the jobs it queues.
+            let files = result.addedCount
             for failure in result.failures { Terminal.error(failure.message) }
             if result.wasCancelled {
                 Terminal.note(
-                    "interrupted: added \(files) of \(plural(result.filesFound, "file")) (\(plural(members, "archive member"))); "
+                    "interrupted: added \(files) of \(plural(result.filesFound, "file")) (0 archive members); "
                         + "nothing was left half-done — run the same command again to add the rest")
                 throw Interrupt.exitCode
             }
-            print("added \(plural(files, "file"))" + (members > 0 ? " and \(plural(members, "archive member"))" : ""))
-            printQueued(result.queuedJobs.count)
+            print("added \(plural(files, "file"))")
+            printQueued(result.queuedJobCount)
             if !result.failures.isEmpty { throw ExitCode.failure }
         }
     }

@@ -31,8 +31,8 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
 /// An add killed at any point, then one more command: `objects/` holds exactly the content
 /// of the recorded assets. The process dies at a fault point
 /// (`_exit`, as SIGKILL would: no handler, no clean-up) chosen by `ASSETCAT_FAULT`, the n-th
-/// time it is reached (`ASSETCAT_FAULT_AT`): 1,100 files make two or three batches (of 512
-/// files or more: files complete out of order, and a batch takes those in order).
+/// time it is reached (`ASSETCAT_FAULT_AT`): 1,100 files make two batches (512 files, then
+/// the rest: batches grow, and a batch takes the files in order).
 @Suite struct KilledAddTests {
     static let files = 1_100
 
@@ -73,6 +73,30 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         #expect(again.status == 0)
         #expect(try recordedDigests(t).count == Self.files)  // file 7's content is shared.txt's
         #expect(objectDigests(t) == (try recordedDigests(t)))
+    }
+
+    /// A reference-mode add killed between two batches (as the second commits; the first
+    /// committed while the second was read): the catalog holds the first batch, the first
+    /// files found in order, and nothing else; the same command again adds every file (an
+    /// add records what it is given, already recorded or not).
+    @Test func killedReferenceAddLeavesTheFirstBatchAndAddingAgainCompletesIt() async throws {
+        let (t, folder, _) = try await Self.setUp()
+        let run = try await t.run(
+            ["add", "--reference", "--recursive", folder],
+            environment: ["ASSETCAT_FAULT": "before-add-commit", "ASSETCAT_FAULT_AT": "2"])
+        #expect(run.status == 86, "\(run.stdout)\(run.stderr)")
+        let all = (0..<Self.files).map { folder + "/f\(String(format: "%04d", $0)).txt" }
+        let catalog = try t.open()
+        let recorded = try catalog.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }
+        catalog.close()
+        #expect(recorded.map(\.path) == Array(all.prefix(512)))
+        let again = try await t.run(["add", "--reference", "--recursive", folder])
+        #expect(again.status == 0)
+        #expect(again.stdout == "added \(Self.files) files\n")
+        let reopened = try t.open()
+        defer { reopened.close() }
+        let after = try reopened.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }
+        #expect(after.map(\.path) == Array(all.prefix(512)) + all)
     }
 
     /// SIGTERM (what `timeout`, systemd and container runtimes send) behaves like Ctrl-C:
