@@ -616,6 +616,11 @@ final class SQLiteStore: PersistentStore {
         case .rowIDAbove(let bound):
             arguments.append(.integer(bound))
             return "\"id\" > ?"
+        case .related(let table, let column, let condition, _):
+            let inner = compile(condition, into: &arguments)
+            // Not NULL: `id IN (…, NULL)` is NULL when nothing else matches, and its NOT too.
+            return "\"id\" IN (SELECT \(quote(column)) FROM \(quote(table)) WHERE \(inner) "
+                + "AND \(quote(column)) IS NOT NULL)"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
         case .or(let nodes):
@@ -692,7 +697,9 @@ final class SQLiteStore: PersistentStore {
                     try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
-                for insertion in changes.rows.insertions { try insertRows(db, insertion, deleted: paged.deleted) }
+                for insertion in changes.rows.insertions {
+                    try insertRows(db, insertion, effects, deleted: paged.deleted)
+                }
                 var result = StoreSaveResult(
                     versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
                 var deleted = paged.deleted
@@ -1069,10 +1076,14 @@ final class SQLiteStore: PersistentStore {
         for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
     }
 
-    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive.
-    private func insertRows(_ db: Database, _ insertion: RowChanges.Insertion, deleted: [String: RowIDSet]) throws {
+    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive,
+    /// and the rows its entity's `willInsertRows` hook plans for a batch are written with it.
+    private func insertRows(
+        _ db: Database, _ insertion: RowChanges.Insertion, _ effects: SaveEffects, deleted: [String: RowIDSet]
+    ) throws {
         for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
             let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
+            let planned = effects.rows.count
             let rows: [[StoreValue]]
             do {
                 rows = try insertion.rows(indexes)
@@ -1084,6 +1095,7 @@ final class SQLiteStore: PersistentStore {
             }
             for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
             try Self.insertRows(db, inserts, sql: sql)
+            try insertEffectRows(db, effects, from: planned, refusingLinksInto: deleted)
         }
     }
 
