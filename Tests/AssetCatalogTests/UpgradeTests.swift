@@ -41,6 +41,12 @@ import Testing
         #expect(notes.storage == .managed)
         #expect(notes.sha256 == "800523724878da3569e71590368f35a369eda6797b901dfd2b7a3a11722072ae")
         #expect(try catalog.assets(AssetQuery(tag: "2026 trip")).map(\.name).sorted() == ["blue.png", "red.png"])
+        // The tags became rows (the migration): queries by tag are answered from them.
+        #expect(try AssetTagTests.tagRows(catalog).count == assets.map(\.tags.count).reduce(0, +))
+        #expect(try catalog.assets(AssetQuery(tags: ["docs", "important"])).map(\.name) == ["notes.txt"])
+        #expect(
+            try catalog.assets(AssetQuery(tags: ["docs"], excludingTags: ["important"])).map(\.name)
+                == ["copy-a.txt", "copy-b.txt"])
 
         let blue = try #require(byName["blue.png"]?.first)
         #expect(blue.kind == "image")
@@ -100,6 +106,18 @@ import Testing
         #expect(try Data(contentsOf: store) == before)
         #expect(t.hasObject(doomed))  // the pending removal was not finished by this version
         #expect(!FileManager.default.fileExists(atPath: t.root.appending(path: "quarantine").path))
+    }
+
+    /// `ls --tag` on the upgraded catalog lists what the tags of release 0.1.0 said.
+    @Test func lsByTagWorksOnAnUpgradedCatalog() async throws {
+        let t = try copyOfFixture()
+        let run = try await t.run(["ls", "--tag", "2026 trip", "--jsonl", "--fields", "name"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.split(separator: "\n").sorted() == ["{\"name\":\"blue.png\"}", "{\"name\":\"red.png\"}"])
+        let notes = try await t.run(["ls", "--tag", "docs", "--tag", "important", "--jsonl", "--fields", "name"])
+        #expect(notes.stdout == "{\"name\":\"notes.txt\"}\n")
+        let copies = try await t.run(["ls", "--tag", "docs", "--not-tag", "important", "--jsonl", "--fields", "name"])
+        #expect(copies.stdout == "{\"name\":\"copy-a.txt\"}\n{\"name\":\"copy-b.txt\"}\n")
     }
 
     @Test func theQueuedJobOfTheLastReleaseRuns() async throws {
