@@ -67,7 +67,10 @@ extension AssetCat {
         static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")
 
         @OptionGroup var options: CatalogOption
-        @Option(help: "Only assets with this tag.") var tag: String?
+        @Option(name: .customLong("tag"), help: "Only assets with this tag (repeatable: all of them).")
+        var tags: [String] = []
+        @Option(name: .customLong("not-tag"), help: "Only assets without this tag (repeatable: none of them).")
+        var notTags: [String] = []
         @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).")
         var kind: String?
         @Flag(help: "Print one JSON array.") var json = false
@@ -85,7 +88,7 @@ extension AssetCat {
         }
 
         func run(_ catalog: Catalog) async throws {
-            let query = AssetQuery(tag: tag, kind: kind)
+            let query = AssetQuery(tags: tags, excludingTags: notTags, kind: kind)
             if json || jsonl {
                 // Streamed a page at a time and written in blocks: memory stays bounded for any
                 // catalog; the first record is written at once.
@@ -218,21 +221,33 @@ extension AssetCat {
 
         @OptionGroup var options: CatalogOption
         @Argument(help: "Asset IDs or names.") var assets: [String] = []
-        @Option(help: "Every asset with this tag (and the members of archives among them), in one deletion.")
-        var tag: String?
+        @Option(
+            name: .customLong("tag"),
+            help:
+                "Every asset with this tag (and the members of archives among them), in one deletion (repeatable: all of them)."
+        )
+        var tags: [String] = []
+        @Option(name: .customLong("not-tag"), help: "With --tag: leave out assets with this tag (repeatable).")
+        var notTags: [String] = []
         @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
 
         func validate() throws {
-            if tag == nil && assets.isEmpty { throw ValidationError("Give asset IDs or names, or --tag TAG.") }
-            if tag != nil && !assets.isEmpty {
+            if tags.isEmpty && assets.isEmpty {
+                throw ValidationError(
+                    notTags.isEmpty
+                        ? "Give asset IDs or names, or --tag TAG."
+                        : "--not-tag narrows --tag: give --tag TAG too (rm never selects by --not-tag alone).")
+            }
+            if !tags.isEmpty && !assets.isEmpty {
                 throw ValidationError("Give asset IDs or names, or --tag TAG, not both.")
             }
+            if !notTags.isEmpty && !assets.isEmpty { throw ValidationError("--not-tag goes with --tag, not with IDs.") }
         }
 
         func run(_ catalog: Catalog) async throws {
-            if let tag {
+            if !tags.isEmpty {
                 // Listed a page at a time; deleted in one set-based statement (no objects loaded).
-                let query = AssetQuery(tag: tag)
+                let query = AssetQuery(tags: tags, excludingTags: notTags)
                 var count = 0
                 if dryRun {
                     try catalog.forEachAsset(query) { a in
@@ -242,9 +257,10 @@ extension AssetCat {
                 } else {
                     count = try catalog.removeAll(query)
                 }
-                print(
-                    "\(dryRun ? "would remove" : "removed") \(plural(count, "asset")) tagged \(DisplayText.quoted(tag))"
-                )
+                let tagged = tags.map(DisplayText.quoted).joined(separator: " and ")
+                let excluded =
+                    notTags.isEmpty ? "" : " but not " + notTags.map(DisplayText.quoted).joined(separator: " or ")
+                print("\(dryRun ? "would remove" : "removed") \(plural(count, "asset")) tagged \(tagged)\(excluded)")
                 return
             }
             let result = try catalog.remove(AssetReference.resolve(assets, in: catalog), dryRun: dryRun)
