@@ -44,8 +44,8 @@ public final class Asset: ManagedObject {
     @Attribute public var memberOrdinal = 0
     /// Tags, stored as `\n`-delimited text (the storage column behind ``tags``): the asset's
     /// own copy of its ``AssetTag`` rows, which its saves keep in step (``AssetRules``), so a
-    /// listing reads an asset's tags with its row.
-    @Attribute(.indexed) var tagText = "\n"
+    /// listing reads an asset's tags with its row. Not indexed: queries use the rows.
+    @Attribute var tagText = "\n"
     /// Free-form metadata, stored as a JSON object (the storage column behind ``metadata``).
     @Attribute var metadataJSON = "{}"
     @Attribute public var created = Date(timeIntervalSince1970: 0)

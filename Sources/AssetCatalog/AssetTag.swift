@@ -25,6 +25,12 @@ final class AssetTag: ManagedObject {
         .related(AssetTag.self, via: \.asset, where: \.tag == tag, unsaved: .contains(\.tagText, "\n\(tag)\n"))
     }
 
+    /// Drops the index of release 0.1.0 on `tagText`: no query uses it now (tags are matched
+    /// through the rows), and every write paid for it.
+    static let dropTagTextIndex = Migration("2026-11-drop-tagText-index") { db in
+        try db.execute("DROP INDEX IF EXISTS \"Asset_tagText_index\"")
+    }
+
     /// Fills the tag rows from the `tagText` of a catalog made before they existed (release
     /// 0.1.0), `pageSize` assets at a time: the memory it takes does not grow with the
     /// catalog. It runs in the transaction that extends the schema: a process killed

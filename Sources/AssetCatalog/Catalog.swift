@@ -207,7 +207,7 @@ public final class Catalog: Sendable {
     ]
 
     /// What brings a catalog of an earlier release to this one's schema, in order.
-    static let migrations: [Migration] = [AssetTag.fromTagText()]
+    static let migrations: [Migration] = [AssetTag.dropTagTextIndex, AssetTag.fromTagText()]
 
     /// The catalog's schema: its own entities, then a program's (``OpenOptions/entities``).
     ///

@@ -277,6 +277,33 @@ import Testing
         )
     }
 
+    /// A catalog of release 0.1.0, opened, has lost its index on `tagText` (no query uses it);
+    /// a new catalog never has it.
+    @Test func theIndexOnTagTextIsDropped() throws {
+        func indexes(_ root: URL) throws -> String {
+            let outcome = try ChildProcess(
+                "/usr/bin/env",
+                [
+                    "python3", "-c",
+                    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); [print(r[0]) for r in c.execute("
+                        + "\"SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'Asset' ORDER BY name\")]",
+                    root.appending(path: "catalog.sqlite").path,
+                ]
+            ).wait()
+            #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+            return outcome.stdoutText
+        }
+        let expected = "Asset_archive_index\nAsset_kind_index\nAsset_name_index\nAsset_sha256_index\n"
+        let old = try TestCatalog()
+        try FileManager.default.copyItem(atPath: testAsset("catalogs/release-0.1.0"), toPath: old.root.path)
+        #expect(try indexes(old.root).contains("Asset_tagText_index"))
+        try old.open().close()
+        #expect(try indexes(old.root) == expected)
+        let new = try TestCatalog()
+        try new.create().close()
+        #expect(try indexes(new.root) == expected)
+    }
+
     /// The migration from release 0.1.0's `tagText`, a few assets at a time (several pages):
     /// every tag of every asset becomes one row.
     @Test func theMigrationFillsTheRowsFromTagTextPageByPage() throws {
