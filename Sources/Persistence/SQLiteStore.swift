@@ -546,7 +546,10 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+    /// The statement of `fetch`, selecting `columns`, and its arguments (internal: tests read
+    /// its query plan).
+    func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+        if let driven = relatedDrivenSelect(columns, fetch) { return driven }
         var arguments: [StoreValue] = []
         var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
         if let predicate = fetch.predicate {
@@ -565,9 +568,73 @@ final class SQLiteStore: PersistentStore {
         return (query, arguments)
     }
 
+    /// A fetch in ID order (a page of a listing: IDs after the last page's, a limit) that
+    /// requires a related row with `value` in the first column of a unique index on (column,
+    /// link) — `related(Tag.self, via: \.asset, where: \.tag == t, …)` — is driven by that
+    /// index: the related rows with `value` come in link order from `after` on, each joined to
+    /// its object by ID, and the limit stops the walk. O(page + log n) per page. The `IN`
+    /// form would build the whole list of matches for every page (quadratic over a listing).
+    /// `nil` for any other fetch.
+    private func relatedDrivenSelect(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue])? {
+        guard fetch.sort.allSatisfy({ $0.property == nil && $0.ascending }), let predicate = fetch.predicate else {
+            return nil
+        }
+        var conjuncts: [PredicateNode] = []
+        func flatten(_ node: PredicateNode) {
+            if case .and(let nodes) = node { nodes.forEach(flatten) } else { conjuncts.append(node) }
+        }
+        flatten(predicate)
+        let drivers = conjuncts.indices.filter { i in
+            guard case .related(let table, let column, .compare(let p, .equal, let value), _) = conjuncts[i],
+                !value.isNull, let related = schema.entity(named: table),
+                let indexes = try? related.compositeIndexColumns()
+            else { return false }
+            return indexes.contains { $0.isUnique && $0.columns == [p.column, column] }
+        }
+        guard let first = drivers.first,
+            case .related(let table, let column, .compare(let p, _, let value), _) = conjuncts[first]
+        else { return nil }
+        conjuncts.remove(at: first)
+        let entitySQL = sql[fetch.entity.name]!
+        let outer = entitySQL.table
+        let link = "\"_related\".\(quote(column))"
+        let list =
+            switch columns {
+            case entitySQL.selectList:
+                (["\"id\"", "\"_version\""] + entitySQL.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
+            case "\"id\"": "\(outer).\"id\""
+            default: columns
+            }
+        var arguments: [StoreValue] = [value]
+        var query =
+            "SELECT \(list) FROM \(quote(table)) AS \"_related\" CROSS JOIN \(outer) ON \(outer).\"id\" = \(link) "
+            + "WHERE \"_related\".\(quote(p.column)) = ?"
+        for case .rowIDAbove(let bound) in conjuncts {
+            query += " AND \(link) > ?"
+            arguments.append(.integer(bound))
+        }
+        for node in conjuncts { query += " AND " + Self.compile(node, into: &arguments, qualifier: outer) }
+        query += " ORDER BY \(link) ASC"
+        if fetch.limit != nil || fetch.offset > 0 {
+            query += " LIMIT ? OFFSET ?"
+            arguments.append(.integer(Int64(fetch.limit ?? -1)))
+            arguments.append(.integer(Int64(fetch.offset)))
+        }
+        return (query, arguments)
+    }
+
     /// Compiles a predicate to two-valued SQL (never NULL: a comparison with
-    /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``.
-    static func compile(_ node: PredicateNode, into arguments: inout [StoreValue]) -> String {
+    /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``. With `qualifier` (a
+    /// quoted table name or alias), the columns of the fetched entity are named through it.
+    static func compile(_ node: PredicateNode, into arguments: inout [StoreValue], qualifier: String? = nil)
+        -> String
+    {
+        let prefix = qualifier.map { $0 + "." } ?? ""
+        func quote(_ column: String) -> String { prefix + Persistence.quote(column) }
+        func compile(_ node: PredicateNode, into arguments: inout [StoreValue]) -> String {
+            Self.compile(node, into: &arguments, qualifier: qualifier)
+        }
+        let id = prefix + "\"id\""
         switch node {
         case .constant(let b):
             return b ? "1" : "0"
@@ -612,15 +679,16 @@ final class SQLiteStore: PersistentStore {
         case .rowIDIn(let ids):
             guard !ids.isEmpty else { return "0" }
             arguments += ids.map { .integer($0) }
-            return "\"id\" IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+            return "\(id) IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
         case .rowIDAbove(let bound):
             arguments.append(.integer(bound))
-            return "\"id\" > ?"
+            return "\(id) > ?"
         case .related(let table, let column, let condition, _):
-            let inner = compile(condition, into: &arguments)
+            let inner = Self.compile(condition, into: &arguments)  // in the subquery's own scope
+            let linked = Persistence.quote(column)
             // Not NULL: `id IN (…, NULL)` is NULL when nothing else matches, and its NOT too.
-            return "\"id\" IN (SELECT \(quote(column)) FROM \(quote(table)) WHERE \(inner) "
-                + "AND \(quote(column)) IS NOT NULL)"
+            return "\(id) IN (SELECT \(linked) FROM \(Persistence.quote(table)) WHERE \(inner) "
+                + "AND \(linked) IS NOT NULL)"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
         case .or(let nodes):

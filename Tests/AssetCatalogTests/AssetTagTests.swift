@@ -199,6 +199,14 @@ import Testing
         #expect(try names(AssetQuery(tags: [], excludingTags: ["b", "c"])) == ["a.txt", "none.txt"])
         #expect(try names(AssetQuery(tags: ["a"], excludingTags: ["a"])) == [])
         #expect(try names(AssetQuery(tags: ["no-such-tag"])) == [])
+        // A page at a time (the index-driven pages: IDs after the last page's, a limit).
+        for query in [AssetQuery(tag: "a"), AssetQuery(tags: ["a"], excludingTags: ["c"]), AssetQuery(tag: "b")] {
+            for pageSize in [1, 2, 5] {
+                var paged: [String] = []
+                try catalog.forEachAsset(query, pageSize: pageSize) { paged.append($0.name) }
+                #expect(paged == (try names(query)), "\(query) in pages of \(pageSize)")
+            }
+        }
 
         // Unsaved changes count in a context's fetch: judged by the asset's own tags.
         try context.performAndWait {
@@ -227,17 +235,19 @@ import Testing
     }
 
     /// Checks the plan of a page of `query`, with the planner's statistics (`ANALYZE`) or
-    /// without (as a catalog is: nothing runs `ANALYZE`).
+    /// without (as a catalog is: nothing runs `ANALYZE`): the first tag's rows drive the page,
+    /// through the unique index on (tag, asset) from the last page's ID on, each joined to its
+    /// asset by primary key, in order (no sort), so the page's limit ends the walk.
     func checkPlan(_ query: AssetQuery, analyzed: Bool) throws {
         let t = try TestCatalog()
         let catalog = try t.create()
+        defer { catalog.close() }
         let context = catalog.newContext()
         try context.performAndWait {
             for i in 0..<50 { _ = Self.referenced("\(i).txt", tags: i % 2 == 0 ? ["a", "b"] : ["c"], in: context) }
             try context.save()
         }
-        catalog.close()
-        let (sql, arguments) = try Self.pageSQL(query)
+        let (sql, arguments) = try Self.pageSQL(query, in: catalog)
         let outcome = try ChildProcess(
             "/usr/bin/env",
             [
@@ -250,19 +260,20 @@ import Testing
         ).wait()
         #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
         let plan = outcome.stdoutText
-        #expect(plan.contains("SEARCH AssetTag USING COVERING INDEX AssetTag_tag_asset_unique (tag=?"), "\(plan)")
-        #expect(plan.hasPrefix("SEARCH Asset USING "), "\(plan)")
-        #expect(!plan.contains("SCAN"), "\(plan)")
+        #expect(
+            plan.hasPrefix("SEARCH _related USING COVERING INDEX AssetTag_tag_asset_unique (tag=? AND asset>?)\n"),
+            "\(plan)")
+        #expect(plan.contains("SEARCH Asset USING INTEGER PRIMARY KEY (rowid=?)"), "\(plan)")
+        #expect(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "\(plan)")
     }
 
-    /// The statement a page of a listing runs for `query`, with `?` for its values (as JSON).
-    static func pageSQL(_ query: AssetQuery) throws -> (String, String) {
-        var arguments: [StoreValue] = []
+    /// The statement a page of a listing (``Catalog/assetPage(_:after:limit:)``) runs for
+    /// `query`, and its arguments as JSON.
+    static func pageSQL(_ query: AssetQuery, in catalog: Catalog) throws -> (String, String) {
+        let store = try #require(catalog.container.core.store as? SQLiteStore)
         let request = FetchRequest<Asset>(
-            predicate: query.predicate && .objectIDs(after: 0), sortBy: [.objectID()], limit: 1_000)
-        let predicate = try #require(request.storeFetch.predicate)
-        let condition = SQLiteStore.compile(predicate, into: &arguments)
-        arguments += [.integer(1_000), .integer(0)]
+            predicate: query.predicate && .objectIDs(after: 10), sortBy: [.objectID()], limit: 1_000)
+        let (sql, arguments) = store.select("\"id\"", request.storeFetch)
         let json = arguments.map { value -> String in
             switch value {
             case .text(let s): "\"\(s)\""
@@ -270,11 +281,7 @@ import Testing
             default: "null"
             }
         }
-        // As SQLiteStore's select writes it.
-        return (
-            "SELECT \"id\" FROM \"Asset\" WHERE \(condition) ORDER BY \"id\" ASC LIMIT ? OFFSET ?",
-            "[" + json.joined(separator: ",") + "]"
-        )
+        return (sql, "[" + json.joined(separator: ",") + "]")
     }
 
     /// A catalog of release 0.1.0, opened, has lost its index on `tagText` (no query uses it);
