@@ -17,6 +17,9 @@ import Persistence
 ///   managed asset whose content or storage changed — so a rollback or a failed
 ///   save discards it with the deletion. Once the save commits, the sweep
 ///   (``CatalogRuntime/sweep()``) removes what no asset uses.
+/// - **An asset's tags are rows too.** Its ``AssetTag`` rows follow its `tagText` in the
+///   same transaction, written by ``tagsChanged(asset:added:removed:)`` alone (its deletion
+///   takes them by cascade).
 /// - **A deletion stops the asset's jobs.** Pending, it holds them (one hold
 ///   per context it is pending in: ``JobProvider`` states the rule); committed,
 ///   it cancels them; ended without a commit, it lets them run again.

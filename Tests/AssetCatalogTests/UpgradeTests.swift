@@ -128,5 +128,10 @@ import Testing
         #expect(summary.succeeded == 1)
         let tarMembers = try catalog.assets().filter { $0.storage == .member && $0.archive != nil }
         #expect(tarMembers.count == 12)
+        // The job recorded the archive's six members with its tags, rows and all.
+        let queued = try catalog.assets(AssetQuery(tag: "queued"))
+        #expect(queued.count == 7)
+        #expect(queued.filter { $0.storage == .member }.count == 6)
+        #expect(try AssetTagTests.tagRows(catalog).filter { $0.tag == "queued" }.count == 7)
     }
 }
