@@ -42,8 +42,10 @@ public final class Asset: ManagedObject {
     /// is (0 for the first). An archive can hold two: libarchive reads some
     /// formats' NFC and NFD spellings of a name as the same bytes.
     @Attribute public var memberOrdinal = 0
-    /// Tags, stored as `\n`-delimited text (the storage column behind ``tags``).
-    @Attribute(.indexed) var tagText = "\n"
+    /// Tags, stored as `\n`-delimited text (the storage column behind ``tags``): the asset's
+    /// own copy of its ``AssetTag`` rows, which its saves keep in step (``AssetRules``), so a
+    /// listing reads an asset's tags with its row. Not indexed: queries use the rows.
+    @Attribute var tagText = "\n"
     /// Free-form metadata, stored as a JSON object (the storage column behind ``metadata``).
     @Attribute var metadataJSON = "{}"
     @Attribute public var created = Date(timeIntervalSince1970: 0)
@@ -146,11 +148,14 @@ public final class Asset: ManagedObject {
         let committed = (
             storage: committedValue(for: \.storage) ?? storage, sha256: committedValue(for: \.sha256) ?? sha256
         )
+        let committedTags = isInserted ? "\n" : committedValue(for: \.tagText) ?? tagText
         if isDeleted {
             rules.deleted(id: objectID.rowID, storage: committed.storage, sha256: committed.sha256)
+            rules.tagsSettled(objectID, committed: committedTags, current: nil)
             return
         }
         setPrimitiveValue(Date(), for: \.modified)
+        rules.tagsSettled(objectID, committed: committedTags, current: tagText)
         if isInserted {
             rules.inserted(name: name, storage: storage, sha256: sha256)
         } else {

@@ -122,25 +122,52 @@ public struct AssetRecord: Sendable, Hashable, Codable {
 
 /// Which assets to list.
 public struct AssetQuery: Sendable, Hashable {
-    /// Only assets with this tag.
-    public var tag: String?
+    /// Only assets with every one of these tags.
+    public var tags: [String]
+    /// Only assets with none of these tags.
+    public var excludingTags: [String]
     /// Only assets of this kind (`image`, `archive`, …).
     public var kind: String?
     /// Only assets stored this way.
     public var storage: Storage?
 
+    /// Only assets with this tag: the first of ``tags`` (set: ``tags`` is just it, or
+    /// empty for `nil`).
+    public var tag: String? {
+        get { tags.first }
+        set { tags = newValue.map { [$0] } ?? [] }
+    }
+
+    /// The assets with `tag` (all when `nil`), of `kind` and stored as `storage`.
     public init(tag: String? = nil, kind: String? = nil, storage: Storage? = nil) {
-        self.tag = tag
+        self.init(tags: tag.map { [$0] } ?? [], kind: kind, storage: storage)
+    }
+
+    /// The assets with every tag of `tags` and none of `excludingTags`, of `kind` and stored
+    /// as `storage`. A tag both asked for and excluded matches nothing.
+    public init(tags: [String], excludingTags: [String] = [], kind: String? = nil, storage: Storage? = nil) {
+        self.tags = tags
+        self.excludingTags = excludingTags
         self.kind = kind
         self.storage = storage
     }
 
+    /// The query in the store: each tag through the index of ``AssetTag``, in
+    /// O(matches + log n).
     var predicate: FetchPredicate<Asset> {
         var p = FetchPredicate<Asset>.all
-        if let tag { p = p && .contains(\.tagText, "\n\(tag)\n") }
+        for tag in tags { p = p && AssetTag.tagged(tag) }
+        for tag in excludingTags { p = p && !AssetTag.tagged(tag) }
         if let kind { p = p && \.kind == kind }
         if let storage { p = p && \.storage == storage }
         return p
+    }
+
+    /// Whether `record` is one of the assets the query chooses (as ``predicate`` says in the store).
+    func matches(_ record: AssetRecord) -> Bool {
+        let recordTags = Set(record.tags)
+        return tags.allSatisfy(recordTags.contains) && !excludingTags.contains(where: recordTags.contains)
+            && kind.map { $0 == record.kind } ?? true && storage.map { $0 == record.storage } ?? true
     }
 }
 

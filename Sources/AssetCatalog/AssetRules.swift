@@ -17,6 +17,9 @@ import Persistence
 ///   managed asset whose content or storage changed — so a rollback or a failed
 ///   save discards it with the deletion. Once the save commits, the sweep
 ///   (``CatalogRuntime/sweep()``) removes what no asset uses.
+/// - **An asset's tags are rows too.** Its ``AssetTag`` rows follow its `tagText` in the
+///   same transaction, written by ``tagsChanged(asset:added:removed:)`` alone (its deletion
+///   takes them by cascade).
 /// - **A deletion stops the asset's jobs.** Pending, it holds them (one hold
 ///   per context it is pending in: ``JobProvider`` states the rule); committed,
 ///   it cancels them; ended without a commit, it lets them run again.
@@ -60,6 +63,11 @@ struct AssetRules {
     /// the commit. Content that `adoption` (an add's or an import's staged copies) holds is
     /// checked by it, once for the whole save.
     func inserted(rows: [ObjectSnapshot], adoption: ContentAdoption?) throws {
+        for row in rows {
+            let text = row.value(for: \Asset.tagText) ?? "\n"
+            guard text != "\n" else { continue }
+            try tagsChanged(asset: row.objectID, added: Set(Asset.tags(fromText: text)), removed: [String]())
+        }
         var managed: [String: String] = [:]  // digest → the name of an asset with it
         for row in rows where row.value(for: \Asset.storage) ?? .managed == .managed {
             if let digest = row.value(for: \Asset.sha256), managed[digest] == nil {
@@ -90,6 +98,55 @@ struct AssetRules {
         effects.beforeCommit { [content = runtime.content] _ in
             for (digest, name) in named { try content.requireObject(digest, for: name) }
         }
+    }
+
+    // MARK: - Tags
+
+    /// The one place the tag rows (``AssetTag``) are written: `added` tags of the asset
+    /// `asset` get a row each, `removed` ones lose theirs, in this save's transaction — with
+    /// the change of the asset's `tagText` that they follow. Every way tags change comes
+    /// here: an object's save (``tagsSettled(_:committed:current:)``) and rows inserted
+    /// without objects (``inserted(rows:adoption:)``). A deleted asset's rows go by the
+    /// cascade of ``AssetTag/asset``, not here.
+    func tagsChanged(asset: ManagedObjectID, added: some Collection<String>, removed: some Collection<String>)
+        throws
+    {
+        if !removed.isEmpty {
+            try effects.delete(FetchRequest<AssetTag>(predicate: \.asset == asset && .in(\.tag, removed)))
+        }
+        for tag in added {
+            effects.insertRow(AssetTag.self) {
+                $0[\.tag] = tag
+                $0[\.asset] = asset
+            }
+        }
+    }
+
+    /// An asset object's `tagText` as the store holds it (`committed`; `"\n"` for an inserted
+    /// asset) and as this save leaves it (`current`; `nil` for a deleted asset). Its
+    /// `willSave` may run more than once in a save: the last call wins, and the rows are
+    /// planned once every pass is over (``tagsChanged(asset:added:removed:)``).
+    func tagsSettled(_ asset: ManagedObjectID, committed: String, current: String?) {
+        let pending = effects.shared(PendingTags.key) {
+            let pending = PendingTags()
+            effects.beforeTransaction { [self] in
+                for (asset, texts) in pending.assets {
+                    guard let current = texts.current, current != texts.committed else { continue }
+                    let old = Set(Asset.tags(fromText: texts.committed))
+                    let new = Set(Asset.tags(fromText: current))
+                    try tagsChanged(
+                        asset: asset, added: new.subtracting(old).sorted(), removed: old.subtracting(new).sorted())
+                }
+            }
+            return pending
+        }
+        pending.assets[asset] = (committed, current)
+    }
+
+    /// The tags of the asset objects one save writes, by asset.
+    private final class PendingTags {
+        static let key = "AssetCatalog.pendingTags"
+        var assets: [ManagedObjectID: (committed: String, current: String?)] = [:]
     }
 
     // MARK: - Deleted

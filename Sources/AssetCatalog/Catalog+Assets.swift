@@ -259,7 +259,7 @@ extension Catalog {
     /// assets. `objectFiles` and `objectBytes` count the distinct content that managed assets
     /// use (each file of `objects/` once); a file whose removal is pending counts in
     /// `pendingRemovals` instead, and files no asset uses are `gc`'s to report. Tags are
-    /// counted from the assets, a page at a time.
+    /// counted the same way, from the tag rows (``AssetTag/tallies``).
     public func stats() throws -> CatalogStats {
         try storeErrors {
             var stats = CatalogStats(
@@ -284,8 +284,8 @@ extension Catalog {
                 stats.objectBytes = content.total
             }
             stats.pendingRemovals = try withContext { try $0.count(for: FetchRequest<RemovalPlan>()) }
-            try forEachAsset(pageSize: 10_000) { asset in
-                for t in asset.tags { stats.tags[t, default: 0] += 1 }
+            for count in try container.tally(AssetTag.tagTally, of: AssetTag.self) where count.count > 0 {
+                stats.tags[count.key] = count.count
             }
             return stats
         }

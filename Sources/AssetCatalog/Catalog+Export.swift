@@ -327,11 +327,7 @@ extension Catalog {
             var chosen: [AssetID: AssetRecord] = [:]
             for id in ids {
                 let record = try asset(id)
-                if filter.tag.map(record.tags.contains) ?? true, filter.kind.map({ $0 == record.kind }) ?? true,
-                    filter.storage.map({ $0 == record.storage }) ?? true
-                {
-                    chosen[record.id] = record
-                }
+                if filter.matches(record) { chosen[record.id] = record }
             }
             try await body(chosen.values.sorted { $0.id < $1.id })
             return

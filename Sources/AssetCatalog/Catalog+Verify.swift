@@ -139,11 +139,12 @@ extension Catalog {
             case Asset.storageTally: what = "assets with storage '\(wrong.key)'"
             case Asset.kindTally: what = "assets of kind '\(wrong.key)'"
             case Asset.contentTally: what = "files in objects/"
+            case AssetTag.tagTally: what = "assets tagged '\(wrong.key)'"
             default: what = "\(wrong.entity) \(wrong.tally) '\(wrong.key)'"
             }
             func text(_ count: TallyCount?) -> String {
                 let count = count ?? TallyCount(key: wrong.key, count: 0, total: 0)
-                return "\(count.count) (\(count.total) bytes)"
+                return wrong.tally == AssetTag.tagTally ? "\(count.count)" : "\(count.count) (\(count.total) bytes)"
             }
             return "statistics: \(what) were recorded as \(text(wrong.recorded)), counted \(text(wrong.counted))"
                 + (fix ? "; fixed" : "; not fixed (the catalog is read-only)")

@@ -203,8 +203,11 @@ public final class Catalog: Sendable {
 
     static let storeName = "catalog.sqlite"
     static let entities: [ManagedObject.Type] = [
-        Asset.self, RemovalPlan.self, PendingImport.self, Job.self, PendingTemporary.self,
+        Asset.self, RemovalPlan.self, PendingImport.self, Job.self, PendingTemporary.self, AssetTag.self,
     ]
+
+    /// What brings a catalog of an earlier release to this one's schema, in order.
+    static let migrations: [Migration] = [AssetTag.dropTagTextIndex, AssetTag.fromTagText()]
 
     /// The catalog's schema: its own entities, then a program's (``OpenOptions/entities``).
     ///
@@ -232,7 +235,7 @@ public final class Catalog: Sendable {
             }
         }
         do {
-            return try Schema(entities + extra.filter { !own.contains(ObjectIdentifier($0)) })
+            return try Schema(entities + extra.filter { !own.contains(ObjectIdentifier($0)) }, migrations: migrations)
         } catch let error as PersistenceError {
             throw CatalogError(.invalidArgument, error.message, cause: error)
         }

@@ -10,6 +10,9 @@ indirect enum PredicateNode: Sendable, Hashable {
     case text(PropertyRef, TextOperator, String)
     case rowIDIn([Int64])
     case rowIDAbove(Int64)
+    /// The row's ID is the `column` (a to-one) of a row of `table` that `condition` matches;
+    /// objects with unsaved changes are judged by `unsaved` instead.
+    case related(table: String, column: String, condition: PredicateNode, unsaved: PredicateNode)
     case and([PredicateNode])
     case or([PredicateNode])
     case not(PredicateNode)
@@ -42,6 +45,7 @@ indirect enum PredicateNode: Sendable, Hashable {
             }
         case .rowIDIn(let ids): return ids.contains(rowID)
         case .rowIDAbove(let bound): return rowID > bound
+        case .related(_, _, _, let unsaved): return unsaved.evaluate(values, rowID: rowID)
         case .and(let nodes): return nodes.allSatisfy { $0.evaluate(values, rowID: rowID) }
         case .or(let nodes): return nodes.contains { $0.evaluate(values, rowID: rowID) }
         case .not(let node): return !node.evaluate(values, rowID: rowID)
@@ -98,6 +102,31 @@ public struct FetchPredicate<Root: ManagedObject>: Sendable {
     /// entity without the cost of an offset.
     public static func objectIDs(after rowID: Int64) -> FetchPredicate {
         FetchPredicate(.rowIDAbove(rowID))
+    }
+
+    /// Matches the objects that a row of another entity points at through its to-one `link`,
+    /// among the rows that `condition` matches: in SQL, `id IN (SELECT link FROM Related WHERE
+    /// condition)`, which an index on (`condition`'s attribute, `link`) answers in
+    /// O(matches + log n). Negate it with `!` for the objects no such row points at.
+    ///
+    /// ```swift
+    /// // The notes with a label "urgent" (a label row: its text, and its note)
+    /// let urgent = FetchPredicate<Note>.related(
+    ///     Label.self, via: \.note, where: \.text == "urgent", unsaved: .contains(\.labelText, "\nurgent\n"))
+    /// ```
+    ///
+    /// The rows of `Related` are read from the store. An object with unsaved changes is not
+    /// in the store as it is now, and neither are the rows its save will write: such an
+    /// object (inserted or changed, in a fetch or count that includes pending changes) is
+    /// judged by `unsaved` instead, a predicate on its own values that must say the same
+    /// thing — for example on a column the entity keeps in step with the related rows.
+    public static func related<Related: ManagedObject>(
+        _ type: Related.Type, via link: KeyPath<Related, Root?>, where condition: FetchPredicate<Related>,
+        unsaved: FetchPredicate<Root>
+    ) -> FetchPredicate {
+        let column = Related.entityDescription.propertyOrDie(for: link).name
+        return FetchPredicate(
+            .related(table: Related.entityName, column: column, condition: condition.node, unsaved: unsaved.node))
     }
 
     /// Matches the objects whose attribute is one of `values`.
@@ -175,6 +204,12 @@ public func == <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination
     -> FetchPredicate<Root>
 {
     .compare(lhs, .equal, rhs.map { .integer($0.objectID.rowID) } ?? .null)
+}
+/// Matches the objects whose to-one relationship points at the object with ID `rhs`.
+public func == <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination?>, rhs: ManagedObjectID)
+    -> FetchPredicate<Root>
+{
+    .compare(lhs, .equal, .integer(rhs.rowID))
 }
 /// Matches the objects whose to-one relationship is not `rhs`.
 public func != <Root, Destination: ManagedObject>(lhs: KeyPath<Root, Destination?>, rhs: Destination?)

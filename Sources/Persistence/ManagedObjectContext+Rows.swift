@@ -244,6 +244,7 @@ extension ManagedObjectContext {
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
         let effects = SaveEffects(commitsToStore: true, userInfo: userInfo)
+        effects.deletionsTaken = true  // its hooks run inside the transaction
         // One deletion of rows, alone in its transaction.
         var changes = StoreChanges()
         let fetch = request.storeFetch

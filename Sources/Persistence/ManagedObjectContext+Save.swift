@@ -270,11 +270,15 @@ extension ManagedObjectContext {
     )
         throws
     {
+        for work in effects.beforeTransactionWork { try work() }
+        effects.beforeTransactionWork = []
         var changes = StoreChanges()
         for o in saved.inserted {
             changes.inserts.append(.init(entity: o.entity, id: o.objectID.rowID, values: o.values))
         }
         changes.rows = rowChangesToWrite(effects)
+        changes.rows.deletions += effects.rowDeletions
+        effects.deletionsTaken = true
         let checksVersions = mergePolicy != .overwrite
         for o in saved.updated where !gone.contains(o.objectID) {
             let slots = o.values.indices.filter {

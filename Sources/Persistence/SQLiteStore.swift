@@ -614,7 +614,10 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+    /// The statement of `fetch`, selecting `columns`, and its arguments (internal: tests read
+    /// its query plan).
+    func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+        if let driven = relatedDrivenSelect(columns, fetch) { return driven }
         var arguments: [StoreValue] = []
         var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
         if let predicate = fetch.predicate {
@@ -633,9 +636,73 @@ final class SQLiteStore: PersistentStore {
         return (query, arguments)
     }
 
+    /// A fetch in ID order (a page of a listing: IDs after the last page's, a limit) that
+    /// requires a related row with `value` in the first column of a unique index on (column,
+    /// link) — `related(Tag.self, via: \.asset, where: \.tag == t, …)` — is driven by that
+    /// index: the related rows with `value` come in link order from `after` on, each joined to
+    /// its object by ID, and the limit stops the walk. O(page + log n) per page. The `IN`
+    /// form would build the whole list of matches for every page (quadratic over a listing).
+    /// `nil` for any other fetch.
+    private func relatedDrivenSelect(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue])? {
+        guard fetch.sort.allSatisfy({ $0.property == nil && $0.ascending }), let predicate = fetch.predicate else {
+            return nil
+        }
+        var conjuncts: [PredicateNode] = []
+        func flatten(_ node: PredicateNode) {
+            if case .and(let nodes) = node { nodes.forEach(flatten) } else { conjuncts.append(node) }
+        }
+        flatten(predicate)
+        let drivers = conjuncts.indices.filter { i in
+            guard case .related(let table, let column, .compare(let p, .equal, let value), _) = conjuncts[i],
+                !value.isNull, let related = schema.entity(named: table),
+                let indexes = try? related.compositeIndexColumns()
+            else { return false }
+            return indexes.contains { $0.isUnique && $0.columns == [p.column, column] }
+        }
+        guard let first = drivers.first,
+            case .related(let table, let column, .compare(let p, _, let value), _) = conjuncts[first]
+        else { return nil }
+        conjuncts.remove(at: first)
+        let entitySQL = sql[fetch.entity.name]!
+        let outer = entitySQL.table
+        let link = "\"_related\".\(quote(column))"
+        let list =
+            switch columns {
+            case entitySQL.selectList:
+                (["\"id\"", "\"_version\""] + entitySQL.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
+            case "\"id\"": "\(outer).\"id\""
+            default: columns
+            }
+        var arguments: [StoreValue] = [value]
+        var query =
+            "SELECT \(list) FROM \(quote(table)) AS \"_related\" CROSS JOIN \(outer) ON \(outer).\"id\" = \(link) "
+            + "WHERE \"_related\".\(quote(p.column)) = ?"
+        for case .rowIDAbove(let bound) in conjuncts {
+            query += " AND \(link) > ?"
+            arguments.append(.integer(bound))
+        }
+        for node in conjuncts { query += " AND " + Self.compile(node, into: &arguments, qualifier: outer) }
+        query += " ORDER BY \(link) ASC"
+        if fetch.limit != nil || fetch.offset > 0 {
+            query += " LIMIT ? OFFSET ?"
+            arguments.append(.integer(Int64(fetch.limit ?? -1)))
+            arguments.append(.integer(Int64(fetch.offset)))
+        }
+        return (query, arguments)
+    }
+
     /// Compiles a predicate to two-valued SQL (never NULL: a comparison with
-    /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``.
-    static func compile(_ node: PredicateNode, into arguments: inout [StoreValue]) -> String {
+    /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``. With `qualifier` (a
+    /// quoted table name or alias), the columns of the fetched entity are named through it.
+    static func compile(_ node: PredicateNode, into arguments: inout [StoreValue], qualifier: String? = nil)
+        -> String
+    {
+        let prefix = qualifier.map { $0 + "." } ?? ""
+        func quote(_ column: String) -> String { prefix + Persistence.quote(column) }
+        func compile(_ node: PredicateNode, into arguments: inout [StoreValue]) -> String {
+            Self.compile(node, into: &arguments, qualifier: qualifier)
+        }
+        let id = prefix + "\"id\""
         switch node {
         case .constant(let b):
             return b ? "1" : "0"
@@ -680,10 +747,16 @@ final class SQLiteStore: PersistentStore {
         case .rowIDIn(let ids):
             guard !ids.isEmpty else { return "0" }
             arguments += ids.map { .integer($0) }
-            return "\"id\" IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+            return "\(id) IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
         case .rowIDAbove(let bound):
             arguments.append(.integer(bound))
-            return "\"id\" > ?"
+            return "\(id) > ?"
+        case .related(let table, let column, let condition, _):
+            let inner = Self.compile(condition, into: &arguments)  // in the subquery's own scope
+            let linked = Persistence.quote(column)
+            // Not NULL: `id IN (…, NULL)` is NULL when nothing else matches, and its NOT too.
+            return "\(id) IN (SELECT \(linked) FROM \(Persistence.quote(table)) WHERE \(inner) "
+                + "AND \(linked) IS NOT NULL)"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
         case .or(let nodes):
@@ -760,7 +833,9 @@ final class SQLiteStore: PersistentStore {
                     try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
-                for insertion in changes.rows.insertions { try insertRows(db, insertion, deleted: paged.deleted) }
+                for insertion in changes.rows.insertions {
+                    try insertRows(db, insertion, effects, deleted: paged.deleted)
+                }
                 var result = StoreSaveResult(
                     versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
                 var deleted = paged.deleted
@@ -1137,10 +1212,14 @@ final class SQLiteStore: PersistentStore {
         for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
     }
 
-    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive.
-    private func insertRows(_ db: Database, _ insertion: RowChanges.Insertion, deleted: [String: RowIDSet]) throws {
+    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive,
+    /// and the rows its entity's `willInsertRows` hook plans for a batch are written with it.
+    private func insertRows(
+        _ db: Database, _ insertion: RowChanges.Insertion, _ effects: SaveEffects, deleted: [String: RowIDSet]
+    ) throws {
         for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
             let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
+            let planned = effects.rows.count
             let rows: [[StoreValue]]
             do {
                 rows = try insertion.rows(indexes)
@@ -1152,6 +1231,7 @@ final class SQLiteStore: PersistentStore {
             }
             for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
             try Self.insertRows(db, inserts, sql: sql)
+            try insertEffectRows(db, effects, from: planned, refusingLinksInto: deleted)
         }
     }
 

@@ -46,6 +46,12 @@ public final class SaveEffects {
     /// The IDs of rows already written, by entity name: those planned by the hooks of
     /// deletions without objects, written with each page.
     var rowRanges: [String: RowIDSet] = [:]
+    /// Rows to delete, planned by `willSave` (``delete(_:)``): written with the save's
+    /// deletions of rows, before its inserts.
+    var rowDeletions: [RowChanges.Deletion] = []
+    /// Whether the save's changes went to the store: ``delete(_:)`` is too late.
+    var deletionsTaken = false
+    var beforeTransactionWork: [() throws -> Void] = []
     var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []
@@ -67,6 +73,47 @@ public final class SaveEffects {
         configure(object)
         guard commitsToStore else { return }
         rows.append(.init(entity: entity, id: 0, values: object.values))
+    }
+
+    /// Adds a row of entity `T` to the save's transaction, its values set by `configure` on
+    /// the entity's defaults — attributes, and to-one relationships by ID, so a row can point
+    /// at an object of the saving context (its ID is final) without being an object itself.
+    /// Written as ``insert(_:_:)``'s rows are; no hook of `T` runs.
+    public func insertRow<T: ManagedObject>(_ type: T.Type, _ configure: (inout BatchInsertRow<T>) -> Void) {
+        guard commitsToStore else { return }
+        let entity = T.entityDescription
+        var row = BatchInsertRow<T>(entity: entity)
+        row.values = entity.defaultValues
+        configure(&row)
+        rows.append(.init(entity: entity, id: 0, values: row.values))
+    }
+
+    /// Deletes the rows `request` matches in the save's transaction (with the schema's
+    /// delete rules, as ``ManagedObjectContext/batchDelete(_:)`` does), after the save's
+    /// deletions and updates of objects and before its inserts: the rows that match when the
+    /// transaction starts go. The objects of live contexts are not touched: use it for rows
+    /// no context holds as objects (rows kept in step with an object's values).
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` when called after `willSave` (from a
+    ///   batch-delete or insert-rows hook, which run inside the transaction).
+    public func delete<T: ManagedObject>(_ request: FetchRequest<T>) throws {
+        guard !deletionsTaken else {
+            throw PersistenceError(
+                .misuse, "SaveEffects.delete(\(T.entityName)) was called inside the transaction; call it from willSave")
+        }
+        guard commitsToStore else { return }
+        let fetch = request.storeFetch
+        rowDeletions.append(.init(entity: fetch.entity, selection: .matching(fetch)))
+    }
+
+    /// Runs `work` once every `willSave` pass of the save is over, before its transaction
+    /// begins (never for a child context's save). An object's `willSave` can run more than
+    /// once in a save (when a hook changes it again); work that writes rows from an
+    /// object's final state gathers that state in ``shared(_:_:)`` and plans its rows here,
+    /// where ``insert(_:_:)``, ``insertRow(_:_:)`` and ``delete(_:)`` still apply. Throwing
+    /// aborts the save: nothing is written.
+    public func beforeTransaction(_ work: @escaping () throws -> Void) {
+        if commitsToStore { beforeTransactionWork.append(work) }
     }
 
     /// Runs `check` inside the save's transaction, after all its writes and

@@ -28,7 +28,10 @@ extension AssetCat {
         @Argument(help: "IDs or names of the assets to export (default: all).") var assets: [String] = []
         @Option(help: "tar, tar.gz, tar.zst, tar.xz, zip or dir (default: from the bundle's extension).")
         var format: String?
-        @Option(help: "Only assets with this tag.") var tag: String?
+        @Option(name: .customLong("tag"), help: "Only assets with this tag (repeatable: all of them).")
+        var tags: [String] = []
+        @Option(name: .customLong("not-tag"), help: "Only assets without this tag (repeatable: none of them).")
+        var notTags: [String] = []
         @Option(help: "Only assets of this kind.") var kind: String?
         @Option(
             help: "gzip, xz and zip 0–9, zstd 1–22 (default: the format's; xz 6 takes about 140 MB, 2 about 60 MB).")
@@ -47,7 +50,7 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             let selection = try ExportSelection(
                 ids: assets.isEmpty ? nil : AssetReference.resolve(assets, in: catalog),
-                query: AssetQuery(tag: tag, kind: kind))
+                query: AssetQuery(tags: tags, excludingTags: notTags, kind: kind))
             let exportOptions = ExportOptions(
                 format: format.flatMap(BagFormat.init(name:)), skipsDamaged: skipDamaged,
                 compressionLevel: compressionLevel, replacesExisting: force)

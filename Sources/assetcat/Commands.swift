@@ -68,7 +68,10 @@ extension AssetCat {
         static let configuration = CommandConfiguration(commandName: "ls", abstract: "List assets.")
 
         @OptionGroup var options: CatalogOption
-        @Option(help: "Only assets with this tag.") var tag: String?
+        @Option(name: .customLong("tag"), help: "Only assets with this tag (repeatable: all of them).")
+        var tags: [String] = []
+        @Option(name: .customLong("not-tag"), help: "Only assets without this tag (repeatable: none of them).")
+        var notTags: [String] = []
         @Option(help: "Only assets of this kind (image, audio, video, text, document, archive, data).")
         var kind: String?
         @Flag(help: "Print one JSON array.") var json = false
@@ -86,7 +89,7 @@ extension AssetCat {
         }
 
         func run(_ catalog: Catalog) async throws {
-            let query = AssetQuery(tag: tag, kind: kind)
+            let query = AssetQuery(tags: tags, excludingTags: notTags, kind: kind)
             if json || jsonl {
                 // Streamed a page at a time and written in blocks; the first record at once.
                 try catalog.writeJSON(
@@ -196,8 +199,14 @@ extension AssetCat {
 
         @OptionGroup var options: CatalogOption
         @Argument(help: "Asset IDs or names.") var assets: [String] = []
-        @Option(help: "Every asset with this tag (and the members of archives among them), in one deletion.")
-        var tag: String?
+        @Option(
+            name: .customLong("tag"),
+            help:
+                "Every asset with this tag (and the members of archives among them), in one deletion (repeatable: all of them)."
+        )
+        var tags: [String] = []
+        @Option(name: .customLong("not-tag"), help: "With --tag: leave out assets with this tag (repeatable).")
+        var notTags: [String] = []
         @Option(
             help: ArgumentHelp(
                 "Read asset IDs or names from FILE, one a line ('-' reads standard input); empty lines are skipped.",
@@ -207,33 +216,42 @@ extension AssetCat {
 
         func validate() throws {
             if fromFile != nil {
-                guard tag == nil && assets.isEmpty else {
+                guard tags.isEmpty && notTags.isEmpty && assets.isEmpty else {
                     throw ValidationError("Give --from-file FILE alone, without asset IDs, names or --tag.")
                 }
                 return
             }
-            if tag == nil && assets.isEmpty { throw ValidationError("Give asset IDs or names, or --tag TAG.") }
-            if tag != nil && !assets.isEmpty {
+            if tags.isEmpty && assets.isEmpty {
+                throw ValidationError(
+                    notTags.isEmpty
+                        ? "Give asset IDs or names, or --tag TAG."
+                        : "--not-tag narrows --tag: give --tag TAG too (rm never selects by --not-tag alone).")
+            }
+            if !tags.isEmpty && !assets.isEmpty {
                 throw ValidationError("Give asset IDs or names, or --tag TAG, not both.")
             }
+            if !notTags.isEmpty && !assets.isEmpty { throw ValidationError("--not-tag goes with --tag, not with IDs.") }
         }
 
         func run(_ catalog: Catalog) async throws {
-            if let tag {
+            if !tags.isEmpty {
                 // Listed a page at a time; deleted in one transaction, a page of rows at a time
                 // (no objects loaded); the counts are the library's.
-                let query = AssetQuery(tag: tag)
+                let query = AssetQuery(tags: tags, excludingTags: notTags)
                 if dryRun {
                     try catalog.forEachAsset(query) { a in
                         print("would remove \(a.id)  \(DisplayText.quoted(a.name))")
                     }
                 }
                 let result = try catalog.removeAll(query, dryRun: dryRun)
+                let tagged = tags.map(DisplayText.quoted).joined(separator: " and ")
+                let excluded =
+                    notTags.isEmpty ? "" : " but not " + notTags.map(DisplayText.quoted).joined(separator: " or ")
                 let members = result.members > 0 ? " (and \(plural(result.members, "archive member")))" : ""
                 let files = result.files.map { " and \(plural($0, "file")) from objects/" } ?? ""
                 print(
                     "\(dryRun ? "would remove" : "removed") \(plural(result.assets, "asset")) tagged "
-                        + "\(DisplayText.quoted(tag))\(members)\(files)")
+                        + "\(tagged)\(excluded)\(members)\(files)")
                 return
             }
             let ids =

@@ -153,6 +153,8 @@ import Testing
         let recovered = try catalog.assets()
         #expect(Set(recovered.map(\.sha256)) == Set(added.map(\.sha256)))
         #expect(recovered.allSatisfy { $0.tags == ["recovered"] && $0.name == "recovered-\($0.sha256)" })
+        #expect(try catalog.assets(AssetQuery(tag: "recovered")).count == 4)  // the tag's rows too
+        #expect(try AssetTagTests.tagRows(catalog).count == 4)
         #expect(try await catalog.verify().isHealthy)
         catalog.close()
         // The quarantined store is kept; a catalog whose store opens has nothing to recover.

@@ -188,6 +188,50 @@ import Testing
         try Self.expectExact(catalog)
     }
 
+    /// Assets per tag are kept as the other counts are (`AssetTag.tallies`): through adds
+    /// with tags, archive members that take their archive's, tag changes, a rolled-back
+    /// change, a deletion's cascade and a batch delete; a repair fixes a tampered one.
+    @Test func tagCountsAreKeptInTheTransactionsThatChangeTags() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let added = try await catalog.add(
+            [try t.file("a.txt", "a"), try t.file("b.txt", "b")], options: AddOptions(tags: ["red", "blue"])
+        ).added
+        for (name, text) in ["inner/one.txt": "one\n", "inner/two.txt": "two\n"] { try t.file("pack/" + name, text) }
+        let archive = t.sources.appending(path: "pack.tar").path
+        try await Self.run("/usr/bin/bsdtar", ["-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner"])
+        let pack = try await catalog.addAndRunJobs([archive], options: AddOptions(tags: ["packed"]))
+        try Self.expectExact(catalog)
+        #expect(try catalog.stats().tags == ["red": 2, "blue": 2, "packed": 3])
+
+        _ = try catalog.tag([added[0].id], adding: ["green"], removing: ["red"])
+        try catalog.withContext { context in
+            let asset = try catalog.existingAsset(added[1].id, in: context)
+            asset.tags = ["gone"]
+            context.rollback()
+        }
+        try Self.expectExact(catalog)
+        #expect(try catalog.stats().tags == ["red": 1, "blue": 2, "green": 1, "packed": 3])
+
+        try catalog.remove(pack[0].id)  // the archive and, by the cascade, its members
+        try Self.expectExact(catalog)
+        #expect(try catalog.stats().tags == ["red": 1, "blue": 2, "green": 1])
+        #expect(try catalog.removeAll(AssetQuery(tags: ["blue"], excludingTags: ["green"])) == 1)
+        try Self.expectExact(catalog)
+        #expect(try catalog.stats().tags == ["blue": 1, "green": 1])
+        catalog.close()
+
+        try await Self.tamper(
+            t.root.appending(path: "catalog.sqlite"),
+            "UPDATE _persistence_tallies SET n = 5 WHERE tally = 'tag' AND key = 'blue';")
+        let again = try t.open()
+        defer { again.close() }
+        #expect(try again.stats().tags == ["blue": 5, "green": 1])
+        #expect(
+            try again.repairStatistics() == ["statistics: assets tagged 'blue' were recorded as 5, counted 1; fixed"])
+        try Self.expectExact(again)
+    }
+
     @Test func aCatalogOfTheLastReleaseGetsItsCountsOnItsFirstOpen() throws {
         let t = try TestCatalog()
         try FileManager.default.copyItem(atPath: testAsset("catalogs/release-0.1.0"), toPath: t.root.path)
@@ -196,6 +240,7 @@ import Testing
         try Self.expectExact(catalog)
         let stats = try catalog.stats()
         #expect((stats.assets, stats.members, stats.archives) == (14, 6, 2))
+        #expect(!stats.tags.isEmpty)  // counted from the tag rows its upgrade made
         #expect(try catalog.repairStatistics() == [])
     }
 

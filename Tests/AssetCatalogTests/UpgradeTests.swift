@@ -41,6 +41,12 @@ import Testing
         #expect(notes.storage == .managed)
         #expect(notes.sha256 == "800523724878da3569e71590368f35a369eda6797b901dfd2b7a3a11722072ae")
         #expect(try catalog.assets(AssetQuery(tag: "2026 trip")).map(\.name).sorted() == ["blue.png", "red.png"])
+        // The tags became rows (the migration): queries by tag are answered from them.
+        #expect(try AssetTagTests.tagRows(catalog).count == assets.map(\.tags.count).reduce(0, +))
+        #expect(try catalog.assets(AssetQuery(tags: ["docs", "important"])).map(\.name) == ["notes.txt"])
+        #expect(
+            try catalog.assets(AssetQuery(tags: ["docs"], excludingTags: ["important"])).map(\.name)
+                == ["copy-a.txt", "copy-b.txt"])
 
         let blue = try #require(byName["blue.png"]?.first)
         #expect(blue.kind == "image")
@@ -102,6 +108,18 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: t.root.appending(path: "quarantine").path))
     }
 
+    /// `ls --tag` on the upgraded catalog lists what the tags of release 0.1.0 said.
+    @Test func lsByTagWorksOnAnUpgradedCatalog() async throws {
+        let t = try copyOfFixture()
+        let run = try await t.run(["ls", "--tag", "2026 trip", "--jsonl", "--fields", "name"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.split(separator: "\n").sorted() == ["{\"name\":\"blue.png\"}", "{\"name\":\"red.png\"}"])
+        let notes = try await t.run(["ls", "--tag", "docs", "--tag", "important", "--jsonl", "--fields", "name"])
+        #expect(notes.stdout == "{\"name\":\"notes.txt\"}\n")
+        let copies = try await t.run(["ls", "--tag", "docs", "--not-tag", "important", "--jsonl", "--fields", "name"])
+        #expect(copies.stdout == "{\"name\":\"copy-a.txt\"}\n{\"name\":\"copy-b.txt\"}\n")
+    }
+
     @Test func theQueuedJobOfTheLastReleaseRuns() async throws {
         let t = try copyOfFixture()
         let catalog = try t.open()
@@ -110,5 +128,10 @@ import Testing
         #expect(summary.succeeded == 1)
         let tarMembers = try catalog.assets().filter { $0.storage == .member && $0.archive != nil }
         #expect(tarMembers.count == 12)
+        // The job recorded the archive's six members with its tags, rows and all.
+        let queued = try catalog.assets(AssetQuery(tag: "queued"))
+        #expect(queued.count == 7)
+        #expect(queued.filter { $0.storage == .member }.count == 6)
+        #expect(try AssetTagTests.tagRows(catalog).filter { $0.tag == "queued" }.count == 7)
     }
 }
