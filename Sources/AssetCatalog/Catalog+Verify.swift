@@ -96,26 +96,68 @@ extension Catalog {
     public func verify(_ ids: [AssetID]? = nil, progress: (@Sendable (Int, Int) -> Void)? = nil) async throws
         -> VerifyReport
     {
+        try await verify(ids, pageSize: 1_000, progress: progress)
+    }
+
+    /// ``verify(_:progress:)``, reading the whole catalog's assets `pageSize` at a time: the
+    /// memory it takes does not grow with the catalog (only with what it finds).
+    func verify(_ ids: [AssetID]?, pageSize: Int, progress: (@Sendable (Int, Int) -> Void)?) async throws
+        -> VerifyReport
+    {
         let storeProblems = ids == nil ? try verifyStore() : []
-        let records: [AssetRecord]
+        var report: VerifyReport
         do {
-            records = try ids.map { try $0.map { try asset($0) } } ?? assets()
+            if let ids {
+                report = try await check(try ids.map { try asset($0) }, progress: progress)
+            } else {
+                report = VerifyReport(checked: 0, issues: [])
+                let total = try stats().assets
+                var after: Int64 = 0
+                while !Task.isCancelled {
+                    let page = try assetPage(AssetQuery(), after: after, limit: pageSize)
+                    let done = report.checked
+                    let part = try await check(page) { checked, _ in
+                        progress?(done + checked, max(total, done + checked))
+                    }
+                    report.checked += part.checked
+                    report.issues += part.issues
+                    guard page.count == pageSize, let last = page.last else { break }
+                    after = last.id.rawValue
+                }
+            }
         } catch let error as CatalogError where !storeProblems.isEmpty && error.code == .store {
             // The damage the check found keeps the assets from being read: that is the report.
             return VerifyReport(checked: 0, issues: [], storeProblems: storeProblems)
         }
-        var report = try await check(records, progress: progress)
         report.storeProblems = storeProblems
         if ids == nil { report.statisticsFixed = try repairStatistics() }
         if ids == nil && !Task.isCancelled {
-            // Content whose removal is journaled (pending: a crash, a read-only open) is not lost.
-            let pending = try storeErrors {
-                try withContext { try $0.fetch(FetchRequest<RemovalPlan>()).map(\.sha256) }
-            }
-            let used = Set(records.lazy.filter { $0.storage == .managed }.map(\.sha256)).union(pending)
-            report.unreferencedObjects = content.objectFiles().count { !used.contains($0.sha256) && !$0.isPinned }
+            try forEachUnreferencedObject { _ in report.unreferencedObjects += 1 }
         }
         return report
+    }
+
+    /// Calls `body` with each file of `objects/` that no managed asset uses, whose removal is
+    /// not pending (a crash, a read-only open: not lost) and that no add in progress holds (a
+    /// staged link pins it). A folder of `objects/` at a time, its digests looked up in the
+    /// store 500 to a query: memory flat whatever the number of files or assets.
+    func forEachUnreferencedObject(_ body: (UnreferencedObject) throws -> Void) throws {
+        try content.forEachObjectFolder { files in
+            let candidates = files.filter { !$0.isPinned }
+            for start in stride(from: 0, to: candidates.count, by: 500) {
+                let chunk = candidates[start..<min(start + 500, candidates.count)]
+                let digests = chunk.map(\.sha256)
+                let used = try storeErrors {
+                    try withContext { context in
+                        let managed = try context.fetchSnapshots(
+                            FetchRequest<Asset>(predicate: .in(\.sha256, digests) && \.storage == Storage.managed))
+                        let pending = try context.fetch(FetchRequest<RemovalPlan>(predicate: .in(\.sha256, digests)))
+                        return Set(managed.compactMap { $0.value(for: \Asset.sha256) }).union(pending.map(\.sha256))
+                    }
+                }
+                for file in chunk where !used.contains(file.sha256) { try body(file) }
+            }
+        }
     }
 
     /// Runs SQLite's full integrity check over the catalog's store (`catalog.sqlite`): every
@@ -225,9 +267,9 @@ extension Catalog {
     /// checked again under the store's write lock before it goes.
     public func collectGarbage(_ action: GarbageAction = .report) throws -> GarbageReport {
         let finished = try finishPendingRemovals()
-        let used = Set(try assets(AssetQuery(storage: .managed)).map(\.sha256))
         // Content an add in progress has linked but not yet recorded is pinned: not garbage.
-        let unreferenced = content.objectFiles().filter { !used.contains($0.sha256) && !$0.isPinned }
+        var unreferenced: [UnreferencedObject] = []
+        try forEachUnreferencedObject { unreferenced.append($0) }
         var report = GarbageReport(
             pendingRemovalsFinished: finished, unreferenced: unreferenced, adopted: [], purged: [])
         report.statisticsFixed = try repairStatistics()

@@ -837,20 +837,28 @@ extension ContentStore {
     /// Every file in `objects/`, by digest.
     func objectFiles() -> [UnreferencedObject] {
         var result: [UnreferencedObject] = []
+        forEachObjectFolder { result += $0 }
+        return result
+    }
+
+    /// Calls `body` with the files of each folder of `objects/` (`ab/`), by digest: one
+    /// folder's files in memory at a time, whatever the number of files.
+    func forEachObjectFolder(_ body: ([UnreferencedObject]) throws -> Void) rethrows {
         let manager = FileManager.default
         for folder in ((try? manager.contentsOfDirectory(atPath: objects)) ?? []).sorted() where folder.utf8.count == 2
         {
+            var files: [UnreferencedObject] = []
             for rest in ((try? manager.contentsOfDirectory(atPath: objects + "/" + folder)) ?? []).sorted() {
                 let digest = folder + rest
                 guard Self.isDigest(digest) else { continue }
                 let path = objectPath(digest)
                 var info = stat()
                 guard stat(path, &info) == 0 else { continue }
-                result.append(
+                files.append(
                     UnreferencedObject(
                         sha256: digest, path: path, size: Int64(info.st_size), isPinned: info.st_nlink > 1))
             }
+            if !files.isEmpty { try body(files) }
         }
-        return result
     }
 }

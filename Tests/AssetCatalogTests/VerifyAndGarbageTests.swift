@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Locking
 import Testing
 
 @testable import AssetCatalog
@@ -33,6 +34,36 @@ import Testing
         #expect(try catalog.assets().count == 7)
         // Verifying only some assets.
         #expect(try await catalog.verify([referenced[1].id]).issues.map(\.problem) == [.missing])
+    }
+
+    /// A verify of the whole catalog reads its assets a page at a time: what it finds, and its
+    /// progress, are the same across pages as in one; files of `objects/` are judged a folder
+    /// at a time against the store.
+    @Test func aVerifyOfTheWholeCatalogReadsItsAssetsPageByPage() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let added = try await catalog.add((0..<5).map { try t.file("f\($0).txt", "file \($0)") }).added
+        try FileManager.default.removeItem(atPath: t.objectPath(added[1].sha256))
+        let damaged = t.objectPath(added[4].sha256)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: damaged)
+        try Data("other".utf8).write(to: URL(fileURLWithPath: damaged))
+        try catalog.remove(added[2].id)
+        let (orphan, _, pin) = try catalog.content.ingest(producing: { emit in
+            try Data("orphan".utf8).withUnsafeBytes { try emit($0) }
+        })
+        catalog.content.unpin(pin)
+        let seen = Locked<[Int]>([])
+        let report = try await catalog.verify(nil, pageSize: 2) { done, total in
+            #expect(total == 4)
+            seen.withLock { $0.append(done) }
+        }
+        #expect(report.checked == 4)
+        #expect(report.issues.map(\.id) == [added[1].id, added[4].id])
+        #expect(report.issues.map(\.problem) == [.missing, .damaged])
+        #expect(seen.withLock { $0 } == [1, 2, 3, 4])
+        #expect(report.unreferencedObjects == 1)
+        #expect(try catalog.collectGarbage().unreferenced.map(\.sha256) == [orphan])
     }
 
     @Test func gcReportsAdoptsAndPurgesUnreferencedFilesOnlyWhenAsked() async throws {
