@@ -29,8 +29,9 @@
 //   add                  `add --reference --recursive` of --files tiny files (default 100,000; the
 //                        issue's figure is 1,000,000) into a fresh catalog, beside the hash floor:
 //                        find | xargs -0 -P2 openssl dgst -sha256. Bar: ≤ 2×, peak < 100 MB.
-//   rm                   `rm` of 10,000 managed assets (by ID) in the large catalog, beside `rm -rf`
-//                        of a copy of the same files and `sync`. Bar: ≤ 1.5×.
+//   rm                   `rm` of 10,000 managed assets in the large catalog (IDs as arguments,
+//                        `--from-file`, `--tag`), beside `rm -rf` of a copy of the same files and
+//                        `sync`. Bar: ≤ 1.5×.
 // Durable job throughput and cross-process cancellation latency are JobBenchmarks' rows.
 import AssetCatalog
 import BenchSupport
