@@ -86,15 +86,6 @@ final class SQLiteStore: PersistentStore {
         config.label = "Persistence"
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
-            // The writer's page cache holds more of what a large transaction dirties (random
-            // inserts into the indexes of a million rows) before SQLite spills pages to the
-            // -wal mid-transaction and writes them again; pages are allocated as used. Its
-            // statement journals (every insert that fires a tally's triggers has one) stay in
-            // memory: on disk they spilled to a temporary file, about nine writes a row.
-            if !db.configuration.readonly {
-                try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
-                try db.execute(sql: "PRAGMA temp_store = MEMORY")
-            }
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
@@ -129,9 +120,6 @@ final class SQLiteStore: PersistentStore {
         }
         Self.openInProcess.withLock { $0[url.path, default: 0] += 1 }
     }
-
-    /// The writer connection's page cache, in KiB.
-    static let writerCacheKiB = 16_384
 
     /// A database with no schema, or with tables gone, where a schema was expected.
     private struct SchemaMissing: Error {
