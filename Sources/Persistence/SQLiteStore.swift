@@ -86,6 +86,10 @@ final class SQLiteStore: PersistentStore {
         config.label = "Persistence"
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // The writer's statement journals (every insert that fires a tally's triggers has
+            // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
+            // writes a row of an add.
+            if !db.configuration.readonly { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
