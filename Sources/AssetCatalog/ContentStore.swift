@@ -834,13 +834,6 @@ enum FaultPoint: String {
 }
 
 extension ContentStore {
-    /// Every file in `objects/`, by digest.
-    func objectFiles() -> [UnreferencedObject] {
-        var result: [UnreferencedObject] = []
-        forEachObjectFolder { result += $0 }
-        return result
-    }
-
     /// Calls `body` with the files of each folder of `objects/` (`ab/`), by digest: one
     /// folder's files in memory at a time, whatever the number of files.
     func forEachObjectFolder(_ body: ([UnreferencedObject]) throws -> Void) rethrows {
