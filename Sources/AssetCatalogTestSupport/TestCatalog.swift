@@ -114,6 +114,22 @@ extension Catalog {
     }
 }
 
+/// Polls until `condition` holds, and says whether it did. The deadline only guards
+/// against a hang: it is generous because the whole suite shares the concurrency pool
+/// (two threads on a two-core machine) with tests that block it, so under
+/// AddressSanitizer the tasks a condition waits for have been seen to wait over a
+/// minute for a thread. A passing run returns as soon as the condition holds.
+public func waitUntil(
+    atMost timeout: Duration = .seconds(300), _ condition: () throws -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try condition() { return true }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return try condition()
+}
+
 /// Runs blocking work (waiting for a child process, polling a file) on a
 /// thread of its own rather than on the concurrency pool, and awaits it.
 public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {

@@ -271,9 +271,9 @@ final class WritesToItsAssetWhenCancelled: JobProcessor {
     try catalog.jobs.submit("last-words", for: asset.id)
     catalog.jobs.start()
     defer { catalog.jobs.stop() }
-    let deadline = Date().addingTimeInterval(60)  // against a hang only
-    while !processor.started.withLock({ $0 }), Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
-    try #require(processor.started.withLock { $0 }, "the job never started: the removal would race nothing")
+    try #require(
+        try await waitUntil { processor.started.withLock { $0 } },
+        "the job never started: the removal would race nothing")
 
     let result = try catalog.remove(asset.id)
 

@@ -201,11 +201,7 @@ import Testing
     }
 
     func eventually(_ condition: () throws -> Bool) async throws {
-        for _ in 0..<1000 {
-            if try condition() { return }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        Issue.record("condition never held")
+        if try await !waitUntil(condition) { Issue.record("condition never held") }
     }
 }
 

@@ -58,13 +58,7 @@ final class Gate: JobProcessor {
     }
 
     func eventually(_ what: String, _ condition: () throws -> Bool) async throws {
-        // The deadline only guards against a hang; a passing run returns as soon as it holds.
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            if try condition() { return }
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        Issue.record("never: \(what)")
+        if try await !waitUntil(condition) { Issue.record("never: \(what)") }
     }
 
     /// Two queues on one store (as two processes: each its own connections and owner)

@@ -37,20 +37,6 @@ final class Stubborn: JobProcessor {
         return (t, catalog, asset)
     }
 
-    /// Polls until `condition` holds. The deadline only guards against a
-    /// hang: it is generous because the whole suite shares two cores (under
-    /// AddressSanitizer, in the full suite, runs queued again have been seen to wait over
-    /// a minute), and a passing run returns as soon as the condition holds.
-    func waitFor(_ condition: () throws -> Bool) async throws -> Bool {
-        let seconds = 300.0
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        return false
-    }
-
     func state(_ catalog: Catalog, _ jobID: Int64) throws -> JobRecord {
         try #require(try catalog.jobs.list().first { $0.id == jobID })
     }
@@ -65,16 +51,16 @@ final class Stubborn: JobProcessor {
         let id = try catalog.jobs.submit("stubborn", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        #expect(try await waitFor { p.log.contains("start") })
+        #expect(try await waitUntil { p.log.contains("start") })
         let context = catalog.newContext()
         context.performAndWait {
             context.delete(try! context.existingObject(with: asset.objectID))
             context.rollback()
         }
-        let finished = try await waitFor { [.succeeded, .cancelled, .failed].contains(try state(catalog, id).state) }
+        let finished = try await waitUntil { [.succeeded, .cancelled, .failed].contains(try state(catalog, id).state) }
         #expect(finished)
         // Every run of the job has ended, the interrupted one too: nothing writes to it any more.
-        #expect(try await waitFor { catalog.jobs.tasksInFlight == 0 }, "a run never ended")
+        #expect(try await waitUntil { catalog.jobs.tasksInFlight == 0 }, "a run never ended")
         let final = try state(catalog, id)
         #expect(final.state == .succeeded, "ended \(final.state) \(final.error ?? "")")
         #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
@@ -89,10 +75,10 @@ final class Stubborn: JobProcessor {
         let id = try catalog.jobs.submit("stubborn", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        #expect(try await waitFor { p.log.contains("start") })
+        #expect(try await waitUntil { p.log.contains("start") })
         _ = try catalog.jobs.cancel(id)
         _ = try catalog.jobs.retry(id)
-        let ended = try await waitFor {
+        let ended = try await waitUntil {
             try [.succeeded, .cancelled, .failed].contains(state(catalog, id).state) && catalog.jobs.tasksInFlight == 0
         }
         #expect(ended, "the retried job never ended")
@@ -114,7 +100,7 @@ final class Stubborn: JobProcessor {
         other.close()
         let id = try catalog.jobs.submit("quick", for: asset.id)
         let run = Task { try await catalog.jobs.runUntilIdle() }
-        let ran = try await waitFor { try state(catalog, id).state == .succeeded }
+        let ran = try await waitUntil { try state(catalog, id).state == .succeeded }
         run.cancel()
         _ = await run.result
         #expect(ran, "the quick job never ran; runUntilIdle spun")
@@ -130,13 +116,13 @@ final class Stubborn: JobProcessor {
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
         let context = catalog.newContext()
         context.performAndWait {
             context.delete(try! context.existingObject(with: asset.objectID))
             context.reset()
         }
-        let ok = try await waitFor { try state(catalog, id).state == .succeeded }
+        let ok = try await waitUntil { try state(catalog, id).state == .succeeded }
         let st = try state(catalog, id).state
         #expect(ok, "job is \(st)")
         _ = context
@@ -152,7 +138,7 @@ final class Stubborn: JobProcessor {
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
         let a = catalog.newContext()
         let b = catalog.newContext()
         a.performAndWait { a.delete(try! a.existingObject(with: asset.objectID)) }
@@ -179,7 +165,7 @@ final class Stubborn: JobProcessor {
         catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         let run = Task { try await catalog.jobs.runUntilIdle() }
-        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
         let context = catalog.newContext()
         context.performAndWait { context.delete(try! context.existingObject(with: asset.objectID)) }
         _ = try await run.value
@@ -218,7 +204,7 @@ extension JobRaceTests {
         // its two 3 s steps. Only then is the log judged, whatever the timing of the claims.
         let turns = catalog.jobs.workerTurns
         #expect(
-            try await waitFor { catalog.jobs.workerTurns >= turns + 2 && catalog.jobs.tasksInFlight == 0 },
+            try await waitUntil { catalog.jobs.workerTurns >= turns + 2 && catalog.jobs.tasksInFlight == 0 },
             "the runs never ended")
         let missed = assets.map(\.id).filter {
             log.contains("asset \($0) step 1") && !log.contains("asset \($0) cancelled")
@@ -237,15 +223,15 @@ extension JobRaceTests {
         catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         catalog.jobs.start()
-        #expect(try await waitFor { log.contains("asset \(asset.id) step 1") })
+        #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
         catalog.jobs.stop()
         // The stopped run has ended: whatever it writes is written.
-        #expect(try await waitFor { catalog.jobs.tasksInFlight == 0 }, "the stopped run never ended")
+        #expect(try await waitUntil { catalog.jobs.tasksInFlight == 0 }, "the stopped run never ended")
         let afterStop = try state(catalog, id)
         #expect(afterStop.state == .queued, "after stop() the job was \(afterStop.state) \(afterStop.error ?? "")")
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        let ok = try await waitFor { try state(catalog, id).state == .succeeded }
+        let ok = try await waitUntil { try state(catalog, id).state == .succeeded }
         #expect(ok, "after stop() the job was \(afterStop.state) \(afterStop.error ?? "")")
     }
 
@@ -261,11 +247,11 @@ extension JobRaceTests {
         for round in 1...25 {
             let id = try catalog.jobs.submit("stepper", for: asset.id)
             catalog.jobs.start()
-            #expect(try await waitFor { try state(catalog, id).state == .running })
+            #expect(try await waitUntil { try state(catalog, id).state == .running })
             catalog.jobs.stop()
             // Until the stopped run has ended and the job is no longer running
             // (a run claimed as stop() came is queued again without starting).
-            #expect(try await waitFor { try !catalog.jobs.isRunningAnything && state(catalog, id).state != .running })
+            #expect(try await waitUntil { try !catalog.jobs.isRunningAnything && state(catalog, id).state != .running })
             let job = try state(catalog, id)
             #expect(job.state == .queued && job.attempts == 0, "round \(round): \(job.state) \(job.error ?? "")")
             _ = try? catalog.jobs.cancel(id)  // out of the next round's way
