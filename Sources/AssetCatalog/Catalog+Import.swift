@@ -132,6 +132,11 @@ public struct BundleValidation: Sendable, Codable {
     public var problems: [String]
     /// How many problems there are in all (``problems`` may give fewer).
     public var problemCount: Int
+    /// What the bag does that other tools accept and this catalog reads as they do
+    /// (``BagContents/warnings``), one line each, naming its file: a valid bag may have some.
+    public var warnings: [String] = []
+    /// How many warnings there are in all (``warnings`` may give fewer).
+    public var warningCount = 0
 }
 
 /// Stages one payload file of an import in its staging folder — or, when the manifest says
@@ -843,6 +848,8 @@ extension Catalog {
             validation.payloadBytes = bag.payloadBytes
             validation.problems = problems.map(\.description)
             validation.problemCount = problemCount
+            validation.warnings = bag.warnings.map(\.description)
+            validation.warningCount = bag.warningCount
         } catch let error as BagError {
             validation.problems = [error.description]
             validation.problemCount = 1

@@ -365,18 +365,46 @@ final class BagIndexWriter: @unchecked Sendable {
     private let batches: BackgroundBatches<Row>
     private let duplicates = Duplicates()
 
-    /// Each manifest's first line that lists a path again, noted by the writing thread.
+    /// How a manifest line that lists a path again stands to the line before it.
+    enum Repeat: Hashable, Sendable {
+        /// The same path, byte for byte, with the same checksum.
+        case sameLine
+        /// The same path in another Unicode normalisation (NFC and NFD), with the same checksum.
+        case otherNormalization
+        /// Another checksum.
+        case conflicting
+
+        /// How the line `path checksum` stands to the line of `manifest` already in `db` under
+        /// its key.
+        static func of(_ path: String, _ checksum: String, key: String, manifest: Int, _ db: Database) throws -> Repeat
+        {
+            var earlier: (path: String, checksum: String)?
+            try db.run(
+                "SELECT path, checksum FROM manifest WHERE manifest = ? AND key = ?",
+                [.integer(Int64(manifest)), .text(key)]
+            ) { earlier = (Database.text($0, 0) ?? "", Database.text($0, 1) ?? "") }
+            guard let earlier, earlier.checksum == checksum else { return .conflicting }
+            return earlier.path.utf8.elementsEqual(path.utf8) ? .sameLine : .otherNormalization
+        }
+    }
+
+    /// Each manifest's first line that lists a path again, and how many do, by how, noted by
+    /// the writing thread.
     private final class Duplicates: @unchecked Sendable {
         private let lock = NSLock()
-        private var first: [Int: (number: Int, path: String)] = [:]
+        private var first: [Int: [Repeat: (number: Int, path: String, count: Int)]] = [:]
 
-        func note(_ manifest: Int, _ number: Int, _ path: String) {
+        func note(_ manifest: Int, _ number: Int, _ path: String, _ kind: Repeat) {
             lock.withLock {
-                if first[manifest] == nil { first[manifest] = (number, path) }
+                let count = first[manifest]?[kind]?.count ?? 0
+                let (n, p) = first[manifest]?[kind].map { ($0.number, $0.path) } ?? (number, path)
+                first[manifest, default: [:]][kind] = (n, p, count + 1)
             }
         }
 
-        subscript(manifest: Int) -> (number: Int, path: String)? { lock.withLock { first[manifest] } }
+        subscript(manifest: Int) -> [Repeat: (number: Int, path: String, count: Int)] {
+            lock.withLock { first[manifest] ?? [:] }
+        }
     }
 
     /// - Parameter duplicate: The error for an archive member (named as the archive spells
@@ -413,8 +441,9 @@ final class BagIndexWriter: @unchecked Sendable {
     /// Waits for the writes under way, without throwing (a read that failed ends with it).
     func stop() { batches.stop() }
 
-    /// The first line of manifest `id` that listed a path again, once written.
-    func duplicate(in id: Int) -> (number: Int, path: String)? { duplicates[id] }
+    /// The first line of manifest `id` that listed a path again, and how many did, by how
+    /// they stand to the lines before them, once written.
+    func repeats(in id: Int) -> [Repeat: (number: Int, path: String, count: Int)] { duplicates[id] }
 
     private static func write(
         _ row: Row, _ db: Database, _ duplicates: Duplicates, _ duplicate: (String) -> any Error
@@ -441,7 +470,10 @@ final class BagIndexWriter: @unchecked Sendable {
             try db.run(
                 "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
                 [.integer(Int64(manifest)), .text(key), .text(path), .text(checksum)])
-            if db.changesCount != 1 { duplicates.note(manifest, number, path) }
+            if db.changesCount != 1 {
+                duplicates.note(
+                    manifest, number, path, try Repeat.of(path, checksum, key: key, manifest: manifest, db))
+            }
         case .pending(let manifest, let number, let line):
             try line.withUnsafeBytes { bytes in
                 try db.run(

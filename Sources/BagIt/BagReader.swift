@@ -93,6 +93,14 @@ public struct BagContents {
     public var problems: [BagError]
     /// How many problems were found in all.
     public var problemCount: Int
+    /// What the bag does that other tools accept and this reader reads as they do — an
+    /// md5sum `*` marker, a path listed twice with the same checksum, a file the manifest
+    /// lists in two spellings of which the bag holds one, a missing `.DS_Store`, files left
+    /// to fetch — sorted by file: all of them, or the first ``BagReadOptions/maxProblems``
+    /// (``warningCount`` counts them all). A bag with warnings and no problems is valid.
+    public var warnings: [BagError] = []
+    /// How many warnings there are in all.
+    public var warningCount = 0
     /// For a directory bag: the directory that holds its `bagit.txt` (the one given, or the
     /// one folder in it); `nil` for an archive.
     public var directory: String?
@@ -250,6 +258,11 @@ final class Scan {
         }
         /// The number of that line.
         var failureLine = Int.max
+        /// How many lines marked their file with md5sum's binary-mode `*`.
+        var binaryMarkers = 0
+        /// The lines that listed a path again with the same checksum, by how (the first, and
+        /// how many): warnings (see ``Scan/repeatIsError(_:version:)``).
+        var repeats: [BagIndexWriter.Repeat: (number: Int, path: String, count: Int)] = [:]
         var name: String { "manifest-\(algorithm.rawValue).txt" }
     }
 
@@ -470,8 +483,10 @@ final class Scan {
         switch parseManifestLine(id, number: number, line, version: manifests[id].version!) {
         case .failure(let problem): manifests[id].failure = problem
         case .success(nil): break
-        case .success(let (key, path, checksum)?):
-            try writer.add(.line(manifest: id, number: number, key: key, path: path, checksum: checksum))
+        case .success(let (key, parsed)?):
+            if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
+            try writer.add(
+                .line(manifest: id, number: number, key: key, path: parsed.path, checksum: parsed.checksum))
         }
     }
 
@@ -479,7 +494,7 @@ final class Scan {
     /// line), or what is wrong with it.
     func parseManifestLine(
         _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
-    ) -> Result<(key: String, path: String, checksum: String)?, BagError> {
+    ) -> Result<(key: String, line: TagFile.ManifestLine)?, BagError> {
         let manifest = manifests[id]
         if number == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) {
             return .failure(
@@ -492,11 +507,11 @@ final class Scan {
         }
         do {
             guard
-                let (path, checksum) = try TagFile.parseManifestLine(
+                let parsed = try TagFile.parseManifestLine(
                     Substring(text), number: number, file: manifest.name, algorithm: manifest.algorithm,
                     version: version)
             else { return .success(nil) }
-            return .success((BagIndex.key(manifest.root + path), path, checksum))
+            return .success((BagIndex.key(manifest.root + parsed.path), parsed))
         } catch {
             return .failure(error)
         }
@@ -507,8 +522,16 @@ final class Scan {
     /// in the index.
     func endManifest(_ id: Int) throws {
         try writer.drain()
-        if let (number, path) = writer.duplicate(in: id), number < manifests[id].failureLine {
-            manifests[id].failure = TagFile.duplicateManifestLine(path, number: number, file: manifests[id].name)
+        let version = manifests[id].version ?? "1.0"  // (a pending manifest has written no lines)
+        for (kind, first) in writer.repeats(in: id) {
+            if Self.repeatIsError(kind, version: version) {
+                if first.number < manifests[id].failureLine {
+                    manifests[id].failure = TagFile.duplicateManifestLine(
+                        first.path, number: first.number, file: manifests[id].name)
+                }
+            } else {
+                manifests[id].repeats[kind] = first
+            }
         }
         if manifests[id].failure != nil {
             try manifestDatabase { db in
@@ -516,6 +539,19 @@ final class Scan {
             }
         } else if !manifests[id].isPending, manifests[id].algorithm == .sha256 {
             sha256Manifests[manifests[id].root] = id
+        }
+    }
+
+    /// Whether a manifest line that lists a path again is a problem, or only a warning: a
+    /// line with another checksum always is; the same line again is in BagIt 1.0 (RFC 8493
+    /// lists each file once) and a warning before it, as bagit-python has it; the path in
+    /// another Unicode normalisation with the same checksum names the same file (the
+    /// bag's index compares paths by their NFC form), a warning.
+    static func repeatIsError(_ kind: BagIndexWriter.Repeat, version: String) -> Bool {
+        switch kind {
+        case .conflicting: true
+        case .sameLine: version == "1.0"
+        case .otherNormalization: false
         }
     }
 
@@ -537,13 +573,22 @@ final class Scan {
                 switch parseManifestLine(id, number: number, line, version: version) {
                 case .failure(let problem): manifests[id].failure = problem
                 case .success(nil): break
-                case .success(let (key, path, checksum)?):
+                case .success(let (key, parsed)?):
+                    let (path, checksum) = (parsed.path, parsed.checksum)
+                    if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
                     try db.run(
                         "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
                         [.integer(Int64(id)), .text(key), .text(path), .text(checksum)])
                     if db.changesCount != 1 {
-                        manifests[id].failure = TagFile.duplicateManifestLine(
-                            path, number: number, file: manifests[id].name)
+                        let kind = try BagIndexWriter.Repeat.of(path, checksum, key: key, manifest: id, db)
+                        if Self.repeatIsError(kind, version: version) {
+                            manifests[id].failure = TagFile.duplicateManifestLine(
+                                path, number: number, file: manifests[id].name)
+                        } else {
+                            let count = (manifests[id].repeats[kind]?.count ?? 0) + 1
+                            let first = manifests[id].repeats[kind].map { ($0.number, $0.path) } ?? (number, path)
+                            manifests[id].repeats[kind] = (first.0, first.1, count)
+                        }
                     }
                 }
             }
@@ -1006,6 +1051,9 @@ final class Scan {
         guard !declarations.isEmpty else {
             throw BagError(.notABag, file: source, "holds no bagit.txt: it is not a BagIt bag")
         }
+        // A bag at the top holds whatever else is named bagit.txt: payload (`data/bagit.txt`)
+        // or a tag file in a tag directory.
+        if declarations.contains("bagit.txt") { declarations = ["bagit.txt"] }
         guard declarations.count == 1 else {
             throw BagError(
                 .notABag, file: source, "holds more than one bag (\(declarations.sorted().joined(separator: ", ")))")
@@ -1013,6 +1061,7 @@ final class Scan {
         let root = String(declarations[0].dropLast("bagit.txt".count))
         let (dataLow, dataHigh) = BagPayload.range(root + "data/")
         var problems = ProblemList(limit: options.maxProblems)
+        var warnings = ProblemList(limit: options.maxProblems)
 
         if !root.isEmpty {
             let (low, high) = BagPayload.range(root)
@@ -1040,6 +1089,17 @@ final class Scan {
                 problems.append(failure)
             } else {
                 payloadManifests[manifests[id].algorithm] = id
+                if manifests[id].binaryMarkers > 0 {
+                    warnings.append(Self.binaryMarkerWarning(manifests[id].binaryMarkers, file: manifests[id].name))
+                }
+                for (kind, first) in manifests[id].repeats {
+                    let how = kind == .otherNormalization ? " in another Unicode normalisation" : ""
+                    let more = first.count > 1 ? " (and \(first.count - 1) more lines like it)" : ""
+                    warnings.append(
+                        BagError(
+                            .malformedManifest, file: manifests[id].name,
+                            "line \(first.number) lists \(first.path) again\(how), with the same checksum\(more)"))
+                }
             }
         }
         // Tag manifests, from their kept bytes.
@@ -1048,8 +1108,12 @@ final class Scan {
             let relative = path.droppingBytePrefix(root)
             guard let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "tagmanifest-") else { continue }
             do {
-                tagManifests[algorithm] = try TagFile.parseManifest(
+                let parsed = try TagFile.parseManifestCountingMarkers(
                     bytes, file: relative, algorithm: algorithm, version: version)
+                tagManifests[algorithm] = parsed.entries
+                if parsed.binaryMarkers > 0 {
+                    warnings.append(Self.binaryMarkerWarning(parsed.binaryMarkers, file: relative))
+                }
             } catch { problems.append(error) }
         }
         // A manifest in a supported algorithm that could not be read has said why already.
@@ -1102,9 +1166,16 @@ final class Scan {
         // the problems are sorted by file at the end.)
         let otherProblems = { problems.count - problems.codes[.malformedManifest, default: 0] }
         let otherProblemsBefore = otherProblems()
-        for algorithm in payloadManifests.keys.sorted() {
+        // Files listed but absent that the first manifest's walk excused: those the operating
+        // system makes, by count; and those to look at once the walk is over, for a twin
+        // that differs only by case (a bag made on a case-insensitive file system).
+        var absentSystemFiles = 0
+        var absentByManifest: [(name: String, id: Int, files: [(path: String, key: String, checksum: String)])] = []
+        for (index, algorithm) in payloadManifests.keys.sorted().enumerated() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
+            var absent: [(path: String, key: String, checksum: String)] = []
+            defer { if !absent.isEmpty { absentByManifest.append((name, id, absent)) } }
             for path in try String.fetchAll(
                 mdb, sql: "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
                 arguments: [id])
@@ -1122,9 +1193,20 @@ final class Scan {
             while listed.hasRow || files.hasRow {
                 let order = !listed.hasRow ? 1 : !files.hasRow ? -1 : listed.compare(0, with: files, 0)
                 if order < 0 {
-                    problems.append(
-                        BagError(
-                            .missingFile, file: listed.text(1) ?? "", "is listed in \(name) but is not in the bag"))
+                    let path = listed.text(1) ?? ""
+                    if Self.isSystemFile(path) {
+                        warnings.append(
+                            BagError(
+                                .missingFile, file: path,
+                                "is listed in \(name) but is not in the bag: a file the operating system makes, "
+                                    + "which copies often leave out"))
+                        if index == 0 { absentSystemFiles += 1 }
+                    } else if absent.count < Self.maxCaseTwinChecks {
+                        absent.append((path, listed.text(0) ?? "", listed.text(2) ?? ""))
+                    } else {
+                        problems.append(
+                            BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
+                    }
                     try listed.step()
                 } else if order > 0 {
                     problems.append(
@@ -1142,6 +1224,42 @@ final class Scan {
                     }
                     try listed.step()
                     try files.step()
+                }
+            }
+        }
+        // A listed file the bag lacks is excused when the manifest lists, with the same
+        // checksum, a file the bag holds whose path differs only by (ASCII) case: on the
+        // case-insensitive file system the bag was made on, they were one file.
+        if !absentByManifest.isEmpty {
+            try mdb.execute(sql: "CREATE INDEX IF NOT EXISTS manifest_folded ON manifest(manifest, key COLLATE NOCASE)")
+            for (name, id, absent) in absentByManifest {
+                for file in absent {
+                    var twin: String?
+                    let candidates = try Row.fetchAll(
+                        mdb,
+                        sql: "SELECT key, path FROM manifest WHERE manifest = ? AND key = ? COLLATE NOCASE "
+                            + "AND key != ? AND checksum = ?",
+                        arguments: [id, file.key, file.key, file.checksum])
+                    for candidate in candidates where twin == nil {
+                        let key: String = candidate[0]
+                        if try Bool.fetchOne(
+                            db, sql: "SELECT EXISTS (SELECT 1 FROM file WHERE key = ?)", arguments: [key])
+                            == true
+                        {
+                            twin = candidate[1]
+                        }
+                    }
+                    if let twin {
+                        warnings.append(
+                            BagError(
+                                .missingFile, file: file.path,
+                                "is listed in \(name) but is not in the bag, which holds \(twin) with the same "
+                                    + "checksum: the two names differ only by case, one file on a case-insensitive "
+                                    + "file system"))
+                    } else {
+                        problems.append(
+                            BagError(.missingFile, file: file.path, "is listed in \(name) but is not in the bag"))
+                    }
                 }
             }
         }
@@ -1178,10 +1296,19 @@ final class Scan {
                 problems.append(
                     BagError(.malformedTagFile, file: "bag-info.txt", "Payload-Oxum '\(oxum)' is not 'octets.files'"))
             } else if oxum != actual {
-                problems.append(
-                    BagError(
-                        .oxumMismatch, file: "bag-info.txt",
-                        "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"))
+                let mismatch =
+                    "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"
+                // The files the operating system makes, listed but left out, explain it: a warning.
+                if absentSystemFiles > 0, Int(parts[1]) == payload.count + absentSystemFiles,
+                    let bytes = Int64(parts[0]), bytes >= payload.bytes
+                {
+                    warnings.append(
+                        BagError(
+                            .oxumMismatch, file: "bag-info.txt",
+                            mismatch + ": the files it lacks are ones the operating system makes"))
+                } else {
+                    problems.append(BagError(.oxumMismatch, file: "bag-info.txt", mismatch))
+                }
             }
         }
         if fetchLists.contains(root + "fetch.txt") {
@@ -1192,7 +1319,31 @@ final class Scan {
         }
         return BagContents(
             source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
-            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, directory: directoryRoot)
+            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, warnings: warnings.first,
+            warningCount: warnings.count, directory: directoryRoot)
+    }
+
+    /// How many listed files a bag lacks that a read checks for a twin differing only by case
+    /// (in each payload manifest); those beyond are problems without a look.
+    static let maxCaseTwinChecks = 1000
+
+    /// The names of files that operating systems make in folders they show (Finder's
+    /// `.DS_Store` and `._` AppleDouble files, Windows' `Thumbs.db` and `desktop.ini`), which
+    /// copies between systems often leave out.
+    static func isSystemFile(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return [
+            "Thumbs.db", "ehthumbs.db", "desktop.ini", "Desktop.ini", ".DS_Store", ".Spotlight-V100", ".Trashes",
+            ".fseventsd", ".TemporaryItems", ".localized",
+        ].contains(name) || name.hasPrefix("._")
+    }
+
+    /// The warning for a manifest whose lines mark files with md5sum's binary-mode `*`.
+    static func binaryMarkerWarning(_ count: Int, file: String) -> BagError {
+        BagError(
+            .malformedManifest, file: file,
+            "\(count == 1 ? "1 line marks its file" : "\(count) lines mark their files") with md5sum's binary-mode "
+                + "'*' (read as the name after it)")
     }
 }
 

@@ -83,6 +83,16 @@ public enum TagFile {
     public static func parseDeclaration(_ bytes: [UInt8]) throws(BagError) -> String {
         let file = "bagit.txt"
         let fields = try parseFields(bytes, file: file)
+        // RFC 8493 2.1.1: each line is the label, then the colon (other tag files may pad labels;
+        // the declaration may not: the conformance suite's `bagit-with-invalid-whitespace`).
+        for (number, line) in lines(try decode(bytes, file: file)).enumerated() {
+            guard let colon = line.firstIndex(of: ":"), let last = line[..<colon].last, last == " " || last == "\t"
+            else { continue }
+            throw BagError(
+                .malformedTagFile, file: file,
+                "line \(number + 1) has a space before its colon; bagit.txt must hold 'BagIt-Version: M.N' and "
+                    + "'Tag-File-Character-Encoding: ENCODING' exactly")
+        }
         guard fields.count == 2, fields[0].label == "BagIt-Version", fields[1].label == "Tag-File-Character-Encoding"
         else {
             throw BagError(
@@ -157,26 +167,50 @@ public enum TagFile {
     public static func parseManifest(
         _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String
     ) throws(BagError) -> [String: String] {
+        try parseManifestCountingMarkers(bytes, file: file, algorithm: algorithm, version: version).entries
+    }
+
+    /// ``parseManifest(_:file:algorithm:version:)``, and how many lines marked their file
+    /// with md5sum's binary-mode `*` (read as the path without it).
+    static func parseManifestCountingMarkers(
+        _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String
+    ) throws(BagError) -> (entries: [String: String], binaryMarkers: Int) {
         let text = try decode(bytes, file: file)
         var entries: [String: String] = [:]
+        var binaryMarkers = 0
         entries.reserveCapacity(bytes.count / (algorithm.hexLength + 16))
         for (number, line) in lines(text).enumerated() {
             guard
-                let (path, checksum) = try parseManifestLine(
+                let parsed = try parseManifestLine(
                     line, number: number + 1, file: file, algorithm: algorithm, version: version)
             else { continue }
-            guard entries.updateValue(checksum, forKey: path) == nil else {
-                throw duplicateManifestLine(path, number: number + 1, file: file)
+            if parsed.marksBinary { binaryMarkers += 1 }
+            guard entries.updateValue(parsed.checksum, forKey: parsed.path) == nil else {
+                throw duplicateManifestLine(parsed.path, number: number + 1, file: file)
             }
         }
-        return entries
+        return (entries, binaryMarkers)
+    }
+
+    /// A manifest line, parsed.
+    struct ManifestLine {
+        /// The path, decoded and normalised.
+        var path: String
+        /// The checksum, lowercased.
+        var checksum: String
+        /// Whether the path came after md5sum's binary-mode marker (`checksum *path`).
+        var marksBinary: Bool
     }
 
     /// Parses one line of a manifest, `number` counting from 1: the path (decoded and
-    /// normalised) and the checksum (lowercased); `nil` for a blank line.
+    /// normalised) and the checksum (lowercased); `nil` for a blank line. A path after one
+    /// space and a `*` is read without the `*`: md5sum and its kin write `checksum *path`
+    /// for a file read in binary mode (the BagIt conformance suite's
+    /// `made-with-md5sum-tools`), and a file name that begins with `*` would be listed
+    /// after two spaces, as BagIt tools write every line.
     static func parseManifestLine(
         _ line: Substring, number: Int, file: String, algorithm: ChecksumAlgorithm, version: String
-    ) throws(BagError) -> (path: String, checksum: String)? {
+    ) throws(BagError) -> ManifestLine? {
         // By UTF-8 code units: the separators and the checksum's digits are ASCII.
         let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
         let utf8 = line.utf8
@@ -185,8 +219,15 @@ public enum TagFile {
             throw BagError(.malformedManifest, file: file, "line \(number) is not 'checksum path'")
         }
         let checksum = line[..<gap].lowercased()
-        guard let pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
+        guard var pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
             throw BagError(.malformedManifest, file: file, "line \(number) names no file")
+        }
+        let marksBinary = utf8.index(after: gap) == pathStart && utf8[gap] == 0x20 && utf8[pathStart] == 0x2A
+        if marksBinary {
+            pathStart = utf8.index(after: pathStart)
+            guard pathStart < utf8.endIndex else {
+                throw BagError(.malformedManifest, file: file, "line \(number) names no file")
+            }
         }
         guard checksum.utf8.count == algorithm.hexLength, checksum.utf8.allSatisfy(Self.isHexDigit) else {
             throw BagError(
@@ -198,7 +239,7 @@ public enum TagFile {
         guard !path.utf8.contains(0) else {
             throw BagError(.malformedManifest, file: file, "line \(number) names a path with a NUL byte")
         }
-        return (path, checksum)
+        return ManifestLine(path: path, checksum: checksum, marksBinary: marksBinary)
     }
 
     /// The error for a manifest line that lists a path again.

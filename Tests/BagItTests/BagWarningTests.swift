@@ -1,0 +1,164 @@
+import Foundation
+import TestScratch
+import Testing
+
+@testable import BagIt
+
+/// What other tools write and accept, read as they read it: a valid bag, with a warning
+/// naming what it does (``BagContents/warnings``); and the limits of that leniency.
+@Suite struct BagWarningTests {
+    static let hello = Array("hello\n".utf8)
+    static let helloMD5 = "b1946ac92492d2347c6235b4d2611184"
+    static let helloSHA256 = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+
+    /// A directory bag of `files`, declared as `version`.
+    func bag(version: String = "0.97", _ files: [String: String]) throws -> String {
+        let bag = try ScratchDirectory.make("bag-warnings").path
+        var all = ["bagit.txt": "BagIt-Version: \(version)\nTag-File-Character-Encoding: UTF-8\n"]
+        all.merge(files) { $1 }
+        for (path, text) in all {
+            let full = bag + "/" + path
+            try FileManager.default.createDirectory(
+                atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: full))
+        }
+        return bag
+    }
+
+    func read(_ bag: String) throws -> (problems: [String], warnings: [String]) {
+        let contents = try BagReader.read(at: bag)
+        #expect(contents.problemCount == contents.problems.count && contents.warningCount == contents.warnings.count)
+        return (contents.problems.map(\.description), contents.warnings.map(\.description))
+    }
+
+    @Test func md5sumsBinaryMarkerNamesTheFileAfterIt() throws {
+        let bag = try bag([
+            "data/hello.txt": "hello\n", "manifest-md5.txt": "\(Self.helloMD5) *data/hello.txt\n",
+        ])
+        let (problems, warnings) = try read(bag)
+        #expect(problems == [])
+        #expect(
+            warnings == [
+                "manifest-md5.txt: 1 line marks its file with md5sum's binary-mode '*' (read as the name after it)"
+            ])
+    }
+
+    @Test func aStarAfterTwoSpacesIsPartOfTheName() throws {
+        let parsed = try TagFile.parseManifest(
+            Array("\(Self.helloMD5)  *star.txt\n\(Self.helloMD5) *data/a.txt\n".utf8), file: "manifest-md5.txt",
+            algorithm: .md5, version: "1.0")
+        #expect(parsed == ["*star.txt": Self.helloMD5, "data/a.txt": Self.helloMD5])
+    }
+
+    @Test func aSpaceBeforeTheColonOfTheDeclarationIsRefused() throws {
+        let error = #expect(throws: BagError.self) {
+            try TagFile.parseDeclaration(Array("BagIt-Version : 1.0\nTag-File-Character-Encoding: UTF-8\n".utf8))
+        }
+        #expect(
+            error?.description
+                == "bagit.txt: line 1 has a space before its colon; bagit.txt must hold 'BagIt-Version: M.N' and "
+                + "'Tag-File-Character-Encoding: ENCODING' exactly")
+    }
+
+    @Test func aBagAtTheTopHoldsABagitTxtInItsPayload() throws {
+        let bag = try bag([
+            "data/bagit.txt": "hello\n",
+            "manifest-md5.txt": "\(Self.helloMD5)  data/bagit.txt\n",
+        ])
+        #expect(try read(bag) == ([], []))
+    }
+
+    @Test(arguments: [("0.97", true), ("1.0", false)])
+    func theSameLineTwiceIsAWarningBeforeBagIt1(version: String, isWarning: Bool) throws {
+        let line = "\(Self.helloSHA256)  data/hello.txt\n"
+        let bag = try bag(
+            version: version, ["data/hello.txt": "hello\n", "manifest-sha256.txt": line + line + line])
+        let (problems, warnings) = try read(bag)
+        if isWarning {
+            #expect(problems == [])
+            #expect(
+                warnings == [
+                    "manifest-sha256.txt: line 2 lists data/hello.txt again, with the same checksum "
+                        + "(and 1 more lines like it)"
+                ])
+        } else {
+            #expect(problems == ["manifest-sha256.txt: line 2 lists data/hello.txt a second time"])
+            #expect(warnings == [])
+        }
+    }
+
+    @Test func aPathListedInNFCAndNFDWithTheSameChecksumIsAWarning() throws {
+        let nfc = "data/caf\u{E9}"
+        let nfd = "data/cafe\u{301}"
+        let bag = try bag([
+            nfc: "hello\n", "manifest-sha256.txt": "\(Self.helloSHA256)  \(nfc)\n\(Self.helloSHA256)  \(nfd)\n",
+        ])
+        let (problems, warnings) = try read(bag)
+        #expect(problems == [])
+        #expect(
+            warnings == [
+                "manifest-sha256.txt: line 2 lists \(nfd) again in another Unicode normalisation, with the same checksum"
+            ])
+    }
+
+    @Test func aPathListedTwiceWithAnotherChecksumIsAProblem() throws {
+        let other = String(repeating: "0", count: 64)
+        let bag = try bag([
+            "data/hello.txt": "hello\n",
+            "manifest-sha256.txt": "\(Self.helloSHA256)  data/hello.txt\n\(other)  data/hello.txt\n",
+        ])
+        #expect(try read(bag).problems == ["manifest-sha256.txt: line 2 lists data/hello.txt a second time"])
+    }
+
+    @Test func aFileListedAgainInAnotherCaseIsAWarningOnlyWithTheSameChecksum() throws {
+        let other = String(repeating: "0", count: 64)
+        let same = try bag([
+            "data/hello.txt": "hello\n",
+            "manifest-sha256.txt": "\(Self.helloSHA256)  data/hello.txt\n\(Self.helloSHA256)  data/HELLO.txt\n",
+        ])
+        #expect(
+            try read(same) == (
+                [],
+                [
+                    "data/HELLO.txt: is listed in manifest-sha256.txt but is not in the bag, which holds "
+                        + "data/hello.txt with the same checksum: the two names differ only by case, one file on a "
+                        + "case-insensitive file system"
+                ]
+            ))
+        let differs = try bag([
+            "data/hello.txt": "hello\n",
+            "manifest-sha256.txt": "\(Self.helloSHA256)  data/hello.txt\n\(other)  data/HELLO.txt\n",
+        ])
+        #expect(
+            try read(differs) == (["data/HELLO.txt: is listed in manifest-sha256.txt but is not in the bag"], []))
+    }
+
+    @Test func aMissingDSStoreIsAWarningAndExplainsTheOxum() throws {
+        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        let system = try bag([
+            "data/hello.txt": "hello\n", "bag-info.txt": "Payload-Oxum: 6.2\n",
+            "manifest-sha256.txt": "\(empty)  data/.DS_Store\n\(Self.helloSHA256)  data/hello.txt\n",
+        ])
+        #expect(
+            try read(system) == (
+                [],
+                [
+                    "bag-info.txt: Payload-Oxum is 6.2 but the payload is 6 bytes in 1 files: the files it lacks are "
+                        + "ones the operating system makes",
+                    "data/.DS_Store: is listed in manifest-sha256.txt but is not in the bag: a file the operating "
+                        + "system makes, which copies often leave out",
+                ]
+            ))
+        // Any other file missing is a problem, and so is an Oxum the system files do not explain.
+        let other = try bag([
+            "data/hello.txt": "hello\n", "bag-info.txt": "Payload-Oxum: 6.3\n",
+            "manifest-sha256.txt": "\(empty)  data/.DS_Store\n\(empty)  data/empty.txt\n"
+                + "\(Self.helloSHA256)  data/hello.txt\n",
+        ])
+        #expect(
+            try read(other).problems == [
+                "bag-info.txt: Payload-Oxum is 6.3 but the payload is 6 bytes in 1 files",
+                "data/empty.txt: is listed in manifest-sha256.txt but is not in the bag",
+            ])
+    }
+}
