@@ -189,7 +189,7 @@ extension Catalog {
     /// Imports a BagIt bag — a directory or any archive libarchive reads — all or nothing.
     ///
     /// Every payload file is staged and checked against every manifest the bag has
-    /// (MD5, SHA-1, SHA-256, SHA-512), for completeness both ways, and against this
+    /// (MD5, SHA-1, SHA-224, SHA-256, SHA-384, SHA-512), for completeness both ways, and against this
     /// catalog's records file when the bag has one (each archive member the records name
     /// must be in its archive, at its ordinal, with its size and SHA-256; the first wrong
     /// record is named). Then one transaction adopts everything. A bag from another tool becomes assets named by their payload paths.

@@ -41,7 +41,8 @@ package final class BagIndex {
                     sql: """
                         CREATE TABLE file(
                             key TEXT PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL,
-                            md5 TEXT, sha1 TEXT, sha256 TEXT, sha512 TEXT, link TEXT) WITHOUT ROWID;
+                            md5 TEXT, sha1 TEXT, sha224 TEXT, sha256 TEXT, sha384 TEXT, sha512 TEXT, link TEXT)
+                            WITHOUT ROWID;
                         CREATE TABLE walk(
                             payload INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (payload, path)) WITHOUT ROWID;
                         """)
@@ -111,7 +112,9 @@ package final class BagIndex {
     }
 
     /// The columns of a file that ``file(_:root:)`` reads, from `file AS f`.
-    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha256, f.sha512, f.link"
+    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha224, f.sha256, f.sha384, f.sha512, f.link"
+    /// How many columns ``fileColumns`` names: a column selected after them is this one.
+    static let fileColumnCount: Int32 = 3 + Int32(ChecksumAlgorithm.allCases.count)
 
     /// A payload file from a row of ``fileColumns`` (with nothing ``BagPayloadFile/listed``).
     static func file(_ row: OpaquePointer, root: String) -> BagPayloadFile {
@@ -120,7 +123,7 @@ package final class BagIndex {
             if let digest = Database.text(row, Int32(2 + i)) { digests[algorithm] = digest }
         }
         let path = Database.text(row, 0) ?? ""
-        let link = Database.text(row, 6)
+        let link = Database.text(row, BagIndex.fileColumnCount - 1)
         return BagPayloadFile(
             path: path.droppingBytePrefix(root), size: sqlite3_column_int64(row, 1), digests: digests, listed: [:],
             linkTarget: link.map { $0.hasBytePrefix(root) ? $0.droppingBytePrefix(root) : $0 })
@@ -200,7 +203,9 @@ public final class BagPayload {
                 try files.run(
                     "SELECT \(BagIndex.fileColumns), f.key FROM file AS f WHERE f.key > ? AND f.path >= ? "
                         + "AND f.path < ? ORDER BY f.key LIMIT 1000", [.text(after), .text(low), .text(high)]
-                ) { page.append((Database.text($0, 7) ?? "", BagIndex.file($0, root: root))) }
+                ) {
+                    page.append((Database.text($0, BagIndex.fileColumnCount) ?? "", BagIndex.file($0, root: root)))
+                }
                 // What each manifest lists for the page: its lines in the page's range, beside it.
                 guard let first = page.first?.key, let last = page.last?.key else { return page }
                 if manifestsListDigests {
@@ -451,11 +456,12 @@ final class BagIndexWriter: @unchecked Sendable {
         switch row {
         case .file(let path, let member, let size, let digests, let link):
             try db.run(
-                "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha256, sha512, link) "
-                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha224, sha256, sha384, sha512, link) "
+                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     .text(BagIndex.key(path)), .text(path), .integer(size), .text(digests[.md5]),
-                    .text(digests[.sha1]), .text(digests[.sha256]), .text(digests[.sha512]), .text(link),
+                    .text(digests[.sha1]), .text(digests[.sha224]), .text(digests[.sha256]),
+                    .text(digests[.sha384]), .text(digests[.sha512]), .text(link),
                 ])
             if db.changesCount != 1 {
                 // The same bytes again (a member the archive holds twice), or a twin.

@@ -112,7 +112,7 @@ public struct BagContents {
 
 /// Reads a bag — a directory, or any archive libarchive reads — in one streaming
 /// pass, and checks it against RFC 8493: the declaration, every payload and tag
-/// manifest present (MD5, SHA-1, SHA-256, SHA-512), completeness both ways,
+/// manifest present (MD5, SHA-1, SHA-224, SHA-256, SHA-384, SHA-512), completeness both ways,
 /// `Payload-Oxum`.
 ///
 /// Archive members pass an ``ExtractionGuard`` first: absolute paths, `..`,
@@ -814,9 +814,13 @@ final class Scan {
         }
         func update(_ path: String, _ digests: [ChecksumAlgorithm: String]) throws {
             try db.execute(
-                sql: "UPDATE file SET md5 = coalesce(md5, ?), sha1 = coalesce(sha1, ?), sha256 = coalesce(sha256, ?), "
-                    + "sha512 = coalesce(sha512, ?) WHERE key = ?",
-                arguments: [digests[.md5], digests[.sha1], digests[.sha256], digests[.sha512], BagIndex.key(path)])
+                sql: "UPDATE file SET md5 = coalesce(md5, ?), sha1 = coalesce(sha1, ?), sha224 = coalesce(sha224, ?), "
+                    + "sha256 = coalesce(sha256, ?), sha384 = coalesce(sha384, ?), sha512 = coalesce(sha512, ?) "
+                    + "WHERE key = ?",
+                arguments: [
+                    digests[.md5], digests[.sha1], digests[.sha224], digests[.sha256], digests[.sha384],
+                    digests[.sha512], BagIndex.key(path),
+                ])
         }
         if directoryRoot != nil {
             // Tag files, then the payload, from the disk again.
@@ -853,8 +857,9 @@ final class Scan {
         // Hard links repeat their file's digests.
         try db.execute(
             sql: """
-                UPDATE file SET (md5, sha1, sha256, sha512) =
-                    (SELECT t.md5, t.sha1, t.sha256, t.sha512 FROM file AS t WHERE t.key = file.link)
+                UPDATE file SET (md5, sha1, sha224, sha256, sha384, sha512) =
+                    (SELECT t.md5, t.sha1, t.sha224, t.sha256, t.sha384, t.sha512 FROM file AS t
+                     WHERE t.key = file.link)
                 WHERE link IS NOT NULL
                 """)
     }
@@ -1128,7 +1133,8 @@ final class Scan {
                     .missingManifest, file: manifestFiles.first ?? "manifest-sha256.txt",
                     manifestFiles.isEmpty
                         ? "is missing: a bag needs a payload manifest"
-                        : "is in an unsupported algorithm; a bag needs a manifest in md5, sha1, sha256 or sha512"))
+                        : "is in an unsupported algorithm; a bag needs a manifest in md5, sha1, sha224, sha256, sha384 or sha512"
+                ))
         }
 
         // The digests each tag file listed needs: hashed now from kept bytes, or read in a

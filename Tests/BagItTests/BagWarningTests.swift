@@ -161,4 +161,22 @@ import Testing
                 "data/empty.txt: is listed in manifest-sha256.txt but is not in the bag",
             ])
     }
+
+    @Test func sha224AndSHA384AreHashedByTheSystemsLibraries() {
+        var hasher = MultiHasher([.sha224, .sha384, .md5])
+        Array("hel".utf8).withUnsafeBytes { hasher.update($0) }
+        let copy = hasher  // a value: what one hashes next, the other does not see
+        Array("lo".utf8).withUnsafeBytes { hasher.update($0) }
+        let digests = hasher.finalize()
+        #expect(digests[.sha224] == "ea09ae9cc6768c50fcee903ed054556e5bfc8347907f12598aa24193")
+        #expect(
+            digests[.sha384]
+                == "59e1748777448c69de6b800d7a33bbfb9ff1b463e44354c3553bcdb9c666fa90125a3c79f90397bdf5f6a13de828684f")
+        #expect(digests[.md5] == "5d41402abc4b2a76b9719d911017c592")
+        #expect(hasher.finalize() == digests, "finalize() leaves the hasher as it was")
+        var other = copy
+        Array("p!".utf8).withUnsafeBytes { other.update($0) }
+        #expect(copy.finalize()[.sha224] == "a90315588379a20bb4c8eeca536557987df00fa4a5a58d409d17f1b2")  // "hel"
+        #expect(other.finalize()[.sha224] == "f058b466579f6ddea6682ca5c5a308d995da14c364b2ae46377f940c")  // "help!"
+    }
 }

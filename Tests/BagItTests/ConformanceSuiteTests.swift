@@ -19,7 +19,6 @@ import Testing
         "v0.97/valid/UTF-16-encoded-tag-files",
         "v0.96/valid/holey-bag",  // fetch.txt
         "v0.97/valid/holey-bag",
-        "v0.97/valid/uncommon-metadata-separators",  // manifest-sha224.txt
     ]
 
     static var bags: [String] {
