@@ -306,10 +306,19 @@ extension Catalog {
             throw error
         }
         // An invalid bag makes the plan moot (the records are still read: their problems are listed too).
-        if !bag.isValid { moot.isMoot = true }
+        if !bag.isValid || bag.filesToFetch > 0 { moot.isMoot = true }
         let work = await early?.value
         var problems = bag.problems
         var problemCount = bag.problemCount
+        if bag.filesToFetch > 0 {
+            // Valid, but incomplete: what it lacks is elsewhere.
+            problems.append(
+                BagError(
+                    .fetchUnsupported, file: "fetch.txt",
+                    "lists \(bag.filesToFetch == 1 ? "1 file" : "\(bag.filesToFetch) files") the bag lacks: fetch them "
+                        + "into the bag, then import it (fetching is not supported)"))
+            problemCount += 1
+        }
         let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
         let hasRecords = records.file?.path == root + BundleRecords.fileName
         var recordsRead = false
@@ -359,8 +368,9 @@ extension Catalog {
         }
         if let first = problems.first {
             let more = problemCount > 1 ? " (and \(problemCount - 1) more; `assetcat validate` lists them)" : ""
+            let what = problemCount == 1 && first.code == .fetchUnsupported ? "is incomplete" : "is not a valid bag"
             throw CatalogError(
-                .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
+                .invalidArgument, "\(path) \(what), nothing was imported: \(first)\(more)", path: path)
         }
         let relative = { (file: String) in
             file.utf8.starts(with: root.utf8) ? String(Substring(file.utf8.dropFirst(root.utf8.count))) : file

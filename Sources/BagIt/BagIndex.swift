@@ -57,6 +57,10 @@ package final class BagIndex {
                         CREATE TABLE pending(
                             manifest INTEGER NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
                             PRIMARY KEY (manifest, number)) WITHOUT ROWID;
+                        CREATE TABLE fetchline(
+                            file TEXT NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
+                            PRIMARY KEY (file, number)) WITHOUT ROWID;
+                        CREATE TABLE fetch(key TEXT PRIMARY KEY, path TEXT NOT NULL) WITHOUT ROWID;
                         """)
             }
         } catch {
@@ -365,6 +369,9 @@ final class BagIndexWriter: @unchecked Sendable {
         case line(manifest: Int, number: Int, key: String, path: String, checksum: String)
         /// A line of a manifest whose version is not known yet, raw.
         case pending(manifest: Int, number: Int, line: [UInt8])
+        /// A line of a `fetch.txt` (by its path in the bundle), raw: parsed once the bag's root
+        /// and version are known.
+        case fetchLine(file: String, number: Int, line: [UInt8])
     }
 
     private let batches: BackgroundBatches<Row>
@@ -485,6 +492,12 @@ final class BagIndexWriter: @unchecked Sendable {
                 try db.run(
                     "INSERT INTO pending(manifest, number, line) VALUES (?, ?, ?)",
                     [.integer(Int64(manifest)), .integer(Int64(number)), .blob(bytes)])
+            }
+        case .fetchLine(let file, let number, let line):
+            try line.withUnsafeBytes { bytes in
+                try db.run(
+                    "INSERT INTO fetchline(file, number, line) VALUES (?, ?, ?)",
+                    [.text(file), .integer(Int64(number)), .blob(bytes)])
             }
         }
     }

@@ -101,6 +101,10 @@ public struct BagContents {
     public var warnings: [BagError] = []
     /// How many warnings there are in all.
     public var warningCount = 0
+    /// How many payload files the manifests list that the bag lacks and its `fetch.txt` says
+    /// where to fetch from: a valid bag is incomplete until they are there (this reader does
+    /// not fetch them).
+    public var filesToFetch = 0
     /// For a directory bag: the directory that holds its `bagit.txt` (the one given, or the
     /// one folder in it); `nil` for an archive.
     public var directory: String?
@@ -131,8 +135,8 @@ public struct BagContents {
 /// for problem in bag.problems { print(problem) }   // "data/a.txt: sha256 checksum mismatch …"
 /// ```
 public enum BagReader {
-    /// The tag files whose bytes a reader keeps. (Payload manifests are read line by line,
-    /// into the read's index, instead; of `fetch.txt`, only whether it lists anything.)
+    /// The tag files whose bytes a reader keeps. (Payload manifests and `fetch.txt` are read
+    /// line by line, into the read's index, instead.)
     static func isStandardTag(_ name: String) -> Bool {
         name == "bagit.txt" || name == "bag-info.txt"
             || ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") != nil
@@ -291,8 +295,10 @@ final class Scan {
     var kept: [String: [UInt8]] = [:]
     /// The bytes of the standard tag files kept so far (``BagReader/TagLimit/totalBytes``).
     var keptStandardBytes = 0
-    /// The files named `fetch.txt` (at a possible root) that list anything, by path in the bundle.
-    var fetchLists: Set<String> = []
+    /// The files named `fetch.txt` (at a possible root), by path in the bundle: their lines
+    /// wait, raw, in the index (``BagIndexWriter/Row/fetchLine(file:number:line:)``), and the
+    /// first that could not be split (too long), if any.
+    var fetchLists: [String: BagError?] = [:]
     /// The files named `bagit.txt` at the top or one directory down.
     var declarations: [String] = []
     /// The payload manifests met so far; a manifest's ID in the index is its position.
@@ -643,7 +649,13 @@ final class Scan {
             keeps
             ? tagNames(path).lazy.compactMap { name in BagReader.TagLimit.of(name).map { (name, $0) } }.first : nil
         var lineCount = LineCount()
-        var fetchListsFiles = false
+        var fetchLines = LineSplitter()
+        var fetchLineCount = 0
+        var fetchFailure: BagError?
+        let keepFetchLine = { (line: UnsafeRawBufferPointer) throws in
+            fetchLineCount += 1
+            try self.writer.add(.fetchLine(file: path, number: fetchLineCount, line: Array(line)))
+        }
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
@@ -668,8 +680,14 @@ final class Scan {
                     lines = LineSplitter()
                 }
             }
-            if isFetch && !fetchListsFiles {
-                fetchListsFiles = chunk.contains { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+            if isFetch && fetchFailure == nil {
+                try fetchLines.split(chunk, keepFetchLine)
+                if fetchLines.pendingBytes > Self.maxManifestLineBytes {
+                    fetchFailure = BagError(
+                        .malformedTagFile, file: "fetch.txt",
+                        "line \(fetchLineCount + 1) is longer than \(Self.maxManifestLineBytes) bytes")
+                    fetchLines = LineSplitter()
+                }
             }
             if let (name, tagLimit) = tagLimit {
                 guard bytes.count + chunk.count <= tagLimit.bytes else {
@@ -706,7 +724,10 @@ final class Scan {
             if manifests[manifest].failure == nil { try lines.finish { try manifestLine(manifest, $0) } }
             try endManifest(manifest)
         }
-        if isFetch && fetchListsFiles { fetchLists.insert(path) }
+        if isFetch {
+            if fetchFailure == nil { try fetchLines.finish(keepFetchLine) }
+            fetchLists[path] = fetchFailure
+        }
         if keeps {
             kept[path] = bytes
             noteKept(path)
@@ -1168,6 +1189,43 @@ final class Scan {
             try completeDigests(db, root: root, payload: payloadLacks ? payloadNeeds : [], tags: tagNeeds)
         }
 
+        // fetch.txt: the files it lists, by key, for the walk to tell a file to fetch from one
+        // that is missing.
+        var fetchListed = 0
+        if let failure = fetchLists[root + "fetch.txt"] {
+            if let failure { problems.append(failure) }
+            var after = 0
+            parsing: while true {
+                let page = try Row.fetchAll(
+                    mdb.cachedStatement(
+                        sql: "SELECT number, line FROM fetchline WHERE file = ? AND number > ? "
+                            + "ORDER BY number LIMIT 1000"),
+                    arguments: [root + "fetch.txt", after])
+                for row in page {
+                    let number: Int = row[0]
+                    let line: Data = row[1]
+                    do {
+                        guard let text = String(validating: line, as: UTF8.self) else {
+                            throw BagError(.malformedTagFile, file: "fetch.txt", "line \(number) is not valid UTF-8")
+                        }
+                        guard let path = try TagFile.parseFetchLine(Substring(text), number: number, version: version)
+                        else { continue }
+                        try mdb.run(
+                            "INSERT OR IGNORE INTO fetch(key, path) VALUES (?, ?)",
+                            [.text(BagIndex.key(root + path)), .text(path)])
+                        fetchListed += 1
+                    } catch let error as BagError {
+                        problems.append(error)  // the first line that cannot be read; the rest is moot
+                        break parsing
+                    }
+                }
+                guard page.count == 1000, let last = page.last else { break }
+                after = last[0]
+            }
+        }
+        // Files listed but absent that fetch.txt lists, in the first manifest's walk.
+        var filesToFetch = 0
+
         // Completeness both ways, and checksums, for every payload manifest. (In any order:
         // the problems are sorted by file at the end.)
         let otherProblems = { problems.count - problems.codes[.malformedManifest, default: 0] }
@@ -1200,7 +1258,13 @@ final class Scan {
                 let order = !listed.hasRow ? 1 : !files.hasRow ? -1 : listed.compare(0, with: files, 0)
                 if order < 0 {
                     let path = listed.text(1) ?? ""
-                    if Self.isSystemFile(path) {
+                    if fetchListed > 0,
+                        try Bool.fetchOne(
+                            mdb, sql: "SELECT EXISTS (SELECT 1 FROM fetch WHERE key = ?)", arguments: [listed.text(0)])
+                            == true
+                    {
+                        if index == 0 { filesToFetch += 1 }
+                    } else if Self.isSystemFile(path) {
                         warnings.append(
                             BagError(
                                 .missingFile, file: path,
@@ -1301,6 +1365,15 @@ final class Scan {
             if parts.count != 2 || Int64(parts[0]) == nil || Int(parts[1]) == nil {
                 problems.append(
                     BagError(.malformedTagFile, file: "bag-info.txt", "Payload-Oxum '\(oxum)' is not 'octets.files'"))
+            } else if filesToFetch > 0 {
+                // Of the whole bag, once fetched: its files only can be counted.
+                if Int(parts[1]) != payload.count + filesToFetch {
+                    problems.append(
+                        BagError(
+                            .oxumMismatch, file: "bag-info.txt",
+                            "Payload-Oxum is \(oxum) but the payload is \(payload.count) files and fetch.txt lists "
+                                + "\(filesToFetch) more it lacks"))
+                }
             } else if oxum != actual {
                 let mismatch =
                     "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"
@@ -1317,16 +1390,35 @@ final class Scan {
                 }
             }
         }
-        if fetchLists.contains(root + "fetch.txt") {
-            problems.append(
+        // RFC 8493 2.2.3: every file fetch.txt lists is in every payload manifest.
+        if fetchListed > 0, let (algorithm, id) = payloadManifests.min(by: { $0.key < $1.key }) {
+            for path in try String.fetchAll(
+                mdb,
+                sql: "SELECT path FROM fetch WHERE key NOT IN (SELECT key FROM manifest WHERE manifest = ?) "
+                    + "ORDER BY key LIMIT ?",
+                arguments: [id, max(1, options.maxProblems)])
+            {
+                problems.append(
+                    BagError(
+                        .malformedTagFile, file: "fetch.txt",
+                        "lists \(path), which manifest-\(algorithm.rawValue).txt does not list"))
+            }
+        }
+        if fetchListed > 0 {
+            warnings.append(
                 BagError(
                     .fetchUnsupported, file: "fetch.txt",
-                    "lists files to fetch from elsewhere; fetch them into the bag first (fetching is not supported)"))
+                    filesToFetch == 0
+                        ? "lists \(fetchListed == 1 ? "1 file" : "\(fetchListed) files") to fetch from elsewhere, "
+                            + "all of them in the bag already"
+                        : "lists \(fetchListed == 1 ? "1 file" : "\(fetchListed) files") to fetch from elsewhere, "
+                            + "\(filesToFetch) of them not in the bag: it is incomplete until they are fetched "
+                            + "(fetching is not supported)"))
         }
         return BagContents(
             source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
             tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, warnings: warnings.first,
-            warningCount: warnings.count, directory: directoryRoot)
+            warningCount: warnings.count, filesToFetch: filesToFetch, directory: directoryRoot)
     }
 
     /// How many listed files a bag lacks that a read checks for a twin differing only by case

@@ -242,6 +242,39 @@ public enum TagFile {
         return ManifestLine(path: path, checksum: checksum, marksBinary: marksBinary)
     }
 
+    /// Parses one line of `fetch.txt` (RFC 8493 2.2.3: `url length path`), `number` counting
+    /// from 1: the path, decoded as a manifest's and normalised; `nil` for a blank line.
+    ///
+    /// - Throws: `malformedTagFile` naming the line for a line that is not `url length path`,
+    ///   a length that is neither a number nor `-`, and a path that is absolute, has a `..`
+    ///   component or is not under `data/`.
+    static func parseFetchLine(_ line: Substring, number: Int, version: String) throws(BagError) -> String? {
+        let file = "fetch.txt"
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        if line.allSatisfy(isBlank) { return nil }
+        var rest = line.drop(while: isBlank)
+        let url = rest.prefix { !isBlank($0) }
+        rest = rest.dropFirst(url.count).drop(while: isBlank)
+        let length = rest.prefix { !isBlank($0) }
+        rest = rest.dropFirst(length.count).drop(while: isBlank)
+        guard !url.isEmpty, !length.isEmpty, !rest.isEmpty else {
+            throw BagError(.malformedTagFile, file: file, "line \(number) is not 'url length path'")
+        }
+        guard length == "-" || length.allSatisfy(\.isASCII) && Int64(length) != nil else {
+            throw BagError(.malformedTagFile, file: file, "line \(number): '\(length)' is not a length (bytes, or -)")
+        }
+        let path: String
+        do {
+            path = try normalizedPath(decodePath(String(rest), version: version), file: file, line: number)
+        } catch {
+            throw BagError(.malformedTagFile, file: file, error.reason)
+        }
+        guard path.hasBytePrefix("data/"), !path.utf8.contains(0) else {
+            throw BagError(.malformedTagFile, file: file, "line \(number) lists \(path), which is not under data/")
+        }
+        return path
+    }
+
     /// The error for a manifest line that lists a path again.
     static func duplicateManifestLine(_ path: String, number: Int, file: String) -> BagError {
         BagError(.malformedManifest, file: file, "line \(number) lists \(path) a second time")

@@ -179,4 +179,53 @@ import Testing
         #expect(copy.finalize()[.sha224] == "a90315588379a20bb4c8eeca536557987df00fa4a5a58d409d17f1b2")  // "hel"
         #expect(other.finalize()[.sha224] == "f058b466579f6ddea6682ca5c5a308d995da14c364b2ae46377f940c")  // "help!"
     }
+
+    @Test func filesFetchTxtListsAreToFetchNotMissing() throws {
+        let manifest = "\(Self.helloMD5)  data/hello.txt\n\(Self.helloMD5)  data/there.txt\n"
+        let fetch = "https://example.org/hello.txt 6 data/hello.txt\nhttps://example.org/there.txt - data/there.txt\n"
+        let holey = try BagReader.read(
+            at: try bag(["data/hello.txt": "hello\n", "manifest-md5.txt": manifest, "fetch.txt": fetch]))
+        #expect(holey.problems.isEmpty)
+        #expect(holey.filesToFetch == 1)
+        #expect(
+            holey.warnings.map(\.description) == [
+                "fetch.txt: lists 2 files to fetch from elsewhere, 1 of them not in the bag: it is incomplete until "
+                    + "they are fetched (fetching is not supported)"
+            ])
+        let whole = try BagReader.read(
+            at: try bag([
+                "data/hello.txt": "hello\n", "data/there.txt": "hello\n", "manifest-md5.txt": manifest,
+                "fetch.txt": fetch,
+            ]))
+        #expect(whole.problems.isEmpty && whole.filesToFetch == 0)
+        #expect(
+            whole.warnings.map(\.description) == [
+                "fetch.txt: lists 2 files to fetch from elsewhere, all of them in the bag already"
+            ])
+        // A file missing that fetch.txt does not list is still missing.
+        let missing = try BagReader.read(
+            at: try bag([
+                "data/hello.txt": "hello\n", "manifest-md5.txt": manifest,
+                "fetch.txt": "https://example.org/hello.txt 6 data/hello.txt\n",
+            ]))
+        #expect(
+            missing.problems.map(\.description) == [
+                "data/there.txt: is listed in manifest-md5.txt but is not in the bag"
+            ])
+    }
+
+    @Test(arguments: [
+        ("https://example.org/a", "fetch.txt: line 1 is not 'url length path'"),
+        ("https://example.org/a 12x data/a.txt", "fetch.txt: line 1: '12x' is not a length (bytes, or -)"),
+        ("https://example.org/a 1 /etc/passwd", "fetch.txt: line 1 names an absolute path, /etc/passwd"),
+        ("https://example.org/a 1 data/../../x", "fetch.txt: line 1 names a path with '..', data/../../x"),
+        ("https://example.org/a 1 ~/x", "fetch.txt: line 1 lists ~/x, which is not under data/"),
+    ])
+    func aFetchLineThatCannotBeReadIsAProblem(line: String, problem: String) throws {
+        let bag = try bag([
+            "data/hello.txt": "hello\n", "manifest-md5.txt": "\(Self.helloMD5)  data/hello.txt\n",
+            "fetch.txt": line + "\n",
+        ])
+        #expect(try read(bag).problems == [problem])
+    }
 }

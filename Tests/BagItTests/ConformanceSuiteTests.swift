@@ -17,8 +17,6 @@ import Testing
     static let stillWrong: Set<String> = [
         "v0.97/valid/ISO-8859-1-encoded-tag-files",  // tag files in the encoding bagit.txt declares
         "v0.97/valid/UTF-16-encoded-tag-files",
-        "v0.96/valid/holey-bag",  // fetch.txt
-        "v0.97/valid/holey-bag",
     ]
 
     static var bags: [String] {
