@@ -255,6 +255,11 @@ final class Scan {
         /// before the root's `bagit.txt`: they wait, raw, in the index until it is known.
         var version: String?
         var isPending: Bool { version == nil }
+        /// The encoding of the root's tag files, known with the version.
+        var encoding: TagFile.Encoding = .utf8
+        /// Whether the manifest began with a UTF-16 byte-order mark: its lines were turned into
+        /// UTF-8 as they streamed.
+        var isUTF16 = false
         var lines = 0
         /// The first line that could not be read: the manifest is not used.
         var failure: BagError? {
@@ -465,15 +470,19 @@ final class Scan {
             let root = String(Substring(path.utf8.dropLast(name.utf8.count)))
             manifestAlgorithms.insert(algorithm)
             if algorithm == .sha256 { sawSHA256Manifest = true }
-            manifests.append(Manifest(root: root, algorithm: algorithm, version: version(of: root)))
+            let declaration = self.declaration(of: root)
+            manifests.append(
+                Manifest(
+                    root: root, algorithm: algorithm, version: declaration?.version,
+                    encoding: declaration?.encoding ?? .utf8))
             return manifests.count - 1
         }
         return nil
     }
 
-    /// The version a root's `bagit.txt`, read so far, declares.
-    func version(of root: String) -> String? {
-        kept[root + "bagit.txt"].flatMap { try? TagFile.parseDeclaration($0) }
+    /// The version and encoding a root's `bagit.txt`, read so far, declares.
+    func declaration(of root: String) -> (version: String, encoding: TagFile.Encoding)? {
+        kept[root + "bagit.txt"].flatMap { try? TagFile.parseDeclarationAndEncoding($0) }
     }
 
     /// Takes the next line of manifest `id`: parsed into the index, or kept raw until the
@@ -502,14 +511,24 @@ final class Scan {
         _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
     ) -> Result<(key: String, line: TagFile.ManifestLine)?, BagError> {
         let manifest = manifests[id]
-        if number == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) {
-            return .failure(
-                BagError(
-                    .malformedTagFile, file: manifest.name, "begins with a byte-order mark, which BagIt does not allow"
-                ))
-        }
-        guard let text = String(validating: line, as: UTF8.self) else {
-            return .failure(BagError(.malformedTagFile, file: manifest.name, "line \(number) is not valid UTF-8"))
+        let text: String
+        if manifest.encoding == .latin1 && !manifest.isUTF16 {
+            text = String(String.UnicodeScalarView(line.lazy.map { Unicode.Scalar($0) }))
+        } else {
+            // UTF-8, or UTF-16 turned into UTF-8 as it streamed.
+            if number == 1, !manifest.isUTF16, line.starts(with: [0xEF, 0xBB, 0xBF]) {
+                return .failure(
+                    BagError(
+                        .malformedTagFile, file: manifest.name,
+                        "begins with a byte-order mark, which BagIt does not allow"))
+            }
+            guard let decoded = String(validating: line, as: UTF8.self) else {
+                return .failure(
+                    BagError(
+                        .malformedTagFile, file: manifest.name,
+                        "line \(number) is not valid \(manifest.isUTF16 ? "UTF-16" : "UTF-8")"))
+            }
+            text = decoded
         }
         do {
             guard
@@ -563,9 +582,10 @@ final class Scan {
 
     /// Parses the lines of manifest `id` that waited for the version (once the read has
     /// ended: straight into the index).
-    func parsePending(_ id: Int, version: String) throws {
+    func parsePending(_ id: Int, version: String, encoding: TagFile.Encoding) throws {
         guard let db = mdb else { return }
         manifests[id].version = version
+        manifests[id].encoding = encoding
         var after = 0
         while manifests[id].failure == nil {
             let page = try Row.fetchAll(
@@ -660,6 +680,7 @@ final class Scan {
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
         var lines = LineSplitter()
+        var utf16: UTF16Units?
         var bytes: [UInt8] = []
         var size: Int64 = 0
         let limit = options.maxTagFileBytes
@@ -670,7 +691,18 @@ final class Scan {
             size += Int64(chunk.count)
             try target?.write(chunk)
             if let manifest, manifests[manifest].failure == nil {
-                try lines.split(chunk) { try self.manifestLine(manifest, $0) }
+                // A manifest in UTF-16 (it begins with a byte-order mark) streams on as UTF-8.
+                if size == Int64(chunk.count), TagFile.Encoding.hasUTF16Mark(chunk) {
+                    utf16 = UTF16Units()
+                    manifests[manifest].isUTF16 = true
+                }
+                if utf16 != nil {
+                    utf16!.append(chunk)
+                    let utf8 = Array(String(decoding: utf16!.takeWhole(), as: UTF16.self).utf8)
+                    try utf8.withUnsafeBytes { bytes in try lines.split(bytes) { try self.manifestLine(manifest, $0) } }
+                } else {
+                    try lines.split(chunk) { try self.manifestLine(manifest, $0) }
+                }
                 // A line is held whole until it ends: a bounded one.
                 if lines.pendingBytes > Self.maxManifestLineBytes {
                     manifests[manifest].lines += 1
@@ -1099,10 +1131,12 @@ final class Scan {
             }
         }
         // Nothing else reads right without the version: a bad declaration stops here.
-        let version = try TagFile.parseDeclaration(kept[root + "bagit.txt"] ?? [])
+        let (version, encoding) = try TagFile.parseDeclarationAndEncoding(kept[root + "bagit.txt"] ?? [])
         var info: [(label: String, value: String)] = []
         if let bytes = kept[root + "bag-info.txt"] {
-            do { info = try TagFile.parseFields(bytes, file: "bag-info.txt") } catch { problems.append(error) }
+            do {
+                info = try TagFile.parseFields(bytes, file: "bag-info.txt", encoding: encoding)
+            } catch { problems.append(error) }
         }
         var tagFiles: [String: [UInt8]] = [:]
         for name in options.keptTagFiles { if let bytes = kept[root + name] { tagFiles[name] = bytes } }
@@ -1110,7 +1144,18 @@ final class Scan {
         // Payload manifests: those whose lines waited for the version are parsed now.
         var payloadManifests: [ChecksumAlgorithm: Int] = [:]
         for id in manifests.indices where manifests[id].root == root {
-            if manifests[id].isPending && manifests[id].failure == nil { try parsePending(id, version: version) }
+            if manifests[id].isPending && manifests[id].failure == nil {
+                try parsePending(id, version: version, encoding: encoding)
+            }
+            // A manifest whose lines streamed in one encoding, of a bag that declares another.
+            if manifests[id].failure == nil && manifests[id].lines > 0 && manifests[id].isUTF16 != (encoding == .utf16)
+            {
+                manifests[id].failure = BagError(
+                    .malformedTagFile, file: manifests[id].name,
+                    manifests[id].isUTF16
+                        ? "is in UTF-16, but bagit.txt declares \(encoding.rawValue)"
+                        : "has no UTF-16 byte-order mark, which this reader needs to read it as bagit.txt declares")
+            }
             if let failure = manifests[id].failure {
                 problems.append(failure)
             } else {
@@ -1135,7 +1180,7 @@ final class Scan {
             guard let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "tagmanifest-") else { continue }
             do {
                 let parsed = try TagFile.parseManifestCountingMarkers(
-                    bytes, file: relative, algorithm: algorithm, version: version)
+                    bytes, file: relative, algorithm: algorithm, version: version, encoding: encoding)
                 tagManifests[algorithm] = parsed.entries
                 if parsed.binaryMarkers > 0 {
                     warnings.append(Self.binaryMarkerWarning(parsed.binaryMarkers, file: relative))

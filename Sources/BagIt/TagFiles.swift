@@ -28,22 +28,75 @@ public enum TagFile {
         return result
     }
 
+    /// The character encodings of tag files that a bag may declare in `bagit.txt`
+    /// (`Tag-File-Character-Encoding`) and this reader reads: UTF-8, which RFC 8493 asks for,
+    /// and the two that bags of earlier drafts were made in (the BagIt conformance suite has
+    /// both). `bagit.txt` itself is always UTF-8.
+    public enum Encoding: String, Sendable, Hashable {
+        case utf8 = "UTF-8"
+        case latin1 = "ISO-8859-1"
+        /// With a byte-order mark, or big-endian without one.
+        case utf16 = "UTF-16"
+
+        /// The encoding a declaration names, in any case and with or without its hyphens.
+        init?(declared name: String) {
+            switch String(name.uppercased().filter { $0 != "-" && $0 != "_" }) {
+            case "UTF8": self = .utf8
+            case "ISO88591", "LATIN1": self = .latin1
+            case "UTF16": self = .utf16
+            default: return nil
+            }
+        }
+
+        /// Whether `bytes` begin with a UTF-16 byte-order mark.
+        static func hasUTF16Mark(_ bytes: some Collection<UInt8>) -> Bool {
+            bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE])
+        }
+    }
+
     /// Decodes a tag file's bytes as UTF-8, refusing invalid bytes and a byte-order mark.
     static func decode(_ bytes: [UInt8], file: String) throws(BagError) -> String {
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
-            throw BagError(.malformedTagFile, file: file, "begins with a byte-order mark, which BagIt does not allow")
+        try decode(bytes, file: file, encoding: .utf8)
+    }
+
+    /// Decodes a tag file's bytes in `encoding`: UTF-8 refusing invalid bytes and a
+    /// byte-order mark, ISO-8859-1 a byte a character, UTF-16 by its byte-order mark
+    /// (big-endian without one) refusing an unpaired surrogate.
+    static func decode(_ bytes: [UInt8], file: String, encoding: Encoding) throws(BagError) -> String {
+        switch encoding {
+        case .utf8:
+            if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+                throw BagError(
+                    .malformedTagFile, file: file, "begins with a byte-order mark, which BagIt does not allow")
+            }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw BagError(.malformedTagFile, file: file, "is not valid UTF-8")
+            }
+            return text
+        case .latin1:
+            return String(String.UnicodeScalarView(bytes.lazy.map { Unicode.Scalar($0) }))
+        case .utf16:
+            var units = UTF16Units()
+            units.append(bytes[...])
+            guard units.isComplete, let text = String(validating: units.units, as: UTF16.self) else {
+                throw BagError(.malformedTagFile, file: file, "is not valid UTF-16")
+            }
+            return text
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw BagError(.malformedTagFile, file: file, "is not valid UTF-8")
-        }
-        return text
     }
 
     /// Parses `Label: value` lines; a line that begins with a space or tab continues the
     /// value before it. Labels keep their order and may repeat.
     public static func parseFields(_ bytes: [UInt8], file: String) throws(BagError) -> [(label: String, value: String)]
     {
-        let text = try decode(bytes, file: file)
+        try parseFields(bytes, file: file, encoding: .utf8)
+    }
+
+    /// ``parseFields(_:file:)`` of a tag file in `encoding`.
+    static func parseFields(
+        _ bytes: [UInt8], file: String, encoding: Encoding
+    ) throws(BagError) -> [(label: String, value: String)] {
+        let text = try decode(bytes, file: file, encoding: encoding)
         var fields: [(label: String, value: String)] = []
         for (number, line) in lines(text).enumerated() {
             if line.isEmpty { continue }
@@ -81,6 +134,12 @@ public enum TagFile {
     /// - Throws: `malformedTagFile` unless it holds exactly the two fields, in order;
     ///   `unsupportedVersion` for a version or encoding this reader does not support.
     public static func parseDeclaration(_ bytes: [UInt8]) throws(BagError) -> String {
+        try parseDeclarationAndEncoding(bytes).version
+    }
+
+    /// ``parseDeclaration(_:)``, and the encoding of the bag's other tag files.
+    static func parseDeclarationAndEncoding(_ bytes: [UInt8]) throws(BagError) -> (version: String, encoding: Encoding)
+    {
         let file = "bagit.txt"
         let fields = try parseFields(bytes, file: file)
         // RFC 8493 2.1.1: each line is the label, then the colon (other tag files may pad labels;
@@ -104,11 +163,12 @@ public enum TagFile {
             let known = supportedVersions.sorted().joined(separator: ", ")
             throw BagError(.unsupportedVersion, file: file, "BagIt version \(version) is not supported (only \(known))")
         }
-        guard fields[1].value.uppercased() == "UTF-8" else {
+        guard let encoding = Encoding(declared: fields[1].value) else {
             throw BagError(
-                .unsupportedVersion, file: file, "tag files in \(fields[1].value) are not supported (only UTF-8)")
+                .unsupportedVersion, file: file,
+                "tag files in \(fields[1].value) are not supported (only UTF-8, ISO-8859-1 and UTF-16)")
         }
-        return version
+        return (version, encoding)
     }
 
     // MARK: Manifests
@@ -173,9 +233,9 @@ public enum TagFile {
     /// ``parseManifest(_:file:algorithm:version:)``, and how many lines marked their file
     /// with md5sum's binary-mode `*` (read as the path without it).
     static func parseManifestCountingMarkers(
-        _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String
+        _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String, encoding: Encoding = .utf8
     ) throws(BagError) -> (entries: [String: String], binaryMarkers: Int) {
-        let text = try decode(bytes, file: file)
+        let text = try decode(bytes, file: file, encoding: encoding)
         var entries: [String: String] = [:]
         var binaryMarkers = 0
         entries.reserveCapacity(bytes.count / (algorithm.hexLength + 16))
@@ -340,5 +400,54 @@ extension Substring {
         while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
         while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
         return s
+    }
+}
+
+/// UTF-16 code units from bytes that come in chunks: the byte order is taken from a
+/// byte-order mark at the start (dropped), big-endian without one.
+struct UTF16Units {
+    private(set) var units: [UInt16] = []
+    private var bigEndian = true
+    private var started = false
+    private var odd: UInt8?
+
+    /// Whether every byte so far belongs to a whole code unit.
+    var isComplete: Bool { odd == nil }
+
+    /// Takes the next bytes; whole code units go to ``units``.
+    mutating func append(_ bytes: some Collection<UInt8>) {
+        for byte in bytes {
+            guard let first = odd else {
+                odd = byte
+                continue
+            }
+            odd = nil
+            if !started {
+                started = true
+                if first == 0xFE && byte == 0xFF { continue }
+                if first == 0xFF && byte == 0xFE {
+                    bigEndian = false
+                    continue
+                }
+            }
+            units.append(Self.unit(first, byte, bigEndian: bigEndian))
+        }
+    }
+
+    /// Takes out the code units so far but a high surrogate at their end, which waits for its
+    /// pair (the state of the stream stays). An unpaired surrogate among them stays one: the
+    /// decoding that follows replaces it.
+    mutating func takeWhole() -> [UInt16] {
+        var whole = units
+        units = []
+        if let last = whole.last, UTF16.isLeadSurrogate(last) {
+            units = [last]
+            whole.removeLast()
+        }
+        return whole
+    }
+
+    static func unit(_ a: UInt8, _ b: UInt8, bigEndian: Bool) -> UInt16 {
+        bigEndian ? UInt16(a) << 8 | UInt16(b) : UInt16(b) << 8 | UInt16(a)
     }
 }

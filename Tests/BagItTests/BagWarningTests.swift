@@ -228,4 +228,68 @@ import Testing
         ])
         #expect(try read(bag).problems == [problem])
     }
+
+    // MARK: Encodings
+
+    @Test func tagFilesAreDecodedInTheirDeclaredEncoding() throws {
+        let text = "Caf\u{E9} \u{10A}\n"
+        let utf16BE: [UInt8] = [0xFE, 0xFF] + text.utf16.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
+        let utf16LE: [UInt8] = [0xFF, 0xFE] + text.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        let bare = Array(utf16BE.dropFirst(2))
+        for bytes in [utf16BE, utf16LE, bare] {
+            #expect(try TagFile.decode(bytes, file: "bag-info.txt", encoding: .utf16) == text)
+        }
+        #expect(try TagFile.decode([0x43, 0xE9], file: "bag-info.txt", encoding: .latin1) == "C\u{E9}")
+        let odd = #expect(throws: BagError.self) {
+            try TagFile.decode(utf16BE + [0x00], file: "bag-info.txt", encoding: .utf16)
+        }
+        #expect(odd?.description == "bag-info.txt: is not valid UTF-16")
+        let declared = #expect(throws: BagError.self) {
+            try TagFile.parseDeclaration(Array("BagIt-Version: 0.97\nTag-File-Character-Encoding: UTF-32\n".utf8))
+        }
+        #expect(
+            declared?.description
+                == "bagit.txt: tag files in UTF-32 are not supported (only UTF-8, ISO-8859-1 and UTF-16)")
+    }
+
+    /// A bag whose tag files are in UTF-16 (little-endian here), a payload name among them
+    /// whose UTF-16 holds the byte of a line feed (U+010A is 01 0A): its manifest streams as
+    /// UTF-8, a code unit at a time, never cut at that byte.
+    @Test func aManifestInUTF16IsReadAsItStreams() throws {
+        let name = "data/\u{10A}caf\u{E9}.txt"
+        let line = "\(Self.helloMD5)  \(name)\n"
+        let bag = try ScratchDirectory.make("bag-utf16").path
+        let bytes: [String: [UInt8]] = [
+            "bagit.txt": Array("BagIt-Version: 0.97\nTag-File-Character-Encoding: UTF-16\n".utf8),
+            name: Array("hello\n".utf8),
+            "manifest-md5.txt": [0xFF, 0xFE] + line.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] },
+            "bag-info.txt": [0xFE, 0xFF]
+                + "Source-Organization: Caf\u{E9}\n".utf16.flatMap {
+                    [UInt8($0 >> 8), UInt8($0 & 0xFF)]
+                },
+        ]
+        for (path, content) in bytes {
+            try FileManager.default.createDirectory(
+                atPath: ((bag + "/" + path) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(content).write(to: URL(fileURLWithPath: bag + "/" + path))
+        }
+        let contents = try BagReader.read(at: bag)
+        #expect(contents.problems.map(\.description) == [])
+        #expect(contents.info.map(\.value) == ["Caf\u{E9}"])
+        // The same manifest in a bag that declares UTF-8 is refused, naming why.
+        try Data("BagIt-Version: 0.97\nTag-File-Character-Encoding: UTF-8\n".utf8).write(
+            to: URL(fileURLWithPath: bag + "/bagit.txt"))
+        try FileManager.default.removeItem(atPath: bag + "/bag-info.txt")
+        #expect(
+            try read(bag).problems.contains("manifest-md5.txt: is in UTF-16, but bagit.txt declares UTF-8"))
+    }
+
+    @Test func aManifestInISO88591NamesItsFilesByTheirCharacters() throws {
+        let bag = try bag(["data/caf\u{E9}.txt": "hello\n"])
+        try Data("BagIt-Version: 0.97\nTag-File-Character-Encoding: ISO-8859-1\n".utf8).write(
+            to: URL(fileURLWithPath: bag + "/bagit.txt"))
+        try Data(Array("\(Self.helloMD5)  data/caf".utf8) + [0xE9] + Array(".txt\n".utf8)).write(
+            to: URL(fileURLWithPath: bag + "/manifest-md5.txt"))
+        #expect(try read(bag) == ([], []))
+    }
 }

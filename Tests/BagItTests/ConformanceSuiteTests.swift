@@ -12,13 +12,6 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appending(path: "shared/bagit-conformance-suite").path
 
-    /// The bags this reader still judges wrong. Each is asserted to be judged wrong: once one
-    /// is judged right, this test fails until it leaves the list.
-    static let stillWrong: Set<String> = [
-        "v0.97/valid/ISO-8859-1-encoded-tag-files",  // tag files in the encoding bagit.txt declares
-        "v0.97/valid/UTF-16-encoded-tag-files",
-    ]
-
     static var bags: [String] {
         let manager = FileManager.default
         var bags: [String] = []
@@ -42,7 +35,6 @@ import Testing
     func theSuiteIsThere() {
         // 40 bags of v0.97 and v1.0 (the earlier drafts have valid bags only).
         #expect(Self.bags.filter { $0.hasPrefix("v0.97/") || $0.hasPrefix("v1.0/") }.count == 40)
-        #expect(Self.stillWrong.isSubset(of: Set(Self.bags)))
     }
 
     @Test(
@@ -61,10 +53,6 @@ import Testing
             findings = (contents.problems + contents.warnings).map(\.description).joined(separator: "; ")
         } catch {
             findings = "\(error)"
-        }
-        if Self.stillWrong.contains(bag) {
-            #expect(isValid != shouldBeValid, "\(bag) is judged right now: take it off stillWrong")
-            return
         }
         #expect(isValid == shouldBeValid, "\(bag): \(findings)")
         // `relative-path` lists `./data/hello.txt`, as the valid `bag-with-leading-dot-slash-in-manifest`
