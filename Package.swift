@@ -22,6 +22,8 @@ let package = Package(
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
         // Streaming, hostile-input-safe archives. Knows nothing of catalogs.
         .target(name: "ArchiveIO", dependencies: ["CArchive", "CFileSync"]),
+        // OpenSSL's libcrypto, as a system library: the digests swift-crypto lacks (SHA-224).
+        .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
         // A lock ThreadSanitizer sees, for the state threads share (Synchronization.Mutex it does not).
         .target(name: "Locking"),
         // Core Data's object lifecycle over SQLite. Knows nothing of assets.
@@ -40,7 +42,7 @@ let package = Package(
         .target(
             name: "BagIt",
             dependencies: [
-                "ArchiveIO", "CFileSync", .product(name: "Crypto", package: "swift-crypto"),
+                "ArchiveIO", "CFileSync", "CLibCrypto", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),

@@ -132,6 +132,11 @@ public struct BundleValidation: Sendable, Codable {
     public var problems: [String]
     /// How many problems there are in all (``problems`` may give fewer).
     public var problemCount: Int
+    /// What the bag does that other tools accept and this catalog reads as they do
+    /// (``BagContents/warnings``), one line each, naming its file: a valid bag may have some.
+    public var warnings: [String] = []
+    /// How many warnings there are in all (``warnings`` may give fewer).
+    public var warningCount = 0
 }
 
 /// Stages one payload file of an import in its staging folder — or, when the manifest says
@@ -184,7 +189,7 @@ extension Catalog {
     /// Imports a BagIt bag — a directory or any archive libarchive reads — all or nothing.
     ///
     /// Every payload file is staged and checked against every manifest the bag has
-    /// (MD5, SHA-1, SHA-256, SHA-512), for completeness both ways, and against this
+    /// (MD5, SHA-1, SHA-224, SHA-256, SHA-384, SHA-512), for completeness both ways, and against this
     /// catalog's records file when the bag has one (each archive member the records name
     /// must be in its archive, at its ordinal, with its size and SHA-256; the first wrong
     /// record is named). Then one transaction adopts everything. A bag from another tool becomes assets named by their payload paths.
@@ -301,10 +306,19 @@ extension Catalog {
             throw error
         }
         // An invalid bag makes the plan moot (the records are still read: their problems are listed too).
-        if !bag.isValid { moot.isMoot = true }
+        if !bag.isValid || bag.filesToFetch > 0 { moot.isMoot = true }
         let work = await early?.value
         var problems = bag.problems
         var problemCount = bag.problemCount
+        if bag.filesToFetch > 0 {
+            // Valid, but incomplete: what it lacks is elsewhere.
+            problems.append(
+                BagError(
+                    .fetchUnsupported, file: "fetch.txt",
+                    "lists \(bag.filesToFetch == 1 ? "1 file" : "\(bag.filesToFetch) files") the bag lacks: fetch them "
+                        + "into the bag, then import it (fetching is not supported)"))
+            problemCount += 1
+        }
         let root = bag.bagName.isEmpty ? "" : bag.bagName + "/"
         let hasRecords = records.file?.path == root + BundleRecords.fileName
         var recordsRead = false
@@ -354,8 +368,9 @@ extension Catalog {
         }
         if let first = problems.first {
             let more = problemCount > 1 ? " (and \(problemCount - 1) more; `assetcat validate` lists them)" : ""
+            let what = problemCount == 1 && first.code == .fetchUnsupported ? "is incomplete" : "is not a valid bag"
             throw CatalogError(
-                .invalidArgument, "\(path) is not a valid bag, nothing was imported: \(first)\(more)", path: path)
+                .invalidArgument, "\(path) \(what), nothing was imported: \(first)\(more)", path: path)
         }
         let relative = { (file: String) in
             file.utf8.starts(with: root.utf8) ? String(Substring(file.utf8.dropFirst(root.utf8.count))) : file
@@ -843,6 +858,8 @@ extension Catalog {
             validation.payloadBytes = bag.payloadBytes
             validation.problems = problems.map(\.description)
             validation.problemCount = problemCount
+            validation.warnings = bag.warnings.map(\.description)
+            validation.warningCount = bag.warningCount
         } catch let error as BagError {
             validation.problems = [error.description]
             validation.problemCount = 1

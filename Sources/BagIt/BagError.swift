@@ -24,7 +24,8 @@ public struct BagError: Error, Sendable, CustomStringConvertible, Hashable {
         case checksumMismatch
         /// `Payload-Oxum` in `bag-info.txt` does not match the payload.
         case oxumMismatch
-        /// The bag needs files fetched from elsewhere (`fetch.txt`), which is not supported.
+        /// The bag lists files to fetch from elsewhere (`fetch.txt`): a warning when reading it,
+        /// and a problem for importing it while it lacks them (fetching is not supported).
         case fetchUnsupported
         /// An entry is not allowed in a bag: an absolute path, `..`, a link, a device, a
         /// duplicate, a size or compression-ratio bomb.

@@ -41,7 +41,8 @@ package final class BagIndex {
                     sql: """
                         CREATE TABLE file(
                             key TEXT PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL,
-                            md5 TEXT, sha1 TEXT, sha256 TEXT, sha512 TEXT, link TEXT) WITHOUT ROWID;
+                            md5 TEXT, sha1 TEXT, sha224 TEXT, sha256 TEXT, sha384 TEXT, sha512 TEXT, link TEXT)
+                            WITHOUT ROWID;
                         CREATE TABLE walk(
                             payload INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (payload, path)) WITHOUT ROWID;
                         """)
@@ -56,6 +57,10 @@ package final class BagIndex {
                         CREATE TABLE pending(
                             manifest INTEGER NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
                             PRIMARY KEY (manifest, number)) WITHOUT ROWID;
+                        CREATE TABLE fetchline(
+                            file TEXT NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
+                            PRIMARY KEY (file, number)) WITHOUT ROWID;
+                        CREATE TABLE fetch(key TEXT PRIMARY KEY, path TEXT NOT NULL) WITHOUT ROWID;
                         """)
             }
         } catch {
@@ -111,7 +116,9 @@ package final class BagIndex {
     }
 
     /// The columns of a file that ``file(_:root:)`` reads, from `file AS f`.
-    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha256, f.sha512, f.link"
+    static let fileColumns = "f.path, f.size, f.md5, f.sha1, f.sha224, f.sha256, f.sha384, f.sha512, f.link"
+    /// How many columns ``fileColumns`` names: a column selected after them is this one.
+    static let fileColumnCount: Int32 = 3 + Int32(ChecksumAlgorithm.allCases.count)
 
     /// A payload file from a row of ``fileColumns`` (with nothing ``BagPayloadFile/listed``).
     static func file(_ row: OpaquePointer, root: String) -> BagPayloadFile {
@@ -120,7 +127,7 @@ package final class BagIndex {
             if let digest = Database.text(row, Int32(2 + i)) { digests[algorithm] = digest }
         }
         let path = Database.text(row, 0) ?? ""
-        let link = Database.text(row, 6)
+        let link = Database.text(row, BagIndex.fileColumnCount - 1)
         return BagPayloadFile(
             path: path.droppingBytePrefix(root), size: sqlite3_column_int64(row, 1), digests: digests, listed: [:],
             linkTarget: link.map { $0.hasBytePrefix(root) ? $0.droppingBytePrefix(root) : $0 })
@@ -200,7 +207,9 @@ public final class BagPayload {
                 try files.run(
                     "SELECT \(BagIndex.fileColumns), f.key FROM file AS f WHERE f.key > ? AND f.path >= ? "
                         + "AND f.path < ? ORDER BY f.key LIMIT 1000", [.text(after), .text(low), .text(high)]
-                ) { page.append((Database.text($0, 7) ?? "", BagIndex.file($0, root: root))) }
+                ) {
+                    page.append((Database.text($0, BagIndex.fileColumnCount) ?? "", BagIndex.file($0, root: root)))
+                }
                 // What each manifest lists for the page: its lines in the page's range, beside it.
                 guard let first = page.first?.key, let last = page.last?.key else { return page }
                 if manifestsListDigests {
@@ -360,23 +369,54 @@ final class BagIndexWriter: @unchecked Sendable {
         case line(manifest: Int, number: Int, key: String, path: String, checksum: String)
         /// A line of a manifest whose version is not known yet, raw.
         case pending(manifest: Int, number: Int, line: [UInt8])
+        /// A line of a `fetch.txt` (by its path in the bundle), raw: parsed once the bag's root
+        /// and version are known.
+        case fetchLine(file: String, number: Int, line: [UInt8])
     }
 
     private let batches: BackgroundBatches<Row>
     private let duplicates = Duplicates()
 
-    /// Each manifest's first line that lists a path again, noted by the writing thread.
+    /// How a manifest line that lists a path again stands to the line before it.
+    enum Repeat: Hashable, Sendable {
+        /// The same path, byte for byte, with the same checksum.
+        case sameLine
+        /// The same path in another Unicode normalisation (NFC and NFD), with the same checksum.
+        case otherNormalization
+        /// Another checksum.
+        case conflicting
+
+        /// How the line `path checksum` stands to the line of `manifest` already in `db` under
+        /// its key.
+        static func of(_ path: String, _ checksum: String, key: String, manifest: Int, _ db: Database) throws -> Repeat
+        {
+            var earlier: (path: String, checksum: String)?
+            try db.run(
+                "SELECT path, checksum FROM manifest WHERE manifest = ? AND key = ?",
+                [.integer(Int64(manifest)), .text(key)]
+            ) { earlier = (Database.text($0, 0) ?? "", Database.text($0, 1) ?? "") }
+            guard let earlier, earlier.checksum == checksum else { return .conflicting }
+            return earlier.path.utf8.elementsEqual(path.utf8) ? .sameLine : .otherNormalization
+        }
+    }
+
+    /// Each manifest's first line that lists a path again, and how many do, by how, noted by
+    /// the writing thread.
     private final class Duplicates: @unchecked Sendable {
         private let lock = NSLock()
-        private var first: [Int: (number: Int, path: String)] = [:]
+        private var first: [Int: [Repeat: (number: Int, path: String, count: Int)]] = [:]
 
-        func note(_ manifest: Int, _ number: Int, _ path: String) {
+        func note(_ manifest: Int, _ number: Int, _ path: String, _ kind: Repeat) {
             lock.withLock {
-                if first[manifest] == nil { first[manifest] = (number, path) }
+                let count = first[manifest]?[kind]?.count ?? 0
+                let (n, p) = first[manifest]?[kind].map { ($0.number, $0.path) } ?? (number, path)
+                first[manifest, default: [:]][kind] = (n, p, count + 1)
             }
         }
 
-        subscript(manifest: Int) -> (number: Int, path: String)? { lock.withLock { first[manifest] } }
+        subscript(manifest: Int) -> [Repeat: (number: Int, path: String, count: Int)] {
+            lock.withLock { first[manifest] ?? [:] }
+        }
     }
 
     /// - Parameter duplicate: The error for an archive member (named as the archive spells
@@ -413,8 +453,9 @@ final class BagIndexWriter: @unchecked Sendable {
     /// Waits for the writes under way, without throwing (a read that failed ends with it).
     func stop() { batches.stop() }
 
-    /// The first line of manifest `id` that listed a path again, once written.
-    func duplicate(in id: Int) -> (number: Int, path: String)? { duplicates[id] }
+    /// The first line of manifest `id` that listed a path again, and how many did, by how
+    /// they stand to the lines before them, once written.
+    func repeats(in id: Int) -> [Repeat: (number: Int, path: String, count: Int)] { duplicates[id] }
 
     private static func write(
         _ row: Row, _ db: Database, _ duplicates: Duplicates, _ duplicate: (String) -> any Error
@@ -422,11 +463,12 @@ final class BagIndexWriter: @unchecked Sendable {
         switch row {
         case .file(let path, let member, let size, let digests, let link):
             try db.run(
-                "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha256, sha512, link) "
-                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO file(key, path, size, md5, sha1, sha224, sha256, sha384, sha512, link) "
+                    + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     .text(BagIndex.key(path)), .text(path), .integer(size), .text(digests[.md5]),
-                    .text(digests[.sha1]), .text(digests[.sha256]), .text(digests[.sha512]), .text(link),
+                    .text(digests[.sha1]), .text(digests[.sha224]), .text(digests[.sha256]),
+                    .text(digests[.sha384]), .text(digests[.sha512]), .text(link),
                 ])
             if db.changesCount != 1 {
                 // The same bytes again (a member the archive holds twice), or a twin.
@@ -441,12 +483,21 @@ final class BagIndexWriter: @unchecked Sendable {
             try db.run(
                 "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
                 [.integer(Int64(manifest)), .text(key), .text(path), .text(checksum)])
-            if db.changesCount != 1 { duplicates.note(manifest, number, path) }
+            if db.changesCount != 1 {
+                duplicates.note(
+                    manifest, number, path, try Repeat.of(path, checksum, key: key, manifest: manifest, db))
+            }
         case .pending(let manifest, let number, let line):
             try line.withUnsafeBytes { bytes in
                 try db.run(
                     "INSERT INTO pending(manifest, number, line) VALUES (?, ?, ?)",
                     [.integer(Int64(manifest)), .integer(Int64(number)), .blob(bytes)])
+            }
+        case .fetchLine(let file, let number, let line):
+            try line.withUnsafeBytes { bytes in
+                try db.run(
+                    "INSERT INTO fetchline(file, number, line) VALUES (?, ?, ?)",
+                    [.text(file), .integer(Int64(number)), .blob(bytes)])
             }
         }
     }

@@ -93,6 +93,18 @@ public struct BagContents {
     public var problems: [BagError]
     /// How many problems were found in all.
     public var problemCount: Int
+    /// What the bag does that other tools accept and this reader reads as they do — an
+    /// md5sum `*` marker, a path listed twice with the same checksum, a file the manifest
+    /// lists in two spellings of which the bag holds one, a missing `.DS_Store`, files left
+    /// to fetch — sorted by file: all of them, or the first ``BagReadOptions/maxProblems``
+    /// (``warningCount`` counts them all). A bag with warnings and no problems is valid.
+    public var warnings: [BagError] = []
+    /// How many warnings there are in all.
+    public var warningCount = 0
+    /// How many payload files the manifests list that the bag lacks and its `fetch.txt` says
+    /// where to fetch from: a valid bag is incomplete until they are there (this reader does
+    /// not fetch them).
+    public var filesToFetch = 0
     /// For a directory bag: the directory that holds its `bagit.txt` (the one given, or the
     /// one folder in it); `nil` for an archive.
     public var directory: String?
@@ -104,7 +116,7 @@ public struct BagContents {
 
 /// Reads a bag — a directory, or any archive libarchive reads — in one streaming
 /// pass, and checks it against RFC 8493: the declaration, every payload and tag
-/// manifest present (MD5, SHA-1, SHA-256, SHA-512), completeness both ways,
+/// manifest present (MD5, SHA-1, SHA-224, SHA-256, SHA-384, SHA-512), completeness both ways,
 /// `Payload-Oxum`.
 ///
 /// Archive members pass an ``ExtractionGuard`` first: absolute paths, `..`,
@@ -123,8 +135,8 @@ public struct BagContents {
 /// for problem in bag.problems { print(problem) }   // "data/a.txt: sha256 checksum mismatch …"
 /// ```
 public enum BagReader {
-    /// The tag files whose bytes a reader keeps. (Payload manifests are read line by line,
-    /// into the read's index, instead; of `fetch.txt`, only whether it lists anything.)
+    /// The tag files whose bytes a reader keeps. (Payload manifests and `fetch.txt` are read
+    /// line by line, into the read's index, instead.)
     static func isStandardTag(_ name: String) -> Bool {
         name == "bagit.txt" || name == "bag-info.txt"
             || ChecksumAlgorithm(manifestName: name, prefix: "tagmanifest-") != nil
@@ -243,6 +255,11 @@ final class Scan {
         /// before the root's `bagit.txt`: they wait, raw, in the index until it is known.
         var version: String?
         var isPending: Bool { version == nil }
+        /// The encoding of the root's tag files, known with the version.
+        var encoding: TagFile.Encoding = .utf8
+        /// Whether the manifest began with a UTF-16 byte-order mark: its lines were turned into
+        /// UTF-8 as they streamed.
+        var isUTF16 = false
         var lines = 0
         /// The first line that could not be read: the manifest is not used.
         var failure: BagError? {
@@ -250,6 +267,11 @@ final class Scan {
         }
         /// The number of that line.
         var failureLine = Int.max
+        /// How many lines marked their file with md5sum's binary-mode `*`.
+        var binaryMarkers = 0
+        /// The lines that listed a path again with the same checksum, by how (the first, and
+        /// how many): warnings (see ``Scan/repeatIsError(_:version:)``).
+        var repeats: [BagIndexWriter.Repeat: (number: Int, path: String, count: Int)] = [:]
         var name: String { "manifest-\(algorithm.rawValue).txt" }
     }
 
@@ -278,8 +300,10 @@ final class Scan {
     var kept: [String: [UInt8]] = [:]
     /// The bytes of the standard tag files kept so far (``BagReader/TagLimit/totalBytes``).
     var keptStandardBytes = 0
-    /// The files named `fetch.txt` (at a possible root) that list anything, by path in the bundle.
-    var fetchLists: Set<String> = []
+    /// The files named `fetch.txt` (at a possible root), by path in the bundle: their lines
+    /// wait, raw, in the index (``BagIndexWriter/Row/fetchLine(file:number:line:)``), and the
+    /// first that could not be split (too long), if any.
+    var fetchLists: [String: BagError?] = [:]
     /// The files named `bagit.txt` at the top or one directory down.
     var declarations: [String] = []
     /// The payload manifests met so far; a manifest's ID in the index is its position.
@@ -446,15 +470,19 @@ final class Scan {
             let root = String(Substring(path.utf8.dropLast(name.utf8.count)))
             manifestAlgorithms.insert(algorithm)
             if algorithm == .sha256 { sawSHA256Manifest = true }
-            manifests.append(Manifest(root: root, algorithm: algorithm, version: version(of: root)))
+            let declaration = self.declaration(of: root)
+            manifests.append(
+                Manifest(
+                    root: root, algorithm: algorithm, version: declaration?.version,
+                    encoding: declaration?.encoding ?? .utf8))
             return manifests.count - 1
         }
         return nil
     }
 
-    /// The version a root's `bagit.txt`, read so far, declares.
-    func version(of root: String) -> String? {
-        kept[root + "bagit.txt"].flatMap { try? TagFile.parseDeclaration($0) }
+    /// The version and encoding a root's `bagit.txt`, read so far, declares.
+    func declaration(of root: String) -> (version: String, encoding: TagFile.Encoding)? {
+        kept[root + "bagit.txt"].flatMap { try? TagFile.parseDeclarationAndEncoding($0) }
     }
 
     /// Takes the next line of manifest `id`: parsed into the index, or kept raw until the
@@ -470,8 +498,10 @@ final class Scan {
         switch parseManifestLine(id, number: number, line, version: manifests[id].version!) {
         case .failure(let problem): manifests[id].failure = problem
         case .success(nil): break
-        case .success(let (key, path, checksum)?):
-            try writer.add(.line(manifest: id, number: number, key: key, path: path, checksum: checksum))
+        case .success(let (key, parsed)?):
+            if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
+            try writer.add(
+                .line(manifest: id, number: number, key: key, path: parsed.path, checksum: parsed.checksum))
         }
     }
 
@@ -479,24 +509,34 @@ final class Scan {
     /// line), or what is wrong with it.
     func parseManifestLine(
         _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
-    ) -> Result<(key: String, path: String, checksum: String)?, BagError> {
+    ) -> Result<(key: String, line: TagFile.ManifestLine)?, BagError> {
         let manifest = manifests[id]
-        if number == 1, line.starts(with: [0xEF, 0xBB, 0xBF]) {
-            return .failure(
-                BagError(
-                    .malformedTagFile, file: manifest.name, "begins with a byte-order mark, which BagIt does not allow"
-                ))
-        }
-        guard let text = String(validating: line, as: UTF8.self) else {
-            return .failure(BagError(.malformedTagFile, file: manifest.name, "line \(number) is not valid UTF-8"))
+        let text: String
+        if manifest.encoding == .latin1 && !manifest.isUTF16 {
+            text = String(String.UnicodeScalarView(line.lazy.map { Unicode.Scalar($0) }))
+        } else {
+            // UTF-8, or UTF-16 turned into UTF-8 as it streamed.
+            if number == 1, !manifest.isUTF16, line.starts(with: [0xEF, 0xBB, 0xBF]) {
+                return .failure(
+                    BagError(
+                        .malformedTagFile, file: manifest.name,
+                        "begins with a byte-order mark, which BagIt does not allow"))
+            }
+            guard let decoded = String(validating: line, as: UTF8.self) else {
+                return .failure(
+                    BagError(
+                        .malformedTagFile, file: manifest.name,
+                        "line \(number) is not valid \(manifest.isUTF16 ? "UTF-16" : "UTF-8")"))
+            }
+            text = decoded
         }
         do {
             guard
-                let (path, checksum) = try TagFile.parseManifestLine(
+                let parsed = try TagFile.parseManifestLine(
                     Substring(text), number: number, file: manifest.name, algorithm: manifest.algorithm,
                     version: version)
             else { return .success(nil) }
-            return .success((BagIndex.key(manifest.root + path), path, checksum))
+            return .success((BagIndex.key(manifest.root + parsed.path), parsed))
         } catch {
             return .failure(error)
         }
@@ -507,8 +547,16 @@ final class Scan {
     /// in the index.
     func endManifest(_ id: Int) throws {
         try writer.drain()
-        if let (number, path) = writer.duplicate(in: id), number < manifests[id].failureLine {
-            manifests[id].failure = TagFile.duplicateManifestLine(path, number: number, file: manifests[id].name)
+        let version = manifests[id].version ?? "1.0"  // (a pending manifest has written no lines)
+        for (kind, first) in writer.repeats(in: id) {
+            if Self.repeatIsError(kind, version: version) {
+                if first.number < manifests[id].failureLine {
+                    manifests[id].failure = TagFile.duplicateManifestLine(
+                        first.path, number: first.number, file: manifests[id].name)
+                }
+            } else {
+                manifests[id].repeats[kind] = first
+            }
         }
         if manifests[id].failure != nil {
             try manifestDatabase { db in
@@ -519,11 +567,25 @@ final class Scan {
         }
     }
 
+    /// Whether a manifest line that lists a path again is a problem, or only a warning: a
+    /// line with another checksum always is; the same line again is in BagIt 1.0 (RFC 8493
+    /// lists each file once) and a warning before it, as bagit-python has it; the path in
+    /// another Unicode normalisation with the same checksum names the same file (the
+    /// bag's index compares paths by their NFC form), a warning.
+    static func repeatIsError(_ kind: BagIndexWriter.Repeat, version: String) -> Bool {
+        switch kind {
+        case .conflicting: true
+        case .sameLine: version == "1.0"
+        case .otherNormalization: false
+        }
+    }
+
     /// Parses the lines of manifest `id` that waited for the version (once the read has
     /// ended: straight into the index).
-    func parsePending(_ id: Int, version: String) throws {
+    func parsePending(_ id: Int, version: String, encoding: TagFile.Encoding) throws {
         guard let db = mdb else { return }
         manifests[id].version = version
+        manifests[id].encoding = encoding
         var after = 0
         while manifests[id].failure == nil {
             let page = try Row.fetchAll(
@@ -537,13 +599,22 @@ final class Scan {
                 switch parseManifestLine(id, number: number, line, version: version) {
                 case .failure(let problem): manifests[id].failure = problem
                 case .success(nil): break
-                case .success(let (key, path, checksum)?):
+                case .success(let (key, parsed)?):
+                    let (path, checksum) = (parsed.path, parsed.checksum)
+                    if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
                     try db.run(
                         "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
                         [.integer(Int64(id)), .text(key), .text(path), .text(checksum)])
                     if db.changesCount != 1 {
-                        manifests[id].failure = TagFile.duplicateManifestLine(
-                            path, number: number, file: manifests[id].name)
+                        let kind = try BagIndexWriter.Repeat.of(path, checksum, key: key, manifest: id, db)
+                        if Self.repeatIsError(kind, version: version) {
+                            manifests[id].failure = TagFile.duplicateManifestLine(
+                                path, number: number, file: manifests[id].name)
+                        } else {
+                            let count = (manifests[id].repeats[kind]?.count ?? 0) + 1
+                            let first = manifests[id].repeats[kind].map { ($0.number, $0.path) } ?? (number, path)
+                            manifests[id].repeats[kind] = (first.0, first.1, count)
+                        }
                     }
                 }
             }
@@ -598,11 +669,18 @@ final class Scan {
             keeps
             ? tagNames(path).lazy.compactMap { name in BagReader.TagLimit.of(name).map { (name, $0) } }.first : nil
         var lineCount = LineCount()
-        var fetchListsFiles = false
+        var fetchLines = LineSplitter()
+        var fetchLineCount = 0
+        var fetchFailure: BagError?
+        let keepFetchLine = { (line: UnsafeRawBufferPointer) throws in
+            fetchLineCount += 1
+            try self.writer.add(.fetchLine(file: path, number: fetchLineCount, line: Array(line)))
+        }
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
         var lines = LineSplitter()
+        var utf16: UTF16Units?
         var bytes: [UInt8] = []
         var size: Int64 = 0
         let limit = options.maxTagFileBytes
@@ -613,7 +691,18 @@ final class Scan {
             size += Int64(chunk.count)
             try target?.write(chunk)
             if let manifest, manifests[manifest].failure == nil {
-                try lines.split(chunk) { try self.manifestLine(manifest, $0) }
+                // A manifest in UTF-16 (it begins with a byte-order mark) streams on as UTF-8.
+                if size == Int64(chunk.count), TagFile.Encoding.hasUTF16Mark(chunk) {
+                    utf16 = UTF16Units()
+                    manifests[manifest].isUTF16 = true
+                }
+                if utf16 != nil {
+                    utf16!.append(chunk)
+                    let utf8 = Array(String(decoding: utf16!.takeWhole(), as: UTF16.self).utf8)
+                    try utf8.withUnsafeBytes { bytes in try lines.split(bytes) { try self.manifestLine(manifest, $0) } }
+                } else {
+                    try lines.split(chunk) { try self.manifestLine(manifest, $0) }
+                }
                 // A line is held whole until it ends: a bounded one.
                 if lines.pendingBytes > Self.maxManifestLineBytes {
                     manifests[manifest].lines += 1
@@ -623,8 +712,14 @@ final class Scan {
                     lines = LineSplitter()
                 }
             }
-            if isFetch && !fetchListsFiles {
-                fetchListsFiles = chunk.contains { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }
+            if isFetch && fetchFailure == nil {
+                try fetchLines.split(chunk, keepFetchLine)
+                if fetchLines.pendingBytes > Self.maxManifestLineBytes {
+                    fetchFailure = BagError(
+                        .malformedTagFile, file: "fetch.txt",
+                        "line \(fetchLineCount + 1) is longer than \(Self.maxManifestLineBytes) bytes")
+                    fetchLines = LineSplitter()
+                }
             }
             if let (name, tagLimit) = tagLimit {
                 guard bytes.count + chunk.count <= tagLimit.bytes else {
@@ -661,7 +756,10 @@ final class Scan {
             if manifests[manifest].failure == nil { try lines.finish { try manifestLine(manifest, $0) } }
             try endManifest(manifest)
         }
-        if isFetch && fetchListsFiles { fetchLists.insert(path) }
+        if isFetch {
+            if fetchFailure == nil { try fetchLines.finish(keepFetchLine) }
+            fetchLists[path] = fetchFailure
+        }
         if keeps {
             kept[path] = bytes
             noteKept(path)
@@ -769,9 +867,13 @@ final class Scan {
         }
         func update(_ path: String, _ digests: [ChecksumAlgorithm: String]) throws {
             try db.execute(
-                sql: "UPDATE file SET md5 = coalesce(md5, ?), sha1 = coalesce(sha1, ?), sha256 = coalesce(sha256, ?), "
-                    + "sha512 = coalesce(sha512, ?) WHERE key = ?",
-                arguments: [digests[.md5], digests[.sha1], digests[.sha256], digests[.sha512], BagIndex.key(path)])
+                sql: "UPDATE file SET md5 = coalesce(md5, ?), sha1 = coalesce(sha1, ?), sha224 = coalesce(sha224, ?), "
+                    + "sha256 = coalesce(sha256, ?), sha384 = coalesce(sha384, ?), sha512 = coalesce(sha512, ?) "
+                    + "WHERE key = ?",
+                arguments: [
+                    digests[.md5], digests[.sha1], digests[.sha224], digests[.sha256], digests[.sha384],
+                    digests[.sha512], BagIndex.key(path),
+                ])
         }
         if directoryRoot != nil {
             // Tag files, then the payload, from the disk again.
@@ -808,8 +910,9 @@ final class Scan {
         // Hard links repeat their file's digests.
         try db.execute(
             sql: """
-                UPDATE file SET (md5, sha1, sha256, sha512) =
-                    (SELECT t.md5, t.sha1, t.sha256, t.sha512 FROM file AS t WHERE t.key = file.link)
+                UPDATE file SET (md5, sha1, sha224, sha256, sha384, sha512) =
+                    (SELECT t.md5, t.sha1, t.sha224, t.sha256, t.sha384, t.sha512 FROM file AS t
+                     WHERE t.key = file.link)
                 WHERE link IS NOT NULL
                 """)
     }
@@ -1006,6 +1109,9 @@ final class Scan {
         guard !declarations.isEmpty else {
             throw BagError(.notABag, file: source, "holds no bagit.txt: it is not a BagIt bag")
         }
+        // A bag at the top holds whatever else is named bagit.txt: payload (`data/bagit.txt`)
+        // or a tag file in a tag directory.
+        if declarations.contains("bagit.txt") { declarations = ["bagit.txt"] }
         guard declarations.count == 1 else {
             throw BagError(
                 .notABag, file: source, "holds more than one bag (\(declarations.sorted().joined(separator: ", ")))")
@@ -1013,6 +1119,7 @@ final class Scan {
         let root = String(declarations[0].dropLast("bagit.txt".count))
         let (dataLow, dataHigh) = BagPayload.range(root + "data/")
         var problems = ProblemList(limit: options.maxProblems)
+        var warnings = ProblemList(limit: options.maxProblems)
 
         if !root.isEmpty {
             let (low, high) = BagPayload.range(root)
@@ -1024,10 +1131,12 @@ final class Scan {
             }
         }
         // Nothing else reads right without the version: a bad declaration stops here.
-        let version = try TagFile.parseDeclaration(kept[root + "bagit.txt"] ?? [])
+        let (version, encoding) = try TagFile.parseDeclarationAndEncoding(kept[root + "bagit.txt"] ?? [])
         var info: [(label: String, value: String)] = []
         if let bytes = kept[root + "bag-info.txt"] {
-            do { info = try TagFile.parseFields(bytes, file: "bag-info.txt") } catch { problems.append(error) }
+            do {
+                info = try TagFile.parseFields(bytes, file: "bag-info.txt", encoding: encoding)
+            } catch { problems.append(error) }
         }
         var tagFiles: [String: [UInt8]] = [:]
         for name in options.keptTagFiles { if let bytes = kept[root + name] { tagFiles[name] = bytes } }
@@ -1035,11 +1144,33 @@ final class Scan {
         // Payload manifests: those whose lines waited for the version are parsed now.
         var payloadManifests: [ChecksumAlgorithm: Int] = [:]
         for id in manifests.indices where manifests[id].root == root {
-            if manifests[id].isPending && manifests[id].failure == nil { try parsePending(id, version: version) }
+            if manifests[id].isPending && manifests[id].failure == nil {
+                try parsePending(id, version: version, encoding: encoding)
+            }
+            // A manifest whose lines streamed in one encoding, of a bag that declares another.
+            if manifests[id].failure == nil && manifests[id].lines > 0 && manifests[id].isUTF16 != (encoding == .utf16)
+            {
+                manifests[id].failure = BagError(
+                    .malformedTagFile, file: manifests[id].name,
+                    manifests[id].isUTF16
+                        ? "is in UTF-16, but bagit.txt declares \(encoding.rawValue)"
+                        : "has no UTF-16 byte-order mark, which this reader needs to read it as bagit.txt declares")
+            }
             if let failure = manifests[id].failure {
                 problems.append(failure)
             } else {
                 payloadManifests[manifests[id].algorithm] = id
+                if manifests[id].binaryMarkers > 0 {
+                    warnings.append(Self.binaryMarkerWarning(manifests[id].binaryMarkers, file: manifests[id].name))
+                }
+                for (kind, first) in manifests[id].repeats {
+                    let how = kind == .otherNormalization ? " in another Unicode normalisation" : ""
+                    let more = first.count > 1 ? " (and \(first.count - 1) more lines like it)" : ""
+                    warnings.append(
+                        BagError(
+                            .malformedManifest, file: manifests[id].name,
+                            "line \(first.number) lists \(first.path) again\(how), with the same checksum\(more)"))
+                }
             }
         }
         // Tag manifests, from their kept bytes.
@@ -1048,8 +1179,12 @@ final class Scan {
             let relative = path.droppingBytePrefix(root)
             guard let algorithm = ChecksumAlgorithm(manifestName: relative, prefix: "tagmanifest-") else { continue }
             do {
-                tagManifests[algorithm] = try TagFile.parseManifest(
-                    bytes, file: relative, algorithm: algorithm, version: version)
+                let parsed = try TagFile.parseManifestCountingMarkers(
+                    bytes, file: relative, algorithm: algorithm, version: version, encoding: encoding)
+                tagManifests[algorithm] = parsed.entries
+                if parsed.binaryMarkers > 0 {
+                    warnings.append(Self.binaryMarkerWarning(parsed.binaryMarkers, file: relative))
+                }
             } catch { problems.append(error) }
         }
         // A manifest in a supported algorithm that could not be read has said why already.
@@ -1064,7 +1199,8 @@ final class Scan {
                     .missingManifest, file: manifestFiles.first ?? "manifest-sha256.txt",
                     manifestFiles.isEmpty
                         ? "is missing: a bag needs a payload manifest"
-                        : "is in an unsupported algorithm; a bag needs a manifest in md5, sha1, sha256 or sha512"))
+                        : "is in an unsupported algorithm; a bag needs a manifest in md5, sha1, sha224, sha256, sha384 or sha512"
+                ))
         }
 
         // The digests each tag file listed needs: hashed now from kept bytes, or read in a
@@ -1098,13 +1234,57 @@ final class Scan {
             try completeDigests(db, root: root, payload: payloadLacks ? payloadNeeds : [], tags: tagNeeds)
         }
 
+        // fetch.txt: the files it lists, by key, for the walk to tell a file to fetch from one
+        // that is missing.
+        var fetchListed = 0
+        if let failure = fetchLists[root + "fetch.txt"] {
+            if let failure { problems.append(failure) }
+            var after = 0
+            parsing: while true {
+                let page = try Row.fetchAll(
+                    mdb.cachedStatement(
+                        sql: "SELECT number, line FROM fetchline WHERE file = ? AND number > ? "
+                            + "ORDER BY number LIMIT 1000"),
+                    arguments: [root + "fetch.txt", after])
+                for row in page {
+                    let number: Int = row[0]
+                    let line: Data = row[1]
+                    do {
+                        guard let text = String(validating: line, as: UTF8.self) else {
+                            throw BagError(.malformedTagFile, file: "fetch.txt", "line \(number) is not valid UTF-8")
+                        }
+                        guard let path = try TagFile.parseFetchLine(Substring(text), number: number, version: version)
+                        else { continue }
+                        try mdb.run(
+                            "INSERT OR IGNORE INTO fetch(key, path) VALUES (?, ?)",
+                            [.text(BagIndex.key(root + path)), .text(path)])
+                        fetchListed += 1
+                    } catch let error as BagError {
+                        problems.append(error)  // the first line that cannot be read; the rest is moot
+                        break parsing
+                    }
+                }
+                guard page.count == 1000, let last = page.last else { break }
+                after = last[0]
+            }
+        }
+        // Files listed but absent that fetch.txt lists, in the first manifest's walk.
+        var filesToFetch = 0
+
         // Completeness both ways, and checksums, for every payload manifest. (In any order:
         // the problems are sorted by file at the end.)
         let otherProblems = { problems.count - problems.codes[.malformedManifest, default: 0] }
         let otherProblemsBefore = otherProblems()
-        for algorithm in payloadManifests.keys.sorted() {
+        // Files listed but absent that the first manifest's walk excused: those the operating
+        // system makes, by count; and those to look at once the walk is over, for a twin
+        // that differs only by case (a bag made on a case-insensitive file system).
+        var absentSystemFiles = 0
+        var absentByManifest: [(name: String, id: Int, files: [(path: String, key: String, checksum: String)])] = []
+        for (index, algorithm) in payloadManifests.keys.sorted().enumerated() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
+            var absent: [(path: String, key: String, checksum: String)] = []
+            defer { if !absent.isEmpty { absentByManifest.append((name, id, absent)) } }
             for path in try String.fetchAll(
                 mdb, sql: "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
                 arguments: [id])
@@ -1122,9 +1302,26 @@ final class Scan {
             while listed.hasRow || files.hasRow {
                 let order = !listed.hasRow ? 1 : !files.hasRow ? -1 : listed.compare(0, with: files, 0)
                 if order < 0 {
-                    problems.append(
-                        BagError(
-                            .missingFile, file: listed.text(1) ?? "", "is listed in \(name) but is not in the bag"))
+                    let path = listed.text(1) ?? ""
+                    if fetchListed > 0,
+                        try Bool.fetchOne(
+                            mdb, sql: "SELECT EXISTS (SELECT 1 FROM fetch WHERE key = ?)", arguments: [listed.text(0)])
+                            == true
+                    {
+                        if index == 0 { filesToFetch += 1 }
+                    } else if Self.isSystemFile(path) {
+                        warnings.append(
+                            BagError(
+                                .missingFile, file: path,
+                                "is listed in \(name) but is not in the bag: a file the operating system makes, "
+                                    + "which copies often leave out"))
+                        if index == 0 { absentSystemFiles += 1 }
+                    } else if absent.count < Self.maxCaseTwinChecks {
+                        absent.append((path, listed.text(0) ?? "", listed.text(2) ?? ""))
+                    } else {
+                        problems.append(
+                            BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
+                    }
                     try listed.step()
                 } else if order > 0 {
                     problems.append(
@@ -1142,6 +1339,42 @@ final class Scan {
                     }
                     try listed.step()
                     try files.step()
+                }
+            }
+        }
+        // A listed file the bag lacks is excused when the manifest lists, with the same
+        // checksum, a file the bag holds whose path differs only by (ASCII) case: on the
+        // case-insensitive file system the bag was made on, they were one file.
+        if !absentByManifest.isEmpty {
+            try mdb.execute(sql: "CREATE INDEX IF NOT EXISTS manifest_folded ON manifest(manifest, key COLLATE NOCASE)")
+            for (name, id, absent) in absentByManifest {
+                for file in absent {
+                    var twin: String?
+                    let candidates = try Row.fetchAll(
+                        mdb,
+                        sql: "SELECT key, path FROM manifest WHERE manifest = ? AND key = ? COLLATE NOCASE "
+                            + "AND key != ? AND checksum = ?",
+                        arguments: [id, file.key, file.key, file.checksum])
+                    for candidate in candidates where twin == nil {
+                        let key: String = candidate[0]
+                        if try Bool.fetchOne(
+                            db, sql: "SELECT EXISTS (SELECT 1 FROM file WHERE key = ?)", arguments: [key])
+                            == true
+                        {
+                            twin = candidate[1]
+                        }
+                    }
+                    if let twin {
+                        warnings.append(
+                            BagError(
+                                .missingFile, file: file.path,
+                                "is listed in \(name) but is not in the bag, which holds \(twin) with the same "
+                                    + "checksum: the two names differ only by case, one file on a case-insensitive "
+                                    + "file system"))
+                    } else {
+                        problems.append(
+                            BagError(.missingFile, file: file.path, "is listed in \(name) but is not in the bag"))
+                    }
                 }
             }
         }
@@ -1177,22 +1410,83 @@ final class Scan {
             if parts.count != 2 || Int64(parts[0]) == nil || Int(parts[1]) == nil {
                 problems.append(
                     BagError(.malformedTagFile, file: "bag-info.txt", "Payload-Oxum '\(oxum)' is not 'octets.files'"))
+            } else if filesToFetch > 0 {
+                // Of the whole bag, once fetched: its files only can be counted.
+                if Int(parts[1]) != payload.count + filesToFetch {
+                    problems.append(
+                        BagError(
+                            .oxumMismatch, file: "bag-info.txt",
+                            "Payload-Oxum is \(oxum) but the payload is \(payload.count) files and fetch.txt lists "
+                                + "\(filesToFetch) more it lacks"))
+                }
             } else if oxum != actual {
-                problems.append(
-                    BagError(
-                        .oxumMismatch, file: "bag-info.txt",
-                        "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"))
+                let mismatch =
+                    "Payload-Oxum is \(oxum) but the payload is \(payload.bytes) bytes in \(payload.count) files"
+                // The files the operating system makes, listed but left out, explain it: a warning.
+                if absentSystemFiles > 0, Int(parts[1]) == payload.count + absentSystemFiles,
+                    let bytes = Int64(parts[0]), bytes >= payload.bytes
+                {
+                    warnings.append(
+                        BagError(
+                            .oxumMismatch, file: "bag-info.txt",
+                            mismatch + ": the files it lacks are ones the operating system makes"))
+                } else {
+                    problems.append(BagError(.oxumMismatch, file: "bag-info.txt", mismatch))
+                }
             }
         }
-        if fetchLists.contains(root + "fetch.txt") {
-            problems.append(
+        // RFC 8493 2.2.3: every file fetch.txt lists is in every payload manifest.
+        if fetchListed > 0, let (algorithm, id) = payloadManifests.min(by: { $0.key < $1.key }) {
+            for path in try String.fetchAll(
+                mdb,
+                sql: "SELECT path FROM fetch WHERE key NOT IN (SELECT key FROM manifest WHERE manifest = ?) "
+                    + "ORDER BY key LIMIT ?",
+                arguments: [id, max(1, options.maxProblems)])
+            {
+                problems.append(
+                    BagError(
+                        .malformedTagFile, file: "fetch.txt",
+                        "lists \(path), which manifest-\(algorithm.rawValue).txt does not list"))
+            }
+        }
+        if fetchListed > 0 {
+            warnings.append(
                 BagError(
                     .fetchUnsupported, file: "fetch.txt",
-                    "lists files to fetch from elsewhere; fetch them into the bag first (fetching is not supported)"))
+                    filesToFetch == 0
+                        ? "lists \(fetchListed == 1 ? "1 file" : "\(fetchListed) files") to fetch from elsewhere, "
+                            + "all of them in the bag already"
+                        : "lists \(fetchListed == 1 ? "1 file" : "\(fetchListed) files") to fetch from elsewhere, "
+                            + "\(filesToFetch) of them not in the bag: it is incomplete until they are fetched "
+                            + "(fetching is not supported)"))
         }
         return BagContents(
             source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
-            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, directory: directoryRoot)
+            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, warnings: warnings.first,
+            warningCount: warnings.count, filesToFetch: filesToFetch, directory: directoryRoot)
+    }
+
+    /// How many listed files a bag lacks that a read checks for a twin differing only by case
+    /// (in each payload manifest); those beyond are problems without a look.
+    static let maxCaseTwinChecks = 1000
+
+    /// The names of files that operating systems make in folders they show (Finder's
+    /// `.DS_Store` and `._` AppleDouble files, Windows' `Thumbs.db` and `desktop.ini`), which
+    /// copies between systems often leave out.
+    static func isSystemFile(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return [
+            "Thumbs.db", "ehthumbs.db", "desktop.ini", "Desktop.ini", ".DS_Store", ".Spotlight-V100", ".Trashes",
+            ".fseventsd", ".TemporaryItems", ".localized",
+        ].contains(name) || name.hasPrefix("._")
+    }
+
+    /// The warning for a manifest whose lines mark files with md5sum's binary-mode `*`.
+    static func binaryMarkerWarning(_ count: Int, file: String) -> BagError {
+        BagError(
+            .malformedManifest, file: file,
+            "\(count == 1 ? "1 line marks its file" : "\(count) lines mark their files") with md5sum's binary-mode "
+                + "'*' (read as the name after it)")
     }
 }
 

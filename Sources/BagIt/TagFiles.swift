@@ -28,22 +28,75 @@ public enum TagFile {
         return result
     }
 
+    /// The character encodings of tag files that a bag may declare in `bagit.txt`
+    /// (`Tag-File-Character-Encoding`) and this reader reads: UTF-8, which RFC 8493 asks for,
+    /// and the two that bags of earlier drafts were made in (the BagIt conformance suite has
+    /// both). `bagit.txt` itself is always UTF-8.
+    public enum Encoding: String, Sendable, Hashable {
+        case utf8 = "UTF-8"
+        case latin1 = "ISO-8859-1"
+        /// With a byte-order mark, or big-endian without one.
+        case utf16 = "UTF-16"
+
+        /// The encoding a declaration names, in any case and with or without its hyphens.
+        init?(declared name: String) {
+            switch String(name.uppercased().filter { $0 != "-" && $0 != "_" }) {
+            case "UTF8": self = .utf8
+            case "ISO88591", "LATIN1": self = .latin1
+            case "UTF16": self = .utf16
+            default: return nil
+            }
+        }
+
+        /// Whether `bytes` begin with a UTF-16 byte-order mark.
+        static func hasUTF16Mark(_ bytes: some Collection<UInt8>) -> Bool {
+            bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE])
+        }
+    }
+
     /// Decodes a tag file's bytes as UTF-8, refusing invalid bytes and a byte-order mark.
     static func decode(_ bytes: [UInt8], file: String) throws(BagError) -> String {
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
-            throw BagError(.malformedTagFile, file: file, "begins with a byte-order mark, which BagIt does not allow")
+        try decode(bytes, file: file, encoding: .utf8)
+    }
+
+    /// Decodes a tag file's bytes in `encoding`: UTF-8 refusing invalid bytes and a
+    /// byte-order mark, ISO-8859-1 a byte a character, UTF-16 by its byte-order mark
+    /// (big-endian without one) refusing an unpaired surrogate.
+    static func decode(_ bytes: [UInt8], file: String, encoding: Encoding) throws(BagError) -> String {
+        switch encoding {
+        case .utf8:
+            if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+                throw BagError(
+                    .malformedTagFile, file: file, "begins with a byte-order mark, which BagIt does not allow")
+            }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                throw BagError(.malformedTagFile, file: file, "is not valid UTF-8")
+            }
+            return text
+        case .latin1:
+            return String(String.UnicodeScalarView(bytes.lazy.map { Unicode.Scalar($0) }))
+        case .utf16:
+            var units = UTF16Units()
+            units.append(bytes[...])
+            guard units.isComplete, let text = String(validating: units.units, as: UTF16.self) else {
+                throw BagError(.malformedTagFile, file: file, "is not valid UTF-16")
+            }
+            return text
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw BagError(.malformedTagFile, file: file, "is not valid UTF-8")
-        }
-        return text
     }
 
     /// Parses `Label: value` lines; a line that begins with a space or tab continues the
     /// value before it. Labels keep their order and may repeat.
     public static func parseFields(_ bytes: [UInt8], file: String) throws(BagError) -> [(label: String, value: String)]
     {
-        let text = try decode(bytes, file: file)
+        try parseFields(bytes, file: file, encoding: .utf8)
+    }
+
+    /// ``parseFields(_:file:)`` of a tag file in `encoding`.
+    static func parseFields(
+        _ bytes: [UInt8], file: String, encoding: Encoding
+    ) throws(BagError) -> [(label: String, value: String)] {
+        let text = try decode(bytes, file: file, encoding: encoding)
         var fields: [(label: String, value: String)] = []
         for (number, line) in lines(text).enumerated() {
             if line.isEmpty { continue }
@@ -81,8 +134,24 @@ public enum TagFile {
     /// - Throws: `malformedTagFile` unless it holds exactly the two fields, in order;
     ///   `unsupportedVersion` for a version or encoding this reader does not support.
     public static func parseDeclaration(_ bytes: [UInt8]) throws(BagError) -> String {
+        try parseDeclarationAndEncoding(bytes).version
+    }
+
+    /// ``parseDeclaration(_:)``, and the encoding of the bag's other tag files.
+    static func parseDeclarationAndEncoding(_ bytes: [UInt8]) throws(BagError) -> (version: String, encoding: Encoding)
+    {
         let file = "bagit.txt"
         let fields = try parseFields(bytes, file: file)
+        // RFC 8493 2.1.1: each line is the label, then the colon (other tag files may pad labels;
+        // the declaration may not: the conformance suite's `bagit-with-invalid-whitespace`).
+        for (number, line) in lines(try decode(bytes, file: file)).enumerated() {
+            guard let colon = line.firstIndex(of: ":"), let last = line[..<colon].last, last == " " || last == "\t"
+            else { continue }
+            throw BagError(
+                .malformedTagFile, file: file,
+                "line \(number + 1) has a space before its colon; bagit.txt must hold 'BagIt-Version: M.N' and "
+                    + "'Tag-File-Character-Encoding: ENCODING' exactly")
+        }
         guard fields.count == 2, fields[0].label == "BagIt-Version", fields[1].label == "Tag-File-Character-Encoding"
         else {
             throw BagError(
@@ -94,11 +163,12 @@ public enum TagFile {
             let known = supportedVersions.sorted().joined(separator: ", ")
             throw BagError(.unsupportedVersion, file: file, "BagIt version \(version) is not supported (only \(known))")
         }
-        guard fields[1].value.uppercased() == "UTF-8" else {
+        guard let encoding = Encoding(declared: fields[1].value) else {
             throw BagError(
-                .unsupportedVersion, file: file, "tag files in \(fields[1].value) are not supported (only UTF-8)")
+                .unsupportedVersion, file: file,
+                "tag files in \(fields[1].value) are not supported (only UTF-8, ISO-8859-1 and UTF-16)")
         }
-        return version
+        return (version, encoding)
     }
 
     // MARK: Manifests
@@ -157,26 +227,50 @@ public enum TagFile {
     public static func parseManifest(
         _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String
     ) throws(BagError) -> [String: String] {
-        let text = try decode(bytes, file: file)
+        try parseManifestCountingMarkers(bytes, file: file, algorithm: algorithm, version: version).entries
+    }
+
+    /// ``parseManifest(_:file:algorithm:version:)``, and how many lines marked their file
+    /// with md5sum's binary-mode `*` (read as the path without it).
+    static func parseManifestCountingMarkers(
+        _ bytes: [UInt8], file: String, algorithm: ChecksumAlgorithm, version: String, encoding: Encoding = .utf8
+    ) throws(BagError) -> (entries: [String: String], binaryMarkers: Int) {
+        let text = try decode(bytes, file: file, encoding: encoding)
         var entries: [String: String] = [:]
+        var binaryMarkers = 0
         entries.reserveCapacity(bytes.count / (algorithm.hexLength + 16))
         for (number, line) in lines(text).enumerated() {
             guard
-                let (path, checksum) = try parseManifestLine(
+                let parsed = try parseManifestLine(
                     line, number: number + 1, file: file, algorithm: algorithm, version: version)
             else { continue }
-            guard entries.updateValue(checksum, forKey: path) == nil else {
-                throw duplicateManifestLine(path, number: number + 1, file: file)
+            if parsed.marksBinary { binaryMarkers += 1 }
+            guard entries.updateValue(parsed.checksum, forKey: parsed.path) == nil else {
+                throw duplicateManifestLine(parsed.path, number: number + 1, file: file)
             }
         }
-        return entries
+        return (entries, binaryMarkers)
+    }
+
+    /// A manifest line, parsed.
+    struct ManifestLine {
+        /// The path, decoded and normalised.
+        var path: String
+        /// The checksum, lowercased.
+        var checksum: String
+        /// Whether the path came after md5sum's binary-mode marker (`checksum *path`).
+        var marksBinary: Bool
     }
 
     /// Parses one line of a manifest, `number` counting from 1: the path (decoded and
-    /// normalised) and the checksum (lowercased); `nil` for a blank line.
+    /// normalised) and the checksum (lowercased); `nil` for a blank line. A path after one
+    /// space and a `*` is read without the `*`: md5sum and its kin write `checksum *path`
+    /// for a file read in binary mode (the BagIt conformance suite's
+    /// `made-with-md5sum-tools`), and a file name that begins with `*` would be listed
+    /// after two spaces, as BagIt tools write every line.
     static func parseManifestLine(
         _ line: Substring, number: Int, file: String, algorithm: ChecksumAlgorithm, version: String
-    ) throws(BagError) -> (path: String, checksum: String)? {
+    ) throws(BagError) -> ManifestLine? {
         // By UTF-8 code units: the separators and the checksum's digits are ASCII.
         let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
         let utf8 = line.utf8
@@ -185,8 +279,15 @@ public enum TagFile {
             throw BagError(.malformedManifest, file: file, "line \(number) is not 'checksum path'")
         }
         let checksum = line[..<gap].lowercased()
-        guard let pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
+        guard var pathStart = utf8[gap...].firstIndex(where: { !isBlank($0) }) else {
             throw BagError(.malformedManifest, file: file, "line \(number) names no file")
+        }
+        let marksBinary = utf8.index(after: gap) == pathStart && utf8[gap] == 0x20 && utf8[pathStart] == 0x2A
+        if marksBinary {
+            pathStart = utf8.index(after: pathStart)
+            guard pathStart < utf8.endIndex else {
+                throw BagError(.malformedManifest, file: file, "line \(number) names no file")
+            }
         }
         guard checksum.utf8.count == algorithm.hexLength, checksum.utf8.allSatisfy(Self.isHexDigit) else {
             throw BagError(
@@ -198,7 +299,40 @@ public enum TagFile {
         guard !path.utf8.contains(0) else {
             throw BagError(.malformedManifest, file: file, "line \(number) names a path with a NUL byte")
         }
-        return (path, checksum)
+        return ManifestLine(path: path, checksum: checksum, marksBinary: marksBinary)
+    }
+
+    /// Parses one line of `fetch.txt` (RFC 8493 2.2.3: `url length path`), `number` counting
+    /// from 1: the path, decoded as a manifest's and normalised; `nil` for a blank line.
+    ///
+    /// - Throws: `malformedTagFile` naming the line for a line that is not `url length path`,
+    ///   a length that is neither a number nor `-`, and a path that is absolute, has a `..`
+    ///   component or is not under `data/`.
+    static func parseFetchLine(_ line: Substring, number: Int, version: String) throws(BagError) -> String? {
+        let file = "fetch.txt"
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        if line.allSatisfy(isBlank) { return nil }
+        var rest = line.drop(while: isBlank)
+        let url = rest.prefix { !isBlank($0) }
+        rest = rest.dropFirst(url.count).drop(while: isBlank)
+        let length = rest.prefix { !isBlank($0) }
+        rest = rest.dropFirst(length.count).drop(while: isBlank)
+        guard !url.isEmpty, !length.isEmpty, !rest.isEmpty else {
+            throw BagError(.malformedTagFile, file: file, "line \(number) is not 'url length path'")
+        }
+        guard length == "-" || length.allSatisfy(\.isASCII) && Int64(length) != nil else {
+            throw BagError(.malformedTagFile, file: file, "line \(number): '\(length)' is not a length (bytes, or -)")
+        }
+        let path: String
+        do {
+            path = try normalizedPath(decodePath(String(rest), version: version), file: file, line: number)
+        } catch {
+            throw BagError(.malformedTagFile, file: file, error.reason)
+        }
+        guard path.hasBytePrefix("data/"), !path.utf8.contains(0) else {
+            throw BagError(.malformedTagFile, file: file, "line \(number) lists \(path), which is not under data/")
+        }
+        return path
     }
 
     /// The error for a manifest line that lists a path again.
@@ -266,5 +400,54 @@ extension Substring {
         while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
         while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
         return s
+    }
+}
+
+/// UTF-16 code units from bytes that come in chunks: the byte order is taken from a
+/// byte-order mark at the start (dropped), big-endian without one.
+struct UTF16Units {
+    private(set) var units: [UInt16] = []
+    private var bigEndian = true
+    private var started = false
+    private var odd: UInt8?
+
+    /// Whether every byte so far belongs to a whole code unit.
+    var isComplete: Bool { odd == nil }
+
+    /// Takes the next bytes; whole code units go to ``units``.
+    mutating func append(_ bytes: some Collection<UInt8>) {
+        for byte in bytes {
+            guard let first = odd else {
+                odd = byte
+                continue
+            }
+            odd = nil
+            if !started {
+                started = true
+                if first == 0xFE && byte == 0xFF { continue }
+                if first == 0xFF && byte == 0xFE {
+                    bigEndian = false
+                    continue
+                }
+            }
+            units.append(Self.unit(first, byte, bigEndian: bigEndian))
+        }
+    }
+
+    /// Takes out the code units so far but a high surrogate at their end, which waits for its
+    /// pair (the state of the stream stays). An unpaired surrogate among them stays one: the
+    /// decoding that follows replaces it.
+    mutating func takeWhole() -> [UInt16] {
+        var whole = units
+        units = []
+        if let last = whole.last, UTF16.isLeadSurrogate(last) {
+            units = [last]
+            whole.removeLast()
+        }
+        return whole
+    }
+
+    static func unit(_ a: UInt8, _ b: UInt8, bigEndian: Bool) -> UInt16 {
+        bigEndian ? UInt16(a) << 8 | UInt16(b) : UInt16(b) << 8 | UInt16(a)
     }
 }

@@ -149,7 +149,9 @@ extension AssetCat {
             abstract: "Check a BagIt bag (a directory or an archive) without importing it.",
             discussion:
                 "Exit 0 for a valid bag; otherwise its problems, one per line naming the file (the first 1,000, then "
-                + "how many more), and exit 1.")
+                + "how many more), and exit 1. What a valid bag does that other tools accept (an md5sum '*' marker, a "
+                + "path listed twice with the same checksum, a missing .DS_Store) is printed first, one line each, "
+                + "prefixed 'warning:'.")
 
         @Argument(help: "The bag: a directory or an archive.") var bundle: String
         @Flag(help: "Print a JSON report.") var json = false
@@ -157,6 +159,11 @@ extension AssetCat {
         func run() async throws {
             try await reportingErrors {
                 let report = try Catalog.validateBundle(at: bundle, progress: drawBundleProgress("validate"))
+                if !json {
+                    for warning in report.warnings { print("warning: " + DisplayText.escapingControls(warning)) }
+                    let omitted = report.warningCount - report.warnings.count
+                    if omitted > 0 { print("warning: … and \(plural(omitted, "more warning"))") }
+                }
                 if json {
                     try Terminal.json(report)
                 } else if report.isValid {

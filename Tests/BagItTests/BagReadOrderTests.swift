@@ -125,25 +125,34 @@ import Testing
                     ]))
     }
 
-    /// A manifest that lists a path twice — also in another Unicode normalisation — is
-    /// reported at the first line that does, whether it was read before or after the
-    /// declaration, and whichever comes first of that and a line that cannot be read.
+    /// A manifest that lists a path twice with another checksum — also in another Unicode
+    /// normalisation — is reported at the first line that does, whether it was read before or
+    /// after the declaration, and whichever comes first of that and a line that cannot be
+    /// read. With the same checksum, the other normalisation names the same file: a warning.
     @Test(arguments: [true, false])
     func aPathListedTwiceIsReportedAtItsFirstRepeat(declarationFirst: Bool) throws {
         let sha = digest(.sha256, Array(Self.payload.utf8))
         let declaration = file("bagit.txt", "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n")
-        func read(_ lines: [String]) throws -> [String] {
+        func contents(_ lines: [String]) throws -> BagContents {
             let manifest = file("manifest-sha256.txt", lines.map { $0 + "\n" }.joined())
             let bag = try tar(
                 (declarationFirst ? [declaration, manifest] : [manifest, declaration])
                     + [file("data/\u{E9}.txt", Self.payload)])
-            return try BagReader.read(at: bag).problems.map(\.description)
+            return try BagReader.read(at: bag)
         }
+        func read(_ lines: [String]) throws -> [String] { try contents(lines).problems.map(\.description) }
         let composed = "\(sha)  data/\u{E9}.txt"
-        let decomposed = "\(sha)  data/e\u{301}.txt"
+        let decomposed = "\(String(repeating: "0", count: 64))  data/e\u{301}.txt"
         #expect(
             try read([composed, decomposed, "not-a-line"]) == [
                 "manifest-sha256.txt: line 2 lists data/e\u{301}.txt a second time"
+            ])
+        let same = try contents([composed, "\(sha)  data/e\u{301}.txt"])
+        #expect(same.problems.isEmpty)
+        #expect(
+            same.warnings.map(\.description) == [
+                "manifest-sha256.txt: line 2 lists data/e\u{301}.txt again in another Unicode normalisation, "
+                    + "with the same checksum"
             ])
         #expect(
             try read([composed, "not-a-line", decomposed]) == [

@@ -89,8 +89,8 @@ import Testing
     @Test func anotherEncodingIsNotSupported() {
         #expect(
             failure {
-                _ = try TagFile.parseDeclaration(bytes("BagIt-Version: 1.0\nTag-File-Character-Encoding: ISO-8859-1\n"))
-            } == "bagit.txt: tag files in ISO-8859-1 are not supported (only UTF-8)")
+                _ = try TagFile.parseDeclaration(bytes("BagIt-Version: 1.0\nTag-File-Character-Encoding: EBCDIC\n"))
+            } == "bagit.txt: tag files in EBCDIC are not supported (only UTF-8, ISO-8859-1 and UTF-16)")
     }
 
     // MARK: Fields

@@ -67,6 +67,65 @@ import Testing
         #expect((report["problems"] as? [String])?.count == 2)
     }
 
+    @Test func warningsComeFirstOneALineAndTheBagIsValid() async throws {
+        let t = try TestCatalog()
+        let bag = t.sources.appending(path: "md5sum-bag").path
+        for (path, text) in [
+            "bagit.txt": "BagIt-Version: 0.97\nTag-File-Character-Encoding: UTF-8\n", "data/hello.txt": "hello\n",
+            "manifest-md5.txt": "b1946ac92492d2347c6235b4d2611184 *data/hello.txt\n",
+        ] {
+            try FileManager.default.createDirectory(
+                atPath: ((bag + "/" + path) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: bag + "/" + path))
+        }
+        let run = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(run.status == 0)
+        #expect(
+            run.stdout == """
+                warning: manifest-md5.txt: 1 line marks its file with md5sum's binary-mode '*' (read as the name after it)
+                \(bag) is valid: BagIt 0.97, 1 payload file, 6 B
+
+                """)
+        let json = try await t.run(["validate", bag, "--json"], namesCatalog: false)
+        #expect(json.status == 0)
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(report["isValid"] as? Bool == true)
+        #expect(report["warningCount"] as? Int == 1)
+        #expect((report["warnings"] as? [String])?.first?.hasPrefix("manifest-md5.txt: 1 line marks") == true)
+    }
+
+    @Test func anIncompleteBagValidatesButIsNotImported() async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        let bag = t.sources.appending(path: "holey").path
+        for (path, text) in [
+            "bagit.txt": "BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n", "data/hello.txt": "hello\n",
+            "manifest-md5.txt": "b1946ac92492d2347c6235b4d2611184  data/hello.txt\n"
+                + "b1946ac92492d2347c6235b4d2611184  data/there.txt\n",
+            "fetch.txt": "https://example.org/there.txt 6 data/there.txt\n",
+        ] {
+            try FileManager.default.createDirectory(
+                atPath: ((bag + "/" + path) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: URL(fileURLWithPath: bag + "/" + path))
+        }
+        let validate = try await t.run(["validate", bag], namesCatalog: false)
+        #expect(validate.status == 0)
+        #expect(
+            validate.stdout == """
+                warning: fetch.txt: lists 1 file to fetch from elsewhere, 1 of them not in the bag: it is incomplete until they are fetched (fetching is not supported)
+                \(bag) is valid: BagIt 1.0, 1 payload file, 6 B
+
+                """)
+        let run = try await t.run(["import", bag])
+        #expect(run.status == 1)
+        #expect(
+            run.stderr
+                == "assetcat: \(bag) is incomplete, nothing was imported: fetch.txt: lists 1 file the bag lacks: "
+                + "fetch them into the bag, then import it (fetching is not supported)\n")
+        #expect(try await t.run(["ls", "--json"]).stdout == "[]\n")
+    }
+
     @Test func aSymlinkLeavingTheBagIsOneLine() async throws {
         let t = try TestCatalog()
         let bag = try await exportedBag(t)
