@@ -157,7 +157,9 @@ extension Catalog {
     /// Should the process die instead (a kill, a crash), the batches committed
     /// stay (the first files found, in order), and the content its last
     /// batch linked is journaled: the next open of the catalog removes what no
-    /// commit recorded.
+    /// commit recorded. Either way, the same add run again adds the rest, and only the
+    /// rest: it skips the files the interrupted add recorded
+    /// (``AddOptions/resumesInterrupted``, ``AddResult/skippedCount``).
     ///
     /// Directories are walked twice, a directory at a time — once to count the
     /// files (``AddProgress/filesTotal``) and once to add them — so the add
