@@ -43,6 +43,22 @@ public struct AddOptions: Sendable, Hashable {
     /// (``AddResult/addedCount``, ``AddResult/queuedJobCount``), and an add of any number of
     /// files runs in flat memory.
     public var keepsRecords: Bool
+    /// Whether an add resumes an interrupted add of the same paths with the same options
+    /// (mode, tags, `recursive`, hashing, jobs): one that was cancelled, or whose process was
+    /// killed, after it committed some of its files. Each batch an add commits records in the
+    /// same transaction how far it got (the last file, in the add's order); an add that
+    /// completes clears that mark. Resuming, the add skips the files the interrupted one
+    /// recorded — a file is skipped when the catalog records it from the same path, in the
+    /// same storage, with the same size, and the file was not modified after its record was
+    /// made — and adds the rest: files it failed on or had not reached, files new since, and
+    /// files changed since (recorded again, beside their earlier record). It counts what it
+    /// skipped (``AddResult/skippedCount``). Only the files up to the mark are looked up (one
+    /// query per page of the walk, through the index on names); after it, and in an add that
+    /// resumes nothing, the mark costs one row written per batch.
+    ///
+    /// An add that resumes nothing records every file it is given, already recorded or not;
+    /// so does every add with this off. On by default.
+    public var resumesInterrupted: Bool
 
     /// Options for ``Catalog/add(_:options:progress:)``; each parameter sets the property of
     /// the same name.
@@ -50,7 +66,7 @@ public struct AddOptions: Sendable, Hashable {
         mode: Mode = .copy, tags: [String] = [], recursive: Bool = false, indexesArchives: Bool = true,
         defersHashing: Bool = false, extractsMetadata: Bool = true,
         concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, batchSize: Int = 512,
-        keepsRecords: Bool = true
+        keepsRecords: Bool = true, resumesInterrupted: Bool = true
     ) {
         self.mode = mode
         self.tags = tags
@@ -61,6 +77,7 @@ public struct AddOptions: Sendable, Hashable {
         self.concurrency = max(1, concurrency)
         self.batchSize = max(1, batchSize)
         self.keepsRecords = keepsRecords
+        self.resumesInterrupted = resumesInterrupted
     }
 }
 
@@ -91,6 +108,12 @@ public struct AddResult: Sendable {
     public var queuedJobs: [Int64] = []
     /// How many jobs were queued (whether or not ``queuedJobs`` lists them).
     public var queuedJobCount = 0
+    /// Whether the add resumed an interrupted add of the same paths and options
+    /// (``AddOptions/resumesInterrupted``).
+    public var resumedInterruptedAdd = false
+    /// How many files were skipped because the interrupted add it resumed had recorded them
+    /// (``AddOptions/resumesInterrupted``); they count in ``filesFound``, not in ``addedCount``.
+    public var skippedCount = 0
 
     /// Takes in what one batch's commit did.
     mutating func merge(_ batch: Catalog.BatchOutcome, keepingRecords: Bool) {
@@ -134,7 +157,9 @@ extension Catalog {
     /// Should the process die instead (a kill, a crash), the batches committed
     /// stay (the first files found, in order), and the content its last
     /// batch linked is journaled: the next open of the catalog removes what no
-    /// commit recorded.
+    /// commit recorded. Either way, the same add run again adds the rest, and only the
+    /// rest: it skips the files the interrupted add recorded
+    /// (``AddOptions/resumesInterrupted``, ``AddResult/skippedCount``).
     ///
     /// Directories are walked twice, a directory at a time — once to count the
     /// files (``AddProgress/filesTotal``) and once to add them — so the add
@@ -163,6 +188,9 @@ extension Catalog {
                 .invalidArgument, "Hashing can only be deferred for referenced files (content is stored by its digest)")
         }
         let named = try Self.namedSources(paths, recursive: options.recursive, excluding: root.path)
+        // The interrupted add of the same sources this one resumes, and the mark its batches move.
+        let resumption = try AddResumption(named, options: options, in: self)
+        var resumeUntil = resumption.resumedMark
         // A first walk counts the files (for the progress and the result) and finds those whose
         // name cannot be recorded, before anything is added; the second walk feeds the work,
         // a page at a time. Neither holds the list of files.
@@ -176,6 +204,7 @@ extension Catalog {
         }
         // Files whose name cannot be recorded are failures: never left out without a word.
         var result = AddResult(added: [], failures: counting.unnamable, wasCancelled: false, filesFound: found)
+        result.resumedInterruptedAdd = resumeUntil != nil
         if Task.isCancelled {
             result.wasCancelled = true
             return result
@@ -189,8 +218,10 @@ extension Catalog {
         var pageNext = 0
         var walked = 0
         var isFirstPage = true
+        var lookupFailure: (any Error)?
         func nextSource() -> SourceFile? {
-            if pageNext == page.count {
+            while pageNext == page.count {
+                guard lookupFailure == nil else { return nil }  // nothing more is read
                 page.removeAll(keepingCapacity: true)
                 pageNext = 0
                 while page.count < Self.walkPageSize, let file = sources.next() { page.append(file) }
@@ -200,6 +231,21 @@ extension Catalog {
                     Self.afterExpanding?(page.map(\.path))  // the tests' window: listed, nothing opened yet
                 }
                 if page.isEmpty { return nil }
+                if let mark = resumeUntil {
+                    // Resuming: the files up to the mark that the interrupted add recorded are
+                    // skipped (a page of them all: on to the next page).
+                    let end = page.firstIndex { $0.path == mark }.map { $0 + 1 }
+                    do {
+                        let recorded = try recordedUnchanged(page[..<(end ?? page.count)], storage: resumption.storage)
+                        page.removeAll { recorded.contains($0.path) }
+                        result.skippedCount += recorded.count
+                        done.filesDone += recorded.count
+                        if end != nil { resumeUntil = nil }
+                    } catch {
+                        lookupFailure = error  // what is complete is committed, and the add throws it
+                        page.removeAll()
+                    }
+                }
             }
             pageNext += 1
             return page[pageNext - 1]
@@ -262,7 +308,7 @@ extension Catalog {
                 guard !stopped, !committing, !ready.isEmpty else { return }
                 let batch = ready.removeFirst()
                 committing = true
-                group.addTask { [self] in .batch(self.commitBatch(batch, options: options)) }
+                group.addTask { [self] in .batch(self.commitBatch(batch, options: options, resumption: resumption)) }
             }
             launchReads()
             while let outcome = try await group.next() {
@@ -302,9 +348,17 @@ extension Catalog {
         // What is complete and not committed yet (when cancelled, also what completed past a
         // gap: it is complete too), in order.
         ready.append(pending + completed.sorted { $0.key < $1.key }.map(\.value))
-        for batch in ready where !batch.isEmpty {
-            result.merge(commitBatch(batch, options: options), keepingRecords: options.keepsRecords)
+        ready.removeAll { $0.isEmpty }
+        // An add that went through all its files clears its mark, in its last transaction.
+        let isComplete = !result.wasCancelled && lookupFailure == nil
+        for (i, batch) in ready.enumerated() {
+            result.merge(
+                commitBatch(
+                    batch, options: options, resumption: resumption, clearsMark: isComplete && i == ready.count - 1),
+                keepingRecords: options.keepsRecords)
         }
+        if isComplete && ready.isEmpty { clearMark(resumption) }
+        if let lookupFailure { throw lookupFailure }
         if !result.wasCancelled { result.filesFound = walked }
         result.failures.sort { ($0.path ?? "") < ($1.path ?? "") }
         return result
@@ -371,9 +425,11 @@ extension Catalog {
 
     /// Commits a batch; a batch that cannot be recorded becomes one failure
     /// per file, and the add goes on (earlier batches stay committed).
-    private func commitBatch(_ files: [IngestedFile], options: AddOptions) -> BatchOutcome {
+    private func commitBatch(
+        _ files: [IngestedFile], options: AddOptions, resumption: AddResumption, clearsMark: Bool = false
+    ) -> BatchOutcome {
         do {
-            let (added, jobs) = try commit(files, options: options)
+            let (added, jobs) = try commit(files, options: options, resumption: resumption, clearsMark: clearsMark)
             return BatchOutcome(added: added, queuedJobs: jobs)
         } catch {
             let reason = (error as? CatalogError)?.message ?? "\(error)"
@@ -390,7 +446,9 @@ extension Catalog {
     /// becomes removal plans (here, or in the next sweep of any process once this one is
     /// gone) and that content goes again, unless an asset uses it by then. The records'
     /// transaction deletes the journal.
-    private func commit(_ files: [IngestedFile], options: AddOptions) throws -> ([AssetRecord], [Int64]) {
+    private func commit(
+        _ files: [IngestedFile], options: AddOptions, resumption: AddResumption, clearsMark: Bool
+    ) throws -> ([AssetRecord], [Int64]) {
         defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
         let staged = files.compactMap { file in file.pin.map { (path: $0, digest: file.digest) } }
         let journal = try journal(Set(staged.map(\.digest)).filter { !content.hasObject($0) })
@@ -398,7 +456,8 @@ extension Catalog {
             FaultPoint.reach(.afterAddJournal)
             try content.adoptAll(staged)
             FaultPoint.reach(.beforeAddCommit)
-            return try record(files, options: options, journal: journal)
+            return try record(
+                files, options: options, journal: journal, resumption: resumption, clearsMark: clearsMark)
         } catch {
             if !journal.isEmpty { giveUp(journal) }
             throw error
@@ -431,9 +490,11 @@ extension Catalog {
     /// Records ingested files, and the jobs they need, in one transaction: the assets as
     /// rows (``Asset/willInsertRows(_:in:effects:)`` checks them and, under the write lock,
     /// their content, which the pins put back should a removal have taken it).
-    /// The rows of `journal` (``PendingImport``) are deleted in the same transaction.
+    /// The rows of `journal` (``PendingImport``) are deleted in the same transaction, and the
+    /// add's mark (``AddMark``) moves to the batch's last file, or goes with `clearsMark`.
     private func record(
-        _ files: [IngestedFile], options: AddOptions, journal: Range<Int64>
+        _ files: [IngestedFile], options: AddOptions, journal: Range<Int64>, resumption: AddResumption,
+        clearsMark: Bool
     ) throws -> ([AssetRecord], [Int64]) {
         let storage: Storage = options.mode == .copy ? .managed : .referenced
         let now = Date()
@@ -470,7 +531,13 @@ extension Catalog {
                         Array(max(after + 1, journal.lowerBound)..<journal.upperBound)
                     }
                 }
+                let mark = try writeMark(resumption, lastPath: files.last?.source, clearing: clearsMark, in: context)
                 try context.save()
+                if clearsMark {
+                    resumption.cleared()
+                } else {
+                    resumption.markCommitted(path: mark.path, rows: mark.rows)
+                }
                 let records = zip(ids, fields).map { id, fields in
                     AssetRecord(id: AssetID(id.rowID), archive: nil, fields: fields)
                 }

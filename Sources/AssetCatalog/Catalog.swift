@@ -204,6 +204,7 @@ public final class Catalog: Sendable {
     static let storeName = "catalog.sqlite"
     static let entities: [ManagedObject.Type] = [
         Asset.self, RemovalPlan.self, PendingImport.self, Job.self, PendingTemporary.self, AssetTag.self,
+        AddMark.self,
     ]
 
     /// What brings a catalog of an earlier release to this one's schema, in order.

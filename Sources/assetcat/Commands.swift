@@ -10,7 +10,9 @@ extension AssetCat {
             abstract: "Add files, directories (--recursive) and archives (one record per member).",
             discussion: """
                 Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
-                complete. A file whose name is not UTF-8 is named on stderr and not added (exit 1).
+                complete, and the same command run again (after a kill too) adds the rest: it skips the files the \
+                interrupted add recorded, unless they changed since. A file whose name is not UTF-8 is named on stderr and \
+                not added (exit 1).
                 """
         )
 
@@ -39,6 +41,11 @@ extension AssetCat {
             // An add records files; their archives' members come from the jobs it queues.
             let files = result.addedCount
             for failure in result.failures { Terminal.error(failure.message) }
+            if result.resumedInterruptedAdd {
+                print(
+                    "resumed an interrupted add of the same paths: skipped \(plural(result.skippedCount, "file")) "
+                        + "it had recorded")
+            }
             if result.wasCancelled {
                 Terminal.note(
                     "interrupted: added \(files) of \(plural(result.filesFound, "file")) (0 archive members); "

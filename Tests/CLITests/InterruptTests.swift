@@ -56,3 +56,46 @@ import Testing
     catalog.close()
     #expect(t.stagingEntries().isEmpty)
 }
+
+/// Ctrl-C commits the files complete when it came — not always the first ones: a file being
+/// read when it came is cancelled, and the files complete after it are recorded too. The
+/// same command again says it resumes, skips exactly the files recorded, and adds the
+/// rest, gaps included: every file recorded once, in the catalog whole.
+@Test func theSameAddAfterCtrlCAddsTheRestOnce() async throws {
+    let t = try TestCatalog()
+    try t.create().close()
+    var paths: [String] = []
+    for i in 0..<200 {
+        paths.append(try t.file("big/f\(String(format: "%03d", i)).bin", Data(repeating: UInt8(i), count: 32 << 10)))
+    }
+    let arguments = ["add", "--catalog", t.root.path] + paths
+    let process = try ChildProcess(
+        TestCatalog.executable().path, arguments, environment: ["ASSETCAT_FAULT": "slow-ingest"])
+    let staging = t.root.appending(path: "staging").path
+    let staged = try await offThePool {
+        // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
+        let deadline = Date().addingTimeInterval(120)
+        let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= 20 }
+        while Date() < deadline, !staged() { usleep(1000) }
+        process.signal(SIGINT)
+        return staged()
+    }
+    #expect(staged, "the interrupt came before the add staged anything: it tests nothing")
+    let interrupted = try await process.finish()
+    #expect(interrupted.termination == .exited(130))
+    let first = try t.open().assets().count
+    #expect(first > 0 && first < 200)
+    let again = try await t.run(["add"] + paths)
+    #expect(again.status == 0, "\(again.stderr)")
+    #expect(
+        again.stdout
+            == "resumed an interrupted add of the same paths: skipped \(first) file\(first == 1 ? "" : "s") it had "
+            + "recorded\nadded \(200 - first) file\(200 - first == 1 ? "" : "s")\n")
+    let catalog = try t.open()
+    defer { catalog.close() }
+    let recorded = try catalog.assets()
+    #expect(recorded.count == 200)
+    #expect(Set(recorded.compactMap(\.path)) == Set(paths))
+    #expect(try await catalog.verify().issues.isEmpty)
+    #expect(try catalog.collectGarbage().unreferenced.isEmpty)
+}

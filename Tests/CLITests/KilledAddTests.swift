@@ -77,26 +77,105 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
 
     /// A reference-mode add killed between two batches (as the second commits; the first
     /// committed while the second was read): the catalog holds the first batch, the first
-    /// files found in order, and nothing else; the same command again adds every file (an
-    /// add records what it is given, already recorded or not).
-    @Test func killedReferenceAddLeavesTheFirstBatchAndAddingAgainCompletesIt() async throws {
+    /// files found in order, and nothing else; the same command again skips them, says so,
+    /// and adds the rest — every file recorded once. Once an add has completed, the same
+    /// command is an add like any other: it records every file again.
+    @Test func killedReferenceAddLeavesTheFirstBatchAndAddingAgainAddsTheRest() async throws {
         let (t, folder, _) = try await Self.setUp()
         let run = try await t.run(
             ["add", "--reference", "--recursive", folder],
             environment: ["ASSETCAT_FAULT": "before-add-commit", "ASSETCAT_FAULT_AT": "2"])
         #expect(run.status == 86, "\(run.stdout)\(run.stderr)")
         let all = (0..<Self.files).map { folder + "/f\(String(format: "%04d", $0)).txt" }
-        let catalog = try t.open()
-        let recorded = try catalog.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }
-        catalog.close()
-        #expect(recorded.map(\.path) == Array(all.prefix(512)))
+        #expect(try Self.referencedPaths(t) == Array(all.prefix(512)))
         let again = try await t.run(["add", "--reference", "--recursive", folder])
-        #expect(again.status == 0)
-        #expect(again.stdout == "added \(Self.files) files\n")
-        let reopened = try t.open()
-        defer { reopened.close() }
-        let after = try reopened.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }
-        #expect(after.map(\.path) == Array(all.prefix(512)) + all)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(
+            again.stdout
+                == "resumed an interrupted add of the same paths: skipped 512 files it had recorded\n"
+                + "added 588 files\n")
+        #expect(again.stderr == "")
+        #expect(try Self.referencedPaths(t) == all)
+        // Completed: the mark is gone, and the same command records every file again.
+        let third = try await t.run(["add", "--reference", "--recursive", folder])
+        #expect(third.stdout == "added \(Self.files) files\n")
+        #expect(try Self.referencedPaths(t) == all + all)
+    }
+
+    /// Resuming looks each file up to the interrupted add's last committed file: a file
+    /// changed since it was recorded (another size, or the same size written later) is
+    /// recorded again, a file made since is added, and a recorded file deleted since is not
+    /// added — even the one the mark names.
+    @Test func resumedAddAddsChangedAndNewFilesAndSkipsOnlyTheUnchanged() async throws {
+        let (t, folder, _) = try await Self.setUp()
+        let run = try await t.run(
+            ["add", "--reference", "--recursive", folder],
+            environment: ["ASSETCAT_FAULT": "before-add-commit", "ASSETCAT_FAULT_AT": "2"])
+        #expect(run.status == 86, "\(run.stdout)\(run.stderr)")
+        let path = { (name: String) in folder + "/" + name + ".txt" }
+        try "content 5, longer now\n".write(toFile: path("f0005"), atomically: false, encoding: .utf8)
+        try "CONTENT 6\n".write(toFile: path("f0006"), atomically: false, encoding: .utf8)  // same size
+        try "new\n".write(toFile: path("f0003a"), atomically: false, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: path("f0511"))  // the last file the mark names
+        let again = try await t.run(["add", "--reference", "--recursive", folder])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(
+            again.stdout
+                == "resumed an interrupted add of the same paths: skipped 509 files it had recorded\n"
+                + "added 591 files\n")
+        let recorded = try Self.referencedPaths(t)
+        var counts: [String: Int] = [:]
+        for path in recorded { counts[path, default: 0] += 1 }
+        #expect(counts.count == Self.files + 1)  // the files, the new one, and f0511 recorded before
+        #expect(counts.filter { $0.value != 1 }.keys.sorted() == [path("f0005"), path("f0006")])
+        #expect(counts[path("f0003a")] == 1)
+        #expect(counts[path("f0511")] == 1)
+        let catalog = try t.open()
+        defer { catalog.close() }
+        let sixes = try catalog.assets(named: "f0006.txt").map(\.sha256)
+        #expect(sixes.count == 2 && sixes[0] != sixes[1])
+    }
+
+    /// An add killed, the same add killed again as it resumes, and once more: every file is
+    /// recorded once, `objects/` holds exactly their content, and the last run says how many
+    /// it skipped (the mark moved with the resumed add's own committed batch).
+    @Test func addKilledTwiceThenCompletedRecordsEveryFileOnce() async throws {
+        let (t, folder, _) = try await Self.setUp()
+        let fault = ["ASSETCAT_FAULT": "before-add-commit", "ASSETCAT_FAULT_AT": "2"]
+        let first = try await t.run(["add", "--recursive", folder], environment: fault)
+        #expect(first.status == 86, "\(first.stdout)\(first.stderr)")
+        // Resumed: 512 skipped, a batch of 512 committed, killed before the last 76.
+        let second = try await t.run(["add", "--recursive", folder], environment: fault)
+        #expect(second.status == 86, "\(second.stdout)\(second.stderr)")
+        #expect(try Self.managedPaths(t).count == 1 + 1_024)  // shared.txt, and two batches
+        #expect(objectDigests(t) == (try recordedDigests(t)))
+        let third = try await t.run(["add", "--recursive", folder])
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(
+            third.stdout
+                == "resumed an interrupted add of the same paths: skipped 1024 files it had recorded\n"
+                + "added 76 files\n")
+        let all = (0..<Self.files).map { folder + "/f\(String(format: "%04d", $0)).txt" }
+        #expect(try Self.managedPaths(t).dropFirst() == all[...])
+        #expect(objectDigests(t) == (try recordedDigests(t)))
+        let catalog = try t.open()
+        defer { catalog.close() }
+        #expect(try catalog.collectGarbage().unreferenced.isEmpty)
+        #expect(try await catalog.verify().issues.isEmpty)
+    }
+
+    /// The paths of the referenced assets, by ID.
+    static func referencedPaths(_ t: TestCatalog) throws -> [String] {
+        let catalog = try t.open()
+        defer { catalog.close() }
+        return try catalog.assets().filter { $0.storage == .referenced }.sorted { $0.id < $1.id }.compactMap(\.path)
+    }
+
+    /// The paths the managed assets were added from, by ID.
+    static func managedPaths(_ t: TestCatalog) throws -> [String] {
+        let catalog = try t.open()
+        defer { catalog.close() }
+        return try catalog.assets().filter { $0.storage == .managed }.sorted { $0.id < $1.id }.compactMap(\.path)
     }
 
     /// SIGTERM (what `timeout`, systemd and container runtimes send) behaves like Ctrl-C:
