@@ -531,8 +531,10 @@ import Testing
             try await catalog.importBundle(from: bundle) { progress in
                 // Past half the bytes: in the payload (the big b.txt), long after our records.
                 guard progress.bytesDone > progress.bytesTotal / 2, !added.withLock({ $0 }) else { return }
-                // The read waits here for the plan: the conflict comes after it, never before.
-                guard planned.wait(timeout: .now() + 60) == .success else {
+                // The read waits here for the plan: the conflict comes after it, never before. (The
+                // plan's task needs a thread of the concurrency pool, which the suite's other tests
+                // share: the guard against a hang is generous.)
+                guard planned.wait(timeout: .now() + 300) == .success else {
                     Issue.record("no plan was made during the read: the test would cover nothing")
                     added.withLock { $0 = true }
                     return

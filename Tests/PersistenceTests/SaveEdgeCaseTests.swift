@@ -197,7 +197,7 @@ struct Unchecked<T>: @unchecked Sendable {
         }
     }
 
-    @Test(.timeLimit(.minutes(1))) func nestedPerformAndWaitThroughAChildDoesNotDeadlock() async throws {
+    @Test(.timeLimit(.minutes(5))) func nestedPerformAndWaitThroughAChildDoesNotDeadlock() async throws {
         let store = try TestStore()
         let parent = Unchecked(store.context("parent"))
         let finished = await withCheckedContinuation { continuation in
