@@ -100,12 +100,17 @@ extension Catalog {
     /// files whose content no other asset uses are removed — only after the
     /// deletion has committed. With `dryRun`, reports what would go and
     /// changes nothing. A change to the same assets committed meanwhile (a
-    /// job's result) does not refuse the removal: it runs again on the new rows.
+    /// job's result) does not refuse the removal: the rows are deleted as they are then.
+    ///
+    /// The deletion is a batch deletion by ID (no objects are made), in one transaction, a
+    /// page of IDs at a time: the journal rows of the files to remove are written in it, and
+    /// the assets' jobs are cancelled once it commits, as for ``removeAll(_:dryRun:)``.
     ///
     /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids` (nothing is deleted).
     @discardableResult
     public func remove(_ ids: some Collection<AssetID>, dryRun: Bool = false) throws -> RemovalResult {
-        try storeErrors {
+        guard dryRun else { return try removeRows(ids) }
+        return try storeErrors {
             try withRetriedContext { context in
                 let assets = try ids.map { try existingAsset($0, in: context) }
                 for asset in assets { context.delete(asset) }
@@ -131,6 +136,38 @@ extension Catalog {
                 return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
             }
         }
+    }
+
+    /// Deletes the assets `ids` (and their archives' members) as rows, in one save, and says
+    /// what went: the rows as the transaction deleted them, and the files of their content
+    /// that were in `objects/` before and are gone once the sweep after the commit has run.
+    private func removeRows(_ ids: some Collection<AssetID>) throws -> RemovalResult {
+        let sorted = Array(Set(ids.map(\.rawValue))).sorted()
+        let result = try storeErrors {
+            try withContext { context in
+                let removal = RowRemoval(requested: sorted, objectPath: content.objectPath)
+                context.userInfo[RowRemoval.key] = removal
+                try context.deleteRows(Asset.self) { after in
+                    if after == 0 { removal.restart() }  // a save that starts again gathers again
+                    // The next page of requested IDs above `after`, by binary search: a save
+                    // that starts again asks from 0.
+                    var low = 0
+                    var high = sorted.count
+                    while low < high {
+                        let middle = (low + high) / 2
+                        if sorted[middle] > after { high = middle } else { low = middle + 1 }
+                    }
+                    return Array(sorted[low..<min(low + 500, sorted.count)])
+                }
+                try context.save()
+                return removal
+            }
+        }
+        // No requested row was there (another process removed them all first): nothing was deleted.
+        try result.requireAllDeleted()
+        let records = result.records.sorted { $0.id < $1.id }
+        let removed = result.presentFiles.sorted().filter { !FileManager.default.fileExists(atPath: $0) }
+        return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
     }
 
     /// Deletes one asset (and its members, if it is an archive), as the overload that takes several IDs does.
@@ -289,5 +326,58 @@ extension Catalog {
             }
             return stats
         }
+    }
+}
+
+/// What ``Catalog/remove(_:dryRun:)`` deletes as rows, gathered inside its transaction from
+/// ``Asset/willBatchDelete(_:effects:)``: the records of the rows (the requested ones and
+/// the members their deletion cascades to), and the files of their managed content that
+/// exist before the commit. Before the commit, every requested ID must have had its row:
+/// one deleted meanwhile by another process makes the save fail, as an unknown ID does.
+final class RowRemoval {
+    static let key = "AssetCatalog.rowRemoval"
+    let requested: [Int64]
+    let objectPath: (String) -> String
+    var records: [AssetRecord] = []
+    var digests = Set<String>()
+    var presentFiles: [String] = []
+    private var checksBeforeCommit = false
+
+    init(requested: [Int64], objectPath: @escaping (String) -> String) {
+        self.requested = requested
+        self.objectPath = objectPath
+    }
+
+    /// Forgets what an earlier attempt of the save gathered.
+    func restart() {
+        records.removeAll()
+        digests.removeAll()
+        presentFiles.removeAll()
+        checksBeforeCommit = false
+    }
+
+    /// One page of deleted rows.
+    func deleted(_ rows: [ObjectSnapshot], effects: SaveEffects) {
+        if !checksBeforeCommit {
+            checksBeforeCommit = true
+            effects.beforeCommit { [self] _ in try requireAllDeleted() }
+        }
+        for row in rows {
+            let record = AssetRecord(snapshot: row)
+            records.append(record)
+            guard record.storage == .managed, digests.insert(record.sha256).inserted else { continue }
+            let path = objectPath(record.sha256)
+            if FileManager.default.fileExists(atPath: path) { presentFiles.append(path) }
+        }
+    }
+
+    /// Throws ``CatalogError/Code/notFound`` for the first requested ID whose row was not deleted.
+    func requireAllDeleted() throws {
+        let deleted = Set(records.map(\.id.rawValue))
+        if let missing = requested.first(where: { !deleted.contains($0) }) { throw Self.notFound(missing) }
+    }
+
+    static func notFound(_ id: Int64) -> CatalogError {
+        CatalogError(.notFound, "No asset with ID \(AssetID(id)); list assets with `assetcat ls`")
     }
 }
