@@ -103,8 +103,9 @@ extension Catalog {
     /// job's result) does not refuse the removal: the rows are deleted as they are then.
     ///
     /// The deletion is a batch deletion by ID (no objects are made), in one transaction, a
-    /// page of IDs at a time: the journal rows of the files to remove are written in it, and
-    /// the assets' jobs are cancelled once it commits, as for ``removeAll(_:dryRun:)``.
+    /// page of IDs at a time: the journal rows of the files to remove are written in it. The
+    /// assets' jobs are stopped first (queued again if the deletion fails) and cancelled for
+    /// good once it commits.
     ///
     /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids` (nothing is deleted).
     @discardableResult
@@ -159,7 +160,15 @@ extension Catalog {
                     }
                     return Array(sorted[low..<min(low + 500, sorted.count)])
                 }
-                try context.save()
+                // As `prepareForDeletion` does: the assets' jobs stop before the deletion, and
+                // run again if it fails (those of members it cascades to stop at the commit).
+                for id in sorted { AssetRules.deletionBegan(id, in: context) }
+                do {
+                    try context.save()
+                } catch {
+                    for id in sorted { AssetRules.deletionLeft(id, in: context) }
+                    throw error
+                }
                 return removal
             }
         }
