@@ -100,18 +100,16 @@ extension Catalog {
     /// files whose content no other asset uses are removed — only after the
     /// deletion has committed. With `dryRun`, reports what would go and
     /// changes nothing. A change to the same assets committed meanwhile (a
-    /// job's result) does not refuse the removal: the rows are deleted as they are then.
+    /// job's result) does not refuse the removal: it runs again on the new rows.
     ///
-    /// The deletion is a batch deletion by ID (no objects are made), in one transaction, a
-    /// page of IDs at a time: the journal rows of the files to remove are written in it. The
-    /// assets' jobs are stopped first (queued again if the deletion fails) and cancelled for
-    /// good once it commits.
+    /// The assets are deleted as objects: every hook runs (`prepareForDeletion`, `willSave`),
+    /// on the objects of a program's own entities that the deletion cascades to too. For
+    /// thousands of assets, ``removeRows(_:)`` deletes them as rows.
     ///
     /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids` (nothing is deleted).
     @discardableResult
     public func remove(_ ids: some Collection<AssetID>, dryRun: Bool = false) throws -> RemovalResult {
-        guard dryRun else { return try removeRows(ids) }
-        return try storeErrors {
+        try storeErrors {
             try withRetriedContext { context in
                 let assets = try ids.map { try existingAsset($0, in: context) }
                 for asset in assets { context.delete(asset) }
@@ -139,10 +137,23 @@ extension Catalog {
         }
     }
 
-    /// Deletes the assets `ids` (and their archives' members) as rows, in one save, and says
-    /// what went: the rows as the transaction deleted them, and the files of their content
-    /// that were in `objects/` before and are gone once the sweep after the commit has run.
-    private func removeRows(_ ids: some Collection<AssetID>) throws -> RemovalResult {
+    /// Deletes assets (and the members of archives among them) as ``remove(_:dryRun:)`` does,
+    /// with the same result, but as rows — a batch deletion by ID, as ``removeAll(_:dryRun:)``
+    /// deletes a query's assets: no objects are made, in one transaction, a page of IDs at a
+    /// time. The journal rows of the files to remove are written in it, and the files go
+    /// after the commit. The assets' jobs are stopped first (queued again if the deletion
+    /// fails) and cancelled for good once it commits. A program's own entities that the
+    /// deletion reaches get ``ManagedObject/willBatchDelete(_:effects:)``, not
+    /// `prepareForDeletion` or `willSave`. `assetcat rm ID...` and `rm --from-file` use it.
+    ///
+    /// The result lists the rows as the transaction deleted them (a change committed
+    /// meanwhile, a job's result, is in it), by ID, and the files of their content that were
+    /// in `objects/` before and are gone once the sweep after the commit has run.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids`, checked inside
+    ///   the transaction (nothing is deleted).
+    @discardableResult
+    public func removeRows(_ ids: some Collection<AssetID>) throws -> RemovalResult {
         let sorted = Array(Set(ids.map(\.rawValue))).sorted()
         let result = try storeErrors {
             try withContext { context in
@@ -338,7 +349,7 @@ extension Catalog {
     }
 }
 
-/// What ``Catalog/remove(_:dryRun:)`` deletes as rows, gathered inside its transaction from
+/// What ``Catalog/removeRows(_:)`` deletes as rows, gathered inside its transaction from
 /// ``Asset/willBatchDelete(_:effects:)``: the records of the rows (the requested ones and
 /// the members their deletion cascades to), and the files of their managed content that
 /// exist before the commit. Before the commit, every requested ID must have had its row:

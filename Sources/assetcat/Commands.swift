@@ -265,7 +265,7 @@ extension AssetCat {
             // Resolved a page of references at a time; removed as rows, in one transaction.
             let ids = try catalog.assetIDs(
                 for: fromFile.map(AssetReference.lines(ofFile:)) ?? assets + BulkArguments.rest())
-            let result = try catalog.remove(ids, dryRun: dryRun)
+            let result = try dryRun ? catalog.remove(ids, dryRun: true) : catalog.removeRows(ids)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(

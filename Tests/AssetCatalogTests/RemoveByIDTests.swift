@@ -5,9 +5,9 @@ import Testing
 
 @testable import AssetCatalog
 
-/// ``Catalog/remove(_:dryRun:)`` deletes by ID as rows (a batch deletion, no objects): one
+/// ``Catalog/removeRows(_:)`` deletes by ID as rows (a batch deletion, no objects): one
 /// transaction, archive members with their archives, each content's file once no asset uses
-/// it — and says what went as it did when it deleted objects.
+/// it — and says what went as ``Catalog/remove(_:dryRun:)`` does.
 @Suite struct RemoveByIDTests {
     @Test func theAssetsGoAsRowsAndTheResultListsThemWithTheirMembersAndFiles() async throws {
         let t = try TestCatalog()
@@ -23,7 +23,7 @@ import Testing
         let notifications = catalog.saveNotifications()
 
         // b twice, and a member of the archive that goes anyway: each goes once.
-        let result = try catalog.remove([added[1].id, archive.id, added[0].id, added[1].id, members[0].id])
+        let result = try catalog.removeRows([added[1].id, archive.id, added[0].id, added[1].id, members[0].id])
         #expect(!result.wasDryRun)
         #expect(result.removed.map(\.id) == ([archive.id] + members.map(\.id) + [added[0].id, added[1].id]).sorted())
         #expect(
@@ -56,7 +56,7 @@ import Testing
         let added = try await catalog.add([t.file("a.txt", "hello\n"), t.file("b.txt", "bye\n")]).added
         let before = try catalog.assets()
         for ids in [[added[0].id, AssetID(99), added[1].id], [AssetID(99)]] {
-            let error = #expect(throws: CatalogError.self) { try catalog.remove(ids) }
+            let error = #expect(throws: CatalogError.self) { try catalog.removeRows(ids) }
             #expect(error?.code == .notFound)
             #expect(error?.message == "No asset with ID 99; list assets with `assetcat ls`")
             #expect(try catalog.assets() == before)
