@@ -168,6 +168,7 @@ public final class Asset: ManagedObject {
     /// asset.
     override public class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
         try AssetRules(effects).deleted(rows: rows)
+        (effects.userInfo[RowRemoval.key] as? RowRemoval)?.deleted(rows, effects: effects)
     }
 
     /// The key of a context's `userInfo` under which an add or an import leaves its

@@ -102,6 +102,10 @@ extension Catalog {
     /// changes nothing. A change to the same assets committed meanwhile (a
     /// job's result) does not refuse the removal: it runs again on the new rows.
     ///
+    /// The assets are deleted as objects: every hook runs (`prepareForDeletion`, `willSave`),
+    /// on the objects of a program's own entities that the deletion cascades to too. For
+    /// thousands of assets, ``removeRows(_:)`` deletes them as rows.
+    ///
     /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids` (nothing is deleted).
     @discardableResult
     public func remove(_ ids: some Collection<AssetID>, dryRun: Bool = false) throws -> RemovalResult {
@@ -131,6 +135,59 @@ extension Catalog {
                 return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
             }
         }
+    }
+
+    /// Deletes assets (and the members of archives among them) as ``remove(_:dryRun:)`` does,
+    /// with the same result, but as rows — a batch deletion by ID, as ``removeAll(_:dryRun:)``
+    /// deletes a query's assets: no objects are made, in one transaction, a page of IDs at a
+    /// time. The journal rows of the files to remove are written in it, and the files go
+    /// after the commit. The assets' jobs are stopped first (queued again if the deletion
+    /// fails) and cancelled for good once it commits. A program's own entities that the
+    /// deletion reaches get ``ManagedObject/willBatchDelete(_:effects:)``, not
+    /// `prepareForDeletion` or `willSave`. `assetcat rm ID...` and `rm --from-file` use it.
+    ///
+    /// The result lists the rows as the transaction deleted them (a change committed
+    /// meanwhile, a job's result, is in it), by ID, and the files of their content that were
+    /// in `objects/` before and are gone once the sweep after the commit has run.
+    ///
+    /// - Throws: ``CatalogError/Code/notFound`` when no asset has one of `ids`, checked inside
+    ///   the transaction (nothing is deleted).
+    @discardableResult
+    public func removeRows(_ ids: some Collection<AssetID>) throws -> RemovalResult {
+        let sorted = Array(Set(ids.map(\.rawValue))).sorted()
+        let result = try storeErrors {
+            try withContext { context in
+                let removal = RowRemoval(requested: sorted, objectPath: content.objectPath)
+                context.userInfo[RowRemoval.key] = removal
+                try context.deleteRows(Asset.self) { after in
+                    if after == 0 { removal.restart() }  // a save that starts again gathers again
+                    // The next page of requested IDs above `after`, by binary search: a save
+                    // that starts again asks from 0.
+                    var low = 0
+                    var high = sorted.count
+                    while low < high {
+                        let middle = (low + high) / 2
+                        if sorted[middle] > after { high = middle } else { low = middle + 1 }
+                    }
+                    return Array(sorted[low..<min(low + 500, sorted.count)])
+                }
+                // As `prepareForDeletion` does: the assets' jobs stop before the deletion, and
+                // run again if it fails (those of members it cascades to stop at the commit).
+                for id in sorted { AssetRules.deletionBegan(id, in: context) }
+                do {
+                    try context.save()
+                } catch {
+                    for id in sorted { AssetRules.deletionLeft(id, in: context) }
+                    throw error
+                }
+                return removal
+            }
+        }
+        // No requested row was there (another process removed them all first): nothing was deleted.
+        try result.requireAllDeleted()
+        let records = result.records.sorted { $0.id < $1.id }
+        let removed = result.presentFiles.sorted().filter { !FileManager.default.fileExists(atPath: $0) }
+        return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
     }
 
     /// Deletes one asset (and its members, if it is an archive), as the overload that takes several IDs does.
@@ -289,5 +346,58 @@ extension Catalog {
             }
             return stats
         }
+    }
+}
+
+/// What ``Catalog/removeRows(_:)`` deletes as rows, gathered inside its transaction from
+/// ``Asset/willBatchDelete(_:effects:)``: the records of the rows (the requested ones and
+/// the members their deletion cascades to), and the files of their managed content that
+/// exist before the commit. Before the commit, every requested ID must have had its row:
+/// one deleted meanwhile by another process makes the save fail, as an unknown ID does.
+final class RowRemoval {
+    static let key = "AssetCatalog.rowRemoval"
+    let requested: [Int64]
+    let objectPath: (String) -> String
+    var records: [AssetRecord] = []
+    var digests = Set<String>()
+    var presentFiles: [String] = []
+    private var checksBeforeCommit = false
+
+    init(requested: [Int64], objectPath: @escaping (String) -> String) {
+        self.requested = requested
+        self.objectPath = objectPath
+    }
+
+    /// Forgets what an earlier attempt of the save gathered.
+    func restart() {
+        records.removeAll()
+        digests.removeAll()
+        presentFiles.removeAll()
+        checksBeforeCommit = false
+    }
+
+    /// One page of deleted rows.
+    func deleted(_ rows: [ObjectSnapshot], effects: SaveEffects) {
+        if !checksBeforeCommit {
+            checksBeforeCommit = true
+            effects.beforeCommit { [self] _ in try requireAllDeleted() }
+        }
+        for row in rows {
+            let record = AssetRecord(snapshot: row)
+            records.append(record)
+            guard record.storage == .managed, digests.insert(record.sha256).inserted else { continue }
+            let path = objectPath(record.sha256)
+            if FileManager.default.fileExists(atPath: path) { presentFiles.append(path) }
+        }
+    }
+
+    /// Throws ``CatalogError/Code/notFound`` for the first requested ID whose row was not deleted.
+    func requireAllDeleted() throws {
+        let deleted = Set(records.map(\.id.rawValue))
+        if let missing = requested.first(where: { !deleted.contains($0) }) { throw Self.notFound(missing) }
+    }
+
+    static func notFound(_ id: Int64) -> CatalogError {
+        CatalogError(.notFound, "No asset with ID \(AssetID(id)); list assets with `assetcat ls`")
     }
 }

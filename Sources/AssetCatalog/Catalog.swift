@@ -75,10 +75,10 @@ final class CatalogRuntime: Sendable {
             context.userInfo[Self.key] = self
             context.mergePolicy = .overwrite  // another process may have swept a row already
             return try context.performAndWait {
-                // Plans in batches of 1,000 per transaction; a batch that fails
-                // is retried one plan at a time, so a plan that cannot be
-                // carried out (an I/O error) stays pending without holding up
-                // the others.
+                // Plans in batches of 10,000 per transaction, each synced once (the folders, or
+                // the file system): a removal of 10,000 files syncs once, as `rm -rf` + `sync`
+                // does. A batch that fails is retried one plan at a time, so a plan that cannot
+                // be carried out (an I/O error) stays pending without holding up the others.
                 var done = 0
                 // Hidden files of exports whose process is gone.
                 var firstError = try removeAbandonedTemporaries(in: context)
@@ -99,7 +99,7 @@ final class CatalogRuntime: Sendable {
                 while true {
                     let batch = try context.fetch(
                         FetchRequest<RemovalPlan>(
-                            predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 1_000))
+                            predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000))
                     guard let end = batch.last?.objectID.rowID else { break }
                     last = end
                     for plan in batch { context.delete(plan) }

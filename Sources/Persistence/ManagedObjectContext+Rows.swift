@@ -219,6 +219,14 @@ extension ManagedObjectContext {
     /// work) happens for batch deletes too. Returns a notification with the
     /// deleted and nullified IDs: pass it to ``mergeChanges(from:)`` of live
     /// contexts (contexts that merge automatically get it anyway).
+    ///
+    /// The rows are selected and deleted a page at a time, in one transaction: each page is
+    /// the matching rows with IDs above the last page's, selected when it is read, so memory
+    /// holds one page however many rows match. What earlier pages did is seen: a row that
+    /// matches by then (written or changed by a hook or a cascade) goes if its ID is above
+    /// the last page's and stays if below; a row that no longer matches stays. A request
+    /// with a limit or an offset deletes the rows of that window, listed first. If a hook or
+    /// a delete rule throws on any page, nothing is written.
     @discardableResult
     public func batchDelete<T: ManagedObject>(_ request: FetchRequest<T>) throws -> SaveNotification {
         try batchDelete(request, namingRowsByRange: false)

@@ -859,6 +859,9 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
+    /// The rows a batch deletion reads and deletes at a time.
+    static let deletionPageSize = 500
+
     /// Deletes the rows a ``RowChanges/Deletion`` names, a page at a time.
     private func deleteRows(
         _ db: Database, _ deletion: RowChanges.Deletion, _ effects: SaveEffects, _ tally: inout DeletionTally
@@ -868,8 +871,8 @@ final class SQLiteStore: PersistentStore {
         switch deletion.selection {
         case .pages(let named):
             pages = named
-        case .matching(let fetch):
-            // The rows that match now; deleted a page at a time.
+        case .matching(let fetch) where fetch.limit != nil || fetch.offset > 0:
+            // A window: its rows, listed now (no more than its limit), deleted a page at a time.
             let (query, arguments) = select("\"id\"", fetch)
             let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
             let entitySQL = sql[entity.name]!
@@ -879,6 +882,25 @@ final class SQLiteStore: PersistentStore {
                 try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
             }
             return
+        case .matching(let fetch):
+            // Each page is the matching rows with IDs above the last page's, selected as it is
+            // read: memory holds one page, whatever the number of rows. What earlier pages did
+            // (cascades, rows their hooks wrote) is seen: a row that matches by then is deleted
+            // if its ID is above the last page's, and left if below; a row that no longer
+            // matches when its page is read is left.
+            let entitySQL = sql[entity.name]!
+            var after: Int64 = 0
+            while true {
+                var page = fetch
+                page.predicate = fetch.predicate.map { .and([$0, .rowIDAbove(after)]) } ?? .rowIDAbove(after)
+                page.sort = [SortKey(property: nil, ascending: true)]
+                page.limit = Self.deletionPageSize
+                let (query, arguments) = select(entitySQL.selectList, page)
+                let rows = try Self.readRows(db, query, arguments, entitySQL)
+                guard let last = rows.last else { return }
+                try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
+                after = last.id
+            }
         }
         var after: Int64 = 0
         while true {

@@ -90,8 +90,8 @@ public final class SaveEffects {
 
     /// Deletes the rows `request` matches in the save's transaction (with the schema's
     /// delete rules, as ``ManagedObjectContext/batchDelete(_:)`` does), after the save's
-    /// deletions and updates of objects and before its inserts: the rows that match when the
-    /// transaction starts go. The objects of live contexts are not touched: use it for rows
+    /// deletions and updates of objects and before its inserts: the rows that match go, selected
+    /// a page at a time as ``ManagedObjectContext/batchDelete(_:)`` selects them. The objects of live contexts are not touched: use it for rows
     /// no context holds as objects (rows kept in step with an object's values).
     ///
     /// - Throws: ``PersistenceError/Code/misuse`` when called after `willSave` (from a

@@ -20,16 +20,19 @@ struct AssetCat: AsyncParsableCommand {
 }
 
 extension AssetCat {
-    /// Refuses an unknown option (``OptionCheck``), then parses and runs as ArgumentParser does.
+    /// Refuses an unknown option (``OptionCheck``), takes out `rm`'s references past the
+    /// first (``BulkArguments``), then parses and runs as ArgumentParser does.
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        if OptionCheck.hasOptions(arguments), let root = OptionCheck.commands(of: AssetCat.self),
-            let message = OptionCheck.unknownOption(in: arguments, root: root)
-        {
-            Terminal.error(message)
-            Foundation.exit(ExitCode.validationFailure.rawValue)
+        var valued: Set<String> = []
+        if OptionCheck.hasOptions(arguments), let root = OptionCheck.commands(of: AssetCat.self) {
+            if let message = OptionCheck.unknownOption(in: arguments, root: root) {
+                Terminal.error(message)
+                Foundation.exit(ExitCode.validationFailure.rawValue)
+            }
+            valued = root.subcommands["rm"]?.valued ?? []
         }
-        await main(arguments)
+        await main(BulkArguments.take(from: arguments, valued: valued))
     }
 }
 

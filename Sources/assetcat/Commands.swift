@@ -205,6 +205,7 @@ extension AssetCat {
             commandName: "rm", abstract: "Delete assets; their files go only after the deletion has committed.")
 
         @OptionGroup var options: CatalogOption
+        /// The first reference as ArgumentParser parsed it; the rest are ``BulkArguments/rest()``.
         @Argument(help: "Asset IDs or names.") var assets: [String] = []
         @Option(
             name: .customLong("tag"),
@@ -261,10 +262,10 @@ extension AssetCat {
                         + "\(tagged)\(excluded)\(members)\(files)")
                 return
             }
-            let ids =
-                try fromFile.map { try catalog.assetIDs(for: AssetReference.lines(ofFile: $0)) }
-                ?? AssetReference.resolve(assets, in: catalog)
-            let result = try catalog.remove(ids, dryRun: dryRun)
+            // Resolved a page of references at a time; removed as rows, in one transaction.
+            let ids = try catalog.assetIDs(
+                for: fromFile.map(AssetReference.lines(ofFile:)) ?? assets + BulkArguments.rest())
+            let result = try dryRun ? catalog.remove(ids, dryRun: true) : catalog.removeRows(ids)
             let verb = dryRun ? "would remove" : "removed"
             for a in result.removed { print("\(verb) \(a.id)  \(DisplayText.quoted(a.name))") }
             print(

@@ -10,6 +10,8 @@ enum OptionCheck {
     /// One command's option names, as they are typed (`--catalog`, `-h`), and its subcommands.
     struct Command {
         var names: Set<String> = []
+        /// The names of the options that take a value (`--tag T`), not flags.
+        var valued: Set<String> = []
         var subcommands: [String: Command] = [:]
         var defaultSubcommand: String?
     }
@@ -54,7 +56,9 @@ enum OptionCheck {
             for argument in info["arguments"] as? [[String: Any]] ?? [] {
                 for name in argument["names"] as? [[String: Any]] ?? [] {
                     guard let kind = name["kind"] as? String, let text = name["name"] as? String else { continue }
-                    result.names.insert((kind == "long" ? "--" : "-") + text)
+                    let typed = (kind == "long" ? "--" : "-") + text
+                    result.names.insert(typed)
+                    if argument["kind"] as? String == "option" { result.valued.insert(typed) }
                 }
             }
             for sub in info["subcommands"] as? [[String: Any]] ?? [] {
