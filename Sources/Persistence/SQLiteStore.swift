@@ -90,7 +90,13 @@ final class SQLiteStore: PersistentStore {
             // The writer's statement journals (every insert that fires a tally's triggers has
             // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
             // writes a row of an add.
-            if !db.configuration.readonly { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+            // Its page cache holds 16 MiB (SQLite's default: 2 MiB): a large save's random
+            // inserts into an index (a digest, a name) otherwise spill pages to the `-wal` and
+            // read them back before the commit.
+            if !db.configuration.readonly {
+                try db.execute(sql: "PRAGMA temp_store = MEMORY")
+                try db.execute(sql: "PRAGMA cache_size = -16384")
+            }
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
