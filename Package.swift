@@ -24,13 +24,15 @@ let package = Package(
         .target(name: "ArchiveIO", dependencies: ["CArchive", "CFileSync"]),
         // OpenSSL's libcrypto, as a system library: the digests swift-crypto lacks (SHA-224).
         .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
+        // sqlite3_db_config, which Swift cannot call (variadic), for Persistence's writer.
+        .systemLibrary(name: "CSQLiteConfig"),
         // A lock ThreadSanitizer sees, for the state threads share (Synchronization.Mutex it does not).
         .target(name: "Locking"),
         // Core Data's object lifecycle over SQLite. Knows nothing of assets.
         .target(
             name: "Persistence",
             dependencies: [
-                "Locking",
+                "Locking", "CSQLiteConfig",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

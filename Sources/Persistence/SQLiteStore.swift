@@ -1,3 +1,4 @@
+import CSQLiteConfig
 import Foundation
 import GRDB
 import GRDBSQLite
@@ -89,7 +90,13 @@ final class SQLiteStore: PersistentStore {
             // The writer's statement journals (every insert that fires a tally's triggers has
             // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
             // writes a row of an add.
-            if !db.configuration.readonly { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+            // Its page cache holds 16 MiB (SQLite's default: 2 MiB): a large save's random
+            // inserts into an index (a digest, a name) otherwise spill pages to the `-wal` and
+            // read them back before the commit.
+            if !db.configuration.readonly {
+                try db.execute(sql: "PRAGMA temp_store = MEMORY")
+                try db.execute(sql: "PRAGMA cache_size = -16384")
+            }
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
@@ -1256,10 +1263,51 @@ final class SQLiteStore: PersistentStore {
                 StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
             }
             for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
-            try Self.insertRows(db, inserts, sql: sql)
+            try insertTallyingOnce(db, insertion.entity, inserts)
             try insertEffectRows(db, effects, from: planned, refusingLinksInto: deleted)
         }
     }
+
+    /// Inserts `rows` of `entity`, whose IDs are consecutive. A batch of at least
+    /// ``rangeTallyMinimum`` rows of an entity with tallies is written with the connection's
+    /// triggers off, then added to the tallies with one aggregate statement a tally over the
+    /// rows' IDs (``rangeTallySQL(_:table:)``): a tally trigger fired for each row (a statement
+    /// journal, a sub-program, an upsert a tally) costs more than writing the row. The counts
+    /// come out as the triggers would have made them, in the same transaction: a rollback or
+    /// a killed process discards them with the rows. A table with a trigger the store did not
+    /// make keeps its triggers.
+    private func insertTallyingOnce(_ db: Database, _ entity: EntityDescription, _ rows: [StoreChanges.Insert])
+        throws
+    {
+        guard rows.count >= Self.rangeTallyMinimum, let first = rows.first?.id, let last = rows.last?.id,
+            last - first == Int64(rows.count - 1)
+        else { return try Self.insertRows(db, rows, sql: sql) }
+        let table = sql[entity.name]!.table
+        let statements = try SQLiteStore.rangeTallySQL(entity, table: table)
+        guard !statements.isEmpty else { return try Self.insertRows(db, rows, sql: sql) }
+        let others = try Int.fetchOne(
+            db,
+            sql: """
+                SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE \
+                AND NOT (name GLOB '_persistence_tally_*')
+                """, arguments: [entity.name])
+        guard others == 0 else { return try Self.insertRows(db, rows, sql: sql) }
+        let connection = db.sqliteConnection
+        guard persistence_set_triggers_enabled(connection, 0) == 0 else {
+            return try Self.insertRows(db, rows, sql: sql)
+        }
+        do {
+            defer { _ = persistence_set_triggers_enabled(connection, 1) }
+            try Self.insertRows(db, rows, sql: sql)
+        }
+        for statement in statements {
+            try db.execute(sql: statement, arguments: [first, last])
+        }
+    }
+
+    /// The fewest rows of one batch whose tallies are counted for the batch rather than by
+    /// a trigger a row.
+    static let rangeTallyMinimum = 32
 
     /// The error of an insertion's rows (its `configure` or its entity's hook), a deletion's
     /// page or a `willBatchDelete` hook, carried out of

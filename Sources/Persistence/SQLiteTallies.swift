@@ -130,6 +130,40 @@ extension SQLiteStore {
         }
     }
 
+    /// The statements that add the rows of `entity` whose IDs are in `?1...?2`, all inserted
+    /// by the current statement's transaction with the triggers off, to its tallies: one
+    /// statement a tally, each counting the range with an aggregate, as the insert trigger
+    /// would have counted its rows one by one. Empty when the entity has no tallies.
+    static func rangeTallySQL(_ entity: EntityDescription, table: String) throws -> [String] {
+        let e = literal(.text(entity.name))
+        let upsert =
+            " ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total"
+        let range = "\(table).\"id\" BETWEEN ?1 AND ?2"
+        return try entity.resolvedTallies().map { tally in
+            let name = literal(.text(tally.name))
+            let sum = sumExpression(tally, row: table)
+            let cond = condition(tally, row: table)
+            guard let distinct = tally.distinct else {
+                let key = keyExpression(tally.key, row: table)
+                return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), "
+                    + "count(*), IFNULL(sum(\(sum)), 0) FROM \(table) WHERE \(range) AND \(cond) GROUP BY 3" + upsert
+            }
+            // Each value the range holds counts once, unless a row outside the range holds it
+            // (that row counted it). A NULL counts once a row, as the trigger counts it.
+            let column = "\(table).\(quote(distinct))"
+            let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+            let values =
+                "SELECT \(column) AS v, max(\(sum)) AS total, sum(\(sum)) AS totals, count(*) AS rows FROM \(table) "
+                + "WHERE \(range) AND \(cond) GROUP BY \(column)"
+            let alone =
+                "NOT EXISTS (SELECT 1 FROM \(table) AS o WHERE o.\(quote(distinct)) = g.v\(filter) "
+                + "AND (o.\"id\" < ?1 OR o.\"id\" > ?2))"
+            return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), '', "
+                + "IFNULL(sum(IIF(g.v IS NULL, g.rows, 1)), 0), IFNULL(sum(IIF(g.v IS NULL, g.totals, g.total)), 0) "
+                + "FROM (\(values)) AS g WHERE \(alone) HAVING count(*) > 0" + upsert
+        }
+    }
+
     // MARK: - SQL
 
     /// The triggers of `entity`'s tallies, by name (an empty text: none wanted).

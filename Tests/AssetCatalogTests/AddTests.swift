@@ -22,6 +22,19 @@ import Testing
         #expect(try catalog.assets(AssetQuery(tag: "z")).isEmpty)
     }
 
+    /// The digest an add records is SHA-256 in lowercase hex (the test vectors of FIPS 180-2).
+    @Test func digestsAreLowercaseHexSHA256() throws {
+        let t = try TestCatalog()
+        let vectors = [
+            "": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "abc": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+        ]
+        for (text, expected) in vectors {
+            let path = try t.file("vector-\(text.count).txt", text)
+            #expect(try ContentStore.digest(ofFileAt: path).digest == expected)
+        }
+    }
+
     @Test func badInputIsRefusedBeforeAnythingIsAdded() async throws {
         let t = try TestCatalog()
         let catalog = try t.create()

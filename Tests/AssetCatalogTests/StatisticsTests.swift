@@ -188,6 +188,33 @@ import Testing
         try Self.expectExact(catalog)
     }
 
+    /// An add's batches are counted a batch at a time (not by a trigger a row): contents
+    /// repeated within a batch, across batches and already in the catalog count once, and a
+    /// process killed before a large batch commits leaves the counts of what did commit.
+    @Test func largeAddsCountContentOnceAndAKilledOneLeavesTheCountsRight() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        _ = try await catalog.add([try t.file("old.txt", "content 0")])
+        var paths: [String] = []
+        for i in 0..<300 { paths.append(try t.file("many/f\(i).txt", "content \(i % 40)")) }
+        let result = try await catalog.add(paths, options: AddOptions(batchSize: 64))
+        #expect(result.addedCount == 300)
+        try Self.expectExact(catalog)
+        var stats = try catalog.stats()
+        #expect((stats.assets, stats.managed, stats.objectFiles) == (301, 301, 40))
+        catalog.close()
+
+        var more: [String] = []
+        for i in 0..<100 { more.append(try t.file("more/g\(i).txt", "other \(i)")) }
+        let run = try await t.run(["add"] + more, environment: ["ASSETCAT_FAULT": "before-add-commit"])
+        #expect(run.status == 86)
+        let reopened = try t.open()
+        defer { reopened.close() }
+        stats = try reopened.stats()
+        #expect((stats.assets, stats.objectFiles, stats.pendingRemovals) == (301, 40, 0))
+        try Self.expectExact(reopened)
+    }
+
     /// Assets per tag are kept as the other counts are (`AssetTag.tallies`): through adds
     /// with tags, archive members that take their archive's, tag changes, a rolled-back
     /// change, a deletion's cascade and a batch delete; a repair fixes a tampered one.

@@ -274,6 +274,71 @@ final class UncountedThing: ManagedObject {
         #expect(try reopened.container.recountTallies() == [])
     }
 
+    /// Rows inserted in batches of more than a few rows are counted for the batch, by
+    /// aggregates over its IDs, not by the triggers a row: the counts must come out as the
+    /// triggers make them — values already counted by rows outside the batch, repeated
+    /// inside it, filtered out — and go with the rows when the save fails.
+    @Test func largeBatchesOfRowsAreCountedAsTheTriggersCountThem() throws {
+        let store = try Store()
+        let context = store.container.newBackgroundContext()
+        item(context, "image", 4, code: "shared")  // counted before the batch
+        try context.save()
+        _ = try context.insertRows(
+            TallyItem.self, count: 1_000, batchSize: 300,
+            streaming: { i, row in
+                row[\.kind] = ["image", "text", "row"][i % 3]
+                row[\.size] = 4
+                row[\.code] = i % 100 == 0 ? "shared" : "r\(i % 250)"  // repeated across batches too
+                row[\.stocked] = i % 7 != 0
+            })
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["image"] == TallyCount(key: "image", count: 335, total: 1_340))
+        // "shared" and r0…r249: 251 codes of 4 bytes.
+        #expect(try store.kept().codes == TallyCount(key: "", count: 251, total: 1_004))
+
+        // A save that fails keeps nothing of its batches' counts…
+        struct DiskFull: Error {}
+        let before = try store.kept()
+        try context.insertRows(TallyItem.self, count: 500) { i, row in
+            row[\.kind] = "lost"
+            row[\.code] = "lost\(i)"
+        }
+        store.container.failNextCommit(with: DiskFull())
+        #expect(throws: (any Error).self) { try context.save() }
+        #expect(try store.kept().kinds == before.kinds)
+        #expect(try store.kept().codes == before.codes)
+        context.rollback()
+
+        // …and leaves the triggers on: a row written one at a time is still counted.
+        item(context, "video", 9, code: "single")
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["video"] == TallyCount(key: "video", count: 1, total: 9))
+        #expect(try store.kept().codes == TallyCount(key: "", count: 252, total: 1_013))
+    }
+
+    /// A table given a trigger of its own (by another program) keeps it firing for every row
+    /// of a large batch: the batch is not written with the triggers off then.
+    @Test func aTableWithAForeignTriggerKeepsItForLargeBatches() async throws {
+        let store = try Store()
+        store.container.close()
+        try await TallyTests.tamper(
+            store.url,
+            """
+            CREATE TABLE audit (n INTEGER NOT NULL);
+            CREATE TRIGGER audit_insert AFTER INSERT ON TallyItem BEGIN INSERT INTO audit VALUES (NEW.id); END;
+            """)
+        let reopened = try Store(url: store.url)
+        let context = reopened.container.newBackgroundContext()
+        try context.insertRows(TallyItem.self, count: 200) { i, row in row[\.code] = "a\(i)" }
+        try context.save()
+        try reopened.expectExact()
+        reopened.container.close()
+        let run = try await ChildProcess.run("/usr/bin/sqlite3", [store.url.path, "SELECT count(*) FROM audit"])
+        #expect(run.stdoutText == "200\n")
+    }
+
     static func tamper(_ url: URL, _ sql: String) async throws {
         let run = try await ChildProcess.run("/usr/bin/sqlite3", [url.path, sql])
         #expect(run.status == 0, "\(run.stderrText)")
