@@ -183,7 +183,11 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
             return directory.appending(path: "store.sqlite")
         case .postgresql:
             guard let server = ProcessInfo.processInfo.environment[Self.serverVariable], !server.isEmpty else {
-                try Test.cancel("no PostgreSQL server: \(Self.serverVariable) is not set (make test sets it)")
+                let reason = "no PostgreSQL server: \(Self.serverVariable) is not set (make test sets it)"
+                // A cancelled test case is not listed with its reason: say it here, one line a case.
+                FileHandle.standardError.write(
+                    Data("◇ skipped on PostgreSQL: \(Test.current?.name ?? "?"): \(reason)\n".utf8))
+                try Test.cancel(Comment(rawValue: reason))
             }
             let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             guard var components = URLComponents(string: server) else {
