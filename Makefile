@@ -1,5 +1,7 @@
 # The two commands of the README: `make demo` and `make test`.
 # Both install what the machine lacks (Scripts/install-deps.sh), then build.
+# The tests run with a private PostgreSQL cluster (Scripts/with-postgres.sh starts it, names
+# it in ASSETCAT_TEST_POSTGRESQL_URL, and stops and removes it afterwards, even on failure).
 SWIFT ?= swift
 # Arguments of ScaleBenchmarks in `make bench`, e.g. SCALE="--assets 10000000 --files 1000000".
 SCALE ?=
@@ -20,15 +22,15 @@ demo-persistence: build
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	./Scripts/with-postgres.sh $(SWIFT) test --skip-build
 
 # The whole suite under AddressSanitizer, then ThreadSanitizer; fails on any report.
 sanitize: deps
-	SWIFT=$(SWIFT) ./Scripts/sanitize.sh
+	SWIFT=$(SWIFT) ./Scripts/with-postgres.sh ./Scripts/sanitize.sh
 
 # AddressSanitizer only: what CI runs after `make test` (both sanitizers do not fit its time).
 sanitize-address: deps
-	SWIFT=$(SWIFT) ./Scripts/sanitize.sh --asan-only
+	SWIFT=$(SWIFT) ./Scripts/with-postgres.sh ./Scripts/sanitize.sh --asan-only
 
 bench: deps
 	$(SWIFT) build -c release --scratch-path .build-bench --product assetcat

@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "Persistence", targets: ["Persistence"]),
+        .library(name: "PersistencePostgreSQL", targets: ["PersistencePostgreSQL"]),
         .library(name: "ArchiveIO", targets: ["ArchiveIO"]),
         .library(name: "BagIt", targets: ["BagIt"]),
         .library(name: "AssetCatalog", targets: ["AssetCatalog"]),
@@ -16,6 +17,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
+        // Named for the event loops postgres-nio runs on (the version postgres-nio resolves).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
     ],
     targets: [
         // libarchive, as a system library (see Sources/CArchive/shim.h).
@@ -35,6 +39,19 @@ let package = Package(
                 "Locking", "CSQLiteConfig",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A second store for Persistence: PostgreSQL, through postgres-nio. Knows nothing of
+        // assets; Persistence knows nothing of it (it implements Persistence's package-level
+        // `PersistentStore`).
+        .target(
+            name: "PersistencePostgreSQL",
+            dependencies: [
+                "Persistence", "Locking",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -84,7 +101,7 @@ let package = Package(
         .testTarget(
             name: "PersistenceTests",
             dependencies: [
-                "Persistence", "persistence-fixture", "TestScratch",
+                "Persistence", "PersistencePostgreSQL", "persistence-fixture", "TestScratch",
                 // To damage stores as a user's mistake would (tables dropped, a schema gone).
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]

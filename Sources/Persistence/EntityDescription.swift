@@ -25,9 +25,9 @@ public enum DeleteRule: String, Sendable, Hashable {
 
 /// One persistent property of an entity: an attribute, a to-one relationship
 /// (a stored reference) or a to-many relationship (the inverse of a to-one).
-struct PropertyDescription: Sendable, Hashable {
+package struct PropertyDescription: Sendable, Hashable {
     /// What a property holds.
-    enum Kind: Sendable, Hashable {
+    package enum Kind: Sendable, Hashable {
         /// A value of this type, in the entity's own row.
         case attribute(AttributeType)
         /// A reference to one object of the entity named `destination`, stored in this row.
@@ -38,29 +38,29 @@ struct PropertyDescription: Sendable, Hashable {
     }
 
     /// The Swift property name; also the column name.
-    let name: String
+    package let name: String
     /// Attribute, to-one or to-many.
-    let kind: Kind
+    package let kind: Kind
     /// Whether the property may be empty (`nil`).
-    let isOptional: Bool
+    package let isOptional: Bool
     /// The value a newly inserted object starts with.
-    let defaultValue: StoreValue
+    package let defaultValue: StoreValue
     /// Whether the store keeps an index on the property (``AttributeOptions/indexed``).
-    let isIndexed: Bool
+    package let isIndexed: Bool
     /// Whether no two rows may hold the same value (``AttributeOptions/unique``).
-    let isUnique: Bool
+    package let isUnique: Bool
     /// What deleting an object does to the objects this relationship reaches.
-    let deleteRule: DeleteRule
+    package let deleteRule: DeleteRule
     /// For a to-one relationship that no to-many names as its inverse: what deleting its
     /// destination does to the object that points at it (``ToOne``'s
     /// `onDestinationDelete`); `nil` when nothing is done.
-    let destinationDeleteRule: DeleteRule?
+    package let destinationDeleteRule: DeleteRule?
     /// The position of the value in an object's storage; `nil` for to-many
     /// relationships, which store nothing on this side.
-    let slot: Int?
+    package let slot: Int?
 
     /// Whether this property is an attribute.
-    var isAttribute: Bool {
+    package var isAttribute: Bool {
         if case .attribute = kind { return true }
         return false
     }
@@ -74,15 +74,15 @@ struct PropertyDescription: Sendable, Hashable {
 /// The entity's table is named ``name``; each attribute and to-one relationship
 /// is a column; every table also has `id` (the row ID) and `_version` (the
 /// optimistic-locking counter).
-final class EntityDescription: Sendable, CustomStringConvertible {
+package final class EntityDescription: Sendable, CustomStringConvertible {
     /// The entity name, which is also the table name.
-    let name: String
+    package let name: String
     /// The `ManagedObject` subclass.
-    let objectType: ManagedObject.Type
+    package let objectType: ManagedObject.Type
     /// The properties in declaration order (superclass properties last).
-    let properties: [PropertyDescription]
+    package let properties: [PropertyDescription]
     /// The properties that occupy a storage slot, indexed by slot.
-    let storedProperties: [PropertyDescription]
+    package let storedProperties: [PropertyDescription]
     let propertyByName: [String: PropertyDescription]
     let defaultValues: [StoreValue]
     /// The Swift type of each property, by name.
@@ -111,19 +111,19 @@ final class EntityDescription: Sendable, CustomStringConvertible {
         var nextMarker: Int32 = 1
     }
 
-    var description: String { "entity \(name)" }
+    package var description: String { "entity \(name)" }
 
     /// The properties that occupy a slot (attributes and to-one relationships).
     var attributes: [PropertyDescription] { properties.filter(\.isAttribute) }
 
     /// The property named `name`, if any.
-    func property(named name: String) -> PropertyDescription? { propertyByName[name] }
+    package func property(named name: String) -> PropertyDescription? { propertyByName[name] }
 
     /// The columns of the entity's ``ManagedObject/compositeIndexes``.
     ///
     /// - Throws: ``PersistenceError/Code/misuse`` when a key path is not a stored
     ///   property of the entity (a to-many relationship, a plain property).
-    func compositeIndexColumns() throws -> [(columns: [String], isUnique: Bool)] {
+    package func compositeIndexColumns() throws -> [(columns: [String], isUnique: Bool)] {
         try objectType.compositeIndexes.map { index in
             let columns = try index.keyPaths.map { keyPath in
                 guard let property = property(for: keyPath), property.slot != nil else {
@@ -246,7 +246,7 @@ final class EntityDescription: Sendable, CustomStringConvertible {
 
     /// The to-one property of the destination entity that is the inverse of
     /// the to-many relationship `toMany` of this entity.
-    func inverse(of toMany: PropertyDescription) throws(PersistenceError) -> PropertyDescription {
+    package func inverse(of toMany: PropertyDescription) throws(PersistenceError) -> PropertyDescription {
         if let found = inverses.withLock({ $0[toMany.name] }) { return found }
         guard let resolver = inverseResolvers[toMany.name], let found = resolver(), found.slot != nil else {
             throw PersistenceError(

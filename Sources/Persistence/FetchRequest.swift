@@ -3,7 +3,7 @@
 ///
 /// Comparisons are two-valued: a comparison with a `NULL` value is false
 /// (never unknown), so that `!` means the same in SQL and in memory.
-indirect enum PredicateNode: Sendable, Hashable {
+package indirect enum PredicateNode: Sendable, Hashable {
     case constant(Bool)
     case compare(PropertyRef, ComparisonOperator, StoreValue)
     case isIn(PropertyRef, [StoreValue])
@@ -54,9 +54,9 @@ indirect enum PredicateNode: Sendable, Hashable {
 }
 
 /// A property as predicates and sorts name it: its column and its slot.
-struct PropertyRef: Sendable, Hashable {
-    let column: String
-    let slot: Int
+package struct PropertyRef: Sendable, Hashable {
+    package let column: String
+    package let slot: Int
 
     init(_ property: PropertyDescription) {
         column = property.name
@@ -64,11 +64,11 @@ struct PropertyRef: Sendable, Hashable {
     }
 }
 
-enum ComparisonOperator: String, Sendable, Hashable {
+package enum ComparisonOperator: String, Sendable, Hashable {
     case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
 }
 
-enum TextOperator: Sendable, Hashable {
+package enum TextOperator: Sendable, Hashable {
     case contains, hasPrefix, hasSuffix
 }
 
@@ -248,10 +248,10 @@ public struct SortDescriptor<Root: ManagedObject>: Sendable {
     private init(key: SortKey) { self.key = key }
 }
 
-struct SortKey: Sendable, Hashable {
+package struct SortKey: Sendable, Hashable {
     /// `nil`: the row ID.
-    let property: PropertyRef?
-    let ascending: Bool
+    package let property: PropertyRef?
+    package let ascending: Bool
 }
 
 /// A description of objects to fetch: an entity, a predicate, an order and a window.
@@ -299,12 +299,12 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
 }
 
 /// A fetch as a store executes it.
-struct StoreFetch: Sendable {
-    var entity: EntityDescription
-    var predicate: PredicateNode?
-    var sort: [SortKey]
-    var limit: Int?
-    var offset: Int
+package struct StoreFetch: Sendable {
+    package var entity: EntityDescription
+    package var predicate: PredicateNode?
+    package var sort: [SortKey]
+    package var limit: Int?
+    package var offset: Int
 
     /// The same fetch without its window (limit and offset).
     var unwindowed: StoreFetch {

@@ -42,6 +42,9 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(name: "notFound")
         /// The API was used in a way it does not allow.
         public static let misuse = Code(name: "misuse")
+        /// The store's engine cannot do this (yet): the message names what. Nothing was
+        /// changed.
+        public static let unsupported = Code(name: "unsupported")
     }
 
     /// What kind of failure this is.
@@ -70,7 +73,7 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    init(
+    package init(
         _ code: Code, _ message: String, objectIDs: [ManagedObjectID] = [],
         underlyingErrors: [PersistenceError] = [], cause: (any Error)? = nil
     ) {
@@ -93,7 +96,9 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
 
     /// `target` cannot be deleted: `member` points at it through `property`, a to-one
     /// relationship whose `onDestinationDelete` rule is deny.
-    static func linkDenial(_ target: ManagedObjectID, _ member: ManagedObjectID, _ property: PropertyDescription)
+    package static func linkDenial(
+        _ target: ManagedObjectID, _ member: ManagedObjectID, _ property: PropertyDescription
+    )
         -> PersistenceError
     {
         PersistenceError(

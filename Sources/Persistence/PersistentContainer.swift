@@ -219,6 +219,19 @@ public final class PersistentContainer: Sendable {
         viewContext = ManagedObjectContext(core: core, parent: nil, name: "view")
     }
 
+    /// A container on a store that another module of the package opened (a second engine:
+    /// `PersistencePostgreSQL`). `storeURL` names the store in messages; it holds no
+    /// secret. Nothing is quarantined: the engine reports its own open failures.
+    package init(store: any PersistentStore, storeURL: URL, schema: Schema, options: Options = Options()) {
+        self.storeURL = storeURL
+        self.schema = schema
+        isReadOnly = options.readOnly
+        storeWasResetOnLoad = false
+        quarantinedStoreURL = nil
+        core = ContainerCore(store: store, schema: schema, logger: options.logger)
+        viewContext = ManagedObjectContext(core: core, parent: nil, name: "view")
+    }
+
     /// The folder of `quarantine/` (beside the store) that holds the store most recently
     /// moved there, if any.
     public static func quarantinedStore(of storeURL: URL) -> URL? {

@@ -1,45 +1,57 @@
-import Foundation
+package import Foundation
 
 /// A row as a store returns it: ID, version and values by slot.
-struct StoreRow: Sendable {
-    var id: Int64
-    var version: Int64
-    var values: [StoreValue]
+package struct StoreRow: Sendable {
+    package var id: Int64
+    package var version: Int64
+    package var values: [StoreValue]
+
+    package init(id: Int64, version: Int64, values: [StoreValue]) {
+        self.id = id
+        self.version = version
+        self.values = values
+    }
 }
 
 /// The writes of one save, applied by a store in one transaction.
-struct StoreChanges {
-    struct Insert {
-        var entity: EntityDescription
-        var id: Int64
-        var values: [StoreValue]
+package struct StoreChanges {
+    package struct Insert {
+        package var entity: EntityDescription
+        package var id: Int64
+        package var values: [StoreValue]
+
+        package init(entity: EntityDescription, id: Int64, values: [StoreValue]) {
+            self.entity = entity
+            self.id = id
+            self.values = values
+        }
     }
-    struct Update {
-        var entity: EntityDescription
-        var id: Int64
+    package struct Update {
+        package var entity: EntityDescription
+        package var id: Int64
         /// The version the change was made against; `nil` to overwrite.
-        var expectedVersion: Int64?
-        var slots: [Int]
-        var values: [StoreValue]
+        package var expectedVersion: Int64?
+        package var slots: [Int]
+        package var values: [StoreValue]
     }
-    struct Delete {
-        var entity: EntityDescription
-        var id: Int64
-        var expectedVersion: Int64?
+    package struct Delete {
+        package var entity: EntityDescription
+        package var id: Int64
+        package var expectedVersion: Int64?
     }
 
-    var inserts: [Insert] = []
-    var updates: [Update] = []
-    var deletes: [Delete] = []
+    package var inserts: [Insert] = []
+    package var updates: [Update] = []
+    package var deletes: [Delete] = []
     /// The rows written and deleted without objects: deletions after `deletes` and
     /// `updates`, insertions after `inserts`.
-    var rows = RowChanges()
+    package var rows = RowChanges()
     /// Whether an error that is neither the store's nor a hook's (a
     /// ``SaveEffects/beforeCommit(_:)`` check, an injected fault) is reported as a
     /// `PersistenceError` naming the store (a save), or thrown as it is (a batch delete).
-    var wrapsCommitFailures = true
+    package var wrapsCommitFailures = true
 
-    var isEmpty: Bool {
+    package var isEmpty: Bool {
         inserts.isEmpty && updates.isEmpty && deletes.isEmpty && rows.isEmpty
     }
 }
@@ -55,46 +67,46 @@ struct StoreChanges {
 /// after the objects' inserts, each insertion in the order it was added, a batch at a
 /// time. A throwing `page`, `rows` or hook aborts the save, and the store throws that
 /// error unchanged.
-struct RowChanges {
+package struct RowChanges {
     /// Rows of one entity with reserved, consecutive IDs: row `i` gets `ids.lowerBound + i`.
-    struct Insertion {
-        var entity: EntityDescription
-        var ids: Range<Int64>
+    package struct Insertion {
+        package var entity: EntityDescription
+        package var ids: Range<Int64>
         /// How many rows `rows` is asked for at a time: only one batch is in memory.
-        var batchSize: Int
+        package var batchSize: Int
         /// Whether the save notification names the rows by ID (rows made at the call) or
         /// only by range (rows the save makes).
-        var listedByID: Bool
+        package var listedByID: Bool
         /// The values of the rows at `indexes`, in order (one batch).
-        var rows: (_ indexes: Range<Int>) throws -> [[StoreValue]]
+        package var rows: (_ indexes: Range<Int>) throws -> [[StoreValue]]
     }
 
     /// Rows of one entity deleted with the schema's delete rules, a page at a time.
-    struct Deletion {
-        enum Selection {
+    package struct Deletion {
+        package enum Selection {
             /// The IDs after `after`, ascending; an empty page ends.
             case pages((_ after: Int64) throws -> [Int64])
             /// The rows a fetch matches when the transaction starts.
             case matching(StoreFetch)
         }
-        var entity: EntityDescription
-        var selection: Selection
+        package var entity: EntityDescription
+        package var selection: Selection
     }
 
-    var insertions: [Insertion] = []
-    var deletions: [Deletion] = []
+    package var insertions: [Insertion] = []
+    package var deletions: [Deletion] = []
 
-    var isEmpty: Bool { insertions.isEmpty && deletions.isEmpty }
+    package var isEmpty: Bool { insertions.isEmpty && deletions.isEmpty }
 
     /// The IDs of the rows whose insertion is listed by ID, in order.
-    var listedIDs: [ManagedObjectID] {
+    package var listedIDs: [ManagedObjectID] {
         insertions.filter(\.listedByID).flatMap { insertion in
             insertion.ids.map { ManagedObjectID(entityName: insertion.entity.name, rowID: $0) }
         }
     }
 
     /// The ranges of the rows whose insertion is not listed by ID, by entity name.
-    var streamedRanges: [String: [Range<Int64>]] {
+    package var streamedRanges: [String: [Range<Int64>]] {
         var ranges: [String: [Range<Int64>]] = [:]
         for insertion in insertions where !insertion.listedByID {
             ranges[insertion.entity.name, default: []].append(insertion.ids)
@@ -104,39 +116,51 @@ struct RowChanges {
 }
 
 /// What a store's save did beyond the changes it was given.
-struct StoreSaveResult {
-    var versions: [ManagedObjectID: Int64] = [:]
+package struct StoreSaveResult {
+    package var versions: [ManagedObjectID: Int64] = [:]
     /// Rows of the deletions of ``StoreChanges/rows`` and what their rules cascaded to, by
     /// entity name.
-    var deletedRows: [String: RowIDSet] = [:]
+    package var deletedRows: [String: RowIDSet] = [:]
     /// Members of the context's deleted objects that the transaction's completion of
     /// delete rules removed.
-    var cascadeDeleted: [ManagedObjectID] = []
-    var nullified: [ManagedObjectID] = []
+    package var cascadeDeleted: [ManagedObjectID] = []
+    package var nullified: [ManagedObjectID] = []
+
+    package init(
+        versions: [ManagedObjectID: Int64] = [:], deletedRows: [String: RowIDSet] = [:],
+        cascadeDeleted: [ManagedObjectID] = [], nullified: [ManagedObjectID] = []
+    ) {
+        self.versions = versions
+        self.deletedRows = deletedRows
+        self.cascadeDeleted = cascadeDeleted
+        self.nullified = nullified
+    }
 }
 
 /// What deletions without objects did inside one transaction.
-struct DeletionTally {
+package struct DeletionTally {
     /// The rows removed, by entity name.
-    var deleted: [String: RowIDSet] = [:]
+    package var deleted: [String: RowIDSet] = [:]
     /// Rows whose relationship to a removed row was set to `NULL`.
-    var nullified: [ManagedObjectID] = []
+    package var nullified: [ManagedObjectID] = []
 
     /// The rows nullified and not deleted after all (by a later page, or a cascade).
-    var clearedAndKept: [ManagedObjectID] {
+    package var clearedAndKept: [ManagedObjectID] {
         nullified.filter { deleted[$0.entityName]?.contains($0.rowID) != true }
     }
 }
 
 /// Thrown by a store when rows changed since they were read. The store wrote
 /// nothing.
-struct StoreConflict: Error {
-    var objectIDs: [ManagedObjectID]
+package struct StoreConflict: Error {
+    package var objectIDs: [ManagedObjectID]
+
+    package init(objectIDs: [ManagedObjectID]) { self.objectIDs = objectIDs }
 }
 
 /// Why a store file could not be opened; the container quarantines the file
 /// for the first two.
-enum StoreOpenFailure: Error {
+package enum StoreOpenFailure: Error {
     /// Not a database, a damaged header or schema, fails the `PRAGMA quick_check` an open runs
     /// (``PersistentContainer/Options/checksIntegrityOnOpen``), or holds no schema where one
     /// was expected.
@@ -152,17 +176,22 @@ enum StoreOpenFailure: Error {
 }
 
 /// How a store opens its file (``SQLiteStore`` is the one engine today).
-struct StoreOpenMode {
+package struct StoreOpenMode {
     /// Whether a missing file may be created, and a database that holds no
     /// schema (an empty file) given one.
-    var createsSchema = true
+    package var createsSchema = true
     /// Whether the store is opened for reading only: nothing is created,
     /// migrated or written, and every save fails.
-    var readOnly = false
+    package var readOnly = false
 }
 
 /// The contract between the engine-neutral layer (container, contexts, entities) and a
 /// storage engine: the seam where a second engine (a server database) plugs in.
+///
+/// `package`, as are the types it trades in: a store of another target of this package
+/// (`PersistencePostgreSQL`'s) implements it and hands it to
+/// ``PersistentContainer/init(store:storeURL:schema:options:)``; a program outside the
+/// package sees neither. Neither engine's code knows of the other's.
 ///
 /// The container and its contexts talk to a store only through this protocol; the
 /// one place that names an engine is ``PersistentContainer``'s initializer, which
@@ -198,7 +227,7 @@ struct StoreOpenMode {
 /// predicates compiled to `WHERE` clauses, delete rules run as statements, and
 /// `PRAGMA data_version` behind the change token; and the database a ``Migration``
 /// receives (``MigrationDatabase`` runs SQLite SQL).
-protocol PersistentStore: AnyObject, Sendable {
+package protocol PersistentStore: AnyObject, Sendable {
     /// Where the store lives (for messages and the quarantine).
     var url: URL { get }
     /// Reserves `count` consecutive, never reused row IDs for `entity`.
@@ -306,7 +335,7 @@ public struct ObjectSnapshot: Sendable {
     let entity: EntityDescription
     let values: [StoreValue]
 
-    init(entity: EntityDescription, row: StoreRow) {
+    package init(entity: EntityDescription, row: StoreRow) {
         self.init(entity: entity, id: row.id, values: row.values)
     }
 
@@ -339,9 +368,9 @@ public struct ObjectSnapshot: Sendable {
 /// The entities of a store and the migrations that bring old stores to them.
 public struct Schema: Sendable {
     /// The entities, in the order of the types given.
-    let entities: [EntityDescription]
+    package let entities: [EntityDescription]
     /// The migrations, in the order they run.
-    let migrations: [Migration]
+    package let migrations: [Migration]
     let entityByName: [String: EntityDescription]
     /// The to-one relationships with an `onDestinationDelete` rule, by the name of their
     /// destination entity.
@@ -349,13 +378,13 @@ public struct Schema: Sendable {
 
     /// A to-one relationship whose own rule says what deleting its destination does to
     /// the objects that point at it (``ToOne``'s `onDestinationDelete`).
-    struct IncomingLink {
+    package struct IncomingLink {
         /// The entity that holds the relationship: the objects the rule reaches.
-        let source: EntityDescription
+        package let source: EntityDescription
         /// The to-one relationship.
-        let property: PropertyDescription
+        package let property: PropertyDescription
         /// What deleting the destination does to them.
-        let rule: DeleteRule
+        package let rule: DeleteRule
     }
 
     /// Builds the schema of `types`, checking every relationship.
@@ -422,11 +451,11 @@ public struct Schema: Sendable {
         incomingLinks = links
     }
 
-    func entity(named name: String) -> EntityDescription? { entityByName[name] }
+    package func entity(named name: String) -> EntityDescription? { entityByName[name] }
 
     /// The to-one relationships whose `onDestinationDelete` rule applies when an object of
     /// `entity` is deleted.
-    func incomingLinks(into entity: EntityDescription) -> [IncomingLink] { incomingLinks[entity.name] ?? [] }
+    package func incomingLinks(into entity: EntityDescription) -> [IncomingLink] { incomingLinks[entity.name] ?? [] }
 
     /// The to-many relationships, anywhere in the schema, whose members are
     /// of `entity` — that is, the relationships for which deleting an object

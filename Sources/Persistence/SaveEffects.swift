@@ -42,17 +42,17 @@ public final class SaveEffects {
 
     /// Rows to insert; their IDs are reserved by the store inside the
     /// save's transaction (so a failed save leaves no gap), then filled in.
-    var rows: [StoreChanges.Insert] = []
+    package var rows: [StoreChanges.Insert] = []
     /// The IDs of rows already written, by entity name: those planned by the hooks of
     /// deletions without objects, written with each page.
-    var rowRanges: [String: RowIDSet] = [:]
+    package var rowRanges: [String: RowIDSet] = [:]
     /// Rows to delete, planned by `willSave` (``delete(_:)``): written with the save's
     /// deletions of rows, before its inserts.
     var rowDeletions: [RowChanges.Deletion] = []
     /// Whether the save's changes went to the store: ``delete(_:)`` is too late.
     var deletionsTaken = false
     var beforeTransactionWork: [() throws -> Void] = []
-    var beforeCommitWork: [(TransactionReader) throws -> Void] = []
+    package var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []
     private var sharedValues: [String: AnyObject] = [:]
@@ -179,6 +179,9 @@ public final class SaveEffects {
 /// It sees the save's writes and the latest committed state of the store.
 public struct TransactionReader {
     let countRows: (StoreFetch) throws -> Int
+
+    /// A reader that counts rows with `countRows`, inside a store's transaction.
+    package init(countRows: @escaping (StoreFetch) throws -> Int) { self.countRows = countRows }
 
     /// How many rows match `request` in the transaction (pending changes of
     /// contexts do not count: only what the transaction has written).

@@ -7,8 +7,8 @@ import Testing
         var description: String { "refused by the check" }
     }
 
-    @Test func seesTheTransactionsOwnWrites() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func seesTheTransactionsOwnWrites(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         var seen: [Int] = []
         context.userInfo["beforeCommit"] = { (reader: TransactionReader) in
@@ -22,14 +22,14 @@ import Testing
         #expect(seen == [2, 0])
     }
 
-    @Test func throwingAbortsTheSave() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func throwingAbortsTheSave(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         context.userInfo["beforeCommit"] = { (_: TransactionReader) in throw Refused() }
         let note = Note(context: context)
         Checked(context: context).label = "check"
         let error = #expect(throws: PersistenceError.self) { try context.save() }
-        #expect(error?.message == "Could not commit to \(store.storeURL.path): refused by the check")
+        #expect(error?.message == "Could not commit to \(store.storeName): refused by the check")
         #expect(note.isInserted)
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
     }
@@ -106,8 +106,8 @@ import Testing
         #expect(runs == [1])
     }
 
-    @Test func notRunForAChildSave() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func notRunForAChildSave(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let parent = store.context("parent")
         let child = store.child(of: parent)
         var runs = 0
@@ -121,8 +121,13 @@ import Testing
         #expect(runs == 1)
     }
 
-    @Test func holdsTheWriteLockSoNoOtherWriterCommitsMeanwhile() throws {
-        let store = try TestStore()
+    // SQLite only: one writer at a time is SQLite's lock; PostgreSQL locks rows, so another
+
+    // writer commits other rows meanwhile (see PostgreSQLStore).
+
+    @Test(arguments: [StoreKind.sqlite]) func holdsTheWriteLockSoNoOtherWriterCommitsMeanwhile(_ kind: StoreKind) throws
+    {
+        let store = try TestStore(kind)
         var options = PersistentContainer.Options()
         options.busyTimeout = 0.2
         let other = try store.reopen(options: options)

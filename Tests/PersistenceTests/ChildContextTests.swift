@@ -2,8 +2,8 @@ import Foundation
 import Persistence
 import Testing
 
-@Test func aChildSaveReachesOnlyTheParent() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func aChildSaveReachesOnlyTheParent(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let parent = store.context("parent")
     let child = store.child(of: parent)
     let note = Note(context: child)
@@ -15,8 +15,8 @@ import Testing
     #expect(try store.stored(FetchRequest<Note>()).map(\.title) == ["draft"])
 }
 
-@Test func childSaveThenParentRollbackWritesNothing() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func childSaveThenParentRollbackWritesNothing(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let parent = store.context("parent")
     let folder = Folder(context: parent)
     folder.name = "Inbox"
@@ -37,8 +37,8 @@ import Testing
     #expect(try store.stored(FetchRequest<Note>()).isEmpty)
 }
 
-@Test func discardingAChildDiscardsTheEdit() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func discardingAChildDiscardsTheEdit(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let parent = store.context("parent")
     let note = Note(context: parent)
     note.title = "kept"
@@ -51,8 +51,8 @@ import Testing
     #expect(!parent.hasChanges)
 }
 
-@Test func aChildSeesItsParentsUnsavedChanges() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func aChildSeesItsParentsUnsavedChanges(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let parent = store.context("parent")
     let saved = Note(context: parent)
     saved.title = "saved"
@@ -66,8 +66,8 @@ import Testing
     #expect(try child.count(for: FetchRequest<Note>(predicate: \.title == "saved")) == 0)
 }
 
-@Test func discardingAContextWithUnsavedDeletionsReportsThem() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func discardingAContextWithUnsavedDeletionsReportsThem(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let parent = store.context("parent")
     let discarded = HookLog()
     parent.discardedDeletionsHandler = { ids in

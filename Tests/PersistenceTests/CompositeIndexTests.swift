@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -33,9 +34,12 @@ final class BadlyIndexedNote: ManagedObject {
         return directory.appending(path: "store.sqlite")
     }
 
-    @Test func aUniqueIndexOverTwoPropertiesRefusesOnlyTheSamePair() throws {
-        let container = try PersistentContainer(
-            storeURL: try temporaryStore(), schema: try Schema([IndexedNote.self, IndexedLabel.self]))
+    @Test(arguments: StoreKind.allCases) func aUniqueIndexOverTwoPropertiesRefusesOnlyTheSamePair(_ kind: StoreKind)
+        throws
+    {
+        let directory = try temporaryStore().deletingLastPathComponent()
+        let container = try PersistentContainer.open(
+            url: try kind.newStoreURL(in: directory), schema: try Schema([IndexedNote.self, IndexedLabel.self]))
         let context = container.newBackgroundContext()
         let a = IndexedNote(context: context)
         let b = IndexedNote(context: context)

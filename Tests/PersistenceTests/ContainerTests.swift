@@ -2,8 +2,8 @@ import Foundation
 import Persistence
 import Testing
 
-@Test func performBackgroundTaskRunsOnAFreshContext() async throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func performBackgroundTaskRunsOnAFreshContext(_ kind: StoreKind) async throws {
+    let store = try TestStore(kind)
     let id = try await store.container.performBackgroundTask { context in
         let note = Note(context: context)
         note.title = "background"
@@ -16,8 +16,8 @@ import Testing
     #expect(title == "background")
 }
 
-@Test func concurrentBackgroundTasksAllLand() async throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func concurrentBackgroundTasksAllLand(_ kind: StoreKind) async throws {
+    let store = try TestStore(kind)
     try await withThrowingTaskGroup(of: Void.self) { group in
         for task in 0..<8 {
             group.addTask {
@@ -32,8 +32,8 @@ import Testing
     #expect(try store.context().count(for: FetchRequest<Note>()) == 200)
 }
 
-@Test func postSaveCleanUpRunsAfterASaveAndItsChangesAreSaved() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func postSaveCleanUpRunsAfterASaveAndItsChangesAreSaved(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     store.container.postSaveCleanUp = { context in
         // Keep only the 2 newest notes (the seeds' cleanUpOldObjects:).
         let notes = try context.fetch(FetchRequest<Note>(sortBy: [.objectID(ascending: false)], offset: 2))

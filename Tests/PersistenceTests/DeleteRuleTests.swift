@@ -2,8 +2,8 @@ import Foundation
 import Persistence
 import Testing
 
-@Test func cascadeDeletesMembersNullifyClearsThem() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func cascadeDeletesMembersNullifyClearsThem(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let folder = Folder(context: context)
     let note = Note(context: context)
@@ -21,8 +21,8 @@ import Testing
     #expect(stored.count == 1 && stored[0].folder == nil)
 }
 
-@Test func denyRefusesWhileMembersRemainAndAllowsOnceEmpty() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func denyRefusesWhileMembersRemainAndAllowsOnceEmpty(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let vault = Vault(context: context)
     let item = Item(context: context)
@@ -37,8 +37,8 @@ import Testing
     #expect(try store.stored(FetchRequest<Vault>()).isEmpty)
 }
 
-@Test func settingAToManyRepointsTheInverses() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func settingAToManyRepointsTheInverses(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let folder = Folder(context: context)
     let a = Note(context: context)
@@ -53,8 +53,12 @@ import Testing
     #expect(stored.notes.map(\.objectID) == [b.objectID])
 }
 
-@Test func deleteRulesCoverMembersAnotherContextAddedAfterDelete() async throws {
-    let store = try TestStore()
+// Not yet on PostgreSQL: a cascade inside the store, to members the context never read.
+
+@Test(arguments: [StoreKind.sqlite]) func deleteRulesCoverMembersAnotherContextAddedAfterDelete(_ kind: StoreKind)
+    async throws
+{
+    let store = try TestStore(kind)
     let seed = store.context("seed")
     let folder = Folder(context: seed)
     let vault = Vault(context: seed)

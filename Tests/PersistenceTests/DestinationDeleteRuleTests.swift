@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -43,14 +44,20 @@ final class OtherPaper: ManagedObject {
 @Suite struct DestinationDeleteRuleTests {
     static let types: [ManagedObject.Type] = [Paper.self, Review.self, Citation.self, Embargo.self]
 
-    func store(_ types: [ManagedObject.Type] = Self.types, at url: URL? = nil) throws -> PersistentContainer {
-        let url = url ?? ScratchDirectory.path("destination-rules").appending(path: "store.sqlite")
-        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-        return try PersistentContainer(storeURL: url, schema: try Schema(types))
+    func store(_ types: [ManagedObject.Type] = Self.types, at url: URL? = nil, kind: StoreKind = .sqlite) throws
+        -> PersistentContainer
+    {
+        let directory = ScratchDirectory.path("destination-rules")
+        let url = try url ?? kind.newStoreURL(in: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return try PersistentContainer.open(url: url, schema: try Schema(types))
     }
 
-    @Test func deletingTheDestinationCascadesNullifiesOrIsDenied() throws {
-        let container = try store()
+    // Not yet on PostgreSQL: a cascade inside the store, to members the context never read.
+    @Test(arguments: [StoreKind.sqlite]) func deletingTheDestinationCascadesNullifiesOrIsDenied(_ kind: StoreKind)
+        throws
+    {
+        let container = try store(kind: kind)
         defer { container.close() }
         let log = HookLog()
         let context = container.newBackgroundContext(name: "c")

@@ -11,8 +11,10 @@ import Testing
 
     /// A store with one saved note and folder, and a context with pending
     /// changes of every kind: an insert, an update and a delete.
-    func prepared() throws -> (TestStore, ManagedObjectContext, inserted: Note, updated: Note, deleted: Folder) {
-        let store = try TestStore()
+    func prepared(_ kind: StoreKind = .sqlite) throws -> (
+        TestStore, ManagedObjectContext, inserted: Note, updated: Note, deleted: Folder
+    ) {
+        let store = try TestStore(kind)
         let context = store.context()
         let updated = Note(context: context)
         updated.title = "original"
@@ -39,8 +41,8 @@ import Testing
         #expect(context.hasChanges)
     }
 
-    @Test func validationFailure() throws {
-        let (store, context, inserted, updated, deleted) = try prepared()
+    @Test(arguments: StoreKind.allCases) func validationFailure(_ kind: StoreKind) throws {
+        let (store, context, inserted, updated, deleted) = try prepared(kind)
         updated.title = "invalid"
         let error = #expect(throws: PersistenceError.self) { try context.save() }
         #expect(error?.message == "Note 1: title must not be 'invalid'")
@@ -50,8 +52,8 @@ import Testing
         #expect(try store.stored(FetchRequest<Note>(sortBy: [.init(\.title)])).map(\.title) == ["changed", "new"])
     }
 
-    @Test func constraintFailure() throws {
-        let (store, context, inserted, updated, deleted) = try prepared()
+    @Test(arguments: StoreKind.allCases) func constraintFailure(_ kind: StoreKind) throws {
+        let (store, context, inserted, updated, deleted) = try prepared(kind)
         let twin = Folder(context: context)
         twin.name = "twin"
         let other = Folder(context: context)
@@ -66,8 +68,8 @@ import Testing
         #expect(try store.stored(FetchRequest<Folder>()).map(\.name) == ["twin"])
     }
 
-    @Test func denyRule() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func denyRule(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let vault = Vault(context: context)
         Item(context: context).vault = vault
@@ -80,22 +82,22 @@ import Testing
         #expect(try store.stored(FetchRequest<Vault>()).count == 1)
     }
 
-    @Test func ioErrorAtCommit() throws {
-        let (store, context, inserted, updated, deleted) = try prepared()
+    @Test(arguments: StoreKind.allCases) func ioErrorAtCommit(_ kind: StoreKind) throws {
+        let (store, context, inserted, updated, deleted) = try prepared(kind)
         let handled = HookLog()
         store.container.saveErrorHandler = { error, _ in handled.record("\(error)") }
         store.container.failNextCommit(with: DiskFull())
         let error = #expect(throws: PersistenceError.self) { try context.save() }
         #expect(error?.code == .io)
-        #expect(error?.message == "Could not commit to \(store.storeURL.path): disk full")
-        #expect(handled.events == ["Could not commit to \(store.storeURL.path): disk full"])
+        #expect(error?.message == "Could not commit to \(store.storeName): disk full")
+        #expect(handled.events == ["Could not commit to \(store.storeName): disk full"])
         try expectUnchanged(store, context, inserted: inserted, updated: updated, deleted: deleted)
         try context.save()
         #expect(try store.stored(FetchRequest<Folder>()).isEmpty)
     }
 
-    @Test func misuseIsAnErrorAtSaveNotACrash() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func misuseIsAnErrorAtSaveNotACrash(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let a = store.context("a")
         let b = store.context("b")
         let note = Note(context: a)

@@ -4,8 +4,8 @@ import Testing
 
 @Suite struct FetchTests {
     /// 12 notes: title "n00"…"n11", priority i % 4, body nil for even i.
-    func seeded() throws -> (TestStore, ManagedObjectContext) {
-        let store = try TestStore()
+    func seeded(_ kind: StoreKind = .sqlite) throws -> (TestStore, ManagedObjectContext) {
+        let store = try TestStore(kind)
         let context = store.context()
         for i in 0..<12 {
             let note = Note(context: context)
@@ -21,8 +21,8 @@ import Testing
         try context.fetch(request).map(\.title)
     }
 
-    @Test func predicates() throws {
-        let (_, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func predicates(_ kind: StoreKind) throws {
+        let (_, context) = try seeded(kind)
         #expect(try titles(context, .init(predicate: \.title == "n03")) == ["n03"])
         #expect(try titles(context, .init(predicate: \.priority > 2)) == ["n03", "n07", "n11"])
         #expect(try titles(context, .init(predicate: \.priority <= 0)) == ["n00", "n04", "n08"])
@@ -38,8 +38,8 @@ import Testing
         #expect(try context.count(for: FetchRequest<Note>(predicate: !(\.priority > 2))) == 9)
     }
 
-    @Test func sortLimitOffsetAndIDs() throws {
-        let (store, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func sortLimitOffsetAndIDs(_ kind: StoreKind) throws {
+        let (store, context) = try seeded(kind)
         let request = FetchRequest<Note>(
             sortBy: [.init(\.priority, ascending: false), .init(\.title)], limit: 4, offset: 1)
         #expect(try titles(context, request) == ["n07", "n11", "n02", "n06"])
@@ -50,8 +50,9 @@ import Testing
         #expect(try titles(context, .init(sortBy: [.objectID(ascending: false)], limit: 2)) == ["n11", "n10"])
     }
 
-    @Test func fetchesIncludeUnsavedChangesAndAgreeWithTheStore() throws {
-        let (store, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func fetchesIncludeUnsavedChangesAndAgreeWithTheStore(_ kind: StoreKind) throws
+    {
+        let (store, context) = try seeded(kind)
         var predicates: [FetchPredicate<Note>] = [\.priority == 1, \.priority != 1, \.body == nil]
         predicates.append(!(\.body == nil))
         predicates.append(.contains(\.body, "1"))
@@ -84,8 +85,8 @@ import Testing
         #expect(inMemory[0] == ["n01", "n05", "n09", "n99"])
     }
 
-    @Test func pagingByObjectIDAgreesInSQLAndInMemory() throws {
-        let (_, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func pagingByObjectIDAgreesInSQLAndInMemory(_ kind: StoreKind) throws {
+        let (_, context) = try seeded(kind)
         var pages: [[String]] = []
         var after: Int64 = 0
         while true {
@@ -102,8 +103,8 @@ import Testing
             try context.fetch(FetchRequest<Note>(predicate: .objectIDs(after: 11))).map(\.title) == ["n11", "pending"])
     }
 
-    @Test func uniquing() throws {
-        let (store, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func uniquing(_ kind: StoreKind) throws {
+        let (store, context) = try seeded(kind)
         let a = try context.fetch(FetchRequest<Note>(predicate: \.title == "n01"))[0]
         let b = try context.fetch(FetchRequest<Note>(predicate: .hasSuffix(\.title, "01")))[0]
         #expect(a === b)
@@ -115,8 +116,8 @@ import Testing
         #expect(elsewhere !== a && elsewhere.objectID == a.objectID)
     }
 
-    @Test func batchSizeReturnsFaultsThatLoadABatchAtATime() throws {
-        let (_, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func batchSizeReturnsFaultsThatLoadABatchAtATime(_ kind: StoreKind) throws {
+        let (_, context) = try seeded(kind)
         var request = FetchRequest<Note>()
         request.fetchBatchSize = 5
         let notes = try context.fetch(request)
@@ -128,8 +129,8 @@ import Testing
         #expect(notes[10].isFault)
     }
 
-    @Test func existingObjectThrowsForAMissingRow() throws {
-        let (_, context) = try seeded()
+    @Test(arguments: StoreKind.allCases) func existingObjectThrowsForAMissingRow(_ kind: StoreKind) throws {
+        let (_, context) = try seeded(kind)
         let missing = ManagedObjectID(entityName: "Note", rowID: 999)
         let error = #expect(throws: PersistenceError.self) { try context.existingObject(with: missing) }
         #expect(error?.message == "No Note 999 in the store")

@@ -4,8 +4,10 @@ import Testing
 
 /// Each lifecycle hook of ManagedObject fires exactly when, and as often as, it should.
 @Suite struct LifecycleHookTests {
-    @Test func insertThenSaveCallsAwakeFromInsertOnceThenWillSaveAndDidSave() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func insertThenSaveCallsAwakeFromInsertOnceThenWillSaveAndDidSave(
+        _ kind: StoreKind
+    ) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let note = Note(context: context)
         #expect(store.log.events == ["awakeFromInsert Note 1 @test"])
@@ -20,8 +22,10 @@ import Testing
             ])
     }
 
-    @Test func awakeFromFetchRunsEachTimeTheObjectIsMaterialised() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func awakeFromFetchRunsEachTimeTheObjectIsMaterialised(_ kind: StoreKind)
+        throws
+    {
+        let store = try TestStore(kind)
         let writer = store.context("writer")
         Note(context: writer).title = "a"
         try writer.save()
@@ -36,8 +40,10 @@ import Testing
         #expect(store.log.count("awakeFromFetch Note 1 @reader") == 2)
     }
 
-    @Test func prepareForDeletionRunsAtDeleteForTheObjectAndEveryCascadeTarget() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func prepareForDeletionRunsAtDeleteForTheObjectAndEveryCascadeTarget(
+        _ kind: StoreKind
+    ) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let folder = Folder(context: context)
         let notes = [Note(context: context), Note(context: context)]
@@ -64,8 +70,8 @@ import Testing
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
     }
 
-    @Test func hooksInAChildContextAndItsParent() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func hooksInAChildContextAndItsParent(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let parent = store.context("parent")
         Note(context: parent).title = "a"
         try parent.save()
@@ -96,8 +102,8 @@ import Testing
         #expect(try store.stored(FetchRequest<Note>()).map(\.title) == ["new"])
     }
 
-    @Test func resetTurnsEveryLoadedObjectIntoAFault() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func resetTurnsEveryLoadedObjectIntoAFault(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let note = Note(context: context)
         try context.save()
@@ -108,8 +114,10 @@ import Testing
         #expect(context.registeredObjects.isEmpty)
     }
 
-    @Test func willSaveWithPrimitiveSetterSavesOnceAndTheValueIsWritten() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func willSaveWithPrimitiveSetterSavesOnceAndTheValueIsWritten(
+        _ kind: StoreKind
+    ) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let stamp = Stamp(context: context)
         stamp.count = 1
@@ -120,8 +128,8 @@ import Testing
         #expect(!context.hasChanges)
     }
 
-    @Test func validationErrorsOfOneSaveAreReportedTogether() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func validationErrorsOfOneSaveAreReportedTogether(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let a = Note(context: context)
         a.title = "invalid"

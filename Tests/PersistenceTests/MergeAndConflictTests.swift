@@ -4,8 +4,10 @@ import Testing
 
 @Suite struct MergeAndConflictTests {
     /// A store with one note read by two contexts.
-    func twoReaders() throws -> (TestStore, ManagedObjectContext, Note, ManagedObjectContext, Note) {
-        let store = try TestStore()
+    func twoReaders(_ kind: StoreKind = .sqlite) throws -> (
+        TestStore, ManagedObjectContext, Note, ManagedObjectContext, Note
+    ) {
+        let store = try TestStore(kind)
         let seed = store.context("seed")
         let note = Note(context: seed)
         note.title = "v1"
@@ -17,8 +19,10 @@ import Testing
         return (store, a, noteA, b, noteB)
     }
 
-    @Test func mergeChangesBringsAnotherContextUpToDateKeepingItsOwnChanges() async throws {
-        let (store, a, noteA, b, noteB) = try twoReaders()
+    @Test(arguments: StoreKind.allCases) func mergeChangesBringsAnotherContextUpToDateKeepingItsOwnChanges(
+        _ kind: StoreKind
+    ) async throws {
+        let (store, a, noteA, b, noteB) = try twoReaders(kind)
         let notifications = store.container.saveNotifications()
         noteA.title = "from a"
         try a.save()
@@ -35,8 +39,8 @@ import Testing
         #expect(stored.title == "from a" && stored.body == "from b")
     }
 
-    @Test func automaticMergeOnTheContextsQueue() throws {
-        let (_, a, noteA, b, noteB) = try twoReaders()
+    @Test(arguments: StoreKind.allCases) func automaticMergeOnTheContextsQueue(_ kind: StoreKind) throws {
+        let (_, a, noteA, b, noteB) = try twoReaders(kind)
         b.automaticallyMergesChangesFromParent = true
         noteA.title = "auto"
         try a.save()
@@ -45,8 +49,8 @@ import Testing
         #expect(title == "auto")
     }
 
-    @Test func deletedElsewhereLeavesTheContextOnMerge() throws {
-        let (_, a, noteA, b, noteB) = try twoReaders()
+    @Test(arguments: StoreKind.allCases) func deletedElsewhereLeavesTheContextOnMerge(_ kind: StoreKind) throws {
+        let (_, a, noteA, b, noteB) = try twoReaders(kind)
         a.delete(noteA)
         try a.save()
         b.mergeChanges(from: SaveNotification(inserted: [], updated: [], deleted: [noteB.objectID]))
@@ -54,8 +58,9 @@ import Testing
         #expect(try b.fetch(FetchRequest<Note>()).isEmpty)
     }
 
-    @Test func conflictingSaveIsRefusedByDefaultNamingTheObject() throws {
-        let (store, a, noteA, b, noteB) = try twoReaders()
+    @Test(arguments: StoreKind.allCases) func conflictingSaveIsRefusedByDefaultNamingTheObject(_ kind: StoreKind) throws
+    {
+        let (store, a, noteA, b, noteB) = try twoReaders(kind)
         noteA.title = "a wins the race"
         try a.save()
         noteB.title = "b is late"
@@ -92,8 +97,8 @@ import Testing
         #expect(stored.priority == (policy == .overwrite ? 0 : 5))
     }
 
-    @Test func refreshWithoutMergeDropsChanges() throws {
-        let (_, a, noteA, b, noteB) = try twoReaders()
+    @Test(arguments: StoreKind.allCases) func refreshWithoutMergeDropsChanges(_ kind: StoreKind) throws {
+        let (_, a, noteA, b, noteB) = try twoReaders(kind)
         noteA.title = "new"
         try a.save()
         noteB.body = "lost"

@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -58,11 +59,11 @@ final class Label: ManagedObject {
 }
 
 @Suite struct RelatedRowsTests {
-    func store() throws -> PersistentContainer {
+    func store(_ kind: StoreKind = .sqlite) throws -> PersistentContainer {
         let directory = ScratchDirectory.path("related-rows")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return try PersistentContainer(
-            storeURL: directory.appending(path: "store.sqlite"), schema: try Schema([Labelled.self, Label.self]))
+        return try PersistentContainer.open(
+            url: try kind.newStoreURL(in: directory), schema: try Schema([Labelled.self, Label.self]))
     }
 
     func labels(_ container: PersistentContainer) throws -> [String] {
@@ -70,8 +71,11 @@ final class Label: ManagedObject {
         return try context.fetch(FetchRequest<Label>()).map { "\($0.post?.title ?? "-"):\($0.text)" }.sorted()
     }
 
-    @Test func effectsInsertAndDeleteRowsFromTheObjectsFinalState() throws {
-        let container = try store()
+    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
+    @Test(arguments: [StoreKind.sqlite]) func effectsInsertAndDeleteRowsFromTheObjectsFinalState(_ kind: StoreKind)
+        throws
+    {
+        let container = try store(kind)
         defer { container.close() }
         let context = container.newBackgroundContext()
         let post = Labelled(context: context)
@@ -88,8 +92,10 @@ final class Label: ManagedObject {
         #expect(try labels(container) == [])
     }
 
-    @Test func aRelatedPredicateSaysTheSameInSQLAndInMemoryAndItsNegationToo() throws {
-        let container = try store()
+    @Test(arguments: StoreKind.allCases) func aRelatedPredicateSaysTheSameInSQLAndInMemoryAndItsNegationToo(
+        _ kind: StoreKind
+    ) throws {
+        let container = try store(kind)
         defer { container.close() }
         let context = container.newBackgroundContext()
         for (title, labels) in [("ab", ["a", "b"]), ("a", ["a"]), ("none", [])] {

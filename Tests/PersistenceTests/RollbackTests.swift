@@ -2,8 +2,8 @@ import Foundation
 import Persistence
 import Testing
 
-@Test func rollbackAfterDeleteRestoresTheObject() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func rollbackAfterDeleteRestoresTheObject(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let folder = Folder(context: context)
     folder.name = "Inbox"
@@ -25,8 +25,8 @@ import Testing
     #expect(try store.stored(FetchRequest<Note>()).count == 1)
 }
 
-@Test func rollbackForgetsInsertsAndRestoresChangedValues() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func rollbackForgetsInsertsAndRestoresChangedValues(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let note = Note(context: context)
     note.title = "saved"
@@ -41,8 +41,8 @@ import Testing
     #expect(try context.fetch(FetchRequest<Note>()) == [note])
 }
 
-@Test func deletingAnUnsavedObjectForgetsIt() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func deletingAnUnsavedObjectForgetsIt(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let note = Note(context: context)
     let kept = Note(context: context)

@@ -72,8 +72,8 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(try container.newBackgroundContext().fetch(FetchRequest<Vault>()).count == 1)
     }
 
-    @Test func rollbackPolicyDropsAConflictingDeletion() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func rollbackPolicyDropsAConflictingDeletion(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let seed = store.context("seed")
         let doc = Doc(context: seed)
         doc.path = "a.bin"
@@ -92,8 +92,9 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(!docA.isDeleted && docA.path == "renamed.bin")
     }
 
-    @Test func aConflictingDeletionIsPlannedFromTheRowAsItIsNow() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func aConflictingDeletionIsPlannedFromTheRowAsItIsNow(_ kind: StoreKind) throws
+    {
+        let store = try TestStore(kind)
         let seed = store.context("seed")
         let doc = Doc(context: seed)
         doc.path = "a.bin"
@@ -114,8 +115,10 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(store.log.events.contains("onFailure a.bin"))  // the first attempt's plan was discarded
     }
 
-    @Test func deletingAnObjectAnotherContextAlreadyDeletedSucceedsUnderAMergePolicy() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func deletingAnObjectAnotherContextAlreadyDeletedSucceedsUnderAMergePolicy(
+        _ kind: StoreKind
+    ) throws {
+        let store = try TestStore(kind)
         let seed = store.context("seed")
         let note = Note(context: seed)
         try seed.save()
@@ -144,8 +147,10 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(error?.code == .conflict)
     }
 
-    @Test func aChildsInsertReachesAParentThatHeldAFaultForItsID() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func aChildsInsertReachesAParentThatHeldAFaultForItsID(_ kind: StoreKind)
+        throws
+    {
+        let store = try TestStore(kind)
         let parent = store.context("parent")
         let child = store.child(of: parent)
         let note = Note(context: child)
@@ -157,8 +162,8 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(try store.stored(FetchRequest<Note>()).map(\.title) == ["draft"])
     }
 
-    @Test func deletingAndReinsertingAUniqueValueInOneSave() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func deletingAndReinsertingAUniqueValueInOneSave(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let old = Folder(context: context)
         old.name = "Inbox"
@@ -215,8 +220,10 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(finished == 1)
     }
 
-    @Test func aFailingCleanUpHookDoesNotMakeACommittedSaveThrow() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func aFailingCleanUpHookDoesNotMakeACommittedSaveThrow(_ kind: StoreKind)
+        throws
+    {
+        let store = try TestStore(kind)
         struct CleanUpFailed: Error {}
         let reported = HookLog()
         store.container.postSaveCleanUp = { _ in throw CleanUpFailed() }
@@ -228,8 +235,8 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(reported.events == ["CleanUpFailed()"])
     }
 
-    @Test func rollbackClearsAChangedObjectWhoseRowIsGone() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func rollbackClearsAChangedObjectWhoseRowIsGone(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let a = store.context("a")
         let note = Note(context: a)
         try a.save()
@@ -243,8 +250,8 @@ struct Unchecked<T>: @unchecked Sendable {
         #expect(!ghost.hasChanges && !b.hasChanges)
     }
 
-    @Test func aReferenceToAnObjectBeingDeletedIsRefused() throws {
-        let store = try TestStore()
+    @Test(arguments: StoreKind.allCases) func aReferenceToAnObjectBeingDeletedIsRefused(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
         let context = store.context()
         let folder = Folder(context: context)
         let sticker = Sticker(context: context)

@@ -6,8 +6,10 @@ import Testing
 /// commit; both discarded when the save fails, is rolled back or only
 /// reaches a parent.
 @Suite struct SaveEffectsTests {
-    func storeWithDoc(_ path: String = "a.bin") throws -> (TestStore, ManagedObjectContext, Doc) {
-        let store = try TestStore()
+    func storeWithDoc(_ kind: StoreKind = .sqlite, _ path: String = "a.bin") throws -> (
+        TestStore, ManagedObjectContext, Doc
+    ) {
+        let store = try TestStore(kind)
         let context = store.context()
         let doc = Doc(context: context)
         doc.path = path
@@ -24,8 +26,10 @@ import Testing
         try store.stored(FetchRequest<Plan>()).map(\.path)
     }
 
-    @Test func committedDeletionWritesTheRowAndRunsAfterCommitWorkAfterTheCommit() throws {
-        let (store, context, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func committedDeletionWritesTheRowAndRunsAfterCommitWorkAfterTheCommit(
+        _ kind: StoreKind
+    ) throws {
+        let (store, context, doc) = try storeWithDoc(kind)
         var docsInStoreWhenWorkRan: [Int] = []
         context.userInfo["afterCommitCheck"] = {
             docsInStoreWhenWorkRan.append((try? store.stored(FetchRequest<Doc>()).count) ?? -1)
@@ -37,8 +41,8 @@ import Testing
         #expect(effects(store) == ["plan a.bin commitsToStore=true", "afterCommit a.bin"])
     }
 
-    @Test func rollbackDiscardsEverything() throws {
-        let (store, context, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func rollbackDiscardsEverything(_ kind: StoreKind) throws {
+        let (store, context, doc) = try storeWithDoc(kind)
         context.delete(doc)
         context.rollback()
         try context.save()
@@ -47,8 +51,9 @@ import Testing
         #expect(try store.stored(FetchRequest<Doc>()).count == 1)
     }
 
-    @Test func failedCommitDiscardsRowsAndWorkAndRunsOnFailure() throws {
-        let (store, context, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func failedCommitDiscardsRowsAndWorkAndRunsOnFailure(_ kind: StoreKind) throws
+    {
+        let (store, context, doc) = try storeWithDoc(kind)
         context.delete(doc)
         struct Injected: Error {}
         store.container.failNextCommit(with: Injected())
@@ -64,8 +69,9 @@ import Testing
         #expect(effects(store) == ["plan a.bin commitsToStore=true", "afterCommit a.bin"])
     }
 
-    @Test func constraintFailureInTheSameSaveDiscardsTheEffects() throws {
-        let (store, context, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func constraintFailureInTheSameSaveDiscardsTheEffects(_ kind: StoreKind) throws
+    {
+        let (store, context, doc) = try storeWithDoc(kind)
         Folder(context: context).name = "same"
         try context.save()
         context.delete(doc)
@@ -75,8 +81,8 @@ import Testing
         #expect(effects(store) == ["plan a.bin commitsToStore=true", "onFailure a.bin"])
     }
 
-    @Test func validationFailureStopsBeforeWillSave() throws {
-        let (store, context, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func validationFailureStopsBeforeWillSave(_ kind: StoreKind) throws {
+        let (store, context, doc) = try storeWithDoc(kind)
         context.delete(doc)
         Note(context: context).title = "invalid"
         #expect(throws: PersistenceError.self) { try context.save() }
@@ -84,8 +90,10 @@ import Testing
         #expect(try plans(store).isEmpty)
     }
 
-    @Test func childSaveDiscardsEffectsAndTheParentsSaveRegistersThem() throws {
-        let (store, parent, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func childSaveDiscardsEffectsAndTheParentsSaveRegistersThem(_ kind: StoreKind)
+        throws
+    {
+        let (store, parent, doc) = try storeWithDoc(kind)
         let child = store.child(of: parent)
         child.delete(try child.existingObject(with: doc.objectID))
         try child.save()
@@ -98,8 +106,10 @@ import Testing
         #expect(try plans(store) == ["a.bin"])
     }
 
-    @Test func childSaveThenParentRollbackNeverCommitsTheEffects() throws {
-        let (store, parent, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func childSaveThenParentRollbackNeverCommitsTheEffects(_ kind: StoreKind)
+        throws
+    {
+        let (store, parent, doc) = try storeWithDoc(kind)
         let child = store.child(of: parent)
         child.delete(try child.existingObject(with: doc.objectID))
         try child.save()
@@ -110,8 +120,8 @@ import Testing
         #expect(try store.stored(FetchRequest<Doc>()).count == 1)
     }
 
-    @Test func effectRowsAppearInTheSaveNotification() async throws {
-        let (store, context, doc) = try storeWithDoc()
+    @Test(arguments: StoreKind.allCases) func effectRowsAppearInTheSaveNotification(_ kind: StoreKind) async throws {
+        let (store, context, doc) = try storeWithDoc(kind)
         let notifications = store.container.saveNotifications()
         context.delete(doc)
         try context.save()

@@ -2,8 +2,8 @@ import Foundation
 import Persistence
 import Testing
 
-@Test func insertSaveFetch() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func insertSaveFetch(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let folder = Folder(context: context)
     folder.name = "Inbox"

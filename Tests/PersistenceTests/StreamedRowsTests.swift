@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -31,10 +32,10 @@ final class Batches {
     struct Store {
         let container: PersistentContainer
 
-        init() throws {
+        init(_ kind: StoreKind = .sqlite) throws {
             let directory = try ScratchDirectory.make("persistence-tests")
-            container = try PersistentContainer(
-                storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities + [Reading.self]))
+            container = try PersistentContainer.open(
+                url: try kind.newStoreURL(in: directory), schema: try Schema(allEntities + [Reading.self]))
         }
 
         func context(_ name: String = "test") -> ManagedObjectContext { container.newBackgroundContext(name: name) }
@@ -56,8 +57,10 @@ final class Batches {
         context.userInfo["willInsertRows"] = hook
     }
 
-    @Test func theSaveWritesTheRowsWithTheContextsChangesInOneTransaction() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func theSaveWritesTheRowsWithTheContextsChangesInOneTransaction(
+        _ kind: StoreKind
+    ) throws {
+        let store = try Store(kind)
         let context = store.context()
         let folder = Folder(context: context)  // inserted by the same save
         folder.name = "imports"
@@ -89,8 +92,8 @@ final class Batches {
         #expect(try store.readings().count == 5)
     }
 
-    @Test func theHookIsCalledOncePerBatchAsTheBatchesAreMade() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func theHookIsCalledOncePerBatchAsTheBatchesAreMade(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let context = store.context()
         let batches = Batches()
         var configured = 0
@@ -110,8 +113,10 @@ final class Batches {
         #expect(try store.readings().map(\.objectID.rowID) == Array(ids))
     }
 
-    @Test func aThrowingConfigureFailsTheSaveAndTheNextSaveMakesTheRowsAgain() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func aThrowingConfigureFailsTheSaveAndTheNextSaveMakesTheRowsAgain(
+        _ kind: StoreKind
+    ) throws {
+        let store = try Store(kind)
         let context = store.context()
         Folder(context: context).name = "with the rows"
         var failures = 0
@@ -141,8 +146,10 @@ final class Batches {
         #expect(failures == 1)
     }
 
-    @Test func aThrowingHookFailsTheSaveAndTheNextSaveMakesTheRowsAgain() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func aThrowingHookFailsTheSaveAndTheNextSaveMakesTheRowsAgain(
+        _ kind: StoreKind
+    ) throws {
+        let store = try Store(kind)
         let context = store.context()
         Folder(context: context).name = "with the rows"
         var refuses = true
@@ -168,8 +175,8 @@ final class Batches {
         #expect(try store.stored(FetchRequest<Folder>()).count == 1)
     }
 
-    @Test func theHooksEffectsComeAfterEveryRowOfEveryStream() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func theHooksEffectsComeAfterEveryRowOfEveryStream(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let context = store.context()
         var seen: [Int] = []
         var afterCommit: [Int] = []
@@ -192,8 +199,8 @@ final class Batches {
             ])
     }
 
-    @Test func streamsAreWrittenInTheOrderTheyWereAdded() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func streamsAreWrittenInTheOrderTheyWereAdded(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let context = store.context()
         let batches = Batches()
         record(context, into: batches) { 0 }
@@ -207,8 +214,9 @@ final class Batches {
 
     /// Rows of both forms are one kind of change: written, and handed to the hook, in the
     /// order they were added, inside the transaction.
-    @Test func rowsOfBothFormsAreWrittenInTheOrderTheyWereAdded() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func rowsOfBothFormsAreWrittenInTheOrderTheyWereAdded(_ kind: StoreKind) throws
+    {
+        let store = try Store(kind)
         let context = store.context()
         var inTransaction: [Int] = []
         let hook: Reading.Hook = { rows, effects in
@@ -231,8 +239,8 @@ final class Batches {
         #expect(try store.readings().map(\.objectID.rowID) == Array(streamed) + made.map(\.rowID) + Array(again))
     }
 
-    @Test func rollbackAndResetDropTheStream() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func rollbackAndResetDropTheStream(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let context = store.context()
         var configured = 0
         try context.insertRows(Reading.self, count: 10, batchSize: 1_000, streaming: { _, _ in configured += 1 })
@@ -249,8 +257,8 @@ final class Batches {
         #expect(try store.readings().isEmpty)
     }
 
-    @Test func aRowMustNotPointAtAnObjectTheSaveDeletes() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func aRowMustNotPointAtAnObjectTheSaveDeletes(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let context = store.context()
         let folder = Folder(context: context)
         folder.name = "going"
@@ -268,8 +276,8 @@ final class Batches {
         #expect(try store.readings().isEmpty)
     }
 
-    @Test func misuseAndEmptyStreams() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func misuseAndEmptyStreams(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let context = store.context()
         var configured = 0
         let child = context.newChildContext()
@@ -302,8 +310,8 @@ final class Batches {
         #expect(try store.readings().isEmpty)
     }
 
-    @Test func theNotificationNamesTheRowsByRange() async throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func theNotificationNamesTheRowsByRange(_ kind: StoreKind) async throws {
+        let store = try Store(kind)
         let context = store.context("importer")
         let notifications = store.container.saveNotifications()
         let folder = Folder(context: context)
@@ -326,8 +334,8 @@ final class Batches {
         #expect(SaveNotification(inserted: [], updated: [], deleted: []).insertedRowRanges.isEmpty)
     }
 
-    @Test func aSaveThatRestartsWritesTheRowsOnce() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func aSaveThatRestartsWritesTheRowsOnce(_ kind: StoreKind) throws {
+        let store = try Store(kind)
         let seed = store.context("seed")
         let folder = Folder(context: seed)
         folder.name = "v1"

@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -162,19 +163,62 @@ let allEntities: [ManagedObject.Type] = [
     Checked.self,
 ]
 
-/// A store in a fresh temporary directory, with a hook log on its contexts.
+/// The engines a suite runs on: SQLite always, PostgreSQL when `ASSETCAT_TEST_POSTGRESQL_URL`
+/// names a server (`make test` starts one: Scripts/with-postgres.sh). Without it, each
+/// PostgreSQL case is cancelled with a one-line reason.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgresql
+
+    var testDescription: String { rawValue }
+
+    /// The variable that names the test server.
+    static let serverVariable = "ASSETCAT_TEST_POSTGRESQL_URL"
+
+    /// A new, empty store's URL: a file in `directory`, or a PostgreSQL schema of its own in
+    /// the test server's database (cancels the test case when there is no server).
+    func newStoreURL(in directory: URL) throws -> URL {
+        switch self {
+        case .sqlite:
+            return directory.appending(path: "store.sqlite")
+        case .postgresql:
+            guard let server = ProcessInfo.processInfo.environment[Self.serverVariable], !server.isEmpty else {
+                let reason = "no PostgreSQL server: \(Self.serverVariable) is not set (make test sets it)"
+                // A cancelled test case is not listed with its reason: say it here, one line a case.
+                FileHandle.standardError.write(
+                    Data("◇ skipped on PostgreSQL: \(Test.current?.name ?? "?"): \(reason)\n".utf8))
+                try Test.cancel(Comment(rawValue: reason))
+            }
+            let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            guard var components = URLComponents(string: server) else {
+                throw ValidationMessage("\(Self.serverVariable) is not a URL")
+            }
+            components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "schema", value: schema)]
+            return components.url!
+        }
+    }
+}
+
+/// A store in a fresh temporary directory (SQLite) or schema (PostgreSQL), with a hook log
+/// on its contexts.
 struct TestStore {
+    let kind: StoreKind
     let directory: URL
     let container: PersistentContainer
     let log = HookLog()
+    let storeURL: URL
 
-    var storeURL: URL { directory.appending(path: "store.sqlite") }
-
-    init(options: PersistentContainer.Options = .init()) throws {
+    init(_ kind: StoreKind = .sqlite, options: PersistentContainer.Options = .init()) throws {
+        self.kind = kind
         directory = ScratchDirectory.path("persistence-tests")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        container = try PersistentContainer(
-            storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities), options: options)
+        storeURL = try kind.newStoreURL(in: directory)
+        container = try PersistentContainer.open(url: storeURL, schema: try Schema(allEntities), options: options)
+    }
+
+    /// How the store's messages name it: the file's path, or the URL without its password.
+    var storeName: String {
+        container.storeURL.isFileURL ? container.storeURL.path : container.storeURL.absoluteString
     }
 
     /// A new root context that logs hooks.
@@ -193,7 +237,7 @@ struct TestStore {
 
     /// Reopens the same store in a new container.
     func reopen(options: PersistentContainer.Options = .init()) throws -> PersistentContainer {
-        try PersistentContainer(storeURL: storeURL, schema: try Schema(allEntities), options: options)
+        try PersistentContainer.open(url: storeURL, schema: try Schema(allEntities), options: options)
     }
 
     /// What a fresh context reads from the store.

@@ -2,8 +2,8 @@ import Foundation
 import Persistence
 import Testing
 
-@Test func willSaveThatKeepsReDirtyingStopsWithAClearError() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func willSaveThatKeepsReDirtyingStopsWithAClearError(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let looper = Looper(context: context)
     let error = #expect(throws: PersistenceError.self) { try context.save() }
@@ -17,8 +17,8 @@ import Testing
     #expect(try store.stored(FetchRequest<Looper>()).isEmpty)
 }
 
-@Test func theWillSavePassLimitIsAdjustable() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func theWillSavePassLimitIsAdjustable(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     context.maximumWillSavePasses = 3
     let looper = Looper(context: context)
@@ -26,8 +26,8 @@ import Testing
     #expect(looper.count == 3)
 }
 
-@Test func anObserverSeesObservedChangesButNotPrimitiveOnes() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func anObserverSeesObservedChangesButNotPrimitiveOnes(_ kind: StoreKind) throws {
+    let store = try TestStore(kind)
     let context = store.context()
     let note = Note(context: context)
     try context.save()
@@ -42,8 +42,10 @@ import Testing
     #expect(seen.count == 1)
 }
 
-@Test func primitiveSetterDoesNotDirtyButIsWrittenWhenTheObjectSaves() throws {
-    let store = try TestStore()
+@Test(arguments: StoreKind.allCases) func primitiveSetterDoesNotDirtyButIsWrittenWhenTheObjectSaves(_ kind: StoreKind)
+    throws
+{
+    let store = try TestStore(kind)
     let context = store.context()
     let note = Note(context: context)
     try context.save()

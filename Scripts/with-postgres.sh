@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runs a command with a private PostgreSQL cluster, then stops and removes the cluster.
+#
+#   Scripts/with-postgres.sh COMMAND [ARG...]
+#
+# Installs PostgreSQL from Debian's packages if it is missing, makes a cluster in a new
+# temporary directory (initdb), starts it (pg_ctl) listening on 127.0.0.1 only, on a free
+# port, with no unix socket, as an unprivileged user (when run as root: `nobody`, which
+# owns the directory), makes a database and a password-protected role, and runs COMMAND
+# with ASSETCAT_TEST_POSTGRESQL_URL=postgresql://USER:PASSWORD@127.0.0.1:PORT/DB in its
+# environment. Whatever COMMAND does (fails, is interrupted), the server is stopped and
+# the directory removed on the way out; the script exits with COMMAND's status.
+set -euo pipefail
+
+if [ $# -eq 0 ]; then
+    echo "usage: $0 COMMAND [ARG...]" >&2
+    exit 2
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+# The newest server installed; else installed from Debian's packages.
+find_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+bin=$(find_bin)
+if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
+    echo "installing: postgresql" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # Debian's postgresql-common would start a cluster of its own: it is stopped below.
+    $sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+    bin=$(find_bin)
+    # Only the binaries are wanted: a system cluster the package started is not ours.
+    if command -v pg_ctlcluster >/dev/null && [ -n "$(pg_lsclusters -h 2>/dev/null)" ]; then
+        pg_lsclusters -h | while read -r version name _; do
+            $sudo pg_ctlcluster "$version" "$name" stop 2>/dev/null || true
+        done
+    fi
+fi
+
+# Who runs the server: postgres refuses root.
+if [ "$(id -u)" -eq 0 ]; then
+    runas=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+    owner=nobody:nogroup
+else
+    runas=()
+    owner=""
+fi
+
+root=$(mktemp -d "${TMPDIR:-/tmp}/assetcat-postgres.XXXXXX")
+data="$root/data"
+started=0
+cleanup() {
+    status=$?
+    if [ "$started" -eq 1 ]; then
+        "${runas[@]}" "$bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$root"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+user=assetcat
+database=assetcat_test
+password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s\n' "$password" >"$root/password"
+chmod 700 "$root"
+[ -z "$owner" ] || chown -R "$owner" "$root"
+
+"${runas[@]}" "$bin/initdb" -D "$data" -U "$user" --pwfile="$root/password" --auth=scram-sha-256 \
+    -E UTF8 --locale=C.UTF-8 --no-sync >"$root/initdb.log" 2>&1 || {
+    cat "$root/initdb.log" >&2
+    exit 1
+}
+rm -f "$root/password"
+
+# A free port: asked of the kernel, then tried; another process may take it in between.
+for attempt in 1 2 3 4 5; do
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # Tests need no durability across a power loss of this throwaway cluster: fsync off.
+    if "${runas[@]}" "$bin/pg_ctl" -D "$data" -l "$root/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c fsync=off \
+            -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+        start >/dev/null 2>&1; then
+        started=1
+        break
+    fi
+    "${runas[@]}" "$bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+done
+if [ "$started" -ne 1 ]; then
+    echo "could not start PostgreSQL; its log:" >&2
+    cat "$root/server.log" >&2 || true
+    exit 1
+fi
+
+PGPASSWORD=$password "$bin/createdb" -h 127.0.0.1 -p "$port" -U "$user" "$database"
+export ASSETCAT_TEST_POSTGRESQL_URL="postgresql://$user:$password@127.0.0.1:$port/$database"
+echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $root)" >&2
+
+# Not exec: the trap must run after the command. In the background, so that a signal to
+# this script is handled at once (passed on to the command) rather than after it ends.
+child=""
+forward() {
+    [ -z "$child" ] || kill "-$1" "$child" 2>/dev/null || true
+    wait "$child" 2>/dev/null || true
+    exit "$2"
+}
+trap 'forward INT 130' INT
+trap 'forward TERM 143' TERM
+set +e
+"$@" &
+child=$!
+wait "$child"
+status=$?
+set -e
+exit "$status"
