@@ -53,6 +53,23 @@ public struct TestCatalog: Sendable {
         ((try? FileManager.default.contentsOfDirectory(atPath: root.appending(path: "staging").path)) ?? []).sorted()
     }
 
+    /// Sends `signal` to `process`, an `assetcat add` into this catalog, once its `staging/`
+    /// holds at least `entries` entries (files being staged reach it with their batch), and
+    /// says whether they were there: an add interrupted before it staged anything tests
+    /// nothing. The staging folder is another process's, so it is watched by polling, from a
+    /// thread of its own (the test's tasks share the concurrency pool with the whole suite
+    /// and could notice too late); the deadline only meets a hang.
+    public func signal(_ signal: Int32, to process: ChildProcess, onceStagingHolds entries: Int) async throws -> Bool {
+        let staging = root.appending(path: "staging").path
+        return try await offThePool {
+            let deadline = Date().addingTimeInterval(120)
+            let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries }
+            while Date() < deadline, !staged() { usleep(1000) }
+            process.signal(signal)
+            return staged()
+        }
+    }
+
     /// The built `assetcat` executable, found beside the test bundle.
     public static func executable() -> URL {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

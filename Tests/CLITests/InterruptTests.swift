@@ -23,18 +23,7 @@ import Testing
     let process = try ChildProcess(
         TestCatalog.executable().path, ["add", "--catalog", t.root.path] + paths,
         environment: ["ASSETCAT_FAULT": "slow-ingest"])
-    // Interrupt once files are being staged (they reach objects/ with their
-    // batch), watching from a thread of its own: the test's tasks share the
-    // concurrency pool with the whole suite and could notice too late.
-    let staging = t.root.appending(path: "staging").path
-    let staged = try await offThePool {
-        // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
-        let deadline = Date().addingTimeInterval(120)
-        let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= 10 }
-        while Date() < deadline, !staged() { usleep(1000) }
-        process.signal(SIGINT)
-        return staged()
-    }
+    let staged = try await t.signal(SIGINT, to: process, onceStagingHolds: 10)
     #expect(staged, "the interrupt came before the add staged anything: it tests nothing")
     let run = try await process.finish()
     let stderr = run.stderrText
@@ -71,15 +60,7 @@ import Testing
     let arguments = ["add", "--catalog", t.root.path] + paths
     let process = try ChildProcess(
         TestCatalog.executable().path, arguments, environment: ["ASSETCAT_FAULT": "slow-ingest"])
-    let staging = t.root.appending(path: "staging").path
-    let staged = try await offThePool {
-        // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
-        let deadline = Date().addingTimeInterval(120)
-        let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= 20 }
-        while Date() < deadline, !staged() { usleep(1000) }
-        process.signal(SIGINT)
-        return staged()
-    }
+    let staged = try await t.signal(SIGINT, to: process, onceStagingHolds: 20)
     #expect(staged, "the interrupt came before the add staged anything: it tests nothing")
     let interrupted = try await process.finish()
     #expect(interrupted.termination == .exited(130))

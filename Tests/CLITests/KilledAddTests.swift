@@ -192,15 +192,7 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         let process = try ChildProcess(
             TestCatalog.executable().path, ["add", "--catalog", t.root.path] + paths,
             environment: ["ASSETCAT_FAULT": "slow-ingest"])
-        let staging = t.root.appending(path: "staging").path
-        let staged = try await offThePool {
-            // Only a hang meets it: under ASan, in a busy suite, a child takes long to get there.
-            let deadline = Date().addingTimeInterval(120)
-            let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries }
-            while Date() < deadline, !staged() { usleep(1000) }
-            process.signal(SIGTERM)
-            return staged()
-        }
+        let staged = try await t.signal(SIGTERM, to: process, onceStagingHolds: entries)
         #expect(staged, "the kill came before the add staged anything: it tests nothing")
         let run = try await process.finish()
         let stderr = run.stderrText
