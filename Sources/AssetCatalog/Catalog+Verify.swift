@@ -1,3 +1,4 @@
+import BagIt
 import Crypto
 import Foundation
 import Persistence
@@ -220,7 +221,6 @@ extension Catalog {
     }
 
     private func check(_ record: AssetRecord) throws -> VerifyIssue? {
-        guard !record.sha256.isEmpty else { return nil }  // its digest job has not run yet: nothing to compare
         let path: String
         switch record.storage {
         case .managed: path = content.objectPath(record.sha256)
@@ -231,21 +231,28 @@ extension Catalog {
         }
         var issue = VerifyIssue(
             id: record.id, name: record.name, problem: .missing, path: path, expectedSHA256: record.sha256)
-        let digest: String
+        // The file is opened once: whether it is missing is told by the open's error.
         do {
             if record.storage == .member {
-                guard let archivePath = try memberArchivePath(record),
-                    FileManager.default.fileExists(atPath: archivePath)
-                else { return issue }  // its archive is missing: so is the member
+                guard !record.sha256.isEmpty else {
+                    // Not indexed yet: nothing to compare, but its archive must be there.
+                    guard let archive = try memberArchivePath(record) else { return issue }
+                    return try opened(archive, issue) { _ in nil }
+                }
                 var hasher = DigestAccumulator()
                 try read(record) { hasher.add($0) }
-                digest = hasher.hex
-            } else {
-                guard FileManager.default.fileExists(atPath: path) else { return issue }
-                digest = try ContentStore.digest(ofFileAt: path).digest
+                return judged(hasher.hex, issue)
+            }
+            return try opened(path, issue) { file in
+                // A digest job not run yet (`add --defer-hash`): there is nothing to compare,
+                // but the file must still be there.
+                guard !record.sha256.isEmpty else { return nil }
+                var hasher = DigestAccumulator()
+                try ContentStore.readChunks(file.fd, path: path, size: file.size) { hasher.add($0) }
+                return judged(hasher.hex, issue)
             }
         } catch let error as CatalogError where error.code == .notFound {
-            return issue
+            return issue  // a member's archive, or the member in it, is gone
         } catch let error as CatalogError where error.code == .archive {
             issue.problem = .damaged  // its archive can no longer be read
             issue.detail = error.message
@@ -255,7 +262,28 @@ extension Catalog {
             issue.detail = error.message
             return issue
         }
-        guard digest != record.sha256 else { return nil }
+    }
+
+    /// `issue` as missing when `path` is gone; otherwise what `body` makes of the opened file
+    /// (an `io` error, such as a file that is not a regular one, is the caller's to report).
+    private func opened(
+        _ path: String, _ issue: VerifyIssue, _ body: ((fd: Int32, size: Int64)) throws -> VerifyIssue?
+    ) throws -> VerifyIssue? {
+        let file: (fd: Int32, size: Int64)
+        do {
+            file = try FileAccess.openRegularFile(atPath: path)
+        } catch {
+            if case .system(ENOENT) = error.kind { return issue }
+            throw ContentStore.openFailure(error, path: path)
+        }
+        defer { Glibc.close(file.fd) }
+        return try body(file)
+    }
+
+    /// `nil` when the bytes hash to what was recorded, otherwise `issue` as damaged.
+    private func judged(_ digest: String, _ issue: VerifyIssue) -> VerifyIssue? {
+        guard digest != issue.expectedSHA256 else { return nil }
+        var issue = issue
         issue.problem = .damaged
         issue.actualSHA256 = digest
         return issue

@@ -444,15 +444,19 @@ final class ContentStore: Sendable {
             defer { close(root) }
             return try FileAccess.openRegularFile(relative, beneath: root)
         } catch {
-            let name = DisplayText.quoted(path)
-            switch error.kind {
-            case .system(let code):
-                throw CatalogError(.io, "Could not open \(name): \(String(cString: strerror(code)))", path: path)
-            case .symbolicLink:
-                throw CatalogError(
-                    .io, "\(name) \(error.reason) (links inside a directory are not followed)", path: path)
-            default: throw CatalogError(.io, "\(name) \(error.reason)", path: path)
-            }
+            throw openFailure(error, path: path)
+        }
+    }
+
+    /// Why `path` could not be opened to read it, as an `io` error naming it.
+    static func openFailure(_ error: FileAccess.Failure, path: String) -> CatalogError {
+        let name = DisplayText.quoted(path)
+        switch error.kind {
+        case .system(let code):
+            return CatalogError(.io, "Could not open \(name): \(String(cString: strerror(code)))", path: path)
+        case .symbolicLink:
+            return CatalogError(.io, "\(name) \(error.reason) (links inside a directory are not followed)", path: path)
+        default: return CatalogError(.io, "\(name) \(error.reason)", path: path)
         }
     }
 

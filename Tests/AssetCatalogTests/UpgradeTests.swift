@@ -71,9 +71,11 @@ import Testing
         #expect(jobs.map(\.state) == [.succeeded, .succeeded, .succeeded, .failed, .queued])
         #expect(jobs[3].error?.hasPrefix("Cannot read ") == true)
 
-        // The content is whole: every file matches its digest (gone.txt has none to compare).
+        // The content is whole: every file matches its digest, but for gone.txt, which has no
+        // digest to compare and whose file is missing.
         let report = try await catalog.verify()
-        #expect(report.issues.isEmpty)
+        #expect(report.issues.map(\.id) == [gone.id])
+        #expect(report.issues.map(\.problem) == [.missing])
         #expect(report.unreferencedObjects == 0)
     }
 

@@ -36,6 +36,29 @@ import Testing
         #expect(try await catalog.verify([referenced[1].id]).issues.map(\.problem) == [.missing])
     }
 
+    /// A referenced asset added with `defersHashing` has no digest until its job runs: verify
+    /// has nothing to compare, but a file that is gone is still reported missing, and one that
+    /// is not a regular file unreadable.
+    @Test func verifyReportsTheMissingFileOfAnAssetNotYetHashed() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let files = [try t.file("kept.txt", "kept"), try t.file("gone.txt", "gone"), try t.file("fifo", "")]
+        let added = try await catalog.add(files, options: .init(mode: .reference, defersHashing: true)).added
+        #expect(added.map(\.sha256) == ["", "", ""])
+        try FileManager.default.removeItem(atPath: files[1])
+        try FileManager.default.removeItem(atPath: files[2])
+        #expect(mkfifo(files[2], 0o644) == 0)
+
+        let report = try await catalog.verify()
+        #expect(report.checked == 3)
+        #expect(report.issues.map(\.id) == [added[1].id, added[2].id])
+        #expect(report.issues.map(\.problem) == [.missing, .unreadable])
+        #expect(report.issues[0].path == files[1])
+        #expect(report.issues[1].detail == "\(files[2]) is a FIFO, not a regular file")
+        #expect(try catalog.assets().count == 3)  // reported, never dropped
+    }
+
     /// A verify of the whole catalog reads its assets a page at a time: what it finds, and its
     /// progress, are the same across pages as in one; files of `objects/` are judged a folder
     /// at a time against the store.
