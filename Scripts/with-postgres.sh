@@ -9,7 +9,8 @@
 # owns the directory), makes a database and a password-protected role, and runs COMMAND
 # with ASSETCAT_TEST_POSTGRESQL_URL=postgresql://USER:PASSWORD@127.0.0.1:PORT/DB in its
 # environment. Whatever COMMAND does (fails, is interrupted), the server is stopped and
-# the directory removed on the way out; the script exits with COMMAND's status.
+# the directory removed on the way out; the script exits with COMMAND's status. A cluster
+# a killed run left behind (SIGKILL cannot be trapped) is removed by the next run.
 set -euo pipefail
 
 if [ $# -eq 0 ]; then
@@ -47,7 +48,19 @@ else
     owner=""
 fi
 
+# A cluster left by a run that was killed (SIGKILL skips the trap below): its script is gone,
+# so its server is stopped and its directory removed. A run still alive is left alone.
+for stale in "${TMPDIR:-/tmp}"/assetcat-postgres.*; do
+    owner_pid=$(cat "$stale/script.pid" 2>/dev/null) || continue
+    if [ -n "$owner_pid" ] && ! kill -0 "$owner_pid" 2>/dev/null; then
+        echo "removing a PostgreSQL cluster left by a killed run: $stale" >&2
+        "${runas[@]}" "$bin/pg_ctl" -D "$stale/data" -m immediate -w stop >/dev/null 2>&1 || true
+        rm -rf "$stale"
+    fi
+done
+
 root=$(mktemp -d "${TMPDIR:-/tmp}/assetcat-postgres.XXXXXX")
+echo $$ >"$root/script.pid"
 data="$root/data"
 started=0
 cleanup() {
