@@ -89,8 +89,8 @@ public final class JobQueue: JobProvider, Sendable {
         var held: [Int64: Int] = [:]
         /// Runs stopped by `cancelAll`, by asset then job, with their tokens.
         var interrupted: [Int64: [Int64: String]] = [:]
-        /// Runs that `stop` or an interrupted `runUntilIdle` queues again, by
-        /// job, with their tokens: their own ending must not write over that.
+        /// Runs that `stop`, an interrupted `runUntilIdle` or a resumed asset queues again,
+        /// by job, with their tokens: their own ending must not write over that.
         var stopping: [Int64: String] = [:]
         var subscribers: [UUID: AsyncStream<JobRecord>.Continuation] = [:]
         var worker: Task<Void, Never>?
@@ -135,6 +135,8 @@ public final class JobQueue: JobProvider, Sendable {
         var recheckExternal = false
         /// Runs between a claim's commit and the registration of its jobs (for tests).
         var afterClaim: (@Sendable () -> Void)?
+        /// Runs between a resume's taking of its interrupted runs and their queueing (for tests).
+        var beforeResumeQueues: (@Sendable () -> Void)?
         /// Runs (by token) stopped because another process deleted their asset: their row
         /// says so, whichever of the two processes writes it first.
         var assetGoneRuns: Set<String> = []
@@ -195,6 +197,13 @@ public final class JobQueue: JobProvider, Sendable {
     var afterClaim: (@Sendable () -> Void)? {
         get { state.withLock { $0.afterClaim } }
         set { state.withLock { $0.afterClaim = newValue } }
+    }
+
+    /// Runs when ``resume(for:)`` has taken an asset's interrupted runs, before it queues them
+    /// again (for tests: a cancelled run ending in that window).
+    var beforeResumeQueues: (@Sendable () -> Void)? {
+        get { state.withLock { $0.beforeResumeQueues } }
+        set { state.withLock { $0.beforeResumeQueues = newValue } }
     }
 
     /// Claims whose jobs are not all registered as running yet (for tests).
@@ -366,16 +375,23 @@ public final class JobQueue: JobProvider, Sendable {
 
     public func resume(for assetID: AssetID) {
         let assetID = assetID.rawValue
-        let runs = state.withLock { s -> [Int64: String] in
-            guard let count = s.held[assetID] else { return [:] }
+        let (runs, hook) = state.withLock { s -> ([Int64: String], (@Sendable () -> Void)?) in
+            guard let count = s.held[assetID] else { return ([:], nil) }
             if count > 1 {
                 s.held[assetID] = count - 1  // another deletion of the asset is still pending
-                return [:]
+                return ([:], nil)
             }
             s.held[assetID] = nil
-            return s.interrupted.removeValue(forKey: assetID) ?? [:]
+            let runs = s.interrupted.removeValue(forKey: assetID) ?? [:]
+            // A cancelled run that has not ended yet is queued again below: when it ends, it
+            // must not take its cancellation for its end and mark the job cancelled first.
+            for (jobID, token) in runs where s.running[jobID]?.token == token { s.stopping[jobID] = token }
+            return (runs, s.beforeResumeQueues)
         }
-        if !runs.isEmpty { requeue(runs) }
+        if !runs.isEmpty {
+            hook?()
+            requeue(runs)
+        }
         wakeWorker()
     }
 

@@ -1,5 +1,7 @@
 import AssetCatalogTestSupport
+import Dispatch
 import Foundation
+import Locking
 import Persistence
 import Synchronization
 import Testing
@@ -134,7 +136,7 @@ final class Stubborn: JobProcessor {
     @Test func aRollbackInOneContextDoesNotRestartJobsAnotherContextIsDeleting() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
-        catalog.jobs.register(Stepper(log: log, steps: 5, stepDuration: .milliseconds(100)), as: "stepper")
+        catalog.jobs.register(Stepper(log: log, steps: 1, firstRunLasts: .seconds(600)), as: "stepper")
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
@@ -220,7 +222,8 @@ extension JobRaceTests {
     @Test func stoppedJobsRunAgainAfterStart() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
-        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
+        catalog.jobs.register(
+            Stepper(log: log, steps: 3, stepDuration: .milliseconds(1), firstRunLasts: .seconds(600)), as: "stepper")
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         catalog.jobs.start()
         #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
@@ -269,5 +272,58 @@ extension JobRaceTests {
         _ = try await catalog.jobs.runUntilIdle()
         let members = try catalog.assets(AssetQuery(storage: .member)).count
         #expect(members == 300, "\(members) members recorded for 300")
+    }
+}
+
+extension JobRaceTests {
+    /// A deletion rolled back while its asset's cancelled run is still ending: the rollback
+    /// queues the job again, and the run's end — a CancellationError — must not mark the job
+    /// cancelled for good in between. The hook holds that window open until the run ended.
+    @Test func aRunEndingWhileItsDeletionRollsBackIsQueuedAgainNotCancelled() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let processor = SlowToStop()
+        catalog.jobs.register(processor, as: "slow-to-stop")
+        let id = try catalog.jobs.submit("slow-to-stop", for: asset.id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        #expect(try await waitUntil { processor.log.contains("run 1") })
+        catalog.jobs.beforeResumeQueues = { [jobs = catalog.jobs] in
+            processor.letGo.signal()
+            let deadline = Date().addingTimeInterval(60)
+            while jobs.tasksInFlight > 0 && Date() < deadline { usleep(1_000) }
+        }
+        let context = catalog.newContext()
+        context.performAndWait {
+            context.delete(try! context.existingObject(with: asset.objectID))
+            context.rollback()
+        }
+        #expect(processor.log.contains("run 1 ended"), "the run did not end inside the window")
+        let ended = try await waitUntil { [.succeeded, .cancelled].contains(try state(catalog, id).state) }
+        let final = try state(catalog, id).state
+        #expect(ended && final == .succeeded)
+        #expect(processor.log.all == ["run 1", "run 1 ended", "run 2"])
+    }
+}
+
+/// A processor whose first run, once cancelled, ends only when let go (`letGo`); its later
+/// runs end at once.
+final class SlowToStop: JobProcessor {
+    let log = StepLog()
+    let letGo = DispatchSemaphore(value: 0)
+    private let runs = Locked(0)
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        let run = runs.withLock { count in
+            count += 1
+            return count
+        }
+        log.record("run \(run)")
+        if run == 1 {
+            try? await Task.sleep(for: .seconds(600))  // until cancelled
+            _ = letGo.wait(timeout: .now() + 60)
+            log.record("run 1 ended")
+            throw CancellationError()
+        }
+        return JobOutput(metadata: ["runs": String(run)])
     }
 }
