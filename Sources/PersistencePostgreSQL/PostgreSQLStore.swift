@@ -14,10 +14,13 @@ extension PersistentContainer {
     /// that holds the store's tables. Opening creates the tables, indexes and links the
     /// entities declare, unless ``Options/createsStore`` is `false`.
     ///
+    /// Delete rules (cascade, nullify, deny, `onDestinationDelete`), batch deletes and row
+    /// deletions run in the store's transaction, by the same engine as on SQLite
+    /// (`DeleteRules`), with the same messages.
+    ///
     /// What the PostgreSQL store does not do yet fails with
     /// ``PersistenceError/Code/unsupported`` and a message naming it, never silently:
-    /// tallies, migrations of an existing store, read-only opens, integrity checks, batch and
-    /// row deletions, and a cascade that reaches rows the saving context never read.
+    /// tallies, migrations of an existing store, read-only opens, integrity checks.
     ///
     /// - Throws: ``PersistenceError`` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -45,7 +48,7 @@ final class PostgreSQLStore: PersistentStore {
     private let location: PostgreSQLLocation
     private let writer: PostgreSQLConnection
     private let reader: PostgreSQLConnection
-    private let sql: [String: EntityStatements]
+    fileprivate let sql: [String: EntityStatements]
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     private let writerID = UUID().uuidString
     private let injectedFault = FaultSlot()
@@ -56,6 +59,9 @@ final class PostgreSQLStore: PersistentStore {
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
     static let commitsTable = "_persistence_commits"
+    /// The to-one relationships with an `onDestinationDelete` rule, as in the SQLite store:
+    /// an open without their entity still honours them (``ForeignLink``).
+    static let linksTable = "_persistence_links"
 
     init(url: URL, schema: Schema, options: PersistentContainer.Options) throws {
         let location = try PostgreSQLLocation(url)
@@ -183,6 +189,7 @@ final class PostgreSQLStore: PersistentStore {
                 ON CONFLICT (entity) DO UPDATE SET next = GREATEST(\(Self.sequenceTable).next, EXCLUDED.next)
                 """, [.text(entity.name)])
         }
+        try recordLinks()
         // A to-one relationship is a link the server keeps: a committed row never points at
         // a row that is gone. Checked at commit (the delete rules run as statements inside
         // the save, in an order that may leave a link dangling for a moment).
@@ -205,6 +212,46 @@ final class PostgreSQLStore: PersistentStore {
                     """, [])
             }
         }
+    }
+
+    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
+    private func recordLinks() throws {
+        try writer.run(
+            """
+            CREATE TABLE IF NOT EXISTS \(Self.linksTable) (entity TEXT NOT NULL, property TEXT NOT NULL, \
+            destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property))
+            """, [])
+        for entity in schema.entities {
+            try writer.run("DELETE FROM \(Self.linksTable) WHERE entity = $1", [.text(entity.name)])
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                try writer.run(
+                    "INSERT INTO \(Self.linksTable) (entity, property, destination, rule) VALUES ($1, $2, $3, $4)",
+                    [.text(entity.name), .text(property.name), .text(destination), .text(rule.rawValue)])
+            }
+        }
+    }
+
+    /// The rules of ``linksTable`` recorded by entities the schema does not have (whose
+    /// column is still there), by destination.
+    fileprivate func foreignLinks(_ connection: PostgreSQLConnection) throws -> [String: [ForeignLink]] {
+        let rows = try connection.run("SELECT entity, property, destination, rule FROM \(Self.linksTable)", []).rows
+        var foreign: [String: [ForeignLink]] = [:]
+        for row in rows {
+            let (entity, property, destination, rule) = try row.decode((String, String, String, String).self)
+            guard schema.entity(named: entity) == nil, schema.entity(named: destination) != nil else { continue }
+            let present = try !connection.run(
+                """
+                SELECT 1 FROM information_schema.columns \
+                WHERE table_schema = $1 AND table_name = $2 AND column_name = $3
+                """, [.text(location.schema), .text(entity), .text(property)]
+            ).rows.isEmpty
+            guard present else { continue }
+            foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: rule))
+        }
+        return foreign
     }
 
     private func tableExists(_ table: String) throws -> Bool {
@@ -258,7 +305,7 @@ final class PostgreSQLStore: PersistentStore {
 
     /// On the reader, in a transaction of its own: never rolled back with a save, so an ID
     /// once handed out is never handed out again.
-    private func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
+    fileprivate func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
         let rows = try reader.run(
             "UPDATE \(Self.sequenceTable) SET next = next + $1 WHERE entity = $2 RETURNING next",
             [.integer(Int64(count)), .text(entity)]
@@ -302,7 +349,7 @@ final class PostgreSQLStore: PersistentStore {
         try mapErrors(nil) { try rows(reader, entity, ids: ids) }
     }
 
-    private func rows(_ connection: PostgreSQLConnection, _ entity: EntityDescription, ids: [Int64]) throws
+    fileprivate func rows(_ connection: PostgreSQLConnection, _ entity: EntityDescription, ids: [Int64]) throws
         -> [StoreRow]
     {
         guard !ids.isEmpty else { return [] }
@@ -366,16 +413,14 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
-        guard changes.rows.deletions.isEmpty else {
-            let names = changes.rows.deletions.map(\.entity.name)
-            throw PersistenceError(
-                .unsupported,
-                "The PostgreSQL store cannot delete rows without objects yet (batch delete or deleteRows of "
-                    + "\(names.joined(separator: ", "))); nothing was changed")
-        }
+        let rules = DeleteRules(
+            schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects)
         var versions: [ManagedObjectID: Int64] = [:]
         var conflicts: [ManagedObjectID] = []
         // Deletes first: a save may delete a row and insert another with its unique value.
+        for (entity, ids) in DeleteRules<PostgreSQLStatements>.grouped(changes.deletes) {
+            try rules.refuseForeignLinks(entity, ids)
+        }
         for delete in changes.deletes {
             let statements = sql[delete.entity.name]!
             var query = "DELETE FROM \(statements.table) WHERE \"id\" = $1"
@@ -406,14 +451,31 @@ final class PostgreSQLStore: PersistentStore {
             if let version = try rows.first?.decode(Int64.self) { versions[id] = version } else { conflicts.append(id) }
         }
         if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-        try insert(changes.inserts)
-        for insertion in changes.rows.insertions { try insertRows(insertion, effects) }
-        var result = StoreSaveResult(versions: versions)
-        if !changes.deletes.isEmpty {
-            let completed = try completeDeleteRules(changes.deletes)
-            result.nullified += completed
+        // Rows deleted without objects, before the inserts too; what is written after must
+        // not point at them.
+        var paged = DeletionTally()
+        for deletion in changes.rows.deletions { try mapErrors(nil) { try rules.deleteRows(deletion, &paged) } }
+        for update in changes.updates {
+            try DeleteRules<PostgreSQLStatements>.requireNoLink(
+                update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
         }
-        try insertEffectRows(effects)
+        for insert in changes.inserts {
+            try DeleteRules<PostgreSQLStatements>.requireNoLink(
+                insert.entity, insert.id, insert.values, into: paged.deleted)
+        }
+        try insert(changes.inserts)
+        for insertion in changes.rows.insertions { try insertRows(insertion, rules, deleted: paged.deleted) }
+        var result = StoreSaveResult(versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
+        var deleted = paged.deleted
+        if !changes.deletes.isEmpty {
+            let completed = try mapErrors(nil) { try rules.completeDeleteRules(changes.deletes) }
+            result.cascadeDeleted = completed.deleted.flatMap { name, ids in
+                ids.map { ManagedObjectID(entityName: name, rowID: $0) }
+            }
+            result.nullified += completed.clearedAndKept
+            for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
+        }
+        try mapErrors(nil) { try rules.insertEffectRows(refusingLinksInto: deleted) }
         if !effects.beforeCommitWork.isEmpty {
             let reader = TransactionReader { fetch in try self.count(self.writer, fetch) }
             for work in effects.beforeCommitWork { try work(reader) }
@@ -427,80 +489,7 @@ final class PostgreSQLStore: PersistentStore {
         return result
     }
 
-    /// A context applies delete rules to the members it knew of at `delete()`; another may
-    /// have committed more since. Inside the transaction, nullify clears their links and deny
-    /// refuses the save, as in SQLite; a cascade that reaches such rows is refused (it needs
-    /// the rows' own rules and `willBatchDelete` hooks, which this store does not run yet).
-    /// Returns the rows whose link was cleared.
-    private func completeDeleteRules(_ deletes: [StoreChanges.Delete]) throws -> [ManagedObjectID] {
-        var nullified: [ManagedObjectID] = []
-        let groups = Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
-        for (entity, ids) in groups {
-            // Each relationship that reaches other rows: its to-many name (nil for a to-one's
-            // `onDestinationDelete` rule), the rows' entity, their link, and the rule.
-            var reaching:
-                [(toMany: String?, destination: EntityDescription, link: PropertyDescription, rule: DeleteRule)] =
-                    []
-            for property in entity.properties {
-                guard case .toMany(let destinationName) = property.kind,
-                    let destination = schema.entity(named: destinationName)
-                else { continue }
-                let inverse = try entity.inverse(of: property)
-                reaching.append((property.name, destination, inverse, property.deleteRule))
-            }
-            for link in schema.incomingLinks(into: entity) {
-                reaching.append((nil, link.source, link.property, link.rule))
-            }
-            for (toMany, destination, link, rule) in reaching {
-                let table = sql[destination.name]!.table
-                let column = quote(link.name)
-                var bindings = PostgresBindings()
-                bindings.append(ids)
-                switch rule {
-                case .nullify:
-                    let rows = try writer.run(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                UPDATE \(table) SET \(column) = NULL, "_version" = "_version" + 1 \
-                                WHERE \(column) = ANY($1) RETURNING "id"
-                                """, binds: bindings)
-                    ).rows
-                    nullified += try rows.map {
-                        ManagedObjectID(entityName: destination.name, rowID: try $0.decode(Int64.self))
-                    }
-                case .deny, .cascade:
-                    let rows = try writer.run(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                SELECT "id", \(column) FROM \(table) WHERE \(column) = ANY($1) ORDER BY "id" LIMIT 1
-                                """, binds: bindings)
-                    ).rows
-                    guard let row = rows.first else { continue }
-                    let (member, target) = try row.decode((Int64, Int64).self)
-                    let targetID = ManagedObjectID(entityName: entity.name, rowID: target)
-                    let memberID = ManagedObjectID(entityName: destination.name, rowID: member)
-                    let owner = "\(toMany.map { "\(entity.name).\($0)" } ?? "\(destination.name).\(link.name)")"
-                    if rule == .deny, let toMany {
-                        // The words of the SQLite store.
-                        throw PersistenceError(
-                            .validation,
-                            "\(targetID) cannot be deleted: its relationship '\(toMany)' gained members meanwhile "
-                                + "(deny rule)", objectIDs: [targetID])
-                    }
-                    if rule == .deny { throw PersistenceError.linkDenial(targetID, memberID, link) }
-                    throw PersistenceError(
-                        .unsupported,
-                        "\(targetID) cannot be deleted on the PostgreSQL store yet: its cascade rule (\(owner)) "
-                            + "reaches \(memberID), which was added after the deleting context read it, and this "
-                            + "store cannot cascade in the store yet; nothing was changed",
-                        objectIDs: [targetID])
-                }
-            }
-        }
-        return nullified
-    }
-
-    private func insert(_ rows: [StoreChanges.Insert]) throws {
+    fileprivate func insert(_ rows: [StoreChanges.Insert]) throws {
         for row in rows {
             let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
             guard row.id > 0 else {
@@ -515,56 +504,28 @@ final class PostgreSQLStore: PersistentStore {
 
     /// The rows of an insertion, one batch at a time, each followed by the rows its hooks
     /// planned.
-    private func insertRows(_ insertion: RowChanges.Insertion, _ effects: SaveEffects) throws {
+    private func insertRows(
+        _ insertion: RowChanges.Insertion, _ rules: DeleteRules<PostgreSQLStatements>, deleted: [String: RowIDSet]
+    ) throws {
         for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
             let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
-            let planned = effects.rows.count
+            let planned = rules.effects.rows.count
             let rows: [[StoreValue]]
             do {
                 rows = try insertion.rows(indexes)
             } catch {
                 throw StreamFailure(error: error)
             }
-            try insert(
-                zip(indexes, rows).map { i, values in
-                    StoreChanges.Insert(
-                        entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
-                })
-            try insertEffectRows(effects, from: planned)
+            let inserts = zip(indexes, rows).map { i, values in
+                StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
+            }
+            for insert in inserts {
+                try DeleteRules<PostgreSQLStatements>.requireNoLink(
+                    insert.entity, insert.id, insert.values, into: deleted)
+            }
+            try insert(inserts)
+            try mapErrors(nil) { try rules.insertEffectRows(from: planned, refusingLinksInto: deleted) }
         }
-    }
-
-    /// Inserts the rows of save effects from index `start` on, with IDs reserved for them
-    /// now, one block per entity. With `start` given (rows planned batch by batch), they
-    /// leave `effects` and are kept as ranges.
-    private func insertEffectRows(_ effects: SaveEffects, from start: Int? = nil) throws {
-        let first = start ?? 0
-        guard first < effects.rows.count else { return }
-        var counts: [String: Int] = [:]
-        var order: [String] = []
-        for row in effects.rows[first...] {
-            if counts[row.entity.name] == nil { order.append(row.entity.name) }
-            counts[row.entity.name, default: 0] += 1
-        }
-        var next: [String: Int64] = [:]
-        for name in order {
-            let ids = try reserve(entity: name, count: counts[name]!)
-            next[name] = ids.lowerBound
-            if start != nil { effects.rowRanges[name, default: RowIDSet()].insert(ids.lowerBound..<ids.upperBound + 1) }
-        }
-        for i in first..<effects.rows.count {
-            let name = effects.rows[i].entity.name
-            effects.rows[i].id = next[name]!
-            next[name]! += 1
-        }
-        try insert(Array(effects.rows[first...]))
-        if start != nil { effects.rows.removeSubrange(first...) }
-    }
-
-    /// The error of an insertion's rows or a hook, carried out of the transaction to be
-    /// thrown as it is.
-    private struct StreamFailure: Error {
-        var error: any Error
     }
 
     func failNextCommit(with error: any Error & Sendable) {
@@ -706,5 +667,83 @@ struct EntityStatements {
         case .attribute(.text), .attribute(.uuid): return .text(try cell.decode(String.self))
         case .attribute(.blob): return .blob(try cell.decode(Data.self))
         }
+    }
+}
+
+/// The PostgreSQL statements of the delete-rule engine (``DeleteRules``), on the writer,
+/// inside one save's transaction. Lists of IDs are bound as one array each (`= ANY($1)`).
+struct PostgreSQLStatements: DeletionStatements {
+    let store: PostgreSQLStore
+    let connection: PostgreSQLConnection
+
+    func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
+        try store.rows(connection, entity, ids: Array(ids))
+    }
+
+    func members(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int)
+        throws -> [StoreRow]
+    {
+        let statements = store.sql[entity.name]!
+        var bindings = PostgresBindings()
+        bindings.append(Array(owners))
+        bindings.append(Int64(limit))
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT \(statements.selectList) FROM \(statements.table) WHERE \(quote(link.name)) = ANY($1) \
+                ORDER BY "id" LIMIT $2
+                """, binds: bindings)
+        return try statements.decode(try connection.run(query).rows)
+    }
+
+    func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {
+        let statements = store.sql[fetch.entity.name]!
+        let (query, arguments) = store.select(statements.selectList, fetch)
+        return try statements.decode(try connection.run(query, arguments).rows)
+    }
+
+    func fetchIDs(_ fetch: StoreFetch) throws -> [Int64] {
+        let (query, arguments) = store.select("\"id\"", fetch)
+        return try connection.run(query, arguments).rows.map { try $0.decode(Int64.self) }
+    }
+
+    func nullify(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>) throws -> [Int64] {
+        var bindings = PostgresBindings()
+        bindings.append(Array(owners))
+        let column = quote(link.name)
+        let query = PostgresQuery(
+            unsafeSQL: """
+                UPDATE \(store.sql[entity.name]!.table) SET \(column) = NULL, "_version" = "_version" + 1 \
+                WHERE \(column) = ANY($1) RETURNING "id"
+                """, binds: bindings)
+        return try connection.run(query).rows.map { try $0.decode(Int64.self) }
+    }
+
+    func delete(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
+        var bindings = PostgresBindings()
+        bindings.append(Array(ids))
+        _ = try connection.run(
+            PostgresQuery(
+                unsafeSQL: "DELETE FROM \(store.sql[entity.name]!.table) WHERE \"id\" = ANY($1)", binds: bindings))
+    }
+
+    func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
+        try store.reserve(entity: entity, count: count)
+    }
+
+    func insert(_ rows: [StoreChanges.Insert]) throws { try store.insert(rows) }
+
+    func foreignLinks() throws -> [String: [ForeignLink]] { try store.foreignLinks(connection) }
+
+    func firstLinked(table: String, column: String, targets: ArraySlice<Int64>) throws -> (row: Int64, target: Int64)? {
+        var bindings = PostgresBindings()
+        bindings.append(Array(targets))
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT "id", \(quote(column)) FROM \(quote(table)) WHERE \(quote(column)) = ANY($1) \
+                ORDER BY "id" LIMIT 1
+                """, binds: bindings)
+        guard let row = try connection.run(query).rows.first else { return nil }
+        let (id, target) = try row.decode((Int64, Int64).self)
+        return (id, target)
     }
 }

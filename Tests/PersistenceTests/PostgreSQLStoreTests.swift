@@ -99,23 +99,6 @@ import Testing
         )
     }
 
-    @Test func aBatchDeleteIsRefusedAndChangesNothing() throws {
-        let store = try TestStore(.postgresql)
-        let context = store.context()
-        let note = Note(context: context)
-        note.title = "kept"
-        try context.save()
-        let error = try #require(throws: PersistenceError.self) {
-            try context.batchDelete(FetchRequest<Note>())
-        }
-        #expect(error.code == .unsupported)
-        #expect(
-            error.message
-                == "The PostgreSQL store cannot delete rows without objects yet (batch delete or deleteRows of Note); "
-                + "nothing was changed")
-        #expect(try store.stored(FetchRequest<Note>()).map(\.title) == ["kept"])
-    }
-
     @Test func theIntegrityCheckIsRefusedNotFaked() throws {
         let store = try TestStore(.postgresql)
         let error = try #require(throws: PersistenceError.self) { try store.container.checkIntegrity() }
