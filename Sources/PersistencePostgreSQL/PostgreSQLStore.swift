@@ -45,9 +45,9 @@ extension PersistentContainer {
 final class PostgreSQLStore: PersistentStore {
     let url: URL
     let schema: Schema
-    private let location: PostgreSQLLocation
-    private let writer: PostgreSQLConnection
-    private let reader: PostgreSQLConnection
+    let location: PostgreSQLLocation
+    let writer: PostgreSQLConnection
+    let reader: PostgreSQLConnection
     fileprivate let sql: [String: EntityStatements]
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     private let writerID = UUID().uuidString
@@ -71,12 +71,6 @@ final class PostgreSQLStore: PersistentStore {
         guard !options.readOnly else {
             throw PersistenceError(
                 .unsupported, "The PostgreSQL store \(location.redacted.absoluteString) cannot be opened read-only yet")
-        }
-        for entity in schema.entities where !entity.objectType.tallies.isEmpty {
-            throw PersistenceError(
-                .unsupported,
-                "The PostgreSQL store cannot keep tallies yet (\(entity.name) declares "
-                    + "\(entity.objectType.tallies.count)): open this schema with a SQLite store")
         }
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntityStatements($0)) })
         var unique: [String: String] = [:]
@@ -190,6 +184,7 @@ final class PostgreSQLStore: PersistentStore {
                 """, [.text(entity.name)])
         }
         try recordLinks()
+        try installTallies(writer)
         // A to-one relationship is a link the server keeps: a committed row never points at
         // a row that is gone. Checked at commit (the delete rules run as statements inside
         // the save, in an order that may leave a link dangling for a moment).
@@ -399,7 +394,7 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     /// `body` between `BEGIN` and `COMMIT` on `connection`, rolled back if it throws.
-    private func transaction<T>(_ connection: PostgreSQLConnection, _ body: () throws -> T) throws -> T {
+    func transaction<T>(_ connection: PostgreSQLConnection, _ body: () throws -> T) throws -> T {
         try connection.run("BEGIN", [])
         let result: T
         do {
@@ -539,14 +534,6 @@ final class PostgreSQLStore: PersistentStore {
             .unsupported, "The PostgreSQL store \(url.absoluteString) has no integrity check yet (use amcheck)")
     }
 
-    func tally(entity: EntityDescription, name: String) throws -> [TallyCount] {
-        throw PersistenceError(.unsupported, "The PostgreSQL store cannot keep tallies yet (\(entity.name).\(name))")
-    }
-
-    func recountTallies(fix: Bool) throws -> [TallyDiscrepancy] {
-        throw PersistenceError(.unsupported, "The PostgreSQL store cannot keep tallies yet")
-    }
-
     // MARK: - Changes of others
 
     /// The commits of every other store on these tables (other connections, processes and
@@ -569,7 +556,7 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - Errors
 
     /// Turns driver errors into ``PersistenceError``s naming the object.
-    private func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
+    func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as PersistenceError {

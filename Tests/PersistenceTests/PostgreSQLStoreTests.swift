@@ -83,22 +83,6 @@ import Testing
         #expect(titles == ["from the first", "from the second"])
     }
 
-    @Test func aSchemaWithTalliesIsRefusedNamingWhat() throws {
-        final class Counted: ManagedObject {
-            @Attribute var kind = ""
-            override class var tallies: [Persistence.Tally] { [Persistence.Tally("byKind", by: \Counted.kind)] }
-        }
-        let url = try serverURL()
-        let error = try #require(throws: PersistenceError.self) {
-            try PersistentContainer.open(url: url, schema: try Schema([Counted.self]))
-        }
-        #expect(error.code == .unsupported)
-        #expect(
-            error.message
-                == "The PostgreSQL store cannot keep tallies yet (Counted declares 1): open this schema with a SQLite store"
-        )
-    }
-
     @Test func theIntegrityCheckIsRefusedNotFaked() throws {
         let store = try TestStore(.postgresql)
         let error = try #require(throws: PersistenceError.self) { try store.container.checkIntegrity() }
