@@ -307,7 +307,7 @@ public struct Migration: Sendable {
     public let id: String
     /// When it runs.
     public let phase: Phase
-    let body: @Sendable (any MigrationDatabase) throws -> Void
+    package let body: @Sendable (any MigrationDatabase) throws -> Void
 
     /// A migration named `id` that runs `body` on the store's database, in `phase`.
     public init(
@@ -319,8 +319,27 @@ public struct Migration: Sendable {
     }
 }
 
+/// The SQL a store speaks.
+public enum SQLDialect: Sendable {
+    /// SQLite's.
+    case sqlite
+    /// PostgreSQL's.
+    case postgresql
+}
+
 /// The database as a ``Migration`` sees it.
+///
+/// A migration states its SQL for the store it runs on: most statements read the same on
+/// both (`ALTER TABLE "Journal" RENAME COLUMN "text" TO "body"`); where they differ, it
+/// chooses by ``dialect``. Quote table and column names: PostgreSQL folds unquoted names
+/// to lower case, and the store's tables are named as their entities are.
+/// On PostgreSQL a migration's statements run in the open's transaction (DDL too): a
+/// migration that fails leaves the store as it was. A row a migration inserts there names
+/// its `"id"` (the store hands IDs out from its own sequence, not the column's), and each
+/// ``execute(_:)`` runs one statement.
 public protocol MigrationDatabase {
+    /// The SQL the store speaks.
+    var dialect: SQLDialect { get }
     /// Runs SQL statements.
     func execute(_ sql: String) throws
     /// Whether a table exists.

@@ -1185,6 +1185,7 @@ struct EntitySQL {
 
 private struct GRDBMigrationDatabase: MigrationDatabase {
     let db: Database
+    var dialect: SQLDialect { .sqlite }
     func execute(_ sql: String) throws { try db.execute(sql: sql) }
     func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
     func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }

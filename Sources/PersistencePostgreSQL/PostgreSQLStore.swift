@@ -18,9 +18,19 @@ extension PersistentContainer {
     /// deletions run in the store's transaction, by the same engine as on SQLite
     /// (`DeleteRules`), with the same messages.
     ///
-    /// What the PostgreSQL store does not do yet fails with
-    /// ``PersistenceError/Code/unsupported`` and a message naming it, never silently:
-    /// tallies, migrations of an existing store, read-only opens, integrity checks.
+    /// Tallies are kept by triggers (see `PostgreSQLTallies.swift` for how they differ:
+    /// saves that write tallied entities run one at a time). Migrations of an existing store
+    /// run in the open's transaction (``MigrationDatabase/dialect`` is `.postgresql`; one
+    /// statement an `execute`); a failed one changes nothing and nothing is quarantined. A
+    /// read-only open sets `default_transaction_read_only` and needs a current store.
+    /// ``PersistentContainer/checkIntegrity()`` checks that the store is the one this
+    /// version makes (migrations, tables, columns, links, IDs, tally triggers); the server
+    /// keeps its own pages.
+    ///
+    /// Where PostgreSQL behaves differently from SQLite: transactions are `READ COMMITTED`
+    /// and several hosts write at once (a `beforeCommit` check does not hold other writers
+    /// off, as SQLite's one writer does); text cannot hold a NUL character (a save of one
+    /// fails).
     ///
     /// - Throws: ``PersistenceError`` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -46,6 +56,9 @@ final class PostgreSQLStore: PersistentStore {
     let url: URL
     let schema: Schema
     let location: PostgreSQLLocation
+    /// Whether the store was opened read-only: both connections' transactions are read-only
+    /// (`SET default_transaction_read_only`), and every save is refused before it starts.
+    let isReadOnly: Bool
     let writer: PostgreSQLConnection
     let reader: PostgreSQLConnection
     fileprivate let sql: [String: EntityStatements]
@@ -68,10 +81,7 @@ final class PostgreSQLStore: PersistentStore {
         self.location = location
         self.url = location.redacted
         self.schema = schema
-        guard !options.readOnly else {
-            throw PersistenceError(
-                .unsupported, "The PostgreSQL store \(location.redacted.absoluteString) cannot be opened read-only yet")
-        }
+        isReadOnly = options.readOnly
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntityStatements($0)) })
         var unique: [String: String] = [:]
         for entity in schema.entities {
@@ -87,8 +97,15 @@ final class PostgreSQLStore: PersistentStore {
         writer = try PostgreSQLConnection(location, logger: options.logger)
         reader = try PostgreSQLConnection(location, logger: options.logger)
         do {
-            try writer.withLock {
-                try transaction(writer) { try createSchema(createsStore: options.createsStore) }
+            if options.readOnly {
+                for connection in [writer, reader] {
+                    try connection.run("SET default_transaction_read_only = on", [])
+                }
+                try writer.withLock { try transaction(writer) { try requireCurrent() } }
+            } else {
+                try writer.withLock {
+                    try transaction(writer) { try createSchema(createsStore: options.createsStore) }
+                }
             }
         } catch let error as PersistenceError {
             close()
@@ -125,29 +142,10 @@ final class PostgreSQLStore: PersistentStore {
             "CREATE TABLE IF NOT EXISTS \(Self.sequenceTable) (entity TEXT PRIMARY KEY, next BIGINT NOT NULL)", [])
         try writer.run(
             "CREATE TABLE IF NOT EXISTS \(Self.commitsTable) (writer TEXT PRIMARY KEY, commits BIGINT NOT NULL)", [])
-        let applied = Set(
-            try writer.run("SELECT id FROM \(Self.migrationsTable)", []).rows.map { try $0.decode(String.self) })
-        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
-        if !unknown.isEmpty {
-            throw PersistenceError(
-                .newerStore,
-                "Could not open the store \(url.absoluteString): it was written by a newer version of this program "
-                    + "(it has applied the migration\(unknown.count == 1 ? "" : "s") "
-                    + "\(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this version does not know); "
-                    + "nothing was changed: upgrade to open it")
-        }
+        let applied = try appliedMigrations()
+        try refuseUnknown(applied)
         let pending = schema.migrations.filter { !applied.contains($0.id) }
-        if !isNew, let first = pending.first {
-            throw PersistenceError(
-                .unsupported,
-                "The PostgreSQL store \(url.absoluteString) needs the migration '\(first.id)', and the PostgreSQL "
-                    + "store cannot run migrations yet; nothing was changed")
-        }
-        for migration in pending {
-            try writer.run(
-                "INSERT INTO \(Self.migrationsTable) (id, applied) VALUES ($1, $2)",
-                [.text(migration.id), .real(Date().timeIntervalSince1970)])
-        }
+        try runMigrations(pending, .beforeSchema, isNew: isNew)
         for entity in schema.entities {
             let table = sql[entity.name]!.table
             if try tableExists(entity.name) {
@@ -207,6 +205,15 @@ final class PostgreSQLStore: PersistentStore {
                     """, [])
             }
         }
+        try runMigrations(pending, .afterSchema, isNew: isNew)
+        // Rows a migration inserted named their IDs: the next ones come after them.
+        for entity in schema.entities {
+            try writer.run(
+                """
+                UPDATE \(Self.sequenceTable) SET next = GREATEST(next, (SELECT COALESCE(MAX("id"), 0) + 1 \
+                FROM \(sql[entity.name]!.table))) WHERE entity = $1
+                """, [.text(entity.name)])
+        }
     }
 
     /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
@@ -249,13 +256,87 @@ final class PostgreSQLStore: PersistentStore {
         return foreign
     }
 
-    private func tableExists(_ table: String) throws -> Bool {
+    /// The IDs of the migrations the store records as applied.
+    private func appliedMigrations() throws -> Set<String> {
+        Set(try writer.run("SELECT id FROM \(Self.migrationsTable)", []).rows.map { try $0.decode(String.self) })
+    }
+
+    /// Throws ``PersistenceError/Code/newerStore`` when the store records migrations the
+    /// schema does not declare: a newer program wrote it.
+    private func refuseUnknown(_ applied: Set<String>) throws {
+        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
+        guard !unknown.isEmpty else { return }
+        throw PersistenceError(
+            .newerStore,
+            "Could not open the store \(url.absoluteString): it was written by a newer version of this program "
+                + "(it has applied the migration\(unknown.count == 1 ? "" : "s") "
+                + "\(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this version does not know); "
+                + "nothing was changed: upgrade to open it")
+    }
+
+    /// Runs the pending migrations of `phase` on an existing store (a new one records them
+    /// only), each recorded as applied, in the open's transaction.
+    private func runMigrations(_ pending: [Migration], _ phase: Migration.Phase, isNew: Bool) throws {
+        for migration in pending where migration.phase == phase {
+            if !isNew {
+                do {
+                    try migration.body(PostgreSQLMigrationDatabase(store: self))
+                } catch {
+                    throw PersistenceError(
+                        .migration,
+                        "Could not open the store \(url.absoluteString): migration '\(migration.id)' failed: "
+                            + "\(PostgreSQLConnection.describe(error)); nothing was changed", cause: error)
+                }
+            }
+            try writer.run(
+                "INSERT INTO \(Self.migrationsTable) (id, applied) VALUES ($1, $2)",
+                [.text(migration.id), .real(Date().timeIntervalSince1970)])
+        }
+    }
+
+    /// What a read-only open requires, since it can change nothing: a store with every
+    /// migration applied, every table and column, and the tallies' triggers of this version.
+    private func requireCurrent() throws {
+        let schemaExists = try !writer.run(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1", [.text(location.schema)]
+        ).rows.isEmpty
+        guard try schemaExists && tableExists(Self.sequenceTable) && tableExists(Self.migrationsTable) else {
+            throw PersistenceError(.notFound, "There is no store at \(url.absoluteString)")
+        }
+        let applied = try appliedMigrations()
+        try refuseUnknown(applied)
+        let stale = PersistenceError(
+            .migration,
+            "Could not open the store \(url.absoluteString): the store needs migrating to this version, which a "
+                + "read-only open cannot do; open it once where it can be written")
+        guard schema.migrations.allSatisfy({ applied.contains($0.id) }) else { throw stale }
+        for entity in schema.entities {
+            guard try tableExists(entity.name) else { throw stale }
+            let existing = Set(try columns(of: entity.name))
+            guard entity.storedProperties.allSatisfy({ existing.contains($0.name) }) else { throw stale }
+        }
+        guard try talliesAreCurrent(writer) else {
+            throw PersistenceError(
+                .migration,
+                "Could not open the store \(url.absoluteString): the store's counts need making for this version, "
+                    + "which a read-only open cannot do; open it once where it can be written")
+        }
+    }
+
+    /// Refuses a change to a store opened read-only, before anything runs.
+    func requireWritable() throws {
+        guard isReadOnly else { return }
+        throw PersistenceError(
+            .readOnly, "The store \(url.absoluteString) was opened read-only: it cannot be changed")
+    }
+
+    fileprivate func tableExists(_ table: String) throws -> Bool {
         try !writer.run(
             "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2", [.text(location.schema), .text(table)]
         ).rows.isEmpty
     }
 
-    private func columns(of table: String) throws -> [String] {
+    fileprivate func columns(of table: String) throws -> [String] {
         try writer.run(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
             [.text(location.schema), .text(table)]
@@ -295,7 +376,8 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - IDs
 
     func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64> {
-        try mapErrors(nil) { try reserve(entity: entity.name, count: count) }
+        try requireWritable()
+        return try mapErrors(nil) { try reserve(entity: entity.name, count: count) }
     }
 
     /// On the reader, in a transaction of its own: never rolled back with a save, so an ID
@@ -312,6 +394,7 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>) {
+        guard !isReadOnly else { return }
         _ = try? reader.run(
             "UPDATE \(Self.sequenceTable) SET next = $1 WHERE entity = $2 AND next = $3",
             [.integer(unused.lowerBound), .text(entity.name), .integer(unused.upperBound + 1)])
@@ -377,6 +460,7 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - Writing
 
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
+        try requireWritable()
         do {
             return try writer.withLock { try transaction(writer) { try write(changes, effects: effects) } }
         } catch let error as StoreConflict {
@@ -529,9 +613,72 @@ final class PostgreSQLStore: PersistentStore {
 
     // MARK: - Not yet on PostgreSQL
 
+    /// What the check means on PostgreSQL, whose server keeps its own pages sound: that the
+    /// store is the one this version makes — no migration it does not know (a newer
+    /// version's), none pending, every table and column, every link enforced by the server,
+    /// every entity's next ID above its rows', and the tallies' triggers current (their
+    /// counts: ``recountTallies(fix:)``). One finding a line; empty when sound.
     func checkIntegrity() throws -> [String] {
-        throw PersistenceError(
-            .unsupported, "The PostgreSQL store \(url.absoluteString) has no integrity check yet (use amcheck)")
+        try mapErrors(nil) {
+            try writer.withLock {
+                try transaction(writer) { try integrityFindings() }
+            }
+        }
+    }
+
+    private func integrityFindings() throws -> [String] {
+        var findings: [String] = []
+        let applied = try appliedMigrations()
+        for id in applied.subtracting(schema.migrations.map(\.id)).sorted() {
+            findings.append(
+                "the store has applied the migration '\(id)', which this version does not know (a newer version wrote it)"
+            )
+        }
+        for migration in schema.migrations where !applied.contains(migration.id) {
+            findings.append("the migration '\(migration.id)' has not been applied")
+        }
+        for entity in schema.entities {
+            guard try tableExists(entity.name) else {
+                findings.append("the table \(quote(entity.name)) is missing")
+                continue
+            }
+            let existing = Set(try columns(of: entity.name))
+            for property in entity.storedProperties where !existing.contains(property.name) {
+                findings.append("the column \(entity.name).\(property.name) is missing")
+            }
+            let rows = try writer.run(
+                """
+                SELECT (SELECT next FROM \(Self.sequenceTable) WHERE entity = $1), \
+                (SELECT COALESCE(MAX("id"), 0) FROM \(sql[entity.name]!.table))
+                """, [.text(entity.name)]
+            ).rows
+            if let row = rows.first {
+                let (next, highest) = try row.decode((Int64?, Int64).self)
+                if let next, next <= highest {
+                    findings.append(
+                        "the next ID of \(entity.name) (\(next)) is not above its highest row's (\(highest)): IDs would "
+                            + "be handed out twice")
+                } else if next == nil {
+                    findings.append("\(entity.name) has no row in \(Self.sequenceTable)")
+                }
+            }
+            for property in entity.storedProperties {
+                guard case .toOne = property.kind else { continue }
+                let validated = try writer.run(
+                    """
+                    SELECT c.convalidated FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+                    WHERE c.conname = $1 AND n.nspname = $2
+                    """, [.text("\(entity.name)_\(property.name)_link"), .text(location.schema)]
+                ).rows.first.map { try $0.decode(Bool.self) }
+                if validated != true {
+                    findings.append("the link \(entity.name).\(property.name) is not enforced by the server")
+                }
+            }
+        }
+        if try !talliesAreCurrent(writer) {
+            findings.append("the tallies' triggers are not those this version declares")
+        }
+        return findings
     }
 
     // MARK: - Changes of others
@@ -732,5 +879,26 @@ struct PostgreSQLStatements: DeletionStatements {
         guard let row = try connection.run(query).rows.first else { return nil }
         let (id, target) = try row.decode((Int64, Int64).self)
         return (id, target)
+    }
+}
+
+/// The database a ``Migration`` receives on PostgreSQL: the writer, inside the open's
+/// transaction.
+struct PostgreSQLMigrationDatabase: MigrationDatabase {
+    let store: PostgreSQLStore
+
+    var dialect: SQLDialect { .postgresql }
+
+    func execute(_ sql: String) throws { try store.writer.run(sql, []) }
+
+    func tableExists(_ name: String) throws -> Bool { try store.tableExists(name) }
+
+    func columns(of table: String) throws -> [String] { try store.columns(of: table) }
+
+    func integer(_ sql: String) throws -> Int64? {
+        guard let row = try store.writer.run(sql, []).rows.first, let cell = row.first(where: { _ in true }) else {
+            return nil
+        }
+        return try cell.decode(Int64?.self)
     }
 }

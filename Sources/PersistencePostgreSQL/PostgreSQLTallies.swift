@@ -107,6 +107,7 @@ extension PostgreSQLStore {
     /// flat), compares with what the store recorded, and with `fix` replaces the counts that
     /// were wrong, in one transaction.
     func recountTallies(fix: Bool) throws -> [TallyDiscrepancy] {
+        let fix = fix && !isReadOnly
         return try mapErrors(nil) {
             try writer.withLock {
                 try transaction(writer) {
