@@ -144,6 +144,8 @@ package struct DeletionTally {
     /// Rows whose relationship to a removed row was set to `NULL`.
     package var nullified: [ManagedObjectID] = []
 
+    package init() {}
+
     /// The rows nullified and not deleted after all (by a later page, or a cascade).
     package var clearedAndKept: [ManagedObjectID] {
         nullified.filter { deleted[$0.entityName]?.contains($0.rowID) != true }
@@ -208,8 +210,10 @@ package struct StoreOpenMode {
 /// - One transaction per ``save(_:effects:)`` (a context's save, and a batch delete: a
 ///   save of one ``RowChanges`` deletion), in which it applies the changes in the order
 ///   ``StoreChanges`` and ``RowChanges`` document, completes delete rules (cascade,
-///   nullify, deny) for what the context could not see, calls the entities'
-///   `willBatchDelete` hooks, an insertion's `rows` (which call `willInsertRows`) and the
+///   nullify, deny) for what the context could not see and deletes rows without objects
+///   — both through ``DeleteRules`` over its own ``DeletionStatements``, so that every
+///   store applies the same rules with the same hooks and messages — calls an
+///   insertion's `rows` (which call `willInsertRows`) and the
 ///   effects' `beforeCommit` work on its writer, checks row
 ///   versions (optimistic locking: ``StoreConflict``) and writes nothing if anything
 ///   throws.
@@ -224,7 +228,8 @@ package struct StoreOpenMode {
 /// (`PRAGMA integrity_check`) and their mapping to
 /// ``StoreOpenFailure``; the SQL: table and index names (`EntitySQL`), the schema's
 /// creation and extension, the ID reservation table (`_persistence_sequence`),
-/// predicates compiled to `WHERE` clauses, delete rules run as statements, and
+/// predicates compiled to `WHERE` clauses, the statements the shared delete-rule engine
+/// (``DeleteRules``, over ``DeletionStatements``) runs, and
 /// `PRAGMA data_version` behind the change token; and the database a ``Migration``
 /// receives (``MigrationDatabase`` runs SQLite SQL).
 package protocol PersistentStore: AnyObject, Sendable {
@@ -302,7 +307,7 @@ public struct Migration: Sendable {
     public let id: String
     /// When it runs.
     public let phase: Phase
-    let body: @Sendable (any MigrationDatabase) throws -> Void
+    package let body: @Sendable (any MigrationDatabase) throws -> Void
 
     /// A migration named `id` that runs `body` on the store's database, in `phase`.
     public init(
@@ -314,8 +319,27 @@ public struct Migration: Sendable {
     }
 }
 
+/// The SQL a store speaks.
+public enum SQLDialect: Sendable {
+    /// SQLite's.
+    case sqlite
+    /// PostgreSQL's.
+    case postgresql
+}
+
 /// The database as a ``Migration`` sees it.
+///
+/// A migration states its SQL for the store it runs on: most statements read the same on
+/// both (`ALTER TABLE "Journal" RENAME COLUMN "text" TO "body"`); where they differ, it
+/// chooses by ``dialect``. Quote table and column names: PostgreSQL folds unquoted names
+/// to lower case, and the store's tables are named as their entities are.
+/// On PostgreSQL a migration's statements run in the open's transaction (DDL too): a
+/// migration that fails leaves the store as it was. A row a migration inserts there names
+/// its `"id"` (the store hands IDs out from its own sequence, not the column's), and each
+/// ``execute(_:)`` runs one statement.
 public protocol MigrationDatabase {
+    /// The SQL the store speaks.
+    var dialect: SQLDialect { get }
     /// Runs SQL statements.
     func execute(_ sql: String) throws
     /// Whether a table exists.

@@ -22,14 +22,6 @@ final class SQLiteStore: PersistentStore {
     /// with such an entity for the first time while this one has it open).
     private let foreignLinks = Locked<(schemaVersion: Int64, links: [String: [ForeignLink]])>((-1, [:]))
 
-    /// A to-one relationship with an `onDestinationDelete` rule, of an entity that is not in
-    /// the schema (another program's): recorded in the store when it was opened with it.
-    struct ForeignLink {
-        var entity: String
-        var property: String
-        var rule: String
-    }
-
     /// Where the store records the to-one relationships that have an `onDestinationDelete`
     /// rule, so that an open without their entity knows of them.
     static let linksTable = "_persistence_links"
@@ -530,7 +522,7 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private static func reserve(_ db: Database, entity: String, count: Int) throws -> ClosedRange<Int64> {
+    fileprivate static func reserve(_ db: Database, entity: String, count: Int) throws -> ClosedRange<Int64> {
         let next = try Int64.fetchOne(
             db, sql: "UPDATE _persistence_sequence SET next = next + ? WHERE entity = ? RETURNING next",
             arguments: [count, entity])
@@ -582,7 +574,7 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private static func rows(_ db: Database, _ entitySQL: EntitySQL, ids: [Int64]) throws -> [StoreRow] {
+    fileprivate static func rows(_ db: Database, _ entitySQL: EntitySQL, ids: [Int64]) throws -> [StoreRow] {
         var result: [StoreRow] = []
         result.reserveCapacity(ids.count)
         for chunk in ids.chunked(500) {
@@ -595,7 +587,7 @@ final class SQLiteStore: PersistentStore {
 
     /// Runs a query and decodes its rows straight from SQLite (text by its
     /// byte length: a string with a NUL inside comes back whole).
-    private static func readRows(_ db: Database, _ query: String, _ arguments: [StoreValue], _ entitySQL: EntitySQL)
+    fileprivate static func readRows(_ db: Database, _ query: String, _ arguments: [StoreValue], _ entitySQL: EntitySQL)
         throws -> [StoreRow]
     {
         try Self.query(db, query, arguments) { entitySQL.decode($0) }
@@ -797,10 +789,14 @@ final class SQLiteStore: PersistentStore {
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         try mapErrors(nil) {
             try writing { db in
+                let rules = DeleteRules(
+                    schema: schema, statements: SQLiteStatements(store: self, db: db), effects: effects)
                 var versions: [ManagedObjectID: Int64] = [:]
                 var conflicts: [ManagedObjectID] = []
                 // Deletes first: a save may delete a row and insert another with its unique value.
-                for (entity, ids) in Self.grouped(changes.deletes) { try refuseForeignLinks(db, entity, ids) }
+                for (entity, ids) in DeleteRules<SQLiteStatements>.grouped(changes.deletes) {
+                    try rules.refuseForeignLinks(entity, ids)
+                }
                 for delete in changes.deletes {
                     let entitySQL = sql[delete.entity.name]!
                     var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
@@ -835,363 +831,35 @@ final class SQLiteStore: PersistentStore {
                 // Rows deleted without objects, before the inserts too; what is written after
                 // must not point at them.
                 var paged = DeletionTally()
-                for deletion in changes.rows.deletions { try deleteRows(db, deletion, effects, &paged) }
+                for deletion in changes.rows.deletions { try rules.deleteRows(deletion, &paged) }
                 for update in changes.updates {
-                    try Self.requireNoLink(
+                    try DeleteRules<SQLiteStatements>.requireNoLink(
                         update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
                 }
                 for insert in changes.inserts {
-                    try Self.requireNoLink(insert.entity, insert.id, insert.values, into: paged.deleted)
+                    try DeleteRules<SQLiteStatements>.requireNoLink(
+                        insert.entity, insert.id, insert.values, into: paged.deleted)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
                 for insertion in changes.rows.insertions {
-                    try insertRows(db, insertion, effects, deleted: paged.deleted)
+                    try insertRows(db, insertion, rules, deleted: paged.deleted)
                 }
                 var result = StoreSaveResult(
                     versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
                 var deleted = paged.deleted
                 if !changes.deletes.isEmpty {
-                    let completed = try completeDeleteRules(db, changes.deletes, effects)
+                    let completed = try rules.completeDeleteRules(changes.deletes)
                     result.cascadeDeleted = completed.deleted.flatMap { name, ids in
                         ids.map { ManagedObjectID(entityName: name, rowID: $0) }
                     }
                     result.nullified += completed.clearedAndKept
                     for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
                 }
-                try insertEffectRows(db, effects, refusingLinksInto: deleted)
+                try rules.insertEffectRows(refusingLinksInto: deleted)
                 try runBeforeCommit(db, effects)
                 try runInjectedFault()
                 return result
             }
-        }
-    }
-
-    /// The rows a batch deletion reads and deletes at a time.
-    static let deletionPageSize = 500
-
-    /// Deletes the rows a ``RowChanges/Deletion`` names, a page at a time.
-    private func deleteRows(
-        _ db: Database, _ deletion: RowChanges.Deletion, _ effects: SaveEffects, _ tally: inout DeletionTally
-    ) throws {
-        let entity = deletion.entity
-        let pages: (Int64) throws -> [Int64]
-        switch deletion.selection {
-        case .pages(let named):
-            pages = named
-        case .matching(let fetch) where fetch.limit != nil || fetch.offset > 0:
-            // A window: its rows, listed now (no more than its limit), deleted a page at a time.
-            let (query, arguments) = select("\"id\"", fetch)
-            let ids = try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
-            let entitySQL = sql[entity.name]!
-            for chunk in ids.chunked(500) {
-                // A row an earlier page's cascade deleted is gone: it is not read again.
-                let rows = try Self.rows(db, entitySQL, ids: Array(chunk)).sorted { $0.id < $1.id }
-                try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
-            }
-            return
-        case .matching(let fetch):
-            // Each page is the matching rows with IDs above the last page's, selected as it is
-            // read: memory holds one page, whatever the number of rows. What earlier pages did
-            // (cascades, rows their hooks wrote) is seen: a row that matches by then is deleted
-            // if its ID is above the last page's, and left if below; a row that no longer
-            // matches when its page is read is left.
-            let entitySQL = sql[entity.name]!
-            var after: Int64 = 0
-            while true {
-                var page = fetch
-                page.predicate = fetch.predicate.map { .and([$0, .rowIDAbove(after)]) } ?? .rowIDAbove(after)
-                page.sort = [SortKey(property: nil, ascending: true)]
-                page.limit = Self.deletionPageSize
-                let (query, arguments) = select(entitySQL.selectList, page)
-                let rows = try Self.readRows(db, query, arguments, entitySQL)
-                guard let last = rows.last else { return }
-                try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
-                after = last.id
-            }
-        }
-        var after: Int64 = 0
-        while true {
-            let page: [Int64]
-            do {
-                page = try pages(after)
-            } catch {
-                throw StreamFailure(error: error)
-            }
-            guard let last = page.last else { return }
-            guard page[0] > after, zip(page, page.dropFirst()).allSatisfy({ $0 < $1 }) else {
-                throw PersistenceError(
-                    .misuse,
-                    "The pages of deleteRows(\(entity.name)) must list IDs in ascending order, each page after "
-                        + "the ID it is asked for (\(after)); got \(page[0])...\(last)")
-            }
-            let rows = try Self.rows(db, sql[entity.name]!, ids: page).sorted { $0.id < $1.id }
-            try deleteWithRules(db, [.rows(entity, rows)], effects, &tally)
-            after = last
-        }
-    }
-
-    /// A context applies delete rules to the members it knew of at
-    /// `delete()`; another context may have committed more since. Inside the
-    /// transaction, the rules are completed for those: cascade deletes them
-    /// (with the rules of their own entity, whose `willBatchDelete` hook runs
-    /// with this save's effects), nullify clears their link, deny refuses the save.
-    private func completeDeleteRules(_ db: Database, _ deletes: [StoreChanges.Delete], _ effects: SaveEffects) throws
-        -> DeletionTally
-    {
-        var tally = DeletionTally()
-        let groups = Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
-        for (entity, ids) in groups {
-            for property in entity.properties {
-                guard case .toMany(let destinationName) = property.kind,
-                    let destination = schema.entity(named: destinationName)
-                else { continue }
-                let inverse = try entity.inverse(of: property)
-                switch property.deleteRule {
-                case .deny:
-                    guard let owner = try firstOwner(db, destination, inverse, of: ids) else { continue }
-                    let ownerID = ManagedObjectID(entityName: entity.name, rowID: owner)
-                    throw PersistenceError(
-                        .validation,
-                        "\(ownerID) cannot be deleted: its relationship '\(property.name)' gained members meanwhile (deny rule)",
-                        objectIDs: [ownerID])
-                case .nullify:
-                    tally.nullified += try nullify(db, destination, inverse, owners: ids)
-                case .cascade:
-                    let members = ids.chunked(500).map { DeletionWork.members(destination, inverse, $0) }
-                    try deleteWithRules(db, members, effects, &tally)
-                }
-            }
-            try refuseDeniedLinks(db, entity, ids)
-            let cascades = try applyIncomingLinks(db, entity, ids, &tally)
-            try deleteWithRules(db, cascades, effects, &tally)
-        }
-        return tally
-    }
-
-    /// Refuses the deletion of the rows `ids` of `entity` when a row points at one of them
-    /// through a to-one relationship whose `onDestinationDelete` rule is deny.
-    private func refuseDeniedLinks(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
-        for link in schema.incomingLinks(into: entity) where link.rule == .deny {
-            for chunk in ids.chunked(500) {
-                let first = try Self.members(
-                    db, sql[link.source.name]!, inverse: link.property, owners: chunk, limit: 1)
-                if let member = first.first, case .integer(let target) = member.values[link.property.slot!] {
-                    throw PersistenceError.linkDenial(
-                        ManagedObjectID(entityName: entity.name, rowID: target),
-                        ManagedObjectID(entityName: link.source.name, rowID: member.id), link.property)
-                }
-            }
-        }
-    }
-
-    /// The IDs of `deletes`, by entity.
-    private static func grouped(_ deletes: [StoreChanges.Delete]) -> [(EntityDescription, [Int64])] {
-        Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
-    }
-
-    /// Refuses the deletion of the rows `ids` of `entity` when a row of an entity the schema
-    /// does not have points at one of them through a relationship with an
-    /// `onDestinationDelete` rule: that rule, and that entity's hooks, cannot run here, and
-    /// the link must not be left pointing at nothing.
-    private func refuseForeignLinks(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
-        let version = try Int64.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
-        var known = foreignLinks.withLock { $0.schemaVersion == version ? $0.links : nil }
-        if known == nil {
-            let links = try Self.readForeignLinks(db, schema: schema)
-            foreignLinks.withLock { $0 = (version, links) }
-            known = links
-        }
-        guard let links = known?[entity.name] else { return }
-        for link in links {
-            for chunk in ids.chunked(500) {
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                let found = try Self.query(
-                    db,
-                    "SELECT \"id\", \(quote(link.property)) FROM \(quote(link.entity)) WHERE \(quote(link.property)) IN (\(marks)) "
-                        + "ORDER BY \"id\" LIMIT 1", chunk.map { .integer($0) }
-                ) { (sqlite3_column_int64($0, 0), sqlite3_column_int64($0, 1)) }
-                guard let (member, target) = found.first else { continue }
-                let targetID = ManagedObjectID(entityName: entity.name, rowID: target)
-                throw PersistenceError(
-                    .validation,
-                    "\(targetID) cannot be deleted: \(link.entity) \(member) points at it through "
-                        + "\(link.entity).\(link.property), whose delete rule (\(link.rule)) this store cannot apply: it "
-                        + "was opened without the entity \(link.entity). Open it with \(link.entity) in its schema to "
-                        + "delete \(targetID)", objectIDs: [targetID])
-            }
-        }
-    }
-
-    /// The nullify and cascade `onDestinationDelete` rules of the to-one relationships that
-    /// point at `entity`, for its rows `ids` being deleted: the links are cleared now; the
-    /// rows to delete are returned as work for ``deleteWithRules(_:_:_:_:)``.
-    private func applyIncomingLinks(
-        _ db: Database, _ entity: EntityDescription, _ ids: [Int64], _ tally: inout DeletionTally
-    ) throws -> [DeletionWork] {
-        var work: [DeletionWork] = []
-        for link in schema.incomingLinks(into: entity) {
-            switch link.rule {
-            case .deny: continue
-            case .nullify: tally.nullified += try nullify(db, link.source, link.property, owners: ids)
-            case .cascade: work += ids.chunked(500).map { DeletionWork.members(link.source, link.property, $0) }
-            }
-        }
-        return work
-    }
-
-    /// Deletes rows inside the transaction, with the schema's delete rules —
-    /// the one way rows are deleted without objects (batch deletes, a save's paged
-    /// deletions, and the members a save's deletions reach in the store).
-    ///
-    /// For each page of rows: deny refuses first; the entity's `willBatchDelete` hook gets
-    /// the rows; the rows go, and the rows the hook planned are written (none may point at
-    /// a row deleted by now); nullify clears the links to them; cascade deletes what they
-    /// own, read a page of members at a time (an archive of a million members is not a
-    /// million rows in memory). The work waits in a list, not on the stack: a chain of
-    /// cascades thousands deep is as safe as one level.
-    private func deleteWithRules(
-        _ db: Database, _ work: [DeletionWork], _ effects: SaveEffects, _ tally: inout DeletionTally
-    ) throws {
-        var work = work
-        while let next = work.popLast() {
-            switch next {
-            case .members(let destination, let inverse, let owners):
-                let page = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: owners, limit: 500)
-                guard !page.isEmpty else { continue }
-                work.append(next)  // read again once this page is gone
-                work.append(.rows(destination, page))
-            case .rows(let entity, let rows):
-                try deletePage(db, entity, rows, effects, &tally, then: &work)
-            }
-        }
-    }
-
-    /// What ``deleteWithRules(_:_:_:_:)`` has still to do.
-    private enum DeletionWork {
-        /// Rows read, to delete with their rules.
-        case rows(EntityDescription, [StoreRow])
-        /// The members of `owners` through `inverse`, to delete a page at a time: each page
-        /// deleted leaves the query, until none is left.
-        case members(EntityDescription, PropertyDescription, ArraySlice<Int64>)
-    }
-
-    /// Deletes one page of rows; what their cascade rules reach goes to `work`.
-    private func deletePage(
-        _ db: Database, _ entity: EntityDescription, _ rows: [StoreRow], _ effects: SaveEffects,
-        _ tally: inout DeletionTally, then work: inout [DeletionWork]
-    ) throws {
-        guard !rows.isEmpty else { return }
-        let ids = rows.map(\.id)
-        for property in entity.properties where property.deleteRule == .deny {
-            switch property.kind {
-            case .attribute: continue
-            case .toOne:
-                if let first = rows.first(where: { !$0.values[property.slot!].isNull }) {
-                    throw PersistenceError.denial(entity, first.id, property)
-                }
-            case .toMany(let destinationName):
-                guard let destination = schema.entity(named: destinationName) else { continue }
-                if let owner = try firstOwner(db, destination, try entity.inverse(of: property), of: ids) {
-                    throw PersistenceError.denial(entity, owner, property)
-                }
-            }
-        }
-        try refuseDeniedLinks(db, entity, ids)
-        try refuseForeignLinks(db, entity, ids)
-        let planned = effects.rows.count
-        do {
-            try entity.objectType.willBatchDelete(
-                rows.map { ObjectSnapshot(entity: entity, row: $0) }, effects: effects)
-        } catch {
-            throw StreamFailure(error: error)  // the hook's error, as it is
-        }
-        try delete(db, entity, ids)
-        for id in ids { tally.deleted[entity.name, default: RowIDSet()].insert(id) }
-        try insertEffectRows(db, effects, from: planned, refusingLinksInto: tally.deleted)
-        for property in entity.properties {
-            switch property.kind {
-            case .attribute: continue
-            case .toOne(let destinationName):
-                guard property.deleteRule == .cascade, let destination = schema.entity(named: destinationName) else {
-                    continue
-                }
-                let targets = Set(
-                    rows.compactMap { row -> Int64? in
-                        if case .integer(let target) = row.values[property.slot!] { return target }
-                        return nil
-                    })
-                for chunk in targets.sorted().chunked(500) {
-                    let owned = try Self.rows(db, sql[destination.name]!, ids: Array(chunk)).sorted { $0.id < $1.id }
-                    if !owned.isEmpty { work.append(.rows(destination, owned)) }
-                }
-            case .toMany(let destinationName):
-                guard property.deleteRule != .deny, let destination = schema.entity(named: destinationName) else {
-                    continue
-                }
-                let inverse = try entity.inverse(of: property)
-                if property.deleteRule == .nullify {
-                    tally.nullified += try nullify(db, destination, inverse, owners: ids)
-                } else {
-                    for chunk in ids.chunked(500) { work.append(.members(destination, inverse, chunk)) }
-                }
-            }
-        }
-        work += try applyIncomingLinks(db, entity, ids, &tally)
-    }
-
-    /// The owner of the first member found of one of `owners`, if any has a member.
-    private func firstOwner(
-        _ db: Database, _ destination: EntityDescription, _ inverse: PropertyDescription, of owners: [Int64]
-    ) throws -> Int64? {
-        for chunk in owners.chunked(500) {
-            let first = try Self.members(db, sql[destination.name]!, inverse: inverse, owners: chunk, limit: 1)
-            if let member = first.first, case .integer(let owner) = member.values[inverse.slot!] { return owner }
-        }
-        return nil
-    }
-
-    /// Clears the link of the members of `owners`; returns the members.
-    private func nullify(
-        _ db: Database, _ destination: EntityDescription, _ inverse: PropertyDescription, owners: [Int64]
-    ) throws -> [ManagedObjectID] {
-        var cleared: [ManagedObjectID] = []
-        for chunk in owners.chunked(500) {
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            cleared += try Self.query(
-                db,
-                """
-                UPDATE \(sql[destination.name]!.table) SET \(quote(inverse.name)) = NULL, \
-                "_version" = "_version" + 1 WHERE \(quote(inverse.name)) IN (\(marks)) RETURNING "id"
-                """, chunk.map { .integer($0) }
-            ) { ManagedObjectID(entityName: destination.name, rowID: sqlite3_column_int64($0, 0)) }
-        }
-        return cleared
-    }
-
-    private func delete(_ db: Database, _ entity: EntityDescription, _ ids: [Int64]) throws {
-        for chunk in ids.chunked(500) {
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            try db.execute(
-                sql: "DELETE FROM \(sql[entity.name]!.table) WHERE \"id\" IN (\(marks))",
-                arguments: StatementArguments(chunk))
-        }
-    }
-
-    /// Refuses a row this transaction writes that points at a row it deleted without an
-    /// object. `values` are those of `slots` (all of them by default).
-    private static func requireNoLink(
-        _ entity: EntityDescription, _ id: Int64, _ values: [StoreValue], slots: [Int]? = nil,
-        into deleted: [String: RowIDSet]
-    ) throws {
-        guard !deleted.isEmpty else { return }
-        for (i, slot) in (slots ?? Array(values.indices)).enumerated() {
-            let property = entity.storedProperties[slot]
-            guard case .toOne(let destination) = property.kind, case .integer(let target) = values[i],
-                deleted[destination]?.contains(target) == true
-            else { continue }
-            throw PersistenceError.pointsAtDeleted(
-                ManagedObjectID(entityName: entity.name, rowID: id), property,
-                ManagedObjectID(entityName: destination, rowID: target))
         }
     }
 
@@ -1203,7 +871,7 @@ final class SQLiteStore: PersistentStore {
 
     /// Inserts rows with one prepared statement per entity, binding values
     /// directly (the hot path of a large save).
-    private static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: [String: EntitySQL]) throws {
+    fileprivate static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: [String: EntitySQL]) throws {
         var statements: [ObjectIdentifier: Statement] = [:]
         for row in rows {
             guard row.id > 0 else {
@@ -1248,8 +916,10 @@ final class SQLiteStore: PersistentStore {
     /// Writes the rows of an insertion one batch at a time: only one batch's values are alive,
     /// and the rows its entity's `willInsertRows` hook plans for a batch are written with it.
     private func insertRows(
-        _ db: Database, _ insertion: RowChanges.Insertion, _ effects: SaveEffects, deleted: [String: RowIDSet]
+        _ db: Database, _ insertion: RowChanges.Insertion, _ rules: DeleteRules<SQLiteStatements>,
+        deleted: [String: RowIDSet]
     ) throws {
+        let effects = rules.effects
         for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
             let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
             let planned = effects.rows.count
@@ -1262,9 +932,11 @@ final class SQLiteStore: PersistentStore {
             let inserts = zip(indexes, rows).map { i, values in
                 StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
             }
-            for insert in inserts { try Self.requireNoLink(insert.entity, insert.id, insert.values, into: deleted) }
+            for insert in inserts {
+                try DeleteRules<SQLiteStatements>.requireNoLink(insert.entity, insert.id, insert.values, into: deleted)
+            }
             try insertTallyingOnce(db, insertion.entity, inserts)
-            try insertEffectRows(db, effects, from: planned, refusingLinksInto: deleted)
+            try rules.insertEffectRows(from: planned, refusingLinksInto: deleted)
         }
     }
 
@@ -1309,13 +981,6 @@ final class SQLiteStore: PersistentStore {
     /// a trigger a row.
     static let rangeTallyMinimum = 32
 
-    /// The error of an insertion's rows (its `configure` or its entity's hook), a deletion's
-    /// page or a `willBatchDelete` hook, carried out of
-    /// the transaction past ``mapErrors(_:_:)`` to be thrown as it is.
-    private struct StreamFailure: Error {
-        var error: any Error
-    }
-
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     private static func bind(_ value: StoreValue, to handle: OpaquePointer, at index: Int32) {
@@ -1344,39 +1009,6 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// Inserts the rows of save effects from index `start` on, reserving their IDs in this
-    /// transaction, one block per entity. Rows planned by the hooks of deletions without
-    /// objects (`start` given) are written page by page and leave `effects`, kept as
-    /// ranges: a deletion of any size plans in constant memory.
-    private func insertEffectRows(
-        _ db: Database, _ effects: SaveEffects, from start: Int? = nil, refusingLinksInto deleted: [String: RowIDSet]
-    ) throws {
-        let first = start ?? 0
-        guard first < effects.rows.count else { return }
-        var blocks: [String: (entity: EntityDescription, count: Int)] = [:]
-        var order: [String] = []
-        for row in effects.rows[first...] {
-            if blocks[row.entity.name] == nil { order.append(row.entity.name) }
-            blocks[row.entity.name, default: (row.entity, 0)].count += 1
-        }
-        var next: [String: Int64] = [:]
-        for name in order {
-            let block = blocks[name]!
-            let ids = try Self.reserve(db, entity: name, count: block.count)
-            next[name] = ids.lowerBound
-            if start != nil { effects.rowRanges[name, default: RowIDSet()].insert(ids.lowerBound..<ids.upperBound + 1) }
-        }
-        for i in first..<effects.rows.count {
-            let name = effects.rows[i].entity.name
-            effects.rows[i].id = next[name]!
-            next[name]! += 1
-            let row = effects.rows[i]
-            try Self.requireNoLink(row.entity, row.id, row.values, into: deleted)
-        }
-        try Self.insertRows(db, Array(effects.rows[first...]), sql: sql)
-        if start != nil { effects.rows.removeSubrange(first...) }
-    }
-
     /// Makes the next commit fail with `error` after every statement ran and
     /// before `COMMIT`: nothing is written. For tests of failure paths.
     func failNextCommit(with error: any Error & Sendable) {
@@ -1391,7 +1023,16 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    private static func members(
+    /// The foreign links (``ForeignLink``) of the store, read again when its schema changed.
+    fileprivate func currentForeignLinks(_ db: Database) throws -> [String: [ForeignLink]] {
+        let version = try Int64.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+        if let known = foreignLinks.withLock({ $0.schemaVersion == version ? $0.links : nil }) { return known }
+        let links = try Self.readForeignLinks(db, schema: schema)
+        foreignLinks.withLock { $0 = (version, links) }
+        return links
+    }
+
+    fileprivate static func members(
         _ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: ArraySlice<Int64>, limit: Int
     ) throws -> [StoreRow] {
         let marks = Array(repeating: "?", count: owners.count).joined(separator: ",")
@@ -1544,6 +1185,7 @@ struct EntitySQL {
 
 private struct GRDBMigrationDatabase: MigrationDatabase {
     let db: Database
+    var dialect: SQLDialect { .sqlite }
     func execute(_ sql: String) throws { try db.execute(sql: sql) }
     func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
     func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }
@@ -1579,5 +1221,70 @@ extension StoreValue {
 extension Array {
     func chunked(_ size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
+/// The SQLite statements of the delete-rule engine (``DeleteRules``), on the connection of
+/// one save's transaction.
+struct SQLiteStatements: DeletionStatements {
+    let store: SQLiteStore
+    let db: Database
+
+    func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
+        try SQLiteStore.rows(db, store.sql[entity.name]!, ids: Array(ids))
+    }
+
+    func members(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int)
+        throws -> [StoreRow]
+    {
+        try SQLiteStore.members(db, store.sql[entity.name]!, inverse: link, owners: owners, limit: limit)
+    }
+
+    func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {
+        let entitySQL = store.sql[fetch.entity.name]!
+        let (query, arguments) = store.select(entitySQL.selectList, fetch)
+        return try SQLiteStore.readRows(db, query, arguments, entitySQL)
+    }
+
+    func fetchIDs(_ fetch: StoreFetch) throws -> [Int64] {
+        let (query, arguments) = store.select("\"id\"", fetch)
+        return try SQLiteStore.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
+    }
+
+    func nullify(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>) throws -> [Int64] {
+        let marks = Array(repeating: "?", count: owners.count).joined(separator: ",")
+        return try SQLiteStore.query(
+            db,
+            """
+            UPDATE \(store.sql[entity.name]!.table) SET \(quote(link.name)) = NULL, \
+            "_version" = "_version" + 1 WHERE \(quote(link.name)) IN (\(marks)) RETURNING "id"
+            """, owners.map { .integer($0) }
+        ) { sqlite3_column_int64($0, 0) }
+    }
+
+    func delete(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
+        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+        try db.execute(
+            sql: "DELETE FROM \(store.sql[entity.name]!.table) WHERE \"id\" IN (\(marks))",
+            arguments: StatementArguments(Array(ids)))
+    }
+
+    func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
+        try SQLiteStore.reserve(db, entity: entity, count: count)
+    }
+
+    func insert(_ rows: [StoreChanges.Insert]) throws {
+        try SQLiteStore.insertRows(db, rows, sql: store.sql)
+    }
+
+    func foreignLinks() throws -> [String: [ForeignLink]] { try store.currentForeignLinks(db) }
+
+    func firstLinked(table: String, column: String, targets: ArraySlice<Int64>) throws -> (row: Int64, target: Int64)? {
+        let marks = Array(repeating: "?", count: targets.count).joined(separator: ",")
+        return try SQLiteStore.query(
+            db,
+            "SELECT \"id\", \(quote(column)) FROM \(quote(table)) WHERE \(quote(column)) IN (\(marks)) "
+                + "ORDER BY \"id\" LIMIT 1", targets.map { .integer($0) }
+        ) { (row: sqlite3_column_int64($0, 0), target: sqlite3_column_int64($0, 1)) }.first
     }
 }

@@ -91,6 +91,14 @@ public struct TallyDiscrepancy: Sendable, Hashable, CustomStringConvertible {
     public var recorded: TallyCount?
     /// What the rows count (`nil`: no row has this key).
     public var counted: TallyCount?
+
+    package init(entity: String, tally: String, key: String, recorded: TallyCount?, counted: TallyCount?) {
+        self.entity = entity
+        self.tally = tally
+        self.key = key
+        self.recorded = recorded
+        self.counted = counted
+    }
     /// One line naming what was wrong.
     public var description: String {
         func text(_ count: TallyCount?) -> String {
@@ -102,12 +110,12 @@ public struct TallyDiscrepancy: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A ``Tally`` with its properties' column names.
-struct ResolvedTally {
-    let name: String
-    let key: String?
-    let sum: String?
-    let distinct: String?
-    let filter: (column: String, value: StoreValue)?
+package struct ResolvedTally {
+    package let name: String
+    package let key: String?
+    package let sum: String?
+    package let distinct: String?
+    package let filter: (column: String, value: StoreValue)?
 }
 
 extension EntityDescription {
@@ -115,7 +123,7 @@ extension EntityDescription {
     ///
     /// - Throws: ``PersistenceError/Code/misuse`` when a key path is not an attribute or
     ///   to-one relationship of the entity, or two tallies share a name.
-    func resolvedTallies() throws -> [ResolvedTally] {
+    package func resolvedTallies() throws -> [ResolvedTally] {
         func column(_ keyPath: AnyKeyPath?) throws -> String? {
             guard let keyPath else { return nil }
             guard let property = property(for: keyPath), property.slot != nil else {

@@ -14,10 +14,23 @@ extension PersistentContainer {
     /// that holds the store's tables. Opening creates the tables, indexes and links the
     /// entities declare, unless ``Options/createsStore`` is `false`.
     ///
-    /// What the PostgreSQL store does not do yet fails with
-    /// ``PersistenceError/Code/unsupported`` and a message naming it, never silently:
-    /// tallies, migrations of an existing store, read-only opens, integrity checks, batch and
-    /// row deletions, and a cascade that reaches rows the saving context never read.
+    /// Delete rules (cascade, nullify, deny, `onDestinationDelete`), batch deletes and row
+    /// deletions run in the store's transaction, by the same engine as on SQLite
+    /// (`DeleteRules`), with the same messages.
+    ///
+    /// Tallies are kept by triggers (see `PostgreSQLTallies.swift` for how they differ:
+    /// saves that write tallied entities run one at a time). Migrations of an existing store
+    /// run in the open's transaction (``MigrationDatabase/dialect`` is `.postgresql`; one
+    /// statement an `execute`); a failed one changes nothing and nothing is quarantined. A
+    /// read-only open sets `default_transaction_read_only` and needs a current store.
+    /// ``PersistentContainer/checkIntegrity()`` checks that the store is the one this
+    /// version makes (migrations, tables, columns, links, IDs, tally triggers); the server
+    /// keeps its own pages.
+    ///
+    /// Where PostgreSQL behaves differently from SQLite: transactions are `READ COMMITTED`
+    /// and several hosts write at once (a `beforeCommit` check does not hold other writers
+    /// off, as SQLite's one writer does); text cannot hold a NUL character (a save of one
+    /// fails).
     ///
     /// - Throws: ``PersistenceError`` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -42,10 +55,13 @@ extension PersistentContainer {
 final class PostgreSQLStore: PersistentStore {
     let url: URL
     let schema: Schema
-    private let location: PostgreSQLLocation
-    private let writer: PostgreSQLConnection
-    private let reader: PostgreSQLConnection
-    private let sql: [String: EntityStatements]
+    let location: PostgreSQLLocation
+    /// Whether the store was opened read-only: both connections' transactions are read-only
+    /// (`SET default_transaction_read_only`), and every save is refused before it starts.
+    let isReadOnly: Bool
+    let writer: PostgreSQLConnection
+    let reader: PostgreSQLConnection
+    fileprivate let sql: [String: EntityStatements]
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     private let writerID = UUID().uuidString
     private let injectedFault = FaultSlot()
@@ -56,22 +72,16 @@ final class PostgreSQLStore: PersistentStore {
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
     static let commitsTable = "_persistence_commits"
+    /// The to-one relationships with an `onDestinationDelete` rule, as in the SQLite store:
+    /// an open without their entity still honours them (``ForeignLink``).
+    static let linksTable = "_persistence_links"
 
     init(url: URL, schema: Schema, options: PersistentContainer.Options) throws {
         let location = try PostgreSQLLocation(url)
         self.location = location
         self.url = location.redacted
         self.schema = schema
-        guard !options.readOnly else {
-            throw PersistenceError(
-                .unsupported, "The PostgreSQL store \(location.redacted.absoluteString) cannot be opened read-only yet")
-        }
-        for entity in schema.entities where !entity.objectType.tallies.isEmpty {
-            throw PersistenceError(
-                .unsupported,
-                "The PostgreSQL store cannot keep tallies yet (\(entity.name) declares "
-                    + "\(entity.objectType.tallies.count)): open this schema with a SQLite store")
-        }
+        isReadOnly = options.readOnly
         sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntityStatements($0)) })
         var unique: [String: String] = [:]
         for entity in schema.entities {
@@ -87,8 +97,15 @@ final class PostgreSQLStore: PersistentStore {
         writer = try PostgreSQLConnection(location, logger: options.logger)
         reader = try PostgreSQLConnection(location, logger: options.logger)
         do {
-            try writer.withLock {
-                try transaction(writer) { try createSchema(createsStore: options.createsStore) }
+            if options.readOnly {
+                for connection in [writer, reader] {
+                    try connection.run("SET default_transaction_read_only = on", [])
+                }
+                try writer.withLock { try transaction(writer) { try requireCurrent() } }
+            } else {
+                try writer.withLock {
+                    try transaction(writer) { try createSchema(createsStore: options.createsStore) }
+                }
             }
         } catch let error as PersistenceError {
             close()
@@ -125,29 +142,10 @@ final class PostgreSQLStore: PersistentStore {
             "CREATE TABLE IF NOT EXISTS \(Self.sequenceTable) (entity TEXT PRIMARY KEY, next BIGINT NOT NULL)", [])
         try writer.run(
             "CREATE TABLE IF NOT EXISTS \(Self.commitsTable) (writer TEXT PRIMARY KEY, commits BIGINT NOT NULL)", [])
-        let applied = Set(
-            try writer.run("SELECT id FROM \(Self.migrationsTable)", []).rows.map { try $0.decode(String.self) })
-        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
-        if !unknown.isEmpty {
-            throw PersistenceError(
-                .newerStore,
-                "Could not open the store \(url.absoluteString): it was written by a newer version of this program "
-                    + "(it has applied the migration\(unknown.count == 1 ? "" : "s") "
-                    + "\(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this version does not know); "
-                    + "nothing was changed: upgrade to open it")
-        }
+        let applied = try appliedMigrations()
+        try refuseUnknown(applied)
         let pending = schema.migrations.filter { !applied.contains($0.id) }
-        if !isNew, let first = pending.first {
-            throw PersistenceError(
-                .unsupported,
-                "The PostgreSQL store \(url.absoluteString) needs the migration '\(first.id)', and the PostgreSQL "
-                    + "store cannot run migrations yet; nothing was changed")
-        }
-        for migration in pending {
-            try writer.run(
-                "INSERT INTO \(Self.migrationsTable) (id, applied) VALUES ($1, $2)",
-                [.text(migration.id), .real(Date().timeIntervalSince1970)])
-        }
+        try runMigrations(pending, .beforeSchema, isNew: isNew)
         for entity in schema.entities {
             let table = sql[entity.name]!.table
             if try tableExists(entity.name) {
@@ -183,6 +181,8 @@ final class PostgreSQLStore: PersistentStore {
                 ON CONFLICT (entity) DO UPDATE SET next = GREATEST(\(Self.sequenceTable).next, EXCLUDED.next)
                 """, [.text(entity.name)])
         }
+        try recordLinks()
+        try installTallies(writer)
         // A to-one relationship is a link the server keeps: a committed row never points at
         // a row that is gone. Checked at commit (the delete rules run as statements inside
         // the save, in an order that may leave a link dangling for a moment).
@@ -205,15 +205,138 @@ final class PostgreSQLStore: PersistentStore {
                     """, [])
             }
         }
+        try runMigrations(pending, .afterSchema, isNew: isNew)
+        // Rows a migration inserted named their IDs: the next ones come after them.
+        for entity in schema.entities {
+            try writer.run(
+                """
+                UPDATE \(Self.sequenceTable) SET next = GREATEST(next, (SELECT COALESCE(MAX("id"), 0) + 1 \
+                FROM \(sql[entity.name]!.table))) WHERE entity = $1
+                """, [.text(entity.name)])
+        }
     }
 
-    private func tableExists(_ table: String) throws -> Bool {
+    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
+    private func recordLinks() throws {
+        try writer.run(
+            """
+            CREATE TABLE IF NOT EXISTS \(Self.linksTable) (entity TEXT NOT NULL, property TEXT NOT NULL, \
+            destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property))
+            """, [])
+        for entity in schema.entities {
+            try writer.run("DELETE FROM \(Self.linksTable) WHERE entity = $1", [.text(entity.name)])
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                try writer.run(
+                    "INSERT INTO \(Self.linksTable) (entity, property, destination, rule) VALUES ($1, $2, $3, $4)",
+                    [.text(entity.name), .text(property.name), .text(destination), .text(rule.rawValue)])
+            }
+        }
+    }
+
+    /// The rules of ``linksTable`` recorded by entities the schema does not have (whose
+    /// column is still there), by destination.
+    fileprivate func foreignLinks(_ connection: PostgreSQLConnection) throws -> [String: [ForeignLink]] {
+        let rows = try connection.run("SELECT entity, property, destination, rule FROM \(Self.linksTable)", []).rows
+        var foreign: [String: [ForeignLink]] = [:]
+        for row in rows {
+            let (entity, property, destination, rule) = try row.decode((String, String, String, String).self)
+            guard schema.entity(named: entity) == nil, schema.entity(named: destination) != nil else { continue }
+            let present = try !connection.run(
+                """
+                SELECT 1 FROM information_schema.columns \
+                WHERE table_schema = $1 AND table_name = $2 AND column_name = $3
+                """, [.text(location.schema), .text(entity), .text(property)]
+            ).rows.isEmpty
+            guard present else { continue }
+            foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: rule))
+        }
+        return foreign
+    }
+
+    /// The IDs of the migrations the store records as applied.
+    private func appliedMigrations() throws -> Set<String> {
+        Set(try writer.run("SELECT id FROM \(Self.migrationsTable)", []).rows.map { try $0.decode(String.self) })
+    }
+
+    /// Throws ``PersistenceError/Code/newerStore`` when the store records migrations the
+    /// schema does not declare: a newer program wrote it.
+    private func refuseUnknown(_ applied: Set<String>) throws {
+        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
+        guard !unknown.isEmpty else { return }
+        throw PersistenceError(
+            .newerStore,
+            "Could not open the store \(url.absoluteString): it was written by a newer version of this program "
+                + "(it has applied the migration\(unknown.count == 1 ? "" : "s") "
+                + "\(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this version does not know); "
+                + "nothing was changed: upgrade to open it")
+    }
+
+    /// Runs the pending migrations of `phase` on an existing store (a new one records them
+    /// only), each recorded as applied, in the open's transaction.
+    private func runMigrations(_ pending: [Migration], _ phase: Migration.Phase, isNew: Bool) throws {
+        for migration in pending where migration.phase == phase {
+            if !isNew {
+                do {
+                    try migration.body(PostgreSQLMigrationDatabase(store: self))
+                } catch {
+                    throw PersistenceError(
+                        .migration,
+                        "Could not open the store \(url.absoluteString): migration '\(migration.id)' failed: "
+                            + "\(PostgreSQLConnection.describe(error)); nothing was changed", cause: error)
+                }
+            }
+            try writer.run(
+                "INSERT INTO \(Self.migrationsTable) (id, applied) VALUES ($1, $2)",
+                [.text(migration.id), .real(Date().timeIntervalSince1970)])
+        }
+    }
+
+    /// What a read-only open requires, since it can change nothing: a store with every
+    /// migration applied, every table and column, and the tallies' triggers of this version.
+    private func requireCurrent() throws {
+        let schemaExists = try !writer.run(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1", [.text(location.schema)]
+        ).rows.isEmpty
+        guard try schemaExists && tableExists(Self.sequenceTable) && tableExists(Self.migrationsTable) else {
+            throw PersistenceError(.notFound, "There is no store at \(url.absoluteString)")
+        }
+        let applied = try appliedMigrations()
+        try refuseUnknown(applied)
+        let stale = PersistenceError(
+            .migration,
+            "Could not open the store \(url.absoluteString): the store needs migrating to this version, which a "
+                + "read-only open cannot do; open it once where it can be written")
+        guard schema.migrations.allSatisfy({ applied.contains($0.id) }) else { throw stale }
+        for entity in schema.entities {
+            guard try tableExists(entity.name) else { throw stale }
+            let existing = Set(try columns(of: entity.name))
+            guard entity.storedProperties.allSatisfy({ existing.contains($0.name) }) else { throw stale }
+        }
+        guard try talliesAreCurrent(writer) else {
+            throw PersistenceError(
+                .migration,
+                "Could not open the store \(url.absoluteString): the store's counts need making for this version, "
+                    + "which a read-only open cannot do; open it once where it can be written")
+        }
+    }
+
+    /// Refuses a change to a store opened read-only, before anything runs.
+    func requireWritable() throws {
+        guard isReadOnly else { return }
+        throw PersistenceError(
+            .readOnly, "The store \(url.absoluteString) was opened read-only: it cannot be changed")
+    }
+
+    fileprivate func tableExists(_ table: String) throws -> Bool {
         try !writer.run(
             "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2", [.text(location.schema), .text(table)]
         ).rows.isEmpty
     }
 
-    private func columns(of table: String) throws -> [String] {
+    fileprivate func columns(of table: String) throws -> [String] {
         try writer.run(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
             [.text(location.schema), .text(table)]
@@ -253,12 +376,13 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - IDs
 
     func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64> {
-        try mapErrors(nil) { try reserve(entity: entity.name, count: count) }
+        try requireWritable()
+        return try mapErrors(nil) { try reserve(entity: entity.name, count: count) }
     }
 
     /// On the reader, in a transaction of its own: never rolled back with a save, so an ID
     /// once handed out is never handed out again.
-    private func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
+    fileprivate func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
         let rows = try reader.run(
             "UPDATE \(Self.sequenceTable) SET next = next + $1 WHERE entity = $2 RETURNING next",
             [.integer(Int64(count)), .text(entity)]
@@ -270,6 +394,7 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>) {
+        guard !isReadOnly else { return }
         _ = try? reader.run(
             "UPDATE \(Self.sequenceTable) SET next = $1 WHERE entity = $2 AND next = $3",
             [.integer(unused.lowerBound), .text(entity.name), .integer(unused.upperBound + 1)])
@@ -302,7 +427,7 @@ final class PostgreSQLStore: PersistentStore {
         try mapErrors(nil) { try rows(reader, entity, ids: ids) }
     }
 
-    private func rows(_ connection: PostgreSQLConnection, _ entity: EntityDescription, ids: [Int64]) throws
+    fileprivate func rows(_ connection: PostgreSQLConnection, _ entity: EntityDescription, ids: [Int64]) throws
         -> [StoreRow]
     {
         guard !ids.isEmpty else { return [] }
@@ -335,6 +460,7 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - Writing
 
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
+        try requireWritable()
         do {
             return try writer.withLock { try transaction(writer) { try write(changes, effects: effects) } }
         } catch let error as StoreConflict {
@@ -352,7 +478,7 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     /// `body` between `BEGIN` and `COMMIT` on `connection`, rolled back if it throws.
-    private func transaction<T>(_ connection: PostgreSQLConnection, _ body: () throws -> T) throws -> T {
+    func transaction<T>(_ connection: PostgreSQLConnection, _ body: () throws -> T) throws -> T {
         try connection.run("BEGIN", [])
         let result: T
         do {
@@ -366,16 +492,14 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
-        guard changes.rows.deletions.isEmpty else {
-            let names = changes.rows.deletions.map(\.entity.name)
-            throw PersistenceError(
-                .unsupported,
-                "The PostgreSQL store cannot delete rows without objects yet (batch delete or deleteRows of "
-                    + "\(names.joined(separator: ", "))); nothing was changed")
-        }
+        let rules = DeleteRules(
+            schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects)
         var versions: [ManagedObjectID: Int64] = [:]
         var conflicts: [ManagedObjectID] = []
         // Deletes first: a save may delete a row and insert another with its unique value.
+        for (entity, ids) in DeleteRules<PostgreSQLStatements>.grouped(changes.deletes) {
+            try rules.refuseForeignLinks(entity, ids)
+        }
         for delete in changes.deletes {
             let statements = sql[delete.entity.name]!
             var query = "DELETE FROM \(statements.table) WHERE \"id\" = $1"
@@ -406,14 +530,31 @@ final class PostgreSQLStore: PersistentStore {
             if let version = try rows.first?.decode(Int64.self) { versions[id] = version } else { conflicts.append(id) }
         }
         if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-        try insert(changes.inserts)
-        for insertion in changes.rows.insertions { try insertRows(insertion, effects) }
-        var result = StoreSaveResult(versions: versions)
-        if !changes.deletes.isEmpty {
-            let completed = try completeDeleteRules(changes.deletes)
-            result.nullified += completed
+        // Rows deleted without objects, before the inserts too; what is written after must
+        // not point at them.
+        var paged = DeletionTally()
+        for deletion in changes.rows.deletions { try mapErrors(nil) { try rules.deleteRows(deletion, &paged) } }
+        for update in changes.updates {
+            try DeleteRules<PostgreSQLStatements>.requireNoLink(
+                update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
         }
-        try insertEffectRows(effects)
+        for insert in changes.inserts {
+            try DeleteRules<PostgreSQLStatements>.requireNoLink(
+                insert.entity, insert.id, insert.values, into: paged.deleted)
+        }
+        try insert(changes.inserts)
+        for insertion in changes.rows.insertions { try insertRows(insertion, rules, deleted: paged.deleted) }
+        var result = StoreSaveResult(versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
+        var deleted = paged.deleted
+        if !changes.deletes.isEmpty {
+            let completed = try mapErrors(nil) { try rules.completeDeleteRules(changes.deletes) }
+            result.cascadeDeleted = completed.deleted.flatMap { name, ids in
+                ids.map { ManagedObjectID(entityName: name, rowID: $0) }
+            }
+            result.nullified += completed.clearedAndKept
+            for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
+        }
+        try mapErrors(nil) { try rules.insertEffectRows(refusingLinksInto: deleted) }
         if !effects.beforeCommitWork.isEmpty {
             let reader = TransactionReader { fetch in try self.count(self.writer, fetch) }
             for work in effects.beforeCommitWork { try work(reader) }
@@ -427,80 +568,7 @@ final class PostgreSQLStore: PersistentStore {
         return result
     }
 
-    /// A context applies delete rules to the members it knew of at `delete()`; another may
-    /// have committed more since. Inside the transaction, nullify clears their links and deny
-    /// refuses the save, as in SQLite; a cascade that reaches such rows is refused (it needs
-    /// the rows' own rules and `willBatchDelete` hooks, which this store does not run yet).
-    /// Returns the rows whose link was cleared.
-    private func completeDeleteRules(_ deletes: [StoreChanges.Delete]) throws -> [ManagedObjectID] {
-        var nullified: [ManagedObjectID] = []
-        let groups = Dictionary(grouping: deletes, by: { $0.entity.name }).values.map { ($0[0].entity, $0.map(\.id)) }
-        for (entity, ids) in groups {
-            // Each relationship that reaches other rows: its to-many name (nil for a to-one's
-            // `onDestinationDelete` rule), the rows' entity, their link, and the rule.
-            var reaching:
-                [(toMany: String?, destination: EntityDescription, link: PropertyDescription, rule: DeleteRule)] =
-                    []
-            for property in entity.properties {
-                guard case .toMany(let destinationName) = property.kind,
-                    let destination = schema.entity(named: destinationName)
-                else { continue }
-                let inverse = try entity.inverse(of: property)
-                reaching.append((property.name, destination, inverse, property.deleteRule))
-            }
-            for link in schema.incomingLinks(into: entity) {
-                reaching.append((nil, link.source, link.property, link.rule))
-            }
-            for (toMany, destination, link, rule) in reaching {
-                let table = sql[destination.name]!.table
-                let column = quote(link.name)
-                var bindings = PostgresBindings()
-                bindings.append(ids)
-                switch rule {
-                case .nullify:
-                    let rows = try writer.run(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                UPDATE \(table) SET \(column) = NULL, "_version" = "_version" + 1 \
-                                WHERE \(column) = ANY($1) RETURNING "id"
-                                """, binds: bindings)
-                    ).rows
-                    nullified += try rows.map {
-                        ManagedObjectID(entityName: destination.name, rowID: try $0.decode(Int64.self))
-                    }
-                case .deny, .cascade:
-                    let rows = try writer.run(
-                        PostgresQuery(
-                            unsafeSQL: """
-                                SELECT "id", \(column) FROM \(table) WHERE \(column) = ANY($1) ORDER BY "id" LIMIT 1
-                                """, binds: bindings)
-                    ).rows
-                    guard let row = rows.first else { continue }
-                    let (member, target) = try row.decode((Int64, Int64).self)
-                    let targetID = ManagedObjectID(entityName: entity.name, rowID: target)
-                    let memberID = ManagedObjectID(entityName: destination.name, rowID: member)
-                    let owner = "\(toMany.map { "\(entity.name).\($0)" } ?? "\(destination.name).\(link.name)")"
-                    if rule == .deny, let toMany {
-                        // The words of the SQLite store.
-                        throw PersistenceError(
-                            .validation,
-                            "\(targetID) cannot be deleted: its relationship '\(toMany)' gained members meanwhile "
-                                + "(deny rule)", objectIDs: [targetID])
-                    }
-                    if rule == .deny { throw PersistenceError.linkDenial(targetID, memberID, link) }
-                    throw PersistenceError(
-                        .unsupported,
-                        "\(targetID) cannot be deleted on the PostgreSQL store yet: its cascade rule (\(owner)) "
-                            + "reaches \(memberID), which was added after the deleting context read it, and this "
-                            + "store cannot cascade in the store yet; nothing was changed",
-                        objectIDs: [targetID])
-                }
-            }
-        }
-        return nullified
-    }
-
-    private func insert(_ rows: [StoreChanges.Insert]) throws {
+    fileprivate func insert(_ rows: [StoreChanges.Insert]) throws {
         for row in rows {
             let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
             guard row.id > 0 else {
@@ -515,56 +583,28 @@ final class PostgreSQLStore: PersistentStore {
 
     /// The rows of an insertion, one batch at a time, each followed by the rows its hooks
     /// planned.
-    private func insertRows(_ insertion: RowChanges.Insertion, _ effects: SaveEffects) throws {
+    private func insertRows(
+        _ insertion: RowChanges.Insertion, _ rules: DeleteRules<PostgreSQLStatements>, deleted: [String: RowIDSet]
+    ) throws {
         for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
             let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
-            let planned = effects.rows.count
+            let planned = rules.effects.rows.count
             let rows: [[StoreValue]]
             do {
                 rows = try insertion.rows(indexes)
             } catch {
                 throw StreamFailure(error: error)
             }
-            try insert(
-                zip(indexes, rows).map { i, values in
-                    StoreChanges.Insert(
-                        entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
-                })
-            try insertEffectRows(effects, from: planned)
+            let inserts = zip(indexes, rows).map { i, values in
+                StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
+            }
+            for insert in inserts {
+                try DeleteRules<PostgreSQLStatements>.requireNoLink(
+                    insert.entity, insert.id, insert.values, into: deleted)
+            }
+            try insert(inserts)
+            try mapErrors(nil) { try rules.insertEffectRows(from: planned, refusingLinksInto: deleted) }
         }
-    }
-
-    /// Inserts the rows of save effects from index `start` on, with IDs reserved for them
-    /// now, one block per entity. With `start` given (rows planned batch by batch), they
-    /// leave `effects` and are kept as ranges.
-    private func insertEffectRows(_ effects: SaveEffects, from start: Int? = nil) throws {
-        let first = start ?? 0
-        guard first < effects.rows.count else { return }
-        var counts: [String: Int] = [:]
-        var order: [String] = []
-        for row in effects.rows[first...] {
-            if counts[row.entity.name] == nil { order.append(row.entity.name) }
-            counts[row.entity.name, default: 0] += 1
-        }
-        var next: [String: Int64] = [:]
-        for name in order {
-            let ids = try reserve(entity: name, count: counts[name]!)
-            next[name] = ids.lowerBound
-            if start != nil { effects.rowRanges[name, default: RowIDSet()].insert(ids.lowerBound..<ids.upperBound + 1) }
-        }
-        for i in first..<effects.rows.count {
-            let name = effects.rows[i].entity.name
-            effects.rows[i].id = next[name]!
-            next[name]! += 1
-        }
-        try insert(Array(effects.rows[first...]))
-        if start != nil { effects.rows.removeSubrange(first...) }
-    }
-
-    /// The error of an insertion's rows or a hook, carried out of the transaction to be
-    /// thrown as it is.
-    private struct StreamFailure: Error {
-        var error: any Error
     }
 
     func failNextCommit(with error: any Error & Sendable) {
@@ -573,17 +613,72 @@ final class PostgreSQLStore: PersistentStore {
 
     // MARK: - Not yet on PostgreSQL
 
+    /// What the check means on PostgreSQL, whose server keeps its own pages sound: that the
+    /// store is the one this version makes — no migration it does not know (a newer
+    /// version's), none pending, every table and column, every link enforced by the server,
+    /// every entity's next ID above its rows', and the tallies' triggers current (their
+    /// counts: ``recountTallies(fix:)``). One finding a line; empty when sound.
     func checkIntegrity() throws -> [String] {
-        throw PersistenceError(
-            .unsupported, "The PostgreSQL store \(url.absoluteString) has no integrity check yet (use amcheck)")
+        try mapErrors(nil) {
+            try writer.withLock {
+                try transaction(writer) { try integrityFindings() }
+            }
+        }
     }
 
-    func tally(entity: EntityDescription, name: String) throws -> [TallyCount] {
-        throw PersistenceError(.unsupported, "The PostgreSQL store cannot keep tallies yet (\(entity.name).\(name))")
-    }
-
-    func recountTallies(fix: Bool) throws -> [TallyDiscrepancy] {
-        throw PersistenceError(.unsupported, "The PostgreSQL store cannot keep tallies yet")
+    private func integrityFindings() throws -> [String] {
+        var findings: [String] = []
+        let applied = try appliedMigrations()
+        for id in applied.subtracting(schema.migrations.map(\.id)).sorted() {
+            findings.append(
+                "the store has applied the migration '\(id)', which this version does not know (a newer version wrote it)"
+            )
+        }
+        for migration in schema.migrations where !applied.contains(migration.id) {
+            findings.append("the migration '\(migration.id)' has not been applied")
+        }
+        for entity in schema.entities {
+            guard try tableExists(entity.name) else {
+                findings.append("the table \(quote(entity.name)) is missing")
+                continue
+            }
+            let existing = Set(try columns(of: entity.name))
+            for property in entity.storedProperties where !existing.contains(property.name) {
+                findings.append("the column \(entity.name).\(property.name) is missing")
+            }
+            let rows = try writer.run(
+                """
+                SELECT (SELECT next FROM \(Self.sequenceTable) WHERE entity = $1), \
+                (SELECT COALESCE(MAX("id"), 0) FROM \(sql[entity.name]!.table))
+                """, [.text(entity.name)]
+            ).rows
+            if let row = rows.first {
+                let (next, highest) = try row.decode((Int64?, Int64).self)
+                if let next, next <= highest {
+                    findings.append(
+                        "the next ID of \(entity.name) (\(next)) is not above its highest row's (\(highest)): IDs would "
+                            + "be handed out twice")
+                } else if next == nil {
+                    findings.append("\(entity.name) has no row in \(Self.sequenceTable)")
+                }
+            }
+            for property in entity.storedProperties {
+                guard case .toOne = property.kind else { continue }
+                let validated = try writer.run(
+                    """
+                    SELECT c.convalidated FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+                    WHERE c.conname = $1 AND n.nspname = $2
+                    """, [.text("\(entity.name)_\(property.name)_link"), .text(location.schema)]
+                ).rows.first.map { try $0.decode(Bool.self) }
+                if validated != true {
+                    findings.append("the link \(entity.name).\(property.name) is not enforced by the server")
+                }
+            }
+        }
+        if try !talliesAreCurrent(writer) {
+            findings.append("the tallies' triggers are not those this version declares")
+        }
+        return findings
     }
 
     // MARK: - Changes of others
@@ -608,7 +703,7 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - Errors
 
     /// Turns driver errors into ``PersistenceError``s naming the object.
-    private func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
+    func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as PersistenceError {
@@ -706,5 +801,104 @@ struct EntityStatements {
         case .attribute(.text), .attribute(.uuid): return .text(try cell.decode(String.self))
         case .attribute(.blob): return .blob(try cell.decode(Data.self))
         }
+    }
+}
+
+/// The PostgreSQL statements of the delete-rule engine (``DeleteRules``), on the writer,
+/// inside one save's transaction. Lists of IDs are bound as one array each (`= ANY($1)`).
+struct PostgreSQLStatements: DeletionStatements {
+    let store: PostgreSQLStore
+    let connection: PostgreSQLConnection
+
+    func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
+        try store.rows(connection, entity, ids: Array(ids))
+    }
+
+    func members(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int)
+        throws -> [StoreRow]
+    {
+        let statements = store.sql[entity.name]!
+        var bindings = PostgresBindings()
+        bindings.append(Array(owners))
+        bindings.append(Int64(limit))
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT \(statements.selectList) FROM \(statements.table) WHERE \(quote(link.name)) = ANY($1) \
+                ORDER BY "id" LIMIT $2
+                """, binds: bindings)
+        return try statements.decode(try connection.run(query).rows)
+    }
+
+    func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {
+        let statements = store.sql[fetch.entity.name]!
+        let (query, arguments) = store.select(statements.selectList, fetch)
+        return try statements.decode(try connection.run(query, arguments).rows)
+    }
+
+    func fetchIDs(_ fetch: StoreFetch) throws -> [Int64] {
+        let (query, arguments) = store.select("\"id\"", fetch)
+        return try connection.run(query, arguments).rows.map { try $0.decode(Int64.self) }
+    }
+
+    func nullify(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>) throws -> [Int64] {
+        var bindings = PostgresBindings()
+        bindings.append(Array(owners))
+        let column = quote(link.name)
+        let query = PostgresQuery(
+            unsafeSQL: """
+                UPDATE \(store.sql[entity.name]!.table) SET \(column) = NULL, "_version" = "_version" + 1 \
+                WHERE \(column) = ANY($1) RETURNING "id"
+                """, binds: bindings)
+        return try connection.run(query).rows.map { try $0.decode(Int64.self) }
+    }
+
+    func delete(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
+        var bindings = PostgresBindings()
+        bindings.append(Array(ids))
+        _ = try connection.run(
+            PostgresQuery(
+                unsafeSQL: "DELETE FROM \(store.sql[entity.name]!.table) WHERE \"id\" = ANY($1)", binds: bindings))
+    }
+
+    func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
+        try store.reserve(entity: entity, count: count)
+    }
+
+    func insert(_ rows: [StoreChanges.Insert]) throws { try store.insert(rows) }
+
+    func foreignLinks() throws -> [String: [ForeignLink]] { try store.foreignLinks(connection) }
+
+    func firstLinked(table: String, column: String, targets: ArraySlice<Int64>) throws -> (row: Int64, target: Int64)? {
+        var bindings = PostgresBindings()
+        bindings.append(Array(targets))
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT "id", \(quote(column)) FROM \(quote(table)) WHERE \(quote(column)) = ANY($1) \
+                ORDER BY "id" LIMIT 1
+                """, binds: bindings)
+        guard let row = try connection.run(query).rows.first else { return nil }
+        let (id, target) = try row.decode((Int64, Int64).self)
+        return (id, target)
+    }
+}
+
+/// The database a ``Migration`` receives on PostgreSQL: the writer, inside the open's
+/// transaction.
+struct PostgreSQLMigrationDatabase: MigrationDatabase {
+    let store: PostgreSQLStore
+
+    var dialect: SQLDialect { .postgresql }
+
+    func execute(_ sql: String) throws { try store.writer.run(sql, []) }
+
+    func tableExists(_ name: String) throws -> Bool { try store.tableExists(name) }
+
+    func columns(of table: String) throws -> [String] { try store.columns(of: table) }
+
+    func integer(_ sql: String) throws -> Int64? {
+        guard let row = try store.writer.run(sql, []).rows.first, let cell = row.first(where: { _ in true }) else {
+            return nil
+        }
+        return try cell.decode(Int64?.self)
     }
 }

@@ -174,9 +174,7 @@ import Testing
         #expect(error?.message == "Rows are written to the store; insert them in a context without a parent")
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func batchDeleteReturnsIDsAndCallsTheDeletionHook(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func batchDeleteReturnsIDsAndCallsTheDeletionHook(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let prefix = UUID().uuidString
@@ -199,9 +197,7 @@ import Testing
         #expect(try context.fetch(FetchRequest<Doc>()).map(\.path) == ["\(prefix)/b"])
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func batchDeleteAppliesDeleteRules(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func batchDeleteAppliesDeleteRules(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let folder = Folder(context: context)

@@ -53,9 +53,7 @@ import Testing
     #expect(stored.notes.map(\.objectID) == [b.objectID])
 }
 
-// Not yet on PostgreSQL: a cascade inside the store, to members the context never read.
-
-@Test(arguments: [StoreKind.sqlite]) func deleteRulesCoverMembersAnotherContextAddedAfterDelete(_ kind: StoreKind)
+@Test(arguments: StoreKind.allCases) func deleteRulesCoverMembersAnotherContextAddedAfterDelete(_ kind: StoreKind)
     async throws
 {
     let store = try TestStore(kind)

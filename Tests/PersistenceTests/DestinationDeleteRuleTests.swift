@@ -53,8 +53,7 @@ final class OtherPaper: ManagedObject {
         return try PersistentContainer.open(url: url, schema: try Schema(types))
     }
 
-    // Not yet on PostgreSQL: a cascade inside the store, to members the context never read.
-    @Test(arguments: [StoreKind.sqlite]) func deletingTheDestinationCascadesNullifiesOrIsDenied(_ kind: StoreKind)
+    @Test(arguments: StoreKind.allCases) func deletingTheDestinationCascadesNullifiesOrIsDenied(_ kind: StoreKind)
         throws
     {
         let container = try store(kind: kind)
@@ -96,8 +95,8 @@ final class OtherPaper: ManagedObject {
         #expect(batch?.message == error?.message)
     }
 
-    @Test func aBatchDeleteCascadesAndNullifies() throws {
-        let container = try store()
+    @Test(arguments: StoreKind.allCases) func aBatchDeleteCascadesAndNullifies(_ kind: StoreKind) throws {
+        let container = try store(kind: kind)
         defer { container.close() }
         let context = container.newBackgroundContext()
         let paper = Paper(context: context)
@@ -112,8 +111,10 @@ final class OtherPaper: ManagedObject {
 
     /// Opened without the entity whose rows point at it, the store refuses to delete the
     /// destination rather than leave the link pointing at nothing.
-    @Test func aStoreOpenedWithoutTheEntityRefusesToDeleteWhatItPointsAt() throws {
-        let url = ScratchDirectory.path("destination-rules").appending(path: "store.sqlite")
+    @Test(arguments: StoreKind.allCases) func aStoreOpenedWithoutTheEntityRefusesToDeleteWhatItPointsAt(
+        _ kind: StoreKind
+    ) throws {
+        let url = try kind.newStoreURL(in: ScratchDirectory.path("destination-rules"))
         let with = try store(at: url)
         let context = with.newBackgroundContext()
         let (linked, free) = (Paper(context: context), Paper(context: context))

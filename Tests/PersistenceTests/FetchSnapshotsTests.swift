@@ -67,8 +67,7 @@ import Testing
 /// `batchDeleteNamingRanges(_:)`: a batch delete whose notification names the deleted rows
 /// by range, so that it stays small however many rows go, and still merges.
 @Suite struct BatchDeleteNamingRangesTests {
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-    @Test(arguments: [StoreKind.sqlite]) func theNotificationNamesDeletedRowsByRangeAndMerges(_ kind: StoreKind) throws
+    @Test(arguments: StoreKind.allCases) func theNotificationNamesDeletedRowsByRangeAndMerges(_ kind: StoreKind) throws
     {
         let store = try TestStore(kind)
         let context = store.context()

@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -61,31 +62,33 @@ func labelsToRows(pageSize: Int64) -> Migration {
 
 @Suite struct MigrationTests {
     let rename = Migration("2026-11-rename-text") { db in
-        try db.execute("ALTER TABLE Journal RENAME COLUMN text TO body")
+        // Quoted: the same statement on SQLite and PostgreSQL.
+        try db.execute(#"ALTER TABLE "Journal" RENAME COLUMN "text" TO "body""#)
     }
 
-    func temporaryStore() throws -> URL {
+    func temporaryStore(_ kind: StoreKind = .sqlite) throws -> URL {
         let directory = ScratchDirectory.path("migration")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        return directory.appending(path: "store.sqlite")
+        return try kind.newStoreURL(in: directory)
     }
 
-    @Test func explicitMigrationsRunOnceThenTheSchemaIsExtended() throws {
-        let url = try temporaryStore()
+    @Test(arguments: StoreKind.allCases) func explicitMigrationsRunOnceThenTheSchemaIsExtended(_ kind: StoreKind) throws
+    {
+        let url = try temporaryStore(kind)
         do {
-            let v1 = try PersistentContainer(storeURL: url, schema: try Schema([JournalV1.self]))
+            let v1 = try PersistentContainer.open(url: url, schema: try Schema([JournalV1.self]))
             let context = v1.newBackgroundContext()
             JournalV1(context: context).text = "kept"
             try context.save()
             v1.close()
         }
-        let v2 = try PersistentContainer(storeURL: url, schema: try Schema([JournalV2.self], migrations: [rename]))
+        let v2 = try PersistentContainer.open(url: url, schema: try Schema([JournalV2.self], migrations: [rename]))
         let rows = try v2.newBackgroundContext().fetch(FetchRequest<JournalV2>())
         #expect(rows.map(\.body) == ["kept"])
         #expect(rows.map(\.stars) == [3])  // the new column got its default
         v2.close()
         // Reopening does not run the migration again (it would fail: no column 'text').
-        _ = try PersistentContainer(storeURL: url, schema: try Schema([JournalV2.self], migrations: [rename]))
+        try PersistentContainer.open(url: url, schema: try Schema([JournalV2.self], migrations: [rename])).close()
     }
 
     @Test func aNewStoreRecordsMigrationsWithoutRunningThem() throws {

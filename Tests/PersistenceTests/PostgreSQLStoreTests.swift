@@ -83,42 +83,102 @@ import Testing
         #expect(titles == ["from the first", "from the second"])
     }
 
-    @Test func aSchemaWithTalliesIsRefusedNamingWhat() throws {
-        final class Counted: ManagedObject {
-            @Attribute var kind = ""
-            override class var tallies: [Persistence.Tally] { [Persistence.Tally("byKind", by: \Counted.kind)] }
-        }
+    /// The check means "the store this version makes": here, a link the server no longer
+    /// enforces (dropped by a migration after the schema was made).
+    @Test func theIntegrityCheckFindsWhatThisVersionWouldNotHaveMade() throws {
         let url = try serverURL()
-        let error = try #require(throws: PersistenceError.self) {
-            try PersistentContainer.open(url: url, schema: try Schema([Counted.self]))
+        let fresh = try PersistentContainer.open(url: url, schema: try Schema(allEntities))
+        #expect(try fresh.checkIntegrity() == [])
+        fresh.close()
+        let drop = Migration("drop-a-link", phase: .afterSchema) { db in
+            try db.execute(#"ALTER TABLE "Note" DROP CONSTRAINT "Note_folder_link""#)
         }
-        #expect(error.code == .unsupported)
-        #expect(
-            error.message
-                == "The PostgreSQL store cannot keep tallies yet (Counted declares 1): open this schema with a SQLite store"
-        )
+        let tampered = try PersistentContainer.open(url: url, schema: try Schema(allEntities, migrations: [drop]))
+        defer { tampered.close() }
+        #expect(try tampered.checkIntegrity() == ["the link Note.folder is not enforced by the server"])
     }
 
-    @Test func aBatchDeleteIsRefusedAndChangesNothing() throws {
+    /// A migration that fails leaves the store as it was: its DDL ran in the open's
+    /// transaction, and it is not recorded as applied. Nothing is quarantined.
+    @Test func aFailingMigrationChangesNothing() throws {
+        let url = try serverURL()
+        do {
+            let v1 = try PersistentContainer.open(url: url, schema: try Schema([JournalV1.self]))
+            let context = v1.newBackgroundContext()
+            JournalV1(context: context).text = "kept"
+            try context.save()
+            v1.close()
+        }
+        let broken = Migration("broken") { db in
+            try db.execute(#"ALTER TABLE "Journal" ADD COLUMN "extra" TEXT"#)
+            try db.execute(#"ALTER TABLE "Nowhere" ADD COLUMN x TEXT"#)
+        }
+        let error = try #require(throws: PersistenceError.self) {
+            try PersistentContainer.open(url: url, schema: try Schema([JournalV2.self], migrations: [broken]))
+        }
+        #expect(error.code == .migration)
+        var redacted = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        redacted.password = nil
+        #expect(
+            error.message
+                == "Could not open the store \(redacted.url!.absoluteString): migration 'broken' failed: "
+                + #"relation "Nowhere" does not exist; nothing was changed"#)
+        // The old program still opens it as it was (a recorded 'broken' would make it newer).
+        let again = try PersistentContainer.open(url: url, schema: try Schema([JournalV1.self]))
+        defer { again.close() }
+        #expect(try again.newBackgroundContext().fetch(FetchRequest<JournalV1>()).map(\.text) == ["kept"])
+        #expect(try again.checkIntegrity() == [])
+    }
+
+    /// A read-only open reads, and refuses every change before it starts; one that would
+    /// need a migration fails.
+    @Test func aReadOnlyOpenReadsAndRefusesEveryChange() throws {
+        let url = try serverURL()
+        do {
+            let writable = try PersistentContainer.open(url: url, schema: try Schema(allEntities))
+            let context = writable.newBackgroundContext()
+            Note(context: context).title = "kept"
+            try context.save()
+            writable.close()
+        }
+        var options = PersistentContainer.Options()
+        options.readOnly = true
+        let reader = try PersistentContainer.open(url: url, schema: try Schema(allEntities), options: options)
+        defer { reader.close() }
+        let context = reader.newBackgroundContext()
+        let notes = try context.fetch(FetchRequest<Note>())
+        #expect(notes.map(\.title) == ["kept"])
+        notes[0].title = "changed"
+        let error = try #require(throws: PersistenceError.self) { try context.save() }
+        #expect(error.code == .readOnly)
+        #expect(
+            error.message == "The store \(reader.storeURL.absoluteString) was opened read-only: it cannot be changed")
+        #expect(throws: PersistenceError.self) { try context.batchDelete(FetchRequest<Note>()) }
+        #expect(try reader.checkIntegrity() == [])
+
+        let newer = Migration("2099-later") { _ in }
+        let stale = try #require(throws: PersistenceError.self) {
+            try PersistentContainer.open(
+                url: url, schema: try Schema(allEntities, migrations: [newer]), options: options)
+        }
+        #expect(stale.code == .migration)
+        #expect(
+            stale.message.hasSuffix(
+                "the store needs migrating to this version, which a read-only open cannot do; open it once where it can be written"
+            ))
+    }
+
+    /// PostgreSQL's text cannot hold a NUL character, which SQLite's can (and
+    /// `everyAttributeTypeRoundTripsExactly` keeps): the save fails, naming the object, and
+    /// writes nothing.
+    @Test func textWithANULIsRefused() throws {
         let store = try TestStore(.postgresql)
         let context = store.context()
         let note = Note(context: context)
-        note.title = "kept"
-        try context.save()
-        let error = try #require(throws: PersistenceError.self) {
-            try context.batchDelete(FetchRequest<Note>())
-        }
-        #expect(error.code == .unsupported)
-        #expect(
-            error.message
-                == "The PostgreSQL store cannot delete rows without objects yet (batch delete or deleteRows of Note); "
-                + "nothing was changed")
-        #expect(try store.stored(FetchRequest<Note>()).map(\.title) == ["kept"])
-    }
-
-    @Test func theIntegrityCheckIsRefusedNotFaked() throws {
-        let store = try TestStore(.postgresql)
-        let error = try #require(throws: PersistenceError.self) { try store.container.checkIntegrity() }
-        #expect(error.code == .unsupported)
+        note.title = "nul\u{0}inside"
+        let error = try #require(throws: PersistenceError.self) { try context.save() }
+        #expect(error.message.hasPrefix("Could not save \(note.objectID): "))
+        #expect(error.message.contains("0x00"))
+        #expect(try store.stored(FetchRequest<Note>()).isEmpty)
     }
 }

@@ -71,8 +71,7 @@ final class Label: ManagedObject {
         return try context.fetch(FetchRequest<Label>()).map { "\($0.post?.title ?? "-"):\($0.text)" }.sorted()
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-    @Test(arguments: [StoreKind.sqlite]) func effectsInsertAndDeleteRowsFromTheObjectsFinalState(_ kind: StoreKind)
+    @Test(arguments: StoreKind.allCases) func effectsInsertAndDeleteRowsFromTheObjectsFinalState(_ kind: StoreKind)
         throws
     {
         let container = try store(kind)

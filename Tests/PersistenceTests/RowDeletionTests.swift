@@ -1,5 +1,6 @@
 import Foundation
 @_spi(Testing) import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -20,10 +21,10 @@ final class Branch: ManagedObject {
 }
 
 /// A store whose schema has ``Branch`` too.
-private func branchStore() throws -> (PersistentContainer, ManagedObjectContext) {
+private func branchStore(_ kind: StoreKind) throws -> (PersistentContainer, ManagedObjectContext) {
     let directory = try ScratchDirectory.make("persistence-tests")
-    let container = try PersistentContainer(
-        storeURL: directory.appending(path: "store.sqlite"), schema: try Schema(allEntities + [Branch.self]))
+    let container = try PersistentContainer.open(
+        url: try kind.newStoreURL(in: directory), schema: try Schema(allEntities + [Branch.self]))
     return (container, container.newBackgroundContext(name: "test"))
 }
 
@@ -44,9 +45,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         { after in Array(ids.filter { $0 > after }.prefix(size)) }
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func theSaveDeletesThePagesWithTheContextsOtherChangesInOneTransaction(
+    @Test(arguments: StoreKind.allCases) func theSaveDeletesThePagesWithTheContextsOtherChangesInOneTransaction(
         _ kind: StoreKind
     ) async throws {
         let store = try TestStore(kind)
@@ -83,9 +82,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(!context.hasChanges)
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func anIDWithoutARowIsPassedOver(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func anIDWithoutARowIsPassedOver(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let ids = try docs(context, ["a", "b"])
@@ -94,9 +91,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["b"])
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func aFailedSaveKeepsTheDeletionsForTheNextSave(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func aFailedSaveKeepsTheDeletionsForTheNextSave(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let prefix = UUID().uuidString
@@ -137,9 +132,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Doc>()).map(\.path) == ["a"])
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func aPageThatThrowsFailsTheSaveWithItsError(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func aPageThatThrowsFailsTheSaveWithItsError(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let ids = try docs(context, ["a", "b"])
@@ -153,9 +146,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Plan>()).isEmpty)
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func pagesMustListAscendingIDsAfterTheOneAskedFor(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func pagesMustListAscendingIDsAfterTheOneAskedFor(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let ids = try docs(context, ["a", "b"])
@@ -177,9 +168,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Doc>()).count == 2)
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func deleteRulesApplyAPageOfMembersAtATime(_ kind: StoreKind) async throws {
+    @Test(arguments: StoreKind.allCases) func deleteRulesApplyAPageOfMembersAtATime(_ kind: StoreKind) async throws {
         let store = try TestStore(kind)
         let context = store.context()
         let folder = Folder(context: context)
@@ -204,9 +193,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(folder.managedObjectContext == nil)  // the context's own object for the row left it
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func aDenyRuleRefusesTheSave(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func aDenyRuleRefusesTheSave(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let vault = Vault(context: context)
@@ -218,9 +205,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Vault>()).count == 1)
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func aRowOrObjectThatPointsAtADeletedRowIsRefused(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func aRowOrObjectThatPointsAtADeletedRowIsRefused(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let folder = Folder(context: context)
@@ -246,9 +231,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func anObjectUpdatedToPointAtADeletedRowIsRefused(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func anObjectUpdatedToPointAtADeletedRowIsRefused(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let folder = Folder(context: context)
@@ -265,8 +248,8 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
     }
 
     /// A cascade thousands deep: the work waits in a list, not on the stack.
-    @Test func aDeepCascadeDeletesEveryLevel() throws {
-        let (container, context) = try branchStore()
+    @Test(arguments: StoreKind.allCases) func aDeepCascadeDeletesEveryLevel(_ kind: StoreKind) throws {
+        let (container, context) = try branchStore(kind)
         let root = Branch(context: context)
         try context.save()
         // Each row's parent is the row before it; the first's, the root. The rows are made
@@ -287,8 +270,8 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
 
     /// A hook that plans a row pointing at a row deleted by now is refused: a cascade whose
     /// hook gave its owner new members would never end.
-    @Test func aPlannedRowPointingAtADeletedRowIsRefused() throws {
-        let (container, context) = try branchStore()
+    @Test(arguments: StoreKind.allCases) func aPlannedRowPointingAtADeletedRowIsRefused(_ kind: StoreKind) throws {
+        let (container, context) = try branchStore(kind)
         let root = Branch(context: context)
         Branch(context: context).parent = root
         try context.save()
@@ -302,8 +285,8 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
     }
 
     /// A row whose link a page cleared, and a later page deleted, is deleted, not updated.
-    @Test func aRowClearedThenDeletedIsOnlyDeleted() async throws {
-        let (container, context) = try branchStore()
+    @Test(arguments: StoreKind.allCases) func aRowClearedThenDeletedIsOnlyDeleted(_ kind: StoreKind) async throws {
+        let (container, context) = try branchStore(kind)
         let first = Branch(context: context)
         let second = Branch(context: context)
         second.leaning = first
@@ -319,9 +302,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(note.deletedRowRanges == ["Branch": [1..<3]])
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func aHooksErrorFailsTheSaveAsItIs(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func aHooksErrorFailsTheSaveAsItIs(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
         let ids = try docs(context, ["a"])
@@ -333,9 +314,7 @@ private func branchStore() throws -> (PersistentContainer, ManagedObjectContext)
         #expect(try store.stored(FetchRequest<Doc>()).count == 1)
     }
 
-    // Not yet on PostgreSQL: rows deleted without objects (the store's delete-rule engine).
-
-    @Test(arguments: [StoreKind.sqlite]) func anotherContextMergesTheRangesOfDeletedRows(_ kind: StoreKind) throws {
+    @Test(arguments: StoreKind.allCases) func anotherContextMergesTheRangesOfDeletedRows(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let writer = store.context("writer")
         let ids = try docs(writer, ["a", "b", "c"])

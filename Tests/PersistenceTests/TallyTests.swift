@@ -1,5 +1,6 @@
 import Foundation
 @_spi(Testing) import Persistence
+import PersistencePostgreSQL
 import TestScratch
 import Testing
 
@@ -52,16 +53,16 @@ final class UncountedThing: ManagedObject {
         let url: URL
         let container: PersistentContainer
 
-        init(url: URL? = nil) throws {
-            let url = url ?? Self.newURL()
+        init(_ kind: StoreKind = .sqlite, url: URL? = nil) throws {
+            let url = try url ?? Self.newURL(kind)
             self.url = url
-            container = try PersistentContainer(storeURL: url, schema: try Schema([TallyBox.self, TallyItem.self]))
+            container = try PersistentContainer.open(url: url, schema: try Schema([TallyBox.self, TallyItem.self]))
         }
 
-        static func newURL() -> URL {
+        static func newURL(_ kind: StoreKind = .sqlite) throws -> URL {
             let directory = ScratchDirectory.path("tally")
             try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            return directory.appending(path: "store.sqlite")
+            return try kind.newStoreURL(in: directory)
         }
 
         /// The tallies as the store keeps them.
@@ -108,8 +109,9 @@ final class UncountedThing: ManagedObject {
         return item
     }
 
-    @Test func insertsChangesAndDeletionsOfObjectsKeepThemExact() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func insertsChangesAndDeletionsOfObjectsKeepThemExact(_ kind: StoreKind) throws
+    {
+        let store = try Store(kind)
         let context = store.container.newBackgroundContext()
         #expect(try store.kept().kinds.isEmpty)
         let a = item(context, "image", 10, code: "x")
@@ -145,8 +147,9 @@ final class UncountedThing: ManagedObject {
         #expect(try store.kept().codes == nil)
     }
 
-    @Test func aRollbackAFailedSaveAndAChildsSaveChangeNothing() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func aRollbackAFailedSaveAndAChildsSaveChangeNothing(_ kind: StoreKind) throws
+    {
+        let store = try Store(kind)
         let context = store.container.newBackgroundContext()
         let kept = item(context, "image", 10)
         try context.save()
@@ -175,8 +178,10 @@ final class UncountedThing: ManagedObject {
         #expect(try store.kept().kinds["video"] == TallyCount(key: "video", count: 1, total: 1_000))
     }
 
-    @Test func rowsInsertedAndDeletedWithoutObjectsAndCascadesKeepThemExact() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func rowsInsertedAndDeletedWithoutObjectsAndCascadesKeepThemExact(
+        _ kind: StoreKind
+    ) throws {
+        let store = try Store(kind)
         let context = store.container.newBackgroundContext()
         let box = TallyBox(context: context)
         for i in 0..<5 { item(context, i % 2 == 0 ? "image" : "text", Int64(i % 3), code: "c\(i % 3)", box: box) }
@@ -201,10 +206,12 @@ final class UncountedThing: ManagedObject {
         #expect(try store.kept().kinds.keys.sorted() == ["row"])
     }
 
-    @Test func aStoreWithRowsGetsItsTalliesCountedWhenTheyAreDeclared() throws {
-        let url = Store.newURL()
+    @Test(arguments: StoreKind.allCases) func aStoreWithRowsGetsItsTalliesCountedWhenTheyAreDeclared(
+        _ kind: StoreKind
+    ) throws {
+        let url = try Store.newURL(kind)
         do {
-            let old = try PersistentContainer(storeURL: url, schema: try Schema([UntalliedItem.self]))
+            let old = try PersistentContainer.open(url: url, schema: try Schema([UntalliedItem.self]))
             let context = old.newBackgroundContext()
             try context.insertRows(UntalliedItem.self, count: 1_000) { i, row in
                 row[\.kind] = i % 4 == 0 ? "image" : "text"
@@ -215,14 +222,14 @@ final class UncountedThing: ManagedObject {
             try context.save()
             old.close()
         }
-        let store = try Store(url: url)
+        let store = try Store(kind, url: url)
         try store.expectExact()
         #expect(try store.kept().kinds["image"] == TallyCount(key: "image", count: 250, total: 500))
         #expect(try store.kept().codes == TallyCount(key: "", count: 7, total: 14))
     }
 
     @Test func aReadOnlyOpenOfAStoreWhoseTalliesWereNeverMadeIsRefused() throws {
-        let url = Store.newURL()
+        let url = try Store.newURL()
         do {
             let old = try PersistentContainer(storeURL: url, schema: try Schema([UncountedThing.self]))
             old.close()
@@ -278,8 +285,10 @@ final class UncountedThing: ManagedObject {
     /// aggregates over its IDs, not by the triggers a row: the counts must come out as the
     /// triggers make them — values already counted by rows outside the batch, repeated
     /// inside it, filtered out — and go with the rows when the save fails.
-    @Test func largeBatchesOfRowsAreCountedAsTheTriggersCountThem() throws {
-        let store = try Store()
+    @Test(arguments: StoreKind.allCases) func largeBatchesOfRowsAreCountedAsTheTriggersCountThem(_ kind: StoreKind)
+        throws
+    {
+        let store = try Store(kind)
         let context = store.container.newBackgroundContext()
         item(context, "image", 4, code: "shared")  // counted before the batch
         try context.save()

@@ -1,0 +1,366 @@
+import Foundation
+import Persistence
+import PostgresNIO
+
+/// The tallies (``Tally``) on PostgreSQL: one table of counts, kept by PL/pgSQL triggers
+/// on each tallied entity's table, as the SQLite store keeps them with its triggers.
+/// Triggers rather than statements the store issues: every statement that writes rows — a
+/// save, a cascade of the delete-rule engine, a migration's raw SQL, another program — keeps
+/// the counts, in its own transaction, so a rollback undoes them with the rows.
+///
+/// Where PostgreSQL differs from SQLite:
+/// - after-row triggers fire when the statement ends, not row by row: a distinct count
+///   (``Tally/distinct(_:of:summing:where:is:)``) is kept by a statement trigger that looks
+///   at all of the statement's old and new rows at once (transition tables);
+/// - several hosts write at once, where SQLite has one writer at a time. The counts are
+///   rows updated in place, and a distinct count asks whether another row holds a value,
+///   which another transaction's uncommitted row does not show. So every tally trigger
+///   first takes one transaction-scoped advisory lock of the store (its PostgreSQL schema):
+///   from their first tallied row to their commit, saves that write tallied entities run
+///   one at a time (as every save does on SQLite), never deadlock on the counts' rows, and
+///   each sees the rows the one before it committed. Saves that write no tallied entity
+///   are not held. Counts kept as rows of deltas would lift this; they are not built.
+/// - a `NULL` value of a distinct count is not counted by the trigger;
+/// - a key is the column's value as PostgreSQL writes it as text (`''` for `NULL`): the same
+///   as SQLite's for text and integers; a `real` key is written the shorter way (`1`, where
+///   SQLite writes `1.0`).
+extension PostgreSQLStore {
+    static let talliesTable = "_persistence_tallies"
+
+    /// Makes the tallies' table and each entity's trigger as the schema declares them. An
+    /// entity whose trigger changes (new tallies, changed ones, a store that had none) has
+    /// its counts made again from its rows, in this transaction.
+    func installTallies(_ connection: PostgreSQLConnection) throws {
+        try connection.run(
+            """
+            CREATE TABLE IF NOT EXISTS \(Self.talliesTable) (entity TEXT NOT NULL, tally TEXT NOT NULL, \
+            key TEXT COLLATE "C" NOT NULL, n BIGINT NOT NULL, total BIGINT NOT NULL, PRIMARY KEY (entity, tally, key))
+            """, [])
+        for entity in schema.entities {
+            let tallies = try entity.resolvedTallies()
+            let table = quote(entity.name)
+            let functions = Self.functions(entity.name, tallies, schema: location.schema)
+            var changed = false
+            for function in functions where try existingBody(connection, function.name) != function.body {
+                changed = true
+            }
+            guard changed else { continue }
+            for function in functions {
+                for trigger in function.triggers {
+                    try connection.run("DROP TRIGGER IF EXISTS \(quote(trigger.name)) ON \(table)", [])
+                }
+                try connection.run("DROP FUNCTION IF EXISTS \(quote(function.name))()", [])
+            }
+            try connection.run("DELETE FROM \(Self.talliesTable) WHERE entity = $1", [.text(entity.name)])
+            for function in functions {
+                guard let body = function.body else { continue }
+                try connection.run(
+                    "CREATE FUNCTION \(quote(function.name))() RETURNS trigger LANGUAGE plpgsql AS "
+                        + "$persistence$\(body)$persistence$", [])
+                for trigger in function.triggers {
+                    try connection.run(
+                        "CREATE TRIGGER \(quote(trigger.name)) \(trigger.event) ON \(table) \(trigger.then) "
+                            + "EXECUTE FUNCTION \(quote(function.name))()", [])
+                }
+            }
+            for select in Self.expected(entity.name, table: table, tallies) {
+                try connection.run("INSERT INTO \(Self.talliesTable) (entity, tally, key, n, total) \(select)", [])
+            }
+        }
+    }
+
+    /// The body of the function `name` in the store's schema, if there is one.
+    private func existingBody(_ connection: PostgreSQLConnection, _ name: String) throws -> String? {
+        try connection.run(
+            """
+            SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+            WHERE p.proname = $1 AND n.nspname = $2
+            """, [.text(name), .text(location.schema)]
+        ).rows.first.map { try $0.decode(String.self) }
+    }
+
+    /// Whether the store's tally triggers are those the schema declares (a read-only open
+    /// cannot make them).
+    func talliesAreCurrent(_ connection: PostgreSQLConnection) throws -> Bool {
+        for entity in schema.entities {
+            for function in Self.functions(entity.name, try entity.resolvedTallies(), schema: location.schema)
+            where try existingBody(connection, function.name) != function.body {
+                return false
+            }
+        }
+        return true
+    }
+
+    func tally(entity: EntityDescription, name: String) throws -> [TallyCount] {
+        try mapErrors(nil) {
+            try reader.run(
+                "SELECT key, n, total FROM \(Self.talliesTable) WHERE entity = $1 AND tally = $2 ORDER BY key",
+                [.text(entity.name), .text(name)]
+            ).rows.map { row in
+                let (key, n, total) = try row.decode((String, Int64, Int64).self)
+                return TallyCount(key: key, count: Int(n), total: total)
+            }
+        }
+    }
+
+    /// Counts every tally again from the rows (aggregates in the server: memory stays
+    /// flat), compares with what the store recorded, and with `fix` replaces the counts that
+    /// were wrong, in one transaction.
+    func recountTallies(fix: Bool) throws -> [TallyDiscrepancy] {
+        let fix = fix && !isReadOnly
+        return try mapErrors(nil) {
+            try writer.withLock {
+                try transaction(writer) {
+                    try writer.run(
+                        """
+                        CREATE TEMP TABLE _persistence_counted (entity TEXT NOT NULL, tally TEXT NOT NULL, \
+                        key TEXT COLLATE "C" NOT NULL, n BIGINT NOT NULL, total BIGINT NOT NULL) ON COMMIT DROP
+                        """, [])
+                    var found: [TallyDiscrepancy] = []
+                    for entity in schema.entities {
+                        let tallies = try entity.resolvedTallies()
+                        guard !tallies.isEmpty else { continue }
+                        for select in Self.expected(entity.name, table: quote(entity.name), tallies) {
+                            try writer.run(
+                                "INSERT INTO _persistence_counted (entity, tally, key, n, total) \(select)", [])
+                        }
+                        let rows = try writer.run(
+                            """
+                            SELECT COALESCE(s.tally, c.tally), COALESCE(s.key, c.key), s.n, s.total, c.n, c.total \
+                            FROM (SELECT * FROM \(Self.talliesTable) WHERE entity = $1) AS s \
+                            FULL OUTER JOIN (SELECT * FROM _persistence_counted WHERE entity = $1) AS c \
+                            ON s.tally = c.tally AND s.key = c.key \
+                            WHERE s.n IS DISTINCT FROM c.n OR s.total IS DISTINCT FROM c.total \
+                            ORDER BY 1, 2
+                            """, [.text(entity.name)]
+                        ).rows
+                        for row in rows {
+                            let (tally, key, sn, st, cn, ct) = try row.decode(
+                                (String, String, Int64?, Int64?, Int64?, Int64?).self)
+                            found.append(
+                                TallyDiscrepancy(
+                                    entity: entity.name, tally: tally, key: key,
+                                    recorded: sn.map { TallyCount(key: key, count: Int($0), total: st ?? 0) },
+                                    counted: cn.map { TallyCount(key: key, count: Int($0), total: ct ?? 0) }))
+                        }
+                        guard fix, found.contains(where: { $0.entity == entity.name }) else { continue }
+                        try writer.run("DELETE FROM \(Self.talliesTable) WHERE entity = $1", [.text(entity.name)])
+                        try writer.run(
+                            """
+                            INSERT INTO \(Self.talliesTable) (entity, tally, key, n, total) \
+                            SELECT entity, tally, key, n, total FROM _persistence_counted WHERE entity = $1
+                            """, [.text(entity.name)])
+                    }
+                    return found
+                }
+            }
+        }
+    }
+
+    // MARK: - SQL
+
+    /// A trigger function of an entity's tallies: its body (`nil`: none wanted) and its
+    /// triggers (name, the event that fires it, and how).
+    struct TriggerFunction {
+        var name: String
+        var body: String?
+        var triggers: [(name: String, event: String, then: String)]
+    }
+
+    /// The two trigger functions of an entity: one a row for the counts by key (each row
+    /// adds or takes away its own count, whenever the trigger fires), one a statement for
+    /// the distinct counts. PostgreSQL fires after-row triggers at the end of the statement,
+    /// when every row the statement deleted is gone: "is another row holding this value?"
+    /// must then be asked of the statement's rows together (its transition tables).
+    static func functions(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> [TriggerFunction] {
+        let byKey = tallies.filter { $0.distinct == nil }
+        let distinct = tallies.filter { $0.distinct != nil }
+        let rowName = "_persistence_tally_\(entity)"
+        let statementName = "_persistence_tally_\(entity)_distinct"
+        return [
+            TriggerFunction(
+                name: rowName, body: byKey.isEmpty ? nil : rowFunctionBody(entity, byKey, schema: schema),
+                triggers: [(rowName, "AFTER INSERT OR DELETE OR UPDATE", "FOR EACH ROW")]),
+            TriggerFunction(
+                name: statementName,
+                body: distinct.isEmpty ? nil : statementFunctionBody(entity, distinct, schema: schema),
+                triggers: [
+                    (statementName + "_insert", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"),
+                    (statementName + "_delete", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"),
+                    (
+                        statementName + "_update",
+                        "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+                    ),
+                ]),
+        ]
+    }
+
+    /// The PL/pgSQL body of the row trigger of the counts by key: the old row uncounted
+    /// (delete, update), the new one counted (insert, update); an update that changes none
+    /// of the tallies' columns changes nothing.
+    static func rowFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
+        var columns: [String] = []
+        for tally in tallies {
+            for column in [tally.key, tally.sum, tally.filter?.column].compactMap({ $0 })
+            where !columns.contains(column) {
+                columns.append(column)
+            }
+        }
+        let changed =
+            columns.isEmpty
+            ? "FALSE" : columns.map { "OLD.\(quote($0)) IS DISTINCT FROM NEW.\(quote($0))" }.joined(separator: " OR ")
+        let remove = tallies.map { removeSQL(entity, $0, row: "OLD") }.joined()
+        let add = tallies.map { addSQL(entity, $0, row: "NEW") }.joined()
+        return """
+
+            BEGIN
+            IF TG_OP = 'UPDATE' AND NOT (\(changed)) THEN RETURN NULL; END IF;
+            \(lock(schema))
+            IF TG_OP IN ('DELETE', 'UPDATE') THEN\(remove)
+            END IF;
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN\(add)
+            END IF;
+            RETURN NULL;
+            END;
+
+            """
+    }
+
+    /// The PL/pgSQL body of the statement trigger of the distinct counts: for each value the
+    /// statement's old or new rows hold (not `NULL`), whether a row held it before the
+    /// statement and whether one holds it now; the count and total change by the difference.
+    static func statementFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
+        let none = "(SELECT * FROM %@ WHERE FALSE)"
+        func branch(old: String, new: String) -> String {
+            tallies.map { distinctDelta(entity, $0, old: old, new: new) }.joined()
+        }
+        return """
+
+            BEGIN
+            \(lock(schema))
+            IF TG_OP = 'INSERT' THEN\(branch(old: none.replacingOccurrences(of: "%@", with: "new_rows"), new: "new_rows"))
+            ELSIF TG_OP = 'DELETE' THEN\(branch(old: "old_rows", new: none.replacingOccurrences(of: "%@", with: "old_rows")))
+            ELSE\(branch(old: "old_rows", new: "new_rows"))
+            END IF;
+            RETURN NULL;
+            END;
+
+            """
+    }
+
+    /// The statements that apply one distinct tally's change by a statement whose old rows
+    /// are `old` and new rows `new` (transition tables, or an empty select).
+    private static func distinctDelta(_ entity: String, _ tally: ResolvedTally, old: String, new: String) -> String {
+        let t = talliesTable
+        let table = quote(entity)
+        let column = quote(tally.distinct!)
+        let e = literal(.text(entity))
+        let name = literal(.text(tally.name))
+        func cond(_ row: String) -> String { condition(tally, row: row) }
+        func sum(_ row: String) -> String { sumExpression(tally, row: row) }
+        let values =
+            "SELECT o.\(column) AS v FROM \(old) AS o WHERE \(cond("o")) AND o.\(column) IS NOT NULL "
+            + "UNION SELECT o.\(column) FROM \(new) AS o WHERE \(cond("o")) AND o.\(column) IS NOT NULL"
+        let now = "FROM \(table) AS o WHERE o.\(column) = x.v AND \(cond("o"))"
+        let before =
+            "FROM \(table) AS o WHERE o.\(column) = x.v AND \(cond("o")) AND o.\"id\" NOT IN (SELECT n.\"id\" FROM \(new) AS n)"
+        let was = "FROM \(old) AS o WHERE o.\(column) = x.v AND \(cond("o"))"
+        return """
+
+              INSERT INTO \(t) (entity, tally, key, n, total) \
+            SELECT \(e), \(name), '', COALESCE(sum(d.after_n - d.before_n), 0), \
+            COALESCE(sum(d.after_t - d.before_t), 0)::BIGINT FROM (SELECT \
+            (CASE WHEN EXISTS (SELECT 1 \(now)) THEN 1 ELSE 0 END) AS after_n, \
+            COALESCE((SELECT max(\(sum("o"))) \(now)), 0) AS after_t, \
+            (CASE WHEN EXISTS (SELECT 1 \(was)) OR EXISTS (SELECT 1 \(before)) THEN 1 ELSE 0 END) AS before_n, \
+            COALESCE(GREATEST((SELECT max(\(sum("o"))) \(was)), (SELECT max(\(sum("o"))) \(before))), 0) AS before_t \
+            FROM (\(values)) AS x) AS d \
+            ON CONFLICT (entity, tally, key) DO UPDATE SET n = \(t).n + EXCLUDED.n, total = \(t).total + EXCLUDED.total;
+              DELETE FROM \(t) WHERE entity = \(e) AND tally = \(name) AND key = '' AND n = 0;
+            """
+    }
+
+    /// The lock every tally trigger of the store takes first, held to the end of the
+    /// transaction: the counts' rows are then only ever locked by one transaction at a time.
+    private static func lock(_ schema: String) -> String {
+        "PERFORM pg_advisory_xact_lock(hashtext(\(literal(.text("persistence-tallies:" + schema)))));"
+    }
+
+    private static func keyExpression(_ column: String?, row: String) -> String {
+        column.map { "COALESCE(\(row).\(quote($0))::TEXT, '')" } ?? "''"
+    }
+
+    private static func sumExpression(_ tally: ResolvedTally, row: String) -> String {
+        tally.sum.map { "COALESCE(\(row).\(quote($0)), 0)" } ?? "0"
+    }
+
+    private static func condition(_ tally: ResolvedTally, row: String) -> String {
+        tally.filter.map { "\(row).\(quote($0.column)) IS NOT DISTINCT FROM \(literal($0.value))" } ?? "TRUE"
+    }
+
+    private static func literal(_ value: StoreValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .integer(let v): "\(v)::BIGINT"
+        case .real(let v): "\(v)::DOUBLE PRECISION"
+        case .text(let v): "'" + v.replacingOccurrences(of: "'", with: "''") + "'"
+        case .blob(let v): "'\\x" + v.map { String(format: "%02x", $0) }.joined() + "'::BYTEA"
+        }
+    }
+
+    private static func addSQL(_ entity: String, _ tally: ResolvedTally, row: String) -> String {
+        let t = talliesTable
+        let e = literal(.text(entity))
+        let name = literal(.text(tally.name))
+        let sum = sumExpression(tally, row: row)
+        let cond = condition(tally, row: row)
+        let key = keyExpression(tally.key, row: row)
+        return """
+
+              IF \(cond) THEN
+                INSERT INTO \(t) (entity, tally, key, n, total) VALUES (\(e), \(name), \(key), 1, \(sum)) \
+            ON CONFLICT (entity, tally, key) DO UPDATE SET n = \(t).n + 1, total = \(t).total + EXCLUDED.total;
+              END IF;
+            """
+    }
+
+    private static func removeSQL(_ entity: String, _ tally: ResolvedTally, row: String) -> String {
+        let t = talliesTable
+        let e = literal(.text(entity))
+        let name = literal(.text(tally.name))
+        let cond = condition(tally, row: row)
+        let key = keyExpression(tally.key, row: row)
+        let here = "entity = \(e) AND tally = \(name) AND key = \(key)"
+        return """
+
+              IF \(cond) THEN
+                UPDATE \(t) SET n = n - 1, total = total - \(sumExpression(tally, row: row)) WHERE \(here);
+                DELETE FROM \(t) WHERE \(here) AND n = 0;
+              END IF;
+            """
+    }
+
+    /// `SELECT`s of (entity, tally, key, n, total) that count `entity`'s tallies from its rows.
+    static func expected(_ entity: String, table: String, _ tallies: [ResolvedTally]) -> [String] {
+        let e = literal(.text(entity))
+        var selects: [String] = []
+        for tally in tallies {
+            let name = literal(.text(tally.name))
+            let sum = sumExpression(tally, row: table)
+            let cond = condition(tally, row: table)
+            guard let distinct = tally.distinct else {
+                let key = keyExpression(tally.key, row: table)
+                selects.append(
+                    "SELECT \(e), \(name), \(key), count(*), COALESCE(sum(\(sum)), 0)::BIGINT FROM \(table) "
+                        + "WHERE \(cond) GROUP BY 3")
+                continue
+            }
+            let key = keyExpression(distinct, row: table)
+            let values = "SELECT \(key) AS k, max(\(sum)) AS total FROM \(table) WHERE \(cond) GROUP BY 1"
+            selects.append(
+                "SELECT \(e), \(name), '', count(*), COALESCE(sum(g.total), 0)::BIGINT FROM (\(values)) AS g "
+                    + "HAVING count(*) > 0")
+        }
+        return selects
+    }
+}
