@@ -94,7 +94,7 @@ import Testing
         ] {
             let plan = try Self.plan(request, in: t, catalog: catalog)
             #expect(plan.contains("INDEX Asset_sha256_where_storage_index (sha256"), "\(plan)")
-            #expect(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "\(plan)")
+            #expect(!plan.contains("SCAN"), "\(plan)")  // (the rows of a list of digests are sorted by ID)
         }
     }
 

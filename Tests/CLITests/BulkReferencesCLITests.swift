@@ -72,7 +72,7 @@ import Testing
         let verify = try await t.run(["verify"] + ids + ["--json"])
         #expect(verify.status == 0, "\(verify.stderr)")
         #expect(verify.stdout.contains("\"checked\" : 1100"), "\(verify.stdout.prefix(300))")
-        let text = try await t.run(["verify", "7", "--", "8", "9"])
+        let text = try await t.run(["verify", "7", "--catalog", t.root.path, "--", "8", "9"])
         #expect(text.stdout == "checked 3 assets: 0 missing, 0 damaged\n", "\(text.stderr)")
     }
 }
