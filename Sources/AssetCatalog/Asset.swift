@@ -31,8 +31,9 @@ public final class Asset: ManagedObject {
     @Attribute public var storage = Storage.managed
     /// The size in bytes.
     @Attribute public var size: Int64 = 0
-    /// The SHA-256 of the content, lowercase hex.
-    @Attribute(.indexed) public var sha256 = ""
+    /// The SHA-256 of the content, lowercase hex. Indexed for managed assets only
+    /// (``compositeIndexes``).
+    @Attribute public var sha256 = ""
     /// For a referenced file: its absolute path. For a managed file: where it
     /// was added from (informational).
     @Attribute public var path: String?
@@ -65,6 +66,20 @@ public final class Asset: ManagedObject {
             Tally(Self.kindTally, by: \Asset.kind, summing: \Asset.size),
             .distinct(Self.contentTally, of: \Asset.sha256, summing: \Asset.size, where: \Asset.storage, is: .managed),
         ]
+    }
+
+    /// The index on ``sha256``, over managed assets only: what the content's users are found
+    /// by (deduplication, the removal of a file when its last user goes, `gc`, the objects
+    /// tally). No query looks a referenced or member asset up by digest, so adding a million
+    /// files by reference does not pay for inserting into a B-tree of random keys.
+    override public class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(\Asset.sha256, where: \Asset.storage, is: .managed)]
+    }
+
+    /// Replaces the index of earlier releases on every asset's ``sha256`` by the partial one
+    /// of ``compositeIndexes`` (which the schema's extension makes, after this runs).
+    static let managedDigestIndex = Migration("2026-11-sha256-index-managed-only") { db in
+        try db.execute("DROP INDEX IF EXISTS \"Asset_sha256_index\"")
     }
 
     /// The names of the ``tallies``.

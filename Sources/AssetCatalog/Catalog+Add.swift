@@ -212,7 +212,10 @@ extension Catalog {
         var done = AddProgress(filesDone: 0, filesTotal: found, bytesDone: 0, bytesTotal: totalBytes)
         progress?(done)
         Self.afterCounting?()
-        var sources = SourceWalk(named, excluding: root.path, needsSizes: true)  // sizes make the runs
+        // The count read every file's size; this walk reads none (a directory entry gives its
+        // type), each file's size comes from the fstat of its reading — but with deferred
+        // hashing, which records the size of a file it does not open.
+        var sources = SourceWalk(named, excluding: root.path, needsSizes: options.defersHashing)
         // The files found and not started yet: a page of the walk at a time.
         var page: [SourceFile] = []
         var pageNext = 0
@@ -293,7 +296,10 @@ extension Catalog {
                 while !stopped && reading < options.concurrency && ready.isEmpty {
                     var run: [SourceFile] = []
                     var bytes: Int64 = 0
-                    while run.count < Self.runFiles && bytes < Self.runBytes, let file = nextSource() {
+                    // Most sizes are not known yet (0): a run takes fewer files as fewer remain,
+                    // so that the last files, large ones too, still spread over the tasks.
+                    let most = min(Self.runFiles, max(1, (found - next) / (max(1, options.concurrency) * 4)))
+                    while run.count < most && bytes < Self.runBytes, let file = nextSource() {
                         run.append(file)
                         bytes += file.size
                     }

@@ -186,7 +186,7 @@ extension Catalog {
         // No requested row was there (another process removed them all first): nothing was deleted.
         try result.requireAllDeleted()
         let records = result.records.sorted { $0.id < $1.id }
-        let removed = result.presentFiles.sorted().filter { !FileManager.default.fileExists(atPath: $0) }
+        let removed = result.presentFiles.sorted().filter { access($0, F_OK) != 0 }
         return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
     }
 
@@ -387,7 +387,7 @@ final class RowRemoval {
             records.append(record)
             guard record.storage == .managed, digests.insert(record.sha256).inserted else { continue }
             let path = objectPath(record.sha256)
-            if FileManager.default.fileExists(atPath: path) { presentFiles.append(path) }
+            if access(path, F_OK) == 0 { presentFiles.append(path) }
         }
     }
 

@@ -572,10 +572,16 @@ extension Catalog {
         else { return false }
         let prefix = zero[..<(at + 2)]
         let suffix = zero[(at + 3)...]
+        // Found by name (indexed for every asset), not by digest (indexed for managed assets
+        // only): the names that follow `prefix` with a digit from 1 to 9 sort, byte by byte,
+        // from `prefix + "1"` to before `prefix + ":"`.
+        let stem = String(decoding: prefix, as: UTF8.self)
         let copies: [AssetRecord] = try storeErrors {
             try withContext { context in
                 try context.fetch(
-                    FetchRequest<Asset>(predicate: \.sha256 == entry.fields.sha256 && \.storage != Storage.member)
+                    FetchRequest<Asset>(
+                        predicate: \.name >= stem + "1" && \.name < stem + ":" && \.storage != Storage.member
+                            && \.sha256 == entry.fields.sha256)
                 ).map(AssetRecord.init)
             }
         }

@@ -208,7 +208,9 @@ public final class Catalog: Sendable {
     ]
 
     /// What brings a catalog of an earlier release to this one's schema, in order.
-    static let migrations: [Migration] = [AssetTag.dropTagTextIndex, AssetTag.fromTagText()]
+    static let migrations: [Migration] = [
+        AssetTag.dropTagTextIndex, AssetTag.fromTagText(), Asset.managedDigestIndex,
+    ]
 
     /// The catalog's schema: its own entities, then a program's (``OpenOptions/entities``).
     ///

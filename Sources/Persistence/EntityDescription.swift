@@ -124,8 +124,19 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
     /// - Throws: ``PersistenceError/Code/misuse`` when a key path is not a stored
     ///   property of the entity (a to-many relationship, a plain property).
     package func compositeIndexColumns() throws -> [(columns: [String], isUnique: Bool)] {
+        try compositeIndexDescriptions().map { ($0.columns, $0.isUnique) }
+    }
+
+    /// The entity's ``ManagedObject/compositeIndexes``: their columns, and for a partial
+    /// index the column and value of the rows it holds.
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` when a key path is not a stored
+    ///   property of the entity (a to-many relationship, a plain property).
+    package func compositeIndexDescriptions() throws -> [(
+        columns: [String], isUnique: Bool, filter: (column: String, value: StoreValue)?
+    )] {
         try objectType.compositeIndexes.map { index in
-            let columns = try index.keyPaths.map { keyPath in
+            func column(_ keyPath: AnyKeyPath) throws -> String {
                 guard let property = property(for: keyPath), property.slot != nil else {
                     throw PersistenceError(
                         .misuse,
@@ -133,7 +144,9 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
                 }
                 return property.name
             }
-            return (columns, index.isUnique)
+            let columns = try index.keyPaths.map(column)
+            let filter = try index.filter.map { (column: try column($0.keyPath), value: $0.value) }
+            return (columns, index.isUnique, filter)
         }
     }
 

@@ -416,11 +416,33 @@ public struct CompositeIndex {
     let keyPaths: [AnyKeyPath]
     /// Whether no two rows may hold the same values in all of them.
     let isUnique: Bool
+    /// For a partial index: the attribute and the value of the only rows it holds.
+    let filter: (keyPath: AnyKeyPath, value: StoreValue)?
 
     /// An index over `keyPaths`, in that order; `unique` when no two rows may share
     /// the values of all of them.
     public init<Root: ManagedObject>(_ keyPaths: PartialKeyPath<Root>..., unique: Bool = false) {
         self.keyPaths = keyPaths
         isUnique = unique
+        filter = nil
+    }
+
+    /// A partial index over `keyPaths`, in that order, that holds only the rows whose
+    /// `filter` is `value`: writes of the other rows never touch it. A fetch uses it when
+    /// its predicate requires `filter == value` (``FetchPredicate``'s `==` with that value)
+    /// besides a lookup by the first of `keyPaths`; a fetch without that condition does
+    /// not, so it scans or uses another index.
+    ///
+    /// ```swift
+    /// override class var compositeIndexes: [CompositeIndex] {
+    ///     [CompositeIndex(\Item.digest, where: \Item.state, is: .stored)]
+    /// }
+    /// ```
+    public init<Root: ManagedObject, Filter: AttributeValue>(
+        _ keyPaths: PartialKeyPath<Root>..., where filter: KeyPath<Root, Filter>, is value: Filter
+    ) {
+        self.keyPaths = keyPaths
+        isUnique = false
+        self.filter = (filter, value.storeValue)
     }
 }

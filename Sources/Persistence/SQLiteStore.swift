@@ -423,14 +423,19 @@ final class SQLiteStore: PersistentStore {
                 try db.execute(
                     sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))")
             }
-            for composite in try entity.compositeIndexColumns() {
+            for composite in try entity.compositeIndexDescriptions() {
                 let unique = composite.isUnique ? "UNIQUE " : ""
+                // A partial index is named by its filter's column too; its condition is written
+                // with `IS`, as predicates and tallies compile `==`, so that the planner sees a
+                // fetch's `column IS ?` (bound to the value) imply it.
+                let partial = composite.filter.map { "_where_\($0.column)" } ?? ""
                 let index = quote(
-                    "\(entity.name)_\(composite.columns.joined(separator: "_"))_\(composite.isUnique ? "unique" : "index")"
-                )
+                    "\(entity.name)_\(composite.columns.joined(separator: "_"))\(partial)_"
+                        + (composite.isUnique ? "unique" : "index"))
+                let condition = composite.filter.map { " WHERE \(quote($0.column)) IS \(literal($0.value))" } ?? ""
                 try db.execute(
                     sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) "
-                        + "(\(composite.columns.map(quote).joined(separator: ", ")))")
+                        + "(\(composite.columns.map(quote).joined(separator: ", ")))\(condition)")
             }
             try db.execute(
                 sql: """

@@ -165,14 +165,17 @@ final class PostgreSQLStore: PersistentStore {
                 let index = quote("\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")")
                 try writer.run("CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))", [])
             }
-            for composite in try entity.compositeIndexColumns() {
+            for composite in try entity.compositeIndexDescriptions() {
                 let unique = composite.isUnique ? "UNIQUE " : ""
+                let partial = composite.filter.map { "_where_\($0.column)" } ?? ""
                 let index = quote(
-                    "\(entity.name)_\(composite.columns.joined(separator: "_"))_\(composite.isUnique ? "unique" : "index")"
-                )
+                    "\(entity.name)_\(composite.columns.joined(separator: "_"))\(partial)_"
+                        + (composite.isUnique ? "unique" : "index"))
+                let condition =
+                    composite.filter.map { " WHERE \(quote($0.column)) = \(Self.literal($0.value, type: ""))" } ?? ""
                 try writer.run(
                     "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) "
-                        + "(\(composite.columns.map(quote).joined(separator: ", ")))", [])
+                        + "(\(composite.columns.map(quote).joined(separator: ", ")))\(condition)", [])
             }
             try writer.run(
                 """

@@ -20,17 +20,18 @@ struct AssetCat: AsyncParsableCommand {
 }
 
 extension AssetCat {
-    /// Refuses an unknown option (``OptionCheck``), takes out `rm`'s references past the
-    /// first (``BulkArguments``), then parses and runs as ArgumentParser does.
+    /// Refuses an unknown option (``OptionCheck``), takes out the references past the first
+    /// of `rm`, `tag` and `verify` (``BulkArguments``), then parses and runs as ArgumentParser
+    /// does.
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        var valued: Set<String> = []
+        var valued: [String: Set<String>] = [:]
         if OptionCheck.hasOptions(arguments), let root = OptionCheck.commands(of: AssetCat.self) {
             if let message = OptionCheck.unknownOption(in: arguments, root: root) {
                 Terminal.error(message)
                 Foundation.exit(ExitCode.validationFailure.rawValue)
             }
-            valued = root.subcommands["rm"]?.valued ?? []
+            valued = root.subcommands.filter { BulkArguments.commands.contains($0.key) }.mapValues(\.valued)
         }
         await main(BulkArguments.take(from: arguments, valued: valued))
     }

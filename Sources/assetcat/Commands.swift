@@ -281,6 +281,7 @@ extension AssetCat {
         static let configuration = CommandConfiguration(abstract: "Add or remove tags.")
 
         @OptionGroup var options: CatalogOption
+        /// The first reference as ArgumentParser parsed it; the rest are ``BulkArguments/rest()``.
         @Argument(help: "Asset IDs or names.") var assets: [String]
         @Option(name: .customLong("add"), help: "A tag to add (repeatable).") var add: [String] = []
         @Option(name: .customLong("remove"), help: "A tag to remove (repeatable).") var remove: [String] = []
@@ -290,7 +291,9 @@ extension AssetCat {
         }
 
         func run(_ catalog: Catalog) async throws {
-            for a in try catalog.tag(AssetReference.resolve(assets, in: catalog), adding: add, removing: remove) {
+            // Resolved a page of references at a time, as `rm`'s are.
+            let ids = try catalog.assetIDs(for: assets + BulkArguments.rest())
+            for a in try catalog.tag(ids, adding: add, removing: remove) {
                 let tags = a.tags.map(DisplayText.quoted).joined(separator: ", ")
                 print("\(a.id)  \(DisplayText.quoted(a.name))  [\(tags)]")
             }
@@ -307,6 +310,7 @@ extension AssetCat {
         )
 
         @OptionGroup var options: CatalogOption
+        /// The first reference as ArgumentParser parsed it; the rest are ``BulkArguments/rest()``.
         @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
         @Flag(help: "Print JSON.") var json = false
         @Flag(help: "Check only the catalog's store file (SQLite's full integrity check), not the content.")
@@ -327,7 +331,7 @@ extension AssetCat {
                 if !problems.isEmpty { throw ExitCode.failure }
                 return
             }
-            let ids = assets.isEmpty ? nil : try AssetReference.resolve(assets, in: catalog)
+            let ids = assets.isEmpty ? nil : try catalog.assetIDs(for: assets + BulkArguments.rest())
             let report = try await catalog.verify(ids) { done, total in
                 Terminal.progress("verifying", done: done, total: total)
             }

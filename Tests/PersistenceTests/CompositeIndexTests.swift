@@ -18,6 +18,16 @@ final class IndexedLabel: ManagedObject {
     }
 }
 
+/// An item whose digest is indexed only while it is stored.
+final class PartiallyIndexedItem: ManagedObject {
+    @Attribute var digest = ""
+    @Attribute var state = "stored"
+
+    override class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(\PartiallyIndexedItem.digest, where: \PartiallyIndexedItem.state, is: "stored")]
+    }
+}
+
 /// An index that names a to-many relationship, which has no column.
 final class BadlyIndexedNote: ManagedObject {
     @Attribute var title = ""
@@ -65,6 +75,44 @@ final class BadlyIndexedNote: ManagedObject {
         }
         let names = try Self.indexes(of: "IndexedLabel", in: url)
         #expect(names.contains("IndexedLabel_text_note_unique"))
+    }
+
+    /// A partial index is made with its condition, under a name that says which column it
+    /// filters on; fetches answer the same for the rows it holds and for the others.
+    @Test func aPartialIndexHoldsTheRowsOfItsCondition() throws {
+        let url = try temporaryStore()
+        let container = try PersistentContainer(storeURL: url, schema: try Schema([PartiallyIndexedItem.self]))
+        let context = container.newBackgroundContext()
+        for (digest, state) in [("a", "stored"), ("a", "listed"), ("b", "listed"), ("b", "stored"), ("c", "listed")] {
+            let item = PartiallyIndexedItem(context: context)
+            item.digest = digest
+            item.state = state
+        }
+        try context.save()
+        let fresh = container.newBackgroundContext()
+        func count(_ predicate: FetchPredicate<PartiallyIndexedItem>) throws -> Int {
+            try fresh.count(for: FetchRequest<PartiallyIndexedItem>(predicate: predicate))
+        }
+        #expect(try count(\.digest == "a" && \.state == "stored") == 1)
+        #expect(try count(.in(\.digest, ["a", "b", "c"]) && \.state == "stored") == 2)
+        #expect(try count(\.digest == "c") == 1)
+        #expect(try count(\.digest == "b" && \.state == "listed") == 1)
+        container.close()
+
+        let outcome = try ChildProcess(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "print(c.execute('SELECT sql FROM sqlite_master WHERE name = ?', (sys.argv[2],)).fetchone()[0])",
+                url.path, "PartiallyIndexedItem_digest_where_state_index",
+            ]
+        ).wait()
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+        #expect(
+            outcome.stdoutText
+                == "CREATE INDEX \"PartiallyIndexedItem_digest_where_state_index\" ON \"PartiallyIndexedItem\" "
+                + "(\"digest\") WHERE \"state\" IS 'stored'\n")
     }
 
     @Test func anIndexOnSomethingThatIsNotAColumnIsRefused() throws {
