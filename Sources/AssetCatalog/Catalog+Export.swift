@@ -75,6 +75,22 @@ public struct ExportResult: Sendable, Codable {
     public var bytes: Int64
     /// With ``ExportOptions/skipsDamaged``: what was left out.
     public var skipped: [SkippedAsset]
+    /// Assets whose name differs from another's only by letter case (`Photo.jpg` and
+    /// `photo.jpg`): the bag gives the later ones numbered payload paths (`photo (2).jpg`),
+    /// or the folder spelling taken first, so that it extracts on a case-insensitive file
+    /// system (macOS, Windows) as one file each. The bag's records keep their names, so an
+    /// import restores them. In the order the export names them; the first 100 of them.
+    public var apartByCase: CappedList<PayloadPath>
+
+    /// Where an asset's content is in the bag.
+    public struct PayloadPath: Sendable, Hashable, Codable {
+        /// The asset.
+        public var id: AssetID
+        /// Its name in the catalog (and the bag's records).
+        public var name: String
+        /// Its payload path in the bag (`data/…`).
+        public var payload: String
+    }
 }
 
 extension Catalog {
@@ -188,11 +204,16 @@ extension Catalog {
             unlink(manifestFile)
         }
         var skipped: [SkippedAsset] = []
+        var apartByCase = CappedList<ExportResult.PayloadPath>()
 
         /// Adds an asset to the bundle: its payload path, its line of records.
-        func add(_ record: AssetRecord, as payloadPath: String, archiveKey: Int64?, to batch: ExportScratch.Batch)
-            throws
-        {
+        func add(
+            _ record: AssetRecord, as claim: PayloadNamer.Claim, archiveKey: Int64?, to batch: ExportScratch.Batch
+        ) throws {
+            let payloadPath = claim.path
+            if claim.apartByCase {
+                apartByCase.append(.init(id: record.id, name: record.name, payload: "data/" + payloadPath), limit: 100)
+            }
             var line: [UInt8] = []
             BundleRecords.Entry(
                 key: record.id.rawValue, archive: archiveKey, payload: "data/" + payloadPath, fields: record.fields
@@ -315,7 +336,7 @@ extension Catalog {
         try bundleErrors(path) { try writer.finish() }
         return ExportResult(
             path: path, format: writer.format.description, assets: scratch.files, files: scratch.files,
-            bytes: scratch.bytes, skipped: skipped.sorted { $0.id < $1.id })
+            bytes: scratch.bytes, skipped: skipped.sorted { $0.id < $1.id }, apartByCase: apartByCase)
     }
 
     /// Calls `body` with the assets `selection` chooses, a page at a time, by ID.

@@ -68,6 +68,15 @@ extension AssetCat {
             for skip in result.skipped {
                 Terminal.note("left out \(skip.id) \(DisplayText.quoted(skip.name)): \(skip.reason)")
             }
+            if let first = result.apartByCase.items.first {
+                // Always: a bag's layout must not depend on where it will be extracted.
+                let one = result.apartByCase.count == 1
+                Terminal.note(
+                    "warning: \(plural(result.apartByCase.count, "asset name")) \(one ? "differs" : "differ") from "
+                        + "another only by letter case: the bag holds \(one ? "it" : "them") at other paths, such as "
+                        + "\(DisplayText.quoted(first.name)) at \(DisplayText.quoted(first.payload)), so that it extracts "
+                        + "on case-insensitive file systems; its records keep the names")
+            }
             if json { return try Terminal.json(result) }
             print(
                 "exported \(plural(result.assets, "asset")) (\(Terminal.formatBytes(result.bytes))) to "
