@@ -536,7 +536,8 @@ struct PayloadNamer {
             // A folder on the way is taken by a file: number the top folder instead.
             let top = base.split(separator: "/").first.map(String.init) ?? base
             if nested, try folderIsAFile(base) {
-                candidate = "\(top) (\(n))" + base.dropFirst(top.count)
+                // (The numbered folder may be taken, as a folder, in another case.)
+                candidate = try firstSpellings("\(top) (\(n))" + base.dropFirst(top.count))
             } else {
                 candidate = Self.numbered(base, n)
             }

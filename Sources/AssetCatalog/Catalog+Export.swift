@@ -101,6 +101,14 @@ extension Catalog {
     /// archive's members as files of their own, beside it), `assetcat-records.json` with
     /// names, tags, metadata, storage and member links, and the manifests.
     ///
+    /// Payload paths are written in NFC, so that every extractor (bsdtar, unzip, Python's
+    /// zipfile, tar) gives the same tree, which bagit-python validates. Names that are one
+    /// string in another Unicode normalisation, or that differ only by letter case (one file
+    /// on macOS and Windows), get numbered payload paths of their own (`photo (2).jpg`); a
+    /// folder keeps the spelling it was first written with. Those moved for case are listed
+    /// in ``ExportResult/apartByCase``. The records keep every name and member path byte for
+    /// byte, so an import restores them.
+    ///
     /// Streams: the assets are read from the catalog a page at a time (those named in
     /// ``ExportSelection/ids`` all at once), and what the export
     /// must remember of each (its payload path, digest, whether it was written) goes to a

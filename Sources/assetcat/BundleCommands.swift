@@ -20,7 +20,10 @@ extension AssetCat {
             discussion: """
                 Selects every asset unless IDs (or names), --tag or --kind narrow it; an archive brings its \
                 members. Every byte is re-hashed on the way out: a missing or damaged asset stops the export \
-                (no partial bundle is left) unless --skip-damaged leaves it out and lists it.
+                (no partial bundle is left) unless --skip-damaged leaves it out and lists it. Payload paths \
+                are written in NFC; names that differ only by letter case get numbered paths of their own, so \
+                that the bag extracts on case-insensitive file systems (a warning says so); the bag's records \
+                keep every name.
                 """)
 
         @OptionGroup var options: CatalogOption

@@ -96,6 +96,27 @@ import Testing
         }
     }
 
+    /// The namer alone: a file and a folder apart only by case, either way round, are apart in
+    /// the bag too; a folder keeps its first spelling; the same name again is numbered without
+    /// counting as a case clash.
+    @Test func payloadNamesApartOnlyByCaseOrNormalisation() throws {
+        let scratch = try ExportScratch()
+        let claims = try scratch.batch { batch in
+            let namer = PayloadNamer(names: batch)
+            return try [
+                "Docs", "docs/x.txt", "DOCS/y.txt", "Notes/a.txt", "NOTES", "notes/b.txt", "plain.txt", "plain.txt",
+                "cafe\u{301}.txt", "CAF\u{C9}.txt", "caf\u{E9}.txt",
+            ].map { try namer.claim($0) }
+        }
+        #expect(
+            claims.map(\.path) == [
+                "Docs", "docs (2)/x.txt", "docs (2)/y.txt", "Notes/a.txt", "NOTES (2)", "Notes/b.txt", "plain.txt",
+                "plain (2).txt", "caf\u{E9}.txt", "CAF\u{C9} (2).txt", "caf\u{E9} (3).txt",
+            ])
+        #expect(claims.map(\.path).allSatisfy { !$0.unicodeScalars.contains("\u{301}") })
+        #expect(claims.map(\.apartByCase) == [false, true, true, false, true, true, false, false, false, true, false])
+    }
+
     /// The CLI says when names were moved apart for case, on one line of stderr.
     @Test func theCLIWarnsWhenNamesDifferOnlyByCase() async throws {
         let t = try TestCatalog()
