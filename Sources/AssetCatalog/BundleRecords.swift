@@ -417,12 +417,27 @@ extension BundleRecords {
 
 /// Payload paths for exported assets: names kept, made safe (no empty, `.` or `..`
 /// components) and unique — a name already taken, as a file or as a folder, gets
-/// ` (2)`, ` (3)`, … before its extension, in the order the assets come. Names that are
-/// the same string in another Unicode normalisation (`é` as one scalar or two) are the
-/// same name: a bag reader refuses such twins. The names taken are kept in the export's
+/// ` (2)`, ` (3)`, … before its extension, in the order the assets come.
+///
+/// Every extractor must give back the same tree, so a path is written in NFC (bsdtar, for
+/// one, turns a decomposed name into a precomposed one as it extracts), and names that are
+/// one string in another Unicode normalisation (`é` as one scalar or two), or that differ
+/// only by letter case, are the same name: on a case-insensitive file system (macOS,
+/// Windows) they would be one file. A folder keeps the spelling it was first taken with,
+/// so that `Docs/a` and `docs/b` share one folder. The records keep each asset's own name
+/// and member path, byte for byte. The names taken are kept in the export's
 /// ``ExportScratch``, not in memory.
 struct PayloadNamer {
     let names: ExportScratch.Batch
+
+    /// A payload path claimed for a name.
+    struct Claim {
+        /// Relative to `data/`, in NFC.
+        var path: String
+        /// Whether `path` differs from the name (in NFC) because another path claimed before
+        /// differs from it only by letter case.
+        var apartByCase: Bool
+    }
 
     static func safe(_ name: String) -> String {
         if TagFile.isNormal(name) { return name }
@@ -442,9 +457,15 @@ struct PayloadNamer {
         return (components + [numberedLast]).joined(separator: "/")
     }
 
-    /// The key a path is taken under: its NFC form (ASCII is its own).
-    static func key(_ path: String) -> String {
+    /// `path` in NFC (ASCII is its own).
+    static func nfc(_ path: String) -> String {
         path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
+    }
+
+    /// The key a path is taken under: its NFC form in lower case, the same for every
+    /// spelling a case-insensitive file system takes for one name.
+    static func key(_ path: String) -> String {
+        path.utf8.allSatisfy { $0 < 0x80 } ? path.lowercased() : path.lowercased().precomposedStringWithCanonicalMapping
     }
 
     /// The folders on the way to `path`: `a`, `a/b` for `a/b/c`.
@@ -471,26 +492,59 @@ struct PayloadNamer {
         try !names.name(Self.key(path)).taken && !folderIsAFile(path)
     }
 
+    /// `path` with each folder on the way spelt as it was first taken (`docs/b` → `Docs/b`
+    /// once `Docs/a` is taken).
+    private func firstSpellings(_ path: String) throws -> String {
+        var components = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard components.count > 1 else { return path }
+        let last = components.removeLast()
+        var prefix = ""
+        for component in components {
+            let candidate = prefix.isEmpty ? component : prefix + "/" + component
+            let name = try names.name(Self.key(candidate))
+            prefix = name.taken && name.folder ? name.spelling : candidate
+        }
+        return prefix + "/" + last
+    }
+
+    /// Whether `path` is taken by another spelling of the same letters, or a folder on its
+    /// way is taken so as a file (all in NFC, so another spelling differs by case).
+    private func takenInAnotherCase(_ path: String) throws -> Bool {
+        for prefix in Self.folders(path) + [path] {
+            let name = try names.name(Self.key(prefix))
+            if name.taken && (!name.folder || prefix == path) && !name.spelling.utf8.elementsEqual(prefix.utf8) {
+                return true
+            }
+        }
+        return false
+    }
+
     /// Claims a unique path for `name` (relative to `data/`).
-    func claim(_ name: String) throws -> String {
-        let base = Self.safe(name)
-        let nested = base.utf8.contains(0x2F)
+    func claim(_ name: String) throws -> Claim {
+        let safe = Self.nfc(Self.safe(name))
+        let nested = safe.utf8.contains(0x2F)
         // The usual case, one statement: a name with no folder, free.
-        if !nested, try names.takeIfFree(Self.key(base)) { return base }
+        if !nested, try names.takeIfFree(Self.key(safe), spelling: safe) {
+            return Claim(path: safe, apartByCase: false)
+        }
+        let base = nested ? try firstSpellings(safe) : safe
+        var apartByCase = !base.utf8.elementsEqual(safe.utf8)
         var candidate = base
         var n = 2
         while try !isFree(candidate) {
+            if n == 2, try takenInAnotherCase(candidate) { apartByCase = true }
             // A folder on the way is taken by a file: number the top folder instead.
             let top = base.split(separator: "/").first.map(String.init) ?? base
             if nested, try folderIsAFile(base) {
-                candidate = "\(top) (\(n))" + base.dropFirst(top.count)
+                // (The numbered folder may be taken, as a folder, in another case.)
+                candidate = try firstSpellings("\(top) (\(n))" + base.dropFirst(top.count))
             } else {
                 candidate = Self.numbered(base, n)
             }
             n += 1
         }
-        try names.take(Self.key(candidate), folder: false)
-        for folder in Self.folders(candidate) { try names.take(Self.key(folder), folder: true) }
-        return candidate
+        try names.take(Self.key(candidate), folder: false, spelling: candidate)
+        for folder in Self.folders(candidate) { try names.take(Self.key(folder), folder: true, spelling: folder) }
+        return Claim(path: candidate, apartByCase: apartByCase)
     }
 }

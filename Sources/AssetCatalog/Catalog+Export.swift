@@ -75,6 +75,22 @@ public struct ExportResult: Sendable, Codable {
     public var bytes: Int64
     /// With ``ExportOptions/skipsDamaged``: what was left out.
     public var skipped: [SkippedAsset]
+    /// Assets whose name differs from another's only by letter case (`Photo.jpg` and
+    /// `photo.jpg`): the bag gives the later ones numbered payload paths (`photo (2).jpg`),
+    /// or the folder spelling taken first, so that it extracts on a case-insensitive file
+    /// system (macOS, Windows) as one file each. The bag's records keep their names, so an
+    /// import restores them. In the order the export names them; the first 100 of them.
+    public var apartByCase: CappedList<PayloadPath>
+
+    /// Where an asset's content is in the bag.
+    public struct PayloadPath: Sendable, Hashable, Codable {
+        /// The asset.
+        public var id: AssetID
+        /// Its name in the catalog (and the bag's records).
+        public var name: String
+        /// Its payload path in the bag (`data/…`).
+        public var payload: String
+    }
 }
 
 extension Catalog {
@@ -84,6 +100,14 @@ extension Catalog {
     /// Writes the selected assets as a BagIt 1.0 bag: the payload under `data/` (an
     /// archive's members as files of their own, beside it), `assetcat-records.json` with
     /// names, tags, metadata, storage and member links, and the manifests.
+    ///
+    /// Payload paths are written in NFC, so that every extractor (bsdtar, unzip, Python's
+    /// zipfile, tar) gives the same tree, which bagit-python validates. Names that are one
+    /// string in another Unicode normalisation, or that differ only by letter case (one file
+    /// on macOS and Windows), get numbered payload paths of their own (`photo (2).jpg`); a
+    /// folder keeps the spelling it was first written with. Those moved for case are listed
+    /// in ``ExportResult/apartByCase``. The records keep every name and member path byte for
+    /// byte, so an import restores them.
     ///
     /// Streams: the assets are read from the catalog a page at a time (those named in
     /// ``ExportSelection/ids`` all at once), and what the export
@@ -188,11 +212,16 @@ extension Catalog {
             unlink(manifestFile)
         }
         var skipped: [SkippedAsset] = []
+        var apartByCase = CappedList<ExportResult.PayloadPath>()
 
         /// Adds an asset to the bundle: its payload path, its line of records.
-        func add(_ record: AssetRecord, as payloadPath: String, archiveKey: Int64?, to batch: ExportScratch.Batch)
-            throws
-        {
+        func add(
+            _ record: AssetRecord, as claim: PayloadNamer.Claim, archiveKey: Int64?, to batch: ExportScratch.Batch
+        ) throws {
+            let payloadPath = claim.path
+            if claim.apartByCase {
+                apartByCase.append(.init(id: record.id, name: record.name, payload: "data/" + payloadPath), limit: 100)
+            }
             var line: [UInt8] = []
             BundleRecords.Entry(
                 key: record.id.rawValue, archive: archiveKey, payload: "data/" + payloadPath, fields: record.fields
@@ -315,7 +344,7 @@ extension Catalog {
         try bundleErrors(path) { try writer.finish() }
         return ExportResult(
             path: path, format: writer.format.description, assets: scratch.files, files: scratch.files,
-            bytes: scratch.bytes, skipped: skipped.sorted { $0.id < $1.id })
+            bytes: scratch.bytes, skipped: skipped.sorted { $0.id < $1.id }, apartByCase: apartByCase)
     }
 
     /// Calls `body` with the assets `selection` chooses, a page at a time, by ID.

@@ -35,7 +35,7 @@ final class ExportScratch {
                 try db.execute(
                     sql: """
                         CREATE TABLE chosen(id INTEGER PRIMARY KEY, archive INTEGER NOT NULL);
-                        CREATE TABLE names(key TEXT PRIMARY KEY, folder INTEGER NOT NULL) WITHOUT ROWID;
+                        CREATE TABLE names(key TEXT PRIMARY KEY, folder INTEGER NOT NULL, spelling TEXT NOT NULL) WITHOUT ROWID;
                         CREATE TABLE payload(
                             id INTEGER PRIMARY KEY, path TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
                             sha256 TEXT NOT NULL, storage TEXT NOT NULL, file TEXT, archive INTEGER, member BLOB,
@@ -98,25 +98,26 @@ final class ExportScratch {
 
         // MARK: Names
 
-        /// Whether `key` is taken, and as a folder or a file.
-        func name(_ key: String) throws -> (taken: Bool, folder: Bool) {
+        /// Whether `key` is taken, as a folder or a file, and the spelling it was first taken with.
+        func name(_ key: String) throws -> (taken: Bool, folder: Bool, spelling: String) {
             guard
-                let folder = try Bool.fetchOne(
-                    db.cachedStatement(sql: "SELECT folder FROM names WHERE key = ?"), arguments: [key])
-            else { return (false, false) }
-            return (true, folder)
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT folder, spelling FROM names WHERE key = ?"), arguments: [key])
+            else { return (false, false, "") }
+            return (true, row[0], row[1])
         }
 
-        /// Takes `key` as a file, or as a folder (a folder may be taken again).
-        func take(_ key: String, folder: Bool) throws {
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO names(key, folder) VALUES (?, ?)")
-                .execute(arguments: [key, folder])
+        /// Takes `key` as a file, or as a folder (a folder may be taken again; it keeps its
+        /// first spelling).
+        func take(_ key: String, folder: Bool, spelling: String) throws {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO names(key, folder, spelling) VALUES (?, ?, ?)")
+                .execute(arguments: [key, folder, spelling])
         }
 
-        /// Takes `key` as a file if it is free (as a file and as a folder).
-        func takeIfFree(_ key: String) throws -> Bool {
-            try db.cachedStatement(sql: "INSERT OR IGNORE INTO names(key, folder) VALUES (?, 0)")
-                .execute(arguments: [key])
+        /// Takes `key`, spelt `spelling`, as a file if it is free (as a file and as a folder).
+        func takeIfFree(_ key: String, spelling: String) throws -> Bool {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO names(key, folder, spelling) VALUES (?, 0, ?)")
+                .execute(arguments: [key, spelling])
             return db.changesCount == 1
         }
 

@@ -20,7 +20,10 @@ extension AssetCat {
             discussion: """
                 Selects every asset unless IDs (or names), --tag or --kind narrow it; an archive brings its \
                 members. Every byte is re-hashed on the way out: a missing or damaged asset stops the export \
-                (no partial bundle is left) unless --skip-damaged leaves it out and lists it.
+                (no partial bundle is left) unless --skip-damaged leaves it out and lists it. Payload paths \
+                are written in NFC; names that differ only by letter case get numbered paths of their own, so \
+                that the bag extracts on case-insensitive file systems (a warning says so); the bag's records \
+                keep every name.
                 """)
 
         @OptionGroup var options: CatalogOption
@@ -67,6 +70,15 @@ extension AssetCat {
             }
             for skip in result.skipped {
                 Terminal.note("left out \(skip.id) \(DisplayText.quoted(skip.name)): \(skip.reason)")
+            }
+            if let first = result.apartByCase.items.first {
+                // Always: a bag's layout must not depend on where it will be extracted.
+                let one = result.apartByCase.count == 1
+                Terminal.note(
+                    "warning: \(plural(result.apartByCase.count, "asset name")) \(one ? "differs" : "differ") from "
+                        + "another only by letter case: the bag holds \(one ? "it" : "them") at other paths, such as "
+                        + "\(DisplayText.quoted(first.name)) at \(DisplayText.quoted(first.payload)), so that it extracts "
+                        + "on case-insensitive file systems; its records keep the names")
             }
             if json { return try Terminal.json(result) }
             print(
