@@ -58,7 +58,7 @@ public func fuzzBagManifest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
                 failure = TagFile.duplicateManifestLine(parsed.path, number: number, file: file)
             }
         } catch {
-            failure = error as? BagError ?? BagError(.malformedManifest, file: file, "\(error)")
+            failure = error
         }
     }
     for piece in pieces(bytes, seed: seed) {
