@@ -187,6 +187,8 @@ struct RecordsParser {
         while position < buffer.count {
             let byte = buffer[position]
             if scan.inString {
+                // JSON escapes them; `JSONDecoder` lets them through.
+                if byte < 0x20 { throw Self.failure("\(subject) holds a control character that is not escaped") }
                 if scan.escaped {
                     scan.escaped = false
                 } else if byte == 0x5C {  // \
@@ -226,16 +228,17 @@ struct RecordsParser {
         position = end
         valueStart = nil
         let value = buffer[start..<end]
-        guard Self.isUTF8(value) else {
-            let subject =
-                switch expect {
-                case .firstKey, .key: "a key"
-                case .firstElement, .element: "entry \(count + batchCount + 1)"
-                default: "the value of \"\(key ?? "")\""
-                }
-            throw Self.failure("\(subject) is not valid UTF-8")
-        }
+        guard Self.isUTF8(value) else { throw Self.failure("\(subject) is not valid UTF-8") }
         return value
+    }
+
+    /// What the value being scanned is, for an error.
+    private var subject: String {
+        switch expect {
+        case .firstKey, .key: "a key"
+        case .firstElement, .element: "entry \(count + batchCount + 1)"
+        default: "the value of \"\(key ?? "")\""
+        }
     }
 
     private static func isUTF8(_ bytes: ArraySlice<UInt8>) -> Bool {

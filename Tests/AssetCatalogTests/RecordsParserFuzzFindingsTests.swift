@@ -61,3 +61,20 @@ extension RecordsParserFuzzFindingsTests {
                 == "assetcat-records.json: cannot be read: entry 4 is not valid UTF-8")
     }
 }
+
+extension RecordsParserFuzzFindingsTests {
+    /// Found by fuzz-records: control characters (NUL, U+000E) raw in a string of entry 5's
+    /// metadata were read; JSON escapes them (RFC 8259), and such a file is refused.
+    @Test(arguments: [1, 1 << 16])
+    func aControlCharacterThatIsNotEscapedIsRefused(piece: Int) throws {
+        let bytes = try [UInt8](
+            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-control-character.json"))))
+        #expect(
+            Self.failure(bytes, piece: piece)
+                == "assetcat-records.json: cannot be read: entry 5 holds a control character that is not escaped")
+        let key = Array(#"{"form"#.utf8) + [0x01] + Array(#"at":"assetcat-records","version":1,"assets":[]}"#.utf8)
+        #expect(
+            Self.failure(key, piece: piece)
+                == "assetcat-records.json: cannot be read: a key holds a control character that is not escaped")
+    }
+}
