@@ -5,8 +5,10 @@
 SWIFT ?= swift
 # Arguments of ScaleBenchmarks in `make bench`, e.g. SCALE="--assets 10000000 --files 1000000".
 SCALE ?=
+# Seconds each fuzz target runs in `make fuzz` (CI runs 30).
+FUZZ_SECONDS ?= 1800
 
-.PHONY: deps build demo demo-persistence test sanitize sanitize-address bench lint format
+.PHONY: deps build demo demo-persistence test sanitize sanitize-address fuzz bench lint format
 
 deps:
 	@./Scripts/install-deps.sh
@@ -31,6 +33,11 @@ sanitize: deps
 # AddressSanitizer only: what CI runs after `make test` (both sanitizers do not fit its time).
 sanitize-address: deps
 	SWIFT=$(SWIFT) ./Scripts/with-postgres.sh ./Scripts/sanitize.sh --asan-only
+
+# The libFuzzer targets of Fuzz/ (our parsers of hostile input), FUZZ_SECONDS each; a finding
+# is written to Fuzz/crashes/<target>/ and fails the run.
+fuzz: deps
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) ./Scripts/fuzz.sh
 
 bench: deps
 	$(SWIFT) build -c release --scratch-path .build-bench --product assetcat

@@ -187,13 +187,15 @@ struct RecordsParser {
         while position < buffer.count {
             let byte = buffer[position]
             if scan.inString {
+                // JSON escapes them; `JSONDecoder` lets them through.
+                if byte < 0x20 { throw Self.failure("\(subject) holds a control character that is not escaped") }
                 if scan.escaped {
                     scan.escaped = false
                 } else if byte == 0x5C {  // \
                     scan.escaped = true
                 } else if byte == 0x22 {
                     scan.inString = false
-                    if scan.depth == 0 { return take(start, end: position + 1) }
+                    if scan.depth == 0 { return try take(start, end: position + 1) }
                 }
             } else {
                 switch byte {
@@ -201,11 +203,11 @@ struct RecordsParser {
                 case 0x7B, 0x5B: scan.depth += 1
                 case 0x7D, 0x5D:
                     // A scalar ends before the bracket that closes what holds it.
-                    if scan.depth == 0 { return take(start, end: position) }
+                    if scan.depth == 0 { return try take(start, end: position) }
                     scan.depth -= 1
-                    if scan.depth == 0 { return take(start, end: position + 1) }
+                    if scan.depth == 0 { return try take(start, end: position + 1) }
                 case 0x2C, 0x20, 0x0A, 0x0D, 0x09:
-                    if scan.depth == 0 { return take(start, end: position) }
+                    if scan.depth == 0 { return try take(start, end: position) }
                 default: break
                 }
             }
@@ -220,10 +222,36 @@ struct RecordsParser {
         return nil
     }
 
-    private mutating func take(_ start: Int, end: Int) -> ArraySlice<UInt8> {
+    /// The value from `start` to `end`, once it is complete: UTF-8, as JSON is (RFC 8259).
+    /// `JSONDecoder` decodes some bytes that are not as U+FFFD, and would rename an asset.
+    private mutating func take(_ start: Int, end: Int) throws -> ArraySlice<UInt8> {
         position = end
         valueStart = nil
-        return buffer[start..<end]
+        let value = buffer[start..<end]
+        guard Self.isUTF8(value) else { throw Self.failure("\(subject) is not valid UTF-8") }
+        return value
+    }
+
+    /// What the value being scanned is, for an error.
+    private var subject: String {
+        switch expect {
+        case .firstKey, .key: "a key"
+        case .firstElement, .element: "entry \(count + batchCount + 1)"
+        default: "the value of \"\(key ?? "")\""
+        }
+    }
+
+    private static func isUTF8(_ bytes: ArraySlice<UInt8>) -> Bool {
+        if bytes.allSatisfy({ $0 < 0x80 }) { return true }
+        var parser = Unicode.UTF8.ForwardParser()
+        var iterator = bytes.makeIterator()
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
     }
 
     /// Decodes the batch gathered and hands it on.

@@ -511,35 +511,54 @@ final class Scan {
         _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
     ) -> Result<(key: String, line: TagFile.ManifestLine)?, BagError> {
         let manifest = manifests[id]
-        let text: String
-        if manifest.encoding == .latin1 && !manifest.isUTF16 {
-            text = String(String.UnicodeScalarView(line.lazy.map { Unicode.Scalar($0) }))
-        } else {
-            // UTF-8, or UTF-16 turned into UTF-8 as it streamed.
-            if number == 1, !manifest.isUTF16, line.starts(with: [0xEF, 0xBB, 0xBF]) {
-                return .failure(
-                    BagError(
-                        .malformedTagFile, file: manifest.name,
-                        "begins with a byte-order mark, which BagIt does not allow"))
-            }
-            guard let decoded = String(validating: line, as: UTF8.self) else {
-                return .failure(
-                    BagError(
-                        .malformedTagFile, file: manifest.name,
-                        "line \(number) is not valid \(manifest.isUTF16 ? "UTF-16" : "UTF-8")"))
-            }
-            text = decoded
-        }
         do {
             guard
-                let parsed = try TagFile.parseManifestLine(
-                    Substring(text), number: number, file: manifest.name, algorithm: manifest.algorithm,
-                    version: version)
+                let parsed = try Self.parseStreamedManifestLine(
+                    line, number: number, file: manifest.name, algorithm: manifest.algorithm, version: version,
+                    encoding: manifest.encoding, isUTF16: manifest.isUTF16)
             else { return .success(nil) }
             return .success((BagIndex.key(manifest.root + parsed.path), parsed))
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Decodes (UTF-8) and parses line `number` (from 1) of `fetch.txt` as it streamed, its
+    /// end cut off: the path it lists (``TagFile/parseFetchLine(_:number:version:)``), or
+    /// `nil` for a blank line.
+    static func parseStreamedFetchLine(
+        _ line: some Collection<UInt8>, number: Int, version: String
+    ) throws(BagError) -> String? {
+        guard let text = String(validating: line, as: UTF8.self) else {
+            throw BagError(.malformedTagFile, file: "fetch.txt", "line \(number) is not valid UTF-8")
+        }
+        return try TagFile.parseFetchLine(Substring(text), number: number, version: version)
+    }
+
+    /// Decodes and parses line `number` (from 1) of a manifest as it streamed, its end cut
+    /// off: in ISO-8859-1 or UTF-8 as `encoding` says, or UTF-8 when the manifest was in
+    /// UTF-16 (`isUTF16`: turned into UTF-8 as it streamed). `nil` for a blank line.
+    static func parseStreamedManifestLine(
+        _ line: some Collection<UInt8>, number: Int, file: String, algorithm: ChecksumAlgorithm, version: String,
+        encoding: TagFile.Encoding, isUTF16: Bool
+    ) throws(BagError) -> TagFile.ManifestLine? {
+        let text: String
+        if encoding == .latin1 && !isUTF16 {
+            text = String(String.UnicodeScalarView(line.lazy.map { Unicode.Scalar($0) }))
+        } else {
+            // UTF-8, or UTF-16 turned into UTF-8 as it streamed.
+            if number == 1, !isUTF16, line.starts(with: [0xEF, 0xBB, 0xBF]) {
+                throw BagError(
+                    .malformedTagFile, file: file, "begins with a byte-order mark, which BagIt does not allow")
+            }
+            guard let decoded = String(validating: line, as: UTF8.self) else {
+                throw BagError(
+                    .malformedTagFile, file: file, "line \(number) is not valid \(isUTF16 ? "UTF-16" : "UTF-8")")
+            }
+            text = decoded
+        }
+        return try TagFile.parseManifestLine(
+            Substring(text), number: number, file: file, algorithm: algorithm, version: version)
     }
 
     /// Ends manifest `id` once its lines are written: a manifest that could not be read —
@@ -1250,10 +1269,7 @@ final class Scan {
                     let number: Int = row[0]
                     let line: Data = row[1]
                     do {
-                        guard let text = String(validating: line, as: UTF8.self) else {
-                            throw BagError(.malformedTagFile, file: "fetch.txt", "line \(number) is not valid UTF-8")
-                        }
-                        guard let path = try TagFile.parseFetchLine(Substring(text), number: number, version: version)
+                        guard let path = try Self.parseStreamedFetchLine(line, number: number, version: version)
                         else { continue }
                         try mdb.run(
                             "INSERT OR IGNORE INTO fetch(key, path) VALUES (?, ?)",

@@ -98,23 +98,25 @@ public enum TagFile {
     ) throws(BagError) -> [(label: String, value: String)] {
         let text = try decode(bytes, file: file, encoding: encoding)
         var fields: [(label: String, value: String)] = []
+        // By UTF-8 code units (the colon, space and tab are ASCII): by Character, a colon or a
+        // space followed by a combining mark would be no colon and no space.
         for (number, line) in lines(text).enumerated() {
             if line.isEmpty { continue }
-            if line.first == " " || line.first == "\t" {
+            if line.utf8.first == 0x20 || line.utf8.first == 0x09 {
                 guard !fields.isEmpty else {
                     throw BagError(.malformedTagFile, file: file, "line \(number + 1) continues no field")
                 }
-                fields[fields.count - 1].value += " " + line.drop { $0 == " " || $0 == "\t" }
+                fields[fields.count - 1].value += " " + line.trimmingBlankBytes(end: false)
                 continue
             }
-            guard let colon = line.firstIndex(of: ":") else {
+            guard let colon = line.utf8.firstIndex(of: 0x3A) else {
                 throw BagError(.malformedTagFile, file: file, "line \(number + 1) is not 'Label: value'")
             }
-            let label = line[..<colon].trimmingWhitespace()
+            let label = line[..<colon].trimmingBlankBytes()
             guard !label.isEmpty else {
                 throw BagError(.malformedTagFile, file: file, "line \(number + 1) has an empty label")
             }
-            fields.append((String(label), String(line[line.index(after: colon)...].trimmingWhitespace())))
+            fields.append((String(label), String(line[line.utf8.index(after: colon)...].trimmingBlankBytes())))
         }
         return fields
     }
@@ -145,7 +147,8 @@ public enum TagFile {
         // RFC 8493 2.1.1: each line is the label, then the colon (other tag files may pad labels;
         // the declaration may not: the conformance suite's `bagit-with-invalid-whitespace`).
         for (number, line) in lines(try decode(bytes, file: file)).enumerated() {
-            guard let colon = line.firstIndex(of: ":"), let last = line[..<colon].last, last == " " || last == "\t"
+            guard let colon = line.utf8.firstIndex(of: 0x3A), let last = line[..<colon].utf8.last,
+                last == 0x20 || last == 0x09
             else { continue }
             throw BagError(
                 .malformedTagFile, file: file,
@@ -395,11 +398,15 @@ public enum TagFile {
 }
 
 extension Substring {
-    func trimmingWhitespace() -> Substring {
-        var s = self
-        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
-        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
-        return s
+    /// Without the spaces and tabs at its start (and at its end, unless `end` is false), by
+    /// UTF-8 code units: a space followed by a combining mark is still a space.
+    func trimmingBlankBytes(end: Bool = true) -> Substring {
+        let utf8 = self.utf8
+        let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        guard let first = utf8.firstIndex(where: { !isBlank($0) }) else { return self[endIndex...] }
+        guard end, let last = utf8.lastIndex(where: { !isBlank($0) }) else { return self[first...] }
+        // After the last byte that is not blank comes a blank (ASCII) or the end: a scalar boundary.
+        return self[first..<utf8.index(after: last)]
     }
 }
 

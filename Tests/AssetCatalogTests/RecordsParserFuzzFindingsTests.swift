@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+
+@testable import AssetCatalog
+
+/// Inputs the fuzz target `fuzz-records` (Fuzz/) found, fed to the records parser.
+struct RecordsParserFuzzFindingsTests {
+    static let head = Array(#"{"format":"assetcat-records","version":1,"assets":["#.utf8)
+
+    /// A byte that cannot be UTF-8 (0xC8 before an ASCII digit) in place of `@`.
+    static func notUTF8(_ text: String) -> [UInt8] {
+        Array(text.utf8).map { $0 == 0x40 ? 0xC8 : $0 }
+    }
+
+    static func failure(_ bytes: [UInt8], piece: Int) -> String? {
+        do {
+            var parser = RecordsParser { _ in }
+            for start in stride(from: 0, to: bytes.count, by: piece) {
+                try bytes[start..<min(start + piece, bytes.count)].withUnsafeBytes { try parser.feed($0) }
+            }
+            try parser.finish()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Found by fuzz-records: a byte that is not UTF-8 in an entry's string (the fuzzer's was
+    /// in a `sha256`) was decoded as U+FFFD and the entry read, so an import would have named
+    /// an asset other than its exporter did. JSON is UTF-8 (RFC 8259): such a file is refused,
+    /// naming the entry, whatever the pieces.
+    @Test(arguments: [1, 5, 1 << 16])
+    func aStringThatIsNotUTF8IsRefused(piece: Int) {
+        let entry =
+            Self.head + Array(RecordsParserTests.line(1).utf8) + [0x2C]
+            + Self.notUTF8(RecordsParserTests.line(2, name: "caf@0.txt")) + Array("]}".utf8)
+        #expect(
+            Self.failure(entry, piece: piece)
+                == "assetcat-records.json: cannot be read: entry 2 is not valid UTF-8")
+        let key = Self.notUTF8(#"{"form@0at":"assetcat-records","version":1,"assets":[]}"#)
+        #expect(Self.failure(key, piece: piece) == "assetcat-records.json: cannot be read: a key is not valid UTF-8")
+        let value = Self.notUTF8(#"{"format":"assetcat-records@0","version":1,"assets":[]}"#)
+        #expect(
+            Self.failure(value, piece: piece)
+                == "assetcat-records.json: cannot be read: the value of \"format\" is not valid UTF-8")
+        let other = Self.notUTF8(#"{"format":"assetcat-records","version":1,"note":"@0","assets":[]}"#)
+        #expect(
+            Self.failure(other, piece: piece)
+                == "assetcat-records.json: cannot be read: the value of \"note\" is not valid UTF-8")
+    }
+}
+
+extension RecordsParserFuzzFindingsTests {
+    /// fuzz-records' own input: TestAssets/bundles/records-v1's records file, cut short and
+    /// with a byte of entry 4's `sha256` turned into 0xC8 (not UTF-8).
+    @Test(arguments: [1, 1 << 16])
+    func theFuzzersInputIsRefused(piece: Int) throws {
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-sha256-not-utf8.json"))))
+        #expect(
+            Self.failure(bytes, piece: piece)
+                == "assetcat-records.json: cannot be read: entry 4 is not valid UTF-8")
+    }
+}
+
+extension RecordsParserFuzzFindingsTests {
+    /// Found by fuzz-records: control characters (NUL, U+000E) raw in a string of entry 5's
+    /// metadata were read; JSON escapes them (RFC 8259), and such a file is refused.
+    @Test(arguments: [1, 1 << 16])
+    func aControlCharacterThatIsNotEscapedIsRefused(piece: Int) throws {
+        let bytes = try [UInt8](
+            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-control-character.json"))))
+        #expect(
+            Self.failure(bytes, piece: piece)
+                == "assetcat-records.json: cannot be read: entry 5 holds a control character that is not escaped")
+        let key = Array(#"{"form"#.utf8) + [0x01] + Array(#"at":"assetcat-records","version":1,"assets":[]}"#.utf8)
+        #expect(
+            Self.failure(key, piece: piece)
+                == "assetcat-records.json: cannot be read: a key holds a control character that is not escaped")
+    }
+}
