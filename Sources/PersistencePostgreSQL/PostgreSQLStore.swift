@@ -10,16 +10,16 @@ extension PersistentContainer {
     ///
     /// A PostgreSQL URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]`;
     /// the password may come from `PGPASSWORD` instead, and is never part of
-    /// ``storeURL`` or of a message. `schema` (default `public`) is the PostgreSQL schema
+    /// `storeURL` or of a message. `schema` (default `public`) is the PostgreSQL schema
     /// that holds the store's tables. Opening creates the tables, indexes and links the
-    /// entities declare, unless ``Options/createsStore`` is `false`.
+    /// entities declare, unless `Options.createsStore` is `false`.
     ///
     /// What the PostgreSQL store does not do yet fails with
-    /// ``PersistenceError/Code/unsupported`` and a message naming it, never silently:
+    /// `PersistenceError.Code.unsupported` and a message naming it, never silently:
     /// tallies, migrations of an existing store, read-only opens, integrity checks, batch and
     /// row deletions, and a cascade that reaches rows the saving context never read.
     ///
-    /// - Throws: ``PersistenceError`` with code `io` when the server cannot be reached (the
+    /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
     ///   not create one, `unsupported` as above, `newerStore`, or what the SQLite open throws.
     public static func open(url: URL, schema: Schema, options: Options = Options()) throws -> PersistentContainer {
