@@ -7,8 +7,12 @@ SWIFT ?= swift
 SCALE ?=
 # Seconds each fuzz target runs in `make fuzz` (CI runs 30).
 FUZZ_SECONDS ?= 1800
+# Where `make install` puts assetcat, its man page and completions (DESTDIR is prepended).
+PREFIX ?= /usr/local
+# The build `make install` installs; `make install-check CONFIGURATION=debug` reuses make test's.
+CONFIGURATION ?= release
 
-.PHONY: deps build demo demo-persistence test sanitize sanitize-address fuzz bench lint format
+.PHONY: deps build demo demo-persistence test sanitize sanitize-address fuzz bench lint format install install-check docs
 
 deps:
 	@./Scripts/install-deps.sh
@@ -22,8 +26,9 @@ demo: build
 demo-persistence: build
 	$(SWIFT) run --skip-build PersistenceDemo
 
+# The build fails on a compiler warning in Sources/ or Tests/ (Scripts/build-without-warnings.sh).
 test: deps
-	$(SWIFT) build --build-tests
+	./Scripts/build-without-warnings.sh $(SWIFT) build --build-tests
 	./Scripts/with-postgres.sh $(SWIFT) test --skip-build
 
 # The whole suite under AddressSanitizer, then ThreadSanitizer; fails on any report.
@@ -47,6 +52,19 @@ bench: deps
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks BundleBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks ScaleBenchmarks $(SCALE)
+
+install: deps
+	$(SWIFT) build -c $(CONFIGURATION) --product assetcat
+	SWIFT=$(SWIFT) ./Scripts/install.sh $(CONFIGURATION) "$(DESTDIR)$(PREFIX)"
+
+# `make install` into a temporary DESTDIR, then checks the binary, man page and completions.
+install-check: deps
+	$(SWIFT) build -c $(CONFIGURATION) --product assetcat
+	SWIFT=$(SWIFT) ./Scripts/check-install.sh $(CONFIGURATION) "$(PREFIX)"
+
+# The DocC documentation of every library module, failing on a DocC warning.
+docs: deps
+	SWIFT=$(SWIFT) ./Scripts/docs.sh
 
 lint:
 	$(SWIFT) format lint -r --strict Sources Tests Package.swift

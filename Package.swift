@@ -20,6 +20,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
         // Named for the event loops postgres-nio runs on (the version postgres-nio resolves).
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        // `swift package generate-documentation` (`make docs`): a command plugin, resolved but
+        // never built by `swift build`.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libarchive, as a system library (see Sources/CArchive/shim.h).

@@ -155,10 +155,13 @@ public struct ExtractionGuard: Sendable {
 
     /// Creates a guard for one pass over one archive.
     ///
-    /// - Parameter remembersPaths: `false` for a guard that remembers no path, and so
-    ///   checks neither duplicates nor hard-link targets (beyond their staying inside the
-    ///   root): its memory stays the same however many members the archive has. Its caller
-    ///   must make those checks itself.
+    /// - Parameters:
+    ///   - policy: The limits and kinds of member the guard admits.
+    ///   - archivePath: The archive's path, as its refusals name it.
+    ///   - remembersPaths: `false` for a guard that remembers no path, and so
+    ///     checks neither duplicates nor hard-link targets (beyond their staying inside the
+    ///     root): its memory stays the same however many members the archive has. Its caller
+    ///     must make those checks itself.
     public init(policy: ExtractionPolicy, archivePath: String, remembersPaths: Bool = true) {
         self.policy = policy
         self.archivePath = archivePath

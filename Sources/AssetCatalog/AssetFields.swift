@@ -7,7 +7,7 @@ import Persistence
 /// a records file's keys), so those two stay out of here.
 ///
 /// ``init(_:)`` is the one place that copies an ``Asset`` into fields, and
-/// ``write(to:)`` the one place that writes fields into a row of the catalog.
+/// `write(to:)` the one place that writes fields into a row of the catalog.
 public struct AssetFields: Sendable, Hashable {
     /// The display name (a file name, or a member's path inside its archive).
     public var name: String

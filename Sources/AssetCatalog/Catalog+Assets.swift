@@ -6,7 +6,7 @@ import Persistence
     import Glibc
 #endif
 
-/// What ``Catalog/remove(_:dryRun:)`` removed.
+/// What ``Catalog/remove(_:dryRun:)-(AssetID,_)`` removed.
 public struct RemovalResult: Sendable {
     /// The deleted assets, including archive members deleted with their archive.
     public var removed: [AssetRecord]
@@ -137,13 +137,13 @@ extension Catalog {
         }
     }
 
-    /// Deletes assets (and the members of archives among them) as ``remove(_:dryRun:)`` does,
+    /// Deletes assets (and the members of archives among them) as ``remove(_:dryRun:)-(AssetID,_)`` does,
     /// with the same result, but as rows — a batch deletion by ID, as ``removeAll(_:dryRun:)``
     /// deletes a query's assets: no objects are made, in one transaction, a page of IDs at a
     /// time. The journal rows of the files to remove are written in it, and the files go
     /// after the commit. The assets' jobs are stopped first (queued again if the deletion
     /// fails) and cancelled for good once it commits. A program's own entities that the
-    /// deletion reaches get ``ManagedObject/willBatchDelete(_:effects:)``, not
+    /// deletion reaches get `ManagedObject.willBatchDelete(_:effects:)`, not
     /// `prepareForDeletion` or `willSave`. `assetcat rm ID...` and `rm --from-file` use it.
     ///
     /// The result lists the rows as the transaction deleted them (a change committed
@@ -200,7 +200,7 @@ extension Catalog {
     /// batch delete: no objects are loaded), archive members with their
     /// archives. Managed files whose content no other asset uses are removed
     /// after the commit, and the assets' jobs cancelled, as for
-    /// ``remove(_:dryRun:)``. Returns how many assets were deleted.
+    /// ``remove(_:dryRun:)-(AssetID,_)``. Returns how many assets were deleted.
     @discardableResult
     public func removeAll(_ query: AssetQuery) throws -> Int {
         let result = try removeAll(query, dryRun: false)
@@ -316,7 +316,7 @@ extension Catalog {
     /// assets. `objectFiles` and `objectBytes` count the distinct content that managed assets
     /// use (each file of `objects/` once); a file whose removal is pending counts in
     /// `pendingRemovals` instead, and files no asset uses are `gc`'s to report. Tags are
-    /// counted the same way, from the tag rows (``AssetTag/tallies``).
+    /// counted the same way, from the tag rows (`AssetTag.tallies`).
     public func stats() throws -> CatalogStats {
         try storeErrors {
             var stats = CatalogStats(

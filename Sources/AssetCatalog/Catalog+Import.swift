@@ -133,7 +133,7 @@ public struct BundleValidation: Sendable, Codable {
     /// How many problems there are in all (``problems`` may give fewer).
     public var problemCount: Int
     /// What the bag does that other tools accept and this catalog reads as they do
-    /// (``BagContents/warnings``), one line each, naming its file: a valid bag may have some.
+    /// (BagIt's `BagContents.warnings`), one line each, naming its file: a valid bag may have some.
     public var warnings: [String] = []
     /// How many warnings there are in all (``warnings`` may give fewer).
     public var warningCount = 0

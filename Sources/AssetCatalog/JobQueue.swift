@@ -60,7 +60,7 @@ public struct JobRetention: Sendable, Hashable {
 ///   polled every 0.1 s while jobs run), and the jobs are cancelled.
 /// - Jobs are claimed many per transaction: as many as run at once plus about
 ///   100 ms of work ahead (judged by the recent rate, at most
-///   ``maxClaimAhead``); the ones ahead wait as `running` for a free slot.
+///   `maxClaimAhead`); the ones ahead wait as `running` for a free slot.
 ///   Results of runs that end together are committed in one transaction, and
 ///   a success is reported (event, summary) only once its commit is durable.
 /// - A process killed while running jobs leaves them `running`, with those it
@@ -271,10 +271,13 @@ public final class JobQueue: JobProvider, Sendable {
     /// A kind must be registered in the process that submits its jobs (even one that
     /// never runs the queue) and in the one that runs them.
     ///
-    /// - Parameter maxAttempts: how many times a job of this kind runs when its processor
-    ///   throws ``TransientJobError`` (retried with a backoff that doubles from 0.1 s, up to
-    ///   30 s) or its worker process dies; the last such failure fails the job. Values below
-    ///   1 count as 1 (no retry). The registration of the process that runs the job decides.
+    /// - Parameters:
+    ///   - processor: What runs the jobs.
+    ///   - kind: The kind's name, as ``submit(_:for:)-(String,_)`` and `assetcat jobs` name it.
+    ///   - maxAttempts: how many times a job of this kind runs when its processor
+    ///     throws ``TransientJobError`` (retried with a backoff that doubles from 0.1 s, up to
+    ///     30 s) or its worker process dies; the last such failure fails the job. Values below
+    ///     1 count as 1 (no retry). The registration of the process that runs the job decides.
     public func register(_ processor: any JobProcessor, as kind: String, maxAttempts: Int = defaultMaxAttempts) {
         state.withLock {
             $0.processors[kind] = processor

@@ -119,7 +119,7 @@ public struct BagContents {
 /// manifest present (MD5, SHA-1, SHA-224, SHA-256, SHA-384, SHA-512), completeness both ways,
 /// `Payload-Oxum`.
 ///
-/// Archive members pass an ``ExtractionGuard`` first: absolute paths, `..`,
+/// Archive members pass an `ExtractionGuard` (ArchiveIO's) first: absolute paths, `..`,
 /// links leaving the bag, devices and size or ratio bombs stop the read with an
 /// error naming the member, before any of their bytes are used. Symbolic links
 /// are refused too (a bag holds regular files); a hard link to an earlier

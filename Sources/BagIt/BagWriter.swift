@@ -127,7 +127,7 @@ public final class BagWriter {
     public let format: BagFormat
     /// The bag's top-level directory name inside an archive.
     public let bagName: String
-    /// The payload items given to ``init(path:format:bagName:payload:info:tagFiles:agent:compressionLevel:date:)``;
+    /// The payload items given to ``init(path:format:bagName:payload:info:tagFiles:agent:compressionLevel:date:replacesExisting:willCreateTemporaryFile:usesUnnamedFile:)-(_,_,_,[BagPayloadItem],_,_,_,_,_,_,_,_)``;
     /// empty for a bag declared by a ``BagPayloadManifest``.
     public let payload: [BagPayloadItem]
 
@@ -153,12 +153,17 @@ public final class BagWriter {
     ///   - bagName: The top-level directory inside an archive; by default `path`'s file name
     ///     without its archive extension.
     ///   - payload: Every payload file, in the order they will be written
-    ///     (``writePayload(_:producing:)`` takes their indices).
+    ///     (``writePayload(_:producing:)-(Int,_)`` takes their indices).
     ///   - info: Fields added to `bag-info.txt` after the generated ones.
     ///   - tagFiles: Further tag files (paths relative to the bag, outside `data/`), listed in
     ///     the tag manifest.
     ///   - agent: `Bag-Software-Agent`.
     ///   - compressionLevel: For compressed archives; `nil` for the format's default.
+    ///   - date: `Bagging-Date`.
+    ///   - replacesExisting: Whether ``finish()`` replaces a file or folder at `path`.
+    ///   - willCreateTemporaryFile: Called with each hidden path the writer is about to
+    ///     create beside `path` that a killed process would leave behind, before it exists.
+    ///   - usesUnnamedFile: Whether an archive is written to an unnamed file where possible.
     /// - Throws: ``BagError`` `invalidArgument` for an unsafe or repeated payload path, or a
     ///   compression level the format does not take; `io` if the bag cannot be created.
     public convenience init(
@@ -189,8 +194,18 @@ public final class BagWriter {
     /// with ``writePayload(_:producing:)-(BagPayloadItem,_)``, in any order.
     ///
     /// - Parameters:
+    ///   - path: Where the bag goes, as for the initializer taking a list of payload items.
+    ///   - format: The format; `nil` takes it from `path` (an archive extension, else a directory).
+    ///   - bagName: The top-level directory inside an archive; by default `path`'s file name
+    ///     without its archive extension.
     ///   - manifest: The SHA-256 manifest, as a sorted file, with its file count and total
     ///     size.
+    ///   - info: Fields added to `bag-info.txt` after the generated ones.
+    ///   - tagFiles: Further tag files (paths relative to the bag, outside `data/`), listed in
+    ///     the tag manifest.
+    ///   - agent: `Bag-Software-Agent`.
+    ///   - compressionLevel: For compressed archives; `nil` for the format's default.
+    ///   - date: `Bagging-Date`.
     ///   - replacesExisting: Whether ``finish()`` replaces a file or folder at `path`.
     ///   - willCreateTemporaryFile: Called with each hidden path the writer is about to
     ///     create beside `path` that a killed process would leave behind, before it exists

@@ -10,9 +10,9 @@ extension PersistentContainer {
     ///
     /// A PostgreSQL URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]`;
     /// the password may come from `PGPASSWORD` instead, and is never part of
-    /// ``storeURL`` or of a message. `schema` (default `public`) is the PostgreSQL schema
+    /// `storeURL` or of a message. `schema` (default `public`) is the PostgreSQL schema
     /// that holds the store's tables. Opening creates the tables, indexes and links the
-    /// entities declare, unless ``Options/createsStore`` is `false`.
+    /// entities declare, unless `Options.createsStore` is `false`.
     ///
     /// Delete rules (cascade, nullify, deny, `onDestinationDelete`), batch deletes and row
     /// deletions run in the store's transaction, by the same engine as on SQLite
@@ -20,10 +20,10 @@ extension PersistentContainer {
     ///
     /// Tallies are kept by triggers (see `PostgreSQLTallies.swift` for how they differ:
     /// saves that write tallied entities run one at a time). Migrations of an existing store
-    /// run in the open's transaction (``MigrationDatabase/dialect`` is `.postgresql`; one
+    /// run in the open's transaction (`MigrationDatabase.dialect` is `.postgresql`; one
     /// statement an `execute`); a failed one changes nothing and nothing is quarantined. A
     /// read-only open sets `default_transaction_read_only` and needs a current store.
-    /// ``PersistentContainer/checkIntegrity()`` checks that the store is the one this
+    /// `PersistentContainer.checkIntegrity()` checks that the store is the one this
     /// version makes (migrations, tables, columns, links, IDs, tally triggers); the server
     /// keeps its own pages.
     ///
@@ -32,9 +32,9 @@ extension PersistentContainer {
     /// off, as SQLite's one writer does); text cannot hold a NUL character (a save of one
     /// fails).
     ///
-    /// - Throws: ``PersistenceError`` with code `io` when the server cannot be reached (the
+    /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
-    ///   not create one, `unsupported` as above, `newerStore`, or what the SQLite open throws.
+    ///   not create one, `unsupported` for what it does not do (TLS), `newerStore`, or what the SQLite open throws.
     public static func open(url: URL, schema: Schema, options: Options = Options()) throws -> PersistentContainer {
         guard PostgreSQLLocation.names(url) else {
             return try PersistentContainer(storeURL: url, schema: schema, options: options)

@@ -11,7 +11,7 @@ struct AssetCat: AsyncParsableCommand {
             The catalog is chosen by --catalog PATH, else $ASSETCAT_CATALOG, else the nearest \
             .assetcat directory at or above the working directory.
             """,
-        version: "0.1.0",
+        version: CatalogVersion.summary,
         subcommands: [
             Init.self, Recover.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
             CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self,

@@ -16,12 +16,20 @@ enum OptionCheck {
         var defaultSubcommand: String?
     }
 
+    /// ArgumentParser's own options of the root command, which its description of the
+    /// commands does not list: shell completions (`--generate-completion-script`, and
+    /// `---completion`, which the scripts call back), and `--experimental-dump-help`, which
+    /// the generate-manual plugin reads to write the man page.
+    static let builtInRootOptions: Set<String> = [
+        "--generate-completion-script", "---completion", "--experimental-dump-help",
+    ]
+
     /// The message for the first argument before `--` that looks like an option but is none
     /// of the chosen command's, or `nil`.
     static func unknownOption(in arguments: [String], root: Command) -> String? {
         var command = root
         var path: [String] = []
-        var names = root.names
+        var names = root.names.union(builtInRootOptions)
         for argument in arguments {
             if argument == "--" { break }
             if argument.hasPrefix("-") && argument != "-" {
