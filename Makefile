@@ -7,6 +7,8 @@ SWIFT ?= swift
 SCALE ?=
 # Seconds each fuzz target runs in `make fuzz` (CI runs 30).
 FUZZ_SECONDS ?= 1800
+# 1: the fuzz targets run at once rather than one after the other (CI).
+FUZZ_PARALLEL ?= 0
 # Where `make install` puts assetcat, its man page and completions (DESTDIR is prepended).
 PREFIX ?= /usr/local
 # The build `make install` installs; `make install-check CONFIGURATION=debug` reuses make test's.
@@ -42,7 +44,7 @@ sanitize-address: deps
 # The libFuzzer targets of Fuzz/ (our parsers of hostile input), FUZZ_SECONDS each; a finding
 # is written to Fuzz/crashes/<target>/ and fails the run.
 fuzz: deps
-	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) ./Scripts/fuzz.sh
+	SWIFT=$(SWIFT) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_PARALLEL=$(FUZZ_PARALLEL) ./Scripts/fuzz.sh
 
 bench: deps
 	$(SWIFT) build -c release --scratch-path .build-bench --product assetcat

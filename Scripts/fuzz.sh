@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of Fuzz/ (AddressSanitizer + libFuzzer) and runs each for
-# FUZZ_SECONDS (default 1800), one after the other, from the seed corpus in Fuzz/corpus/.
+# FUZZ_SECONDS (default 1800), one after the other (all at once with FUZZ_PARALLEL=1, as CI
+# runs them), from the seed corpus in Fuzz/corpus/.
 # What a run adds to the corpus goes to Fuzz/work/<target>/ (kept between runs, not
 # committed); a crash, hang, leak or sanitizer report is written to Fuzz/crashes/<target>/
 # and fails the run, after the other targets have had their turn.
@@ -41,10 +42,10 @@ export SWIFT_BACKTRACE=enable=no
 # AddressSanitizer holds freed memory back (256 MB by default) to catch its reuse: with a
 # 16 MB quarantine, -rss_limit_mb=200 measures what the parser itself holds.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16}
-status=0
-for target in $targets; do
-    work=Fuzz/work/$target
-    crashes=Fuzz/crashes/$target
+run() {
+    local target=$1
+    local work=Fuzz/work/$target
+    local crashes=Fuzz/crashes/$target
     mkdir -p "$work" "$crashes"
     echo "== fuzz: $target for $seconds s" >&2
     # -rss_limit_mb=200: our limit for peak memory, whatever the input (AddressSanitizer's
@@ -53,7 +54,18 @@ for target in $targets; do
         -rss_limit_mb=200 -timeout=10 -print_final_stats=1 -artifact_prefix="$crashes/" \
         "$work" "Fuzz/corpus/$target"; then
         echo "== fuzz: $target failed; its input is in $crashes/" >&2
-        status=1
+        return 1
     fi
-done
+}
+status=0
+if [ "${FUZZ_PARALLEL:-0}" = 1 ]; then
+    pids=()
+    for target in $targets; do
+        run "$target" &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+else
+    for target in $targets; do run "$target" || status=1; done
+fi
 exit $status

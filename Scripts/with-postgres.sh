@@ -54,7 +54,8 @@ for stale in "${TMPDIR:-/tmp}"/assetcat-postgres.*; do
     owner_pid=$(cat "$stale/script.pid" 2>/dev/null) || continue
     if [ -n "$owner_pid" ] && ! kill -0 "$owner_pid" 2>/dev/null; then
         echo "removing a PostgreSQL cluster left by a killed run: $stale" >&2
-        "${runas[@]}" "$bin/pg_ctl" -D "$stale/data" -m immediate -w stop >/dev/null 2>&1 || true
+        # At most 5 s: an orphaned server, once stopped, may stay a zombie its reaper never waits for.
+        "${runas[@]}" "$bin/pg_ctl" -D "$stale/data" -m immediate -w -t 5 stop >/dev/null 2>&1 || true
         rm -rf "$stale"
     fi
 done
