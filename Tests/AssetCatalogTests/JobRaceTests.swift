@@ -164,7 +164,8 @@ final class Stubborn: JobProcessor {
     @Test func aJobHeldByAPendingDeletionRunsInTheNextRunAfterTheRollback() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
-        catalog.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "stepper")
+        catalog.jobs.register(
+            Stepper(log: log, steps: 3, stepDuration: .milliseconds(1), firstRunLasts: .seconds(600)), as: "stepper")
         let id = try catalog.jobs.submit("stepper", for: asset.id)
         let run = Task { try await catalog.jobs.runUntilIdle() }
         #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
