@@ -1197,7 +1197,8 @@ private struct GRDBMigrationDatabase: MigrationDatabase {
     func integer(_ sql: String) throws -> Int64? { try Int64.fetchOne(db, sql: sql) }
 }
 
-func quote(_ identifier: String) -> String {
+/// A quoted SQL identifier, as SQLite and PostgreSQL both read it.
+package func quote(_ identifier: String) -> String {
     "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
 

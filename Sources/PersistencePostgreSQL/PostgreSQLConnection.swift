@@ -179,8 +179,3 @@ private final class LockedCounter: @unchecked Sendable {
         return value
     }
 }
-
-/// A quoted SQL identifier.
-func quote(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-}
