@@ -11,6 +11,10 @@ FUZZ_SECONDS ?= 1800
 FUZZ_PARALLEL ?= 0
 # Where `make install` puts assetcat, its man page and completions (DESTDIR is prepended).
 PREFIX ?= /usr/local
+# Tests the test runner runs at once. Unbounded, every test starts at once on a pool of two
+# threads and wait on each other's starved tasks: the suite takes 1.5x as long (ASan: 464 s
+# against 310 s) and waits bounded at five minutes can run out.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 16
 # The build `make install` installs; `make install-check CONFIGURATION=debug` reuses make test's.
 CONFIGURATION ?= release
 

@@ -200,8 +200,10 @@ import Testing
         try await offThePool { catalog.close() }
     }
 
-    func eventually(_ condition: () throws -> Bool) async throws {
-        if try await !waitUntil(condition) { Issue.record("condition never held") }
+    func eventually(
+        _ condition: () throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        if try await !waitUntil(condition) { Issue.record("condition never held", sourceLocation: sourceLocation) }
     }
 }
 

@@ -57,8 +57,10 @@ final class Gate: JobProcessor {
         return (t, catalog, added.sorted { $0.id.rawValue < $1.id.rawValue })
     }
 
-    func eventually(_ what: String, _ condition: () throws -> Bool) async throws {
-        if try await !waitUntil(condition) { Issue.record("never: \(what)") }
+    func eventually(
+        _ what: String, _ condition: () throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        if try await !waitUntil(condition) { Issue.record("never: \(what)", sourceLocation: sourceLocation) }
     }
 
     /// Two queues on one store (as two processes: each its own connections and owner)

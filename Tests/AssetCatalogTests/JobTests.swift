@@ -70,8 +70,10 @@ final class Flaky: JobProcessor {
     }
 
     /// Waits (bounded) until `condition` holds.
-    func eventually(_ condition: () throws -> Bool) async throws {
-        if try await !waitUntil(condition) { Issue.record("condition never held") }
+    func eventually(
+        _ condition: () throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        if try await !waitUntil(condition) { Issue.record("condition never held", sourceLocation: sourceLocation) }
     }
 
     func state(_ catalog: Catalog, _ jobID: Int64) throws -> JobRecord {
@@ -285,8 +287,9 @@ final class Flaky: JobProcessor {
         let (_, catalog, asset) = try await catalogWithAsset()
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        try await eventually { catalog.jobs.workerTurnsAndWaits.waits >= 3 }
+        let slept = try await waitUntil { catalog.jobs.workerTurnsAndWaits.waits >= 3 }
         let (turns, waits) = catalog.jobs.workerTurnsAndWaits
+        #expect(slept, "in five minutes the idle worker turned \(turns) times and slept \(waits) times")
         // The turn under way, and a first turn woken at once by the start, need not have slept.
         #expect(turns <= waits + 2, "the idle worker turned \(turns) times and slept \(waits) times")
         // And it still wakes for new work.
