@@ -309,7 +309,7 @@ public enum TagFile {
     /// from 1: the path, decoded as a manifest's and normalised; `nil` for a blank line.
     ///
     /// - Throws: `malformedTagFile` naming the line for a line that is not `url length path`,
-    ///   a length that is neither a number nor `-`, and a path that is absolute, has a `..`
+    ///   a length that is neither a count of bytes (digits only) nor `-`, and a path that is absolute, has a `..`
     ///   component or is not under `data/`.
     static func parseFetchLine(_ line: Substring, number: Int, version: String) throws(BagError) -> String? {
         let file = "fetch.txt"
@@ -323,7 +323,8 @@ public enum TagFile {
         guard !url.isEmpty, !length.isEmpty, !rest.isEmpty else {
             throw BagError(.malformedTagFile, file: file, "line \(number) is not 'url length path'")
         }
-        guard length == "-" || length.allSatisfy(\.isASCII) && Int64(length) != nil else {
+        // Digits only: Int64 alone would take "-5" and "+5".
+        guard length == "-" || length.utf8.allSatisfy({ (0x30...0x39).contains($0) }) && Int64(length) != nil else {
             throw BagError(.malformedTagFile, file: file, "line \(number): '\(length)' is not a length (bytes, or -)")
         }
         let path: String

@@ -217,6 +217,12 @@ import Testing
     @Test(arguments: [
         ("https://example.org/a", "fetch.txt: line 1 is not 'url length path'"),
         ("https://example.org/a 12x data/a.txt", "fetch.txt: line 1: '12x' is not a length (bytes, or -)"),
+        ("https://example.org/a -5 data/a.txt", "fetch.txt: line 1: '-5' is not a length (bytes, or -)"),
+        ("https://example.org/a +5 data/a.txt", "fetch.txt: line 1: '+5' is not a length (bytes, or -)"),
+        (
+            "https://example.org/a 99999999999999999999 data/a.txt",
+            "fetch.txt: line 1: '99999999999999999999' is not a length (bytes, or -)"
+        ),
         ("https://example.org/a 1 /etc/passwd", "fetch.txt: line 1 names an absolute path, /etc/passwd"),
         ("https://example.org/a 1 data/../../x", "fetch.txt: line 1 names a path with '..', data/../../x"),
         ("https://example.org/a 1 ~/x", "fetch.txt: line 1 lists ~/x, which is not under data/"),
@@ -282,6 +288,24 @@ import Testing
         try FileManager.default.removeItem(atPath: bag + "/bag-info.txt")
         #expect(
             try read(bag).problems.contains("manifest-md5.txt: is in UTF-16, but bagit.txt declares UTF-8"))
+    }
+
+    /// A payload manifest in UTF-16 that is not valid UTF-16 is refused as the whole-file
+    /// reading of a tag file refuses it, never read with U+FFFD in place of the bad units.
+    @Test(arguments: [
+        ("a lone high surrogate", [0xD800, 0x0061] as [UInt16], [] as [UInt8]),
+        ("a lone low surrogate", [0xDC00], []),
+        ("a high surrogate at the end", [0xD83D], []),
+        ("an odd byte at the end", [], [0x61]),
+    ])
+    func aStreamedManifestThatIsNotUTF16IsRefused(what: String, units: [UInt16], tail: [UInt8]) throws {
+        let bag = try bag(["data/hello.txt": "hello\n"])
+        try Data("BagIt-Version: 0.97\nTag-File-Character-Encoding: UTF-16\n".utf8).write(
+            to: URL(fileURLWithPath: bag + "/bagit.txt"))
+        let text = Array("\(Self.helloMD5)  data/hello.txt\n".utf16) + units
+        let bytes: [UInt8] = [0xFE, 0xFF] + text.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] } + tail
+        try Data(bytes).write(to: URL(fileURLWithPath: bag + "/manifest-md5.txt"))
+        #expect(try read(bag).problems == ["manifest-md5.txt: is not valid UTF-16"], "\(what)")
     }
 
     @Test func aManifestInISO88591NamesItsFilesByTheirCharacters() throws {
