@@ -698,8 +698,7 @@ final class Scan {
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
         var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
-        var lines = LineSplitter()
-        var utf16: UTF16Units?
+        var lines = ManifestStream(file: manifest.map { manifests[$0].name } ?? path)
         var bytes: [UInt8] = []
         var size: Int64 = 0
         let limit = options.maxTagFileBytes
@@ -711,24 +710,18 @@ final class Scan {
             try target?.write(chunk)
             if let manifest, manifests[manifest].failure == nil {
                 // A manifest in UTF-16 (it begins with a byte-order mark) streams on as UTF-8.
-                if size == Int64(chunk.count), TagFile.Encoding.hasUTF16Mark(chunk) {
-                    utf16 = UTF16Units()
-                    manifests[manifest].isUTF16 = true
+                try lines.split(chunk) { line, isUTF16 in
+                    manifests[manifest].isUTF16 = isUTF16
+                    try self.manifestLine(manifest, line)
                 }
-                if utf16 != nil {
-                    utf16!.append(chunk)
-                    let utf8 = Array(String(decoding: utf16!.takeWhole(), as: UTF16.self).utf8)
-                    try utf8.withUnsafeBytes { bytes in try lines.split(bytes) { try self.manifestLine(manifest, $0) } }
-                } else {
-                    try lines.split(chunk) { try self.manifestLine(manifest, $0) }
-                }
+                if let failure = lines.failure { manifests[manifest].failure = failure }
                 // A line is held whole until it ends: a bounded one.
                 if lines.pendingBytes > Self.maxManifestLineBytes {
                     manifests[manifest].lines += 1
                     manifests[manifest].failure = BagError(
                         .malformedManifest, file: manifests[manifest].name,
                         "line \(manifests[manifest].lines) is longer than \(Self.maxManifestLineBytes) bytes")
-                    lines = LineSplitter()
+                    lines = ManifestStream(file: manifests[manifest].name)
                 }
             }
             if isFetch && fetchFailure == nil {
@@ -772,7 +765,13 @@ final class Scan {
         let digests = hasher.finalize()
         try target?.finish(digests: digests)
         if let manifest {
-            if manifests[manifest].failure == nil { try lines.finish { try manifestLine(manifest, $0) } }
+            if manifests[manifest].failure == nil {
+                try lines.finish { line, isUTF16 in
+                    manifests[manifest].isUTF16 = isUTF16
+                    try manifestLine(manifest, line)
+                }
+                if let failure = lines.failure { manifests[manifest].failure = failure }
+            }
             try endManifest(manifest)
         }
         if isFetch {
@@ -1539,6 +1538,82 @@ struct LineCount {
 
 /// Splits a stream of bytes, chunk by chunk, into lines ended by LF, CR or CR LF (as
 /// ``TagFile`` splits text); a last line without an end counts.
+/// The lines of a manifest that comes in chunks: its bytes as they are or, when it begins
+/// with a UTF-16 byte-order mark, its text turned into UTF-8 as it streams. UTF-16 with an
+/// unpaired surrogate, or an odd number of bytes, is ``failure``: no line follows it.
+struct ManifestStream {
+    private var lines = LineSplitter()
+    /// The first byte, while only one has come: the byte-order mark takes two.
+    private var head: [UInt8] = []
+    private var decided = false
+    private var utf16: UTF16Units?
+    /// Whether the manifest began with a UTF-16 byte-order mark.
+    var isUTF16: Bool { utf16 != nil }
+    /// Why the manifest's UTF-16 cannot be read, naming `file`.
+    private(set) var failure: BagError?
+    /// The bytes of the line not yet ended.
+    var pendingBytes: Int { lines.pendingBytes }
+    let file: String
+
+    init(file: String) { self.file = file }
+
+    /// Calls `line` with each line that `chunk` ends, and whether the manifest is in UTF-16.
+    mutating func split(
+        _ chunk: UnsafeRawBufferPointer, _ line: (UnsafeRawBufferPointer, _ isUTF16: Bool) throws -> Void
+    ) rethrows {
+        guard failure == nil else { return }
+        if !decided {
+            guard head.count + chunk.count >= 2 else {
+                head += chunk
+                return
+            }
+            decided = true
+            let start = head + chunk.prefix(2 - head.count)
+            if TagFile.Encoding.hasUTF16Mark(start) { utf16 = UTF16Units() }
+            if !head.isEmpty {
+                let first = head
+                head = []
+                try first.withUnsafeBytes { try take($0, line) }
+            }
+        }
+        try take(chunk, line)
+    }
+
+    /// Calls `line` with the last line, if it had no end.
+    mutating func finish(_ line: (UnsafeRawBufferPointer, _ isUTF16: Bool) throws -> Void) rethrows {
+        guard failure == nil else { return }
+        if !decided {
+            decided = true
+            let first = head
+            head = []
+            try first.withUnsafeBytes { try take($0, line) }
+        }
+        // An odd byte, or a high surrogate its pair never followed.
+        if let utf16, !utf16.isComplete || !utf16.units.isEmpty {
+            failure = BagError(.malformedTagFile, file: file, "is not valid UTF-16")
+            return
+        }
+        let isUTF16 = self.isUTF16
+        try lines.finish { try line($0, isUTF16) }
+    }
+
+    private mutating func take(
+        _ chunk: UnsafeRawBufferPointer, _ line: (UnsafeRawBufferPointer, _ isUTF16: Bool) throws -> Void
+    ) rethrows {
+        guard utf16 != nil else {
+            try lines.split(chunk) { try line($0, false) }
+            return
+        }
+        utf16!.append(chunk)
+        guard let text = String(validating: utf16!.takeWhole(), as: UTF16.self) else {
+            failure = BagError(.malformedTagFile, file: file, "is not valid UTF-16")
+            lines = LineSplitter()
+            return
+        }
+        try Array(text.utf8).withUnsafeBytes { bytes in try lines.split(bytes) { try line($0, true) } }
+    }
+}
+
 struct LineSplitter {
     /// The start of a line that the last chunk did not end.
     private var partial: [UInt8] = []

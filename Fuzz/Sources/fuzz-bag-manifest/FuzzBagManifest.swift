@@ -36,14 +36,12 @@ public func fuzzBagManifest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
 
     // Streamed, as a payload manifest is read: a UTF-16 byte-order mark turns what follows
     // into UTF-8; lines split as the pieces come.
-    let isUTF16 = TagFile.Encoding.hasUTF16Mark(bytes)
-    var utf16 = isUTF16 ? UTF16Units() : nil
-    var splitter = LineSplitter()
+    var lines = ManifestStream(file: file)
     var streamed: [String: String] = [:]
     var markers = 0
     var failure: BagError?
     var number = 0
-    func take(_ line: UnsafeRawBufferPointer) {
+    func take(_ line: UnsafeRawBufferPointer, isUTF16: Bool) {
         number += 1
         guard failure == nil else { return }
         do {
@@ -62,15 +60,12 @@ public func fuzzBagManifest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
         }
     }
     for piece in pieces(bytes, seed: seed) {
-        if utf16 != nil {
-            utf16!.append(piece)
-            let utf8 = Array(String(decoding: utf16!.takeWhole(), as: UTF16.self).utf8)
-            utf8.withUnsafeBytes { splitter.split($0, take) }
-        } else {
-            piece.withUnsafeBytes { splitter.split($0, take) }
-        }
+        piece.withUnsafeBytes { lines.split($0, take) }
     }
-    splitter.finish(take)
+    lines.finish(take)
+    if failure == nil { failure = lines.failure }
+    let isUTF16 = lines.isUTF16
+    invariant(isUTF16 == TagFile.Encoding.hasUTF16Mark(bytes), "streamed isUTF16 \(isUTF16) for \(bytes.prefix(2))")
 
     // A manifest the reader reads both ways (its encoding and its byte-order mark agree)
     // reads the same both ways.
@@ -79,7 +74,7 @@ public func fuzzBagManifest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
         invariant(whole.entries == streamed, "whole \(whole.entries) and streamed \(streamed) differ")
         invariant(whole.binaryMarkers == markers, "binary markers \(whole.binaryMarkers) and \(markers) differ")
     }
-    if whole == nil, encoding != .utf16, !isUTF16 {
+    if whole == nil, isUTF16 == (encoding == .utf16) {
         invariant(failure != nil, "refused whole, read streamed: \(streamed)")
     }
 
