@@ -462,10 +462,14 @@ struct PayloadNamer {
         path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
     }
 
-    /// The key a path is taken under: its NFC form in lower case, the same for every
-    /// spelling a case-insensitive file system takes for one name.
+    /// The key a path is taken under, the same for every spelling a case-insensitive file
+    /// system takes for one name: upper-cased, then case-folded in full (`ß` and `ss`, `ſ`
+    /// and `s`, the Kelvin sign and `k`; upper-casing first also joins `ı` and `i`, as
+    /// NTFS's upcase table does), in NFC. Coarser than any one file system, never finer:
+    /// a name numbered apart needlessly costs a warning, one taken as free would be lost.
     static func key(_ path: String) -> String {
-        path.utf8.allSatisfy { $0 < 0x80 } ? path.lowercased() : path.lowercased().precomposedStringWithCanonicalMapping
+        guard !path.utf8.allSatisfy({ $0 < 0x80 }) else { return path.lowercased() }
+        return path.uppercased().folding(options: .caseInsensitive, locale: nil).precomposedStringWithCanonicalMapping
     }
 
     /// The folders on the way to `path`: `a`, `a/b` for `a/b/c`.

@@ -117,6 +117,26 @@ import Testing
         #expect(claims.map(\.apartByCase) == [false, true, true, false, true, true, false, false, false, true, false])
     }
 
+    /// Case-insensitive file systems fold case in full, and NTFS upper-cases: names apart
+    /// only so are apart in the bag too, where lower-casing alone would take them for two.
+    @Test func payloadNamesApartByFullCaseFolding() throws {
+        let scratch = try ExportScratch()
+        let names = [
+            "stra\u{DF}e.txt", "STRASSE.txt", "\u{17F}ea.txt", "sea.txt", "\u{212A}elvin.txt", "kelvin.txt",
+            "\u{131}d.txt", "ID.txt", "\u{3C2}.txt", "\u{3A3}.txt",
+        ]
+        let claims = try scratch.batch { batch in
+            let namer = PayloadNamer(names: batch)
+            return try names.map { try namer.claim($0) }
+        }
+        #expect(
+            claims.map(\.path) == [
+                "stra\u{DF}e.txt", "STRASSE (2).txt", "\u{17F}ea.txt", "sea (2).txt", "\u{212A}elvin.txt",
+                "kelvin (2).txt", "\u{131}d.txt", "ID (2).txt", "\u{3C2}.txt", "\u{3A3} (2).txt",
+            ])
+        #expect(claims.map(\.apartByCase) == [false, true, false, true, false, true, false, true, false, true])
+    }
+
     /// The CLI says when names were moved apart for case, on one line of stderr.
     @Test func theCLIWarnsWhenNamesDifferOnlyByCase() async throws {
         let t = try TestCatalog()
