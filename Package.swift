@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
         // Named for the event loops postgres-nio runs on (the version postgres-nio resolves).
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        // TLS to PostgreSQL (the version postgres-nio resolves).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         // `swift package generate-documentation` (`make docs`): a command plugin, resolved but
         // never built by `swift build`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -55,6 +57,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -107,6 +110,8 @@ let package = Package(
                 "Persistence", "PersistencePostgreSQL", "persistence-fixture", "TestScratch",
                 // To damage stores as a user's mistake would (tables dropped, a schema gone).
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // To ask the PostgreSQL server what it sees of a connection (TLS).
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO", "TestScratch"]),

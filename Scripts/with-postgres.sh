@@ -8,7 +8,8 @@
 # port, with no unix socket, as an unprivileged user (when run as root: `nobody`, which
 # owns the directory), makes a database and a password-protected role, and runs COMMAND
 # with ASSETCAT_TEST_POSTGRESQL_URL=postgresql://USER:PASSWORD@127.0.0.1:PORT/DB in its
-# environment. Whatever COMMAND does (fails, is interrupted), the server is stopped and
+# environment. The server also takes TLS, with a certificate for 127.0.0.1 signed by a
+# certificate authority made for the run (ASSETCAT_TEST_POSTGRESQL_CA names its file). Whatever COMMAND does (fails, is interrupted), the server is stopped and
 # the directory removed on the way out; the script exits with COMMAND's status. A cluster
 # a killed run left behind (SIGKILL cannot be trapped) is removed by the next run.
 set -euo pipefail
@@ -81,6 +82,18 @@ database=assetcat_test
 password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s\n' "$password" >"$root/password"
 chmod 700 "$root"
+# TLS: a certificate authority of the run's own signs the server's certificate (its key is
+# not kept), so that the tests can check the server as verify-full does.
+mkdir "$root/tls"
+ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+openssl req -x509 "${ec[@]}" -days 2 -subj "/CN=assetcat test CA" -keyout "$root/tls/ca.key" \
+    -out "$root/tls/ca.crt" 2>/dev/null
+openssl req "${ec[@]}" -subj "/CN=127.0.0.1" -keyout "$root/tls/server.key" -out "$root/tls/server.csr" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$root/tls/san"
+openssl x509 -req -in "$root/tls/server.csr" -CA "$root/tls/ca.crt" -CAkey "$root/tls/ca.key" -set_serial 1 \
+    -days 2 -extfile "$root/tls/san" -out "$root/tls/server.crt" 2>/dev/null
+rm -f "$root/tls/ca.key" "$root/tls/server.csr" "$root/tls/san"
+chmod 600 "$root/tls/server.key"
 [ -z "$owner" ] || chown -R "$owner" "$root"
 
 "${runas[@]}" "$bin/initdb" -D "$data" -U "$user" --pwfile="$root/password" --auth=scram-sha-256 \
@@ -96,7 +109,8 @@ for attempt in 1 2 3 4 5; do
     # Tests need no durability across a power loss of this throwaway cluster: fsync off.
     if "${runas[@]}" "$bin/pg_ctl" -D "$data" -l "$root/server.log" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c fsync=off \
-            -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c ssl=on \
+            -c ssl_cert_file=$root/tls/server.crt -c ssl_key_file=$root/tls/server.key" \
         start >/dev/null 2>&1; then
         started=1
         break
@@ -111,6 +125,7 @@ fi
 
 PGPASSWORD=$password "$bin/createdb" -h 127.0.0.1 -p "$port" -U "$user" "$database"
 export ASSETCAT_TEST_POSTGRESQL_URL="postgresql://$user:$password@127.0.0.1:$port/$database"
+export ASSETCAT_TEST_POSTGRESQL_CA="$root/tls/ca.crt"
 echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $root)" >&2
 
 # Not exec: the trap must run after the command. In the background, so that a signal to

@@ -2,22 +2,49 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Persistence
 import PostgresNIO
 
 /// Where a PostgreSQL store lives, read from its URL:
-/// `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]`.
+/// `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME&sslmode=MODE&sslrootcert=FILE]`.
 ///
-/// The password comes from the URL, else from `PGPASSWORD`. `schema` (default `public`)
+/// As libpq does: a part the URL leaves out comes from `PGHOST`, `PGPORT`, `PGUSER`,
+/// `PGDATABASE`, `PGSSLMODE` or `PGSSLROOTCERT`; the password from the URL, else
+/// `PGPASSWORD`, else the password file (`PGPASSFILE`, default `~/.pgpass`), which is
+/// ignored, with a warning, unless only its owner may read it. `schema` (default `public`)
 /// is the PostgreSQL schema that holds the store's tables: several stores can share one
 /// database. ``redacted`` is the URL without its password, for messages.
 struct PostgreSQLLocation: Sendable {
+    /// libpq's `sslmode`: whether the connection uses TLS, and what it checks of the
+    /// server's certificate.
+    enum TLSMode: String, Sendable, CaseIterable {
+        /// Never TLS.
+        case disable
+        /// TLS if the server offers it (`allow` is taken as `prefer`); the certificate unchecked.
+        case prefer
+        /// TLS or no connection; the certificate checked only when a root certificate is named.
+        case require
+        /// TLS, the certificate signed by the root certificate.
+        case verifyCA = "verify-ca"
+        /// TLS, the certificate signed by the root certificate and naming the host.
+        case verifyFull = "verify-full"
+    }
+
     var host: String
     var port: Int
     var user: String
     var password: String?
     var database: String
     var schema: String
+    var tls: TLSMode
+    /// The file of root certificates (PEM) to check the server's against: `sslrootcert`,
+    /// else `~/.postgresql/root.crt` as libpq looks for it; `system` for the system's.
+    var rootCertificates: String
+    /// Whether ``rootCertificates`` was named (`sslrootcert`, `PGSSLROOTCERT`).
+    var namesRootCertificates: Bool
+    /// What the open should warn of (a password file others may read).
+    var warnings: [String] = []
     /// The URL without its password.
     var redacted: URL
 
@@ -36,10 +63,11 @@ struct PostgreSQLLocation: Sendable {
         host = components.host ?? environment["PGHOST"] ?? "127.0.0.1"
         port = components.port ?? environment["PGPORT"].flatMap(Int.init) ?? 5432
         user = components.user ?? environment["PGUSER"] ?? "postgres"
-        password = components.password ?? environment["PGPASSWORD"]
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         database = path.isEmpty ? (environment["PGDATABASE"] ?? user) : path
         var schema = "public"
+        var sslmode = environment["PGSSLMODE"]
+        var rootCertificates = environment["PGSSLROOTCERT"]
         for item in components.queryItems ?? [] {
             switch item.name {
             case "schema":
@@ -47,21 +75,115 @@ struct PostgreSQLLocation: Sendable {
                     throw PersistenceError(.misuse, "\(redacted.absoluteString): `schema` needs a name")
                 }
                 schema = value
-            case "sslmode" where item.value == "disable":
-                continue
-            case "sslmode":
-                throw PersistenceError(
-                    .unsupported,
-                    "\(redacted.absoluteString): the PostgreSQL store cannot use TLS yet (sslmode=\(item.value ?? "")); "
-                        + "use sslmode=disable on a trusted network, or wait for TLS support")
+            case "sslmode": sslmode = item.value ?? ""
+            case "sslrootcert": rootCertificates = item.value ?? ""
             default:
                 throw PersistenceError(
                     .misuse,
-                    "\(redacted.absoluteString): unknown parameter '\(item.name)' (known: schema, sslmode)")
+                    "\(redacted.absoluteString): unknown parameter '\(item.name)' (known: schema, sslmode, sslrootcert)"
+                )
             }
         }
+        switch sslmode {
+        case nil: tls = .prefer
+        case "allow": tls = .prefer
+        case let mode?:
+            guard let known = TLSMode(rawValue: mode) else {
+                throw PersistenceError(
+                    .misuse,
+                    "\(redacted.absoluteString): sslmode '\(mode)' is none of disable, allow, prefer, require, "
+                        + "verify-ca, verify-full")
+            }
+            tls = known
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        namesRootCertificates = !(rootCertificates ?? "").isEmpty
+        self.rootCertificates = namesRootCertificates ? rootCertificates! : home + "/.postgresql/root.crt"
         self.schema = schema
         self.redacted = redacted
+        if let password = components.password ?? environment["PGPASSWORD"] {
+            self.password = password
+        } else {
+            let file = environment["PGPASSFILE"] ?? home + "/.pgpass"
+            let found = PasswordFile.password(
+                in: file, host: host, port: port, database: database, user: user)
+            password = found.password
+            warnings += found.warning.map { [$0] } ?? []
+        }
+    }
+}
+
+/// libpq's password file: lines of `host:port:database:user:password`, `*` matching
+/// anything in the first four fields, `\:` and `\\` for a colon and a backslash, `#`
+/// beginning a comment; the first line that matches gives the password.
+enum PasswordFile {
+    /// The most of a password file read (libpq reads lines of up to 320 bytes; a file of
+    /// a megabyte holds thousands).
+    static let maxBytes = 1 << 20
+
+    /// The password `file` gives for the connection, or `nil` (no file, no line matches);
+    /// and why the file was ignored, if it was (not a regular file, readable by others,
+    /// too large). The file is opened once, then checked (`fstat`) for what it is.
+    static func password(
+        in file: String, host: String, port: Int, database: String, user: String
+    ) -> (password: String?, warning: String?) {
+        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else { return (nil, nil) }  // no password file: the server may not ask for one
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            return (nil, "password file \"\(file)\" is not a plain file; it is ignored")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            return (
+                nil,
+                "password file \"\(file)\" has group or world access; permissions should be u=rw (0600) or less; "
+                    + "it is ignored"
+            )
+        }
+        guard info.st_size <= maxBytes else {
+            return (nil, "password file \"\(file)\" is larger than \(maxBytes) bytes; it is ignored")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var count = 0
+        while count < bytes.count {
+            let n = bytes[count...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        let wanted = [host, String(port), database, user]
+        for line in bytes[..<count].split(separator: 0x0A) {
+            guard line.first != 0x23, let fields = fields(of: line), fields.count == 5 else { continue }
+            if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) { return (fields[4], nil) }
+        }
+        return (nil, nil)
+    }
+
+    /// The five fields of a line, unescaped (the fifth is the rest of the line), or `nil`
+    /// for a line of fewer, or not UTF-8.
+    static func fields(of line: some BidirectionalCollection<UInt8>) -> [String]? {
+        var fields: [[UInt8]] = [[]]
+        var escaped = false
+        for byte in line.last == 0x0D ? Array(line.dropLast()) : Array(line) {
+            if escaped {
+                fields[fields.count - 1].append(byte)
+                escaped = false
+            } else if byte == 0x5C {
+                escaped = true
+            } else if byte == 0x3A && fields.count < 5 {
+                fields.append([])
+            } else {
+                fields[fields.count - 1].append(byte)
+            }
+        }
+        guard fields.count == 5 else { return nil }
+        var texts: [String] = []
+        for field in fields {
+            guard let text = String(validating: field, as: UTF8.self) else { return nil }
+            texts.append(text)
+        }
+        return texts
     }
 }
 
@@ -88,7 +210,7 @@ final class PostgreSQLConnection: @unchecked Sendable {
         self.logger = logger
         let configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.user, password: location.password,
-            database: location.database, tls: .disable)
+            database: location.database, tls: try Self.tls(location))
         do {
             connection = try PostgresConnection.connect(
                 on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
@@ -110,6 +232,68 @@ final class PostgreSQLConnection: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// The TLS that `location`'s `sslmode` asks for, as libpq gives it: `prefer` and
+    /// `require` check no certificate unless a root certificate is there to check it with
+    /// (`require` then behaves as `verify-ca`); `verify-ca` and `verify-full` need one.
+    static func tls(_ location: PostgreSQLLocation) throws -> PostgresConnection.Configuration.TLS {
+        if location.tls == .disable { return .disable }
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        let verifies = location.tls == .verifyCA || location.tls == .verifyFull
+        if location.rootCertificates == "system" {
+            configuration.trustRoots = .default
+        } else if let pem = try rootCertificates(location, needed: verifies) {
+            do {
+                configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(pem))
+            } catch {
+                throw PersistenceError(
+                    .misuse, "root certificate file \"\(location.rootCertificates)\" holds no PEM certificate",
+                    cause: error)
+            }
+        } else {
+            configuration.certificateVerification = .none
+        }
+        if configuration.certificateVerification != .none {
+            configuration.certificateVerification =
+                location.tls == .verifyFull ? .fullVerification : .noHostnameVerification
+        }
+        do {
+            let context = try NIOSSLContext(configuration: configuration)
+            return location.tls == .prefer ? .prefer(context) : .require(context)
+        } catch {
+            throw PersistenceError(.io, "Could not set up TLS for PostgreSQL: \(error)", cause: error)
+        }
+    }
+
+    /// The bytes of `location`'s root certificate file, opened once and then checked for a
+    /// plain file; `nil` when there is none and none is `needed` (nor named).
+    private static func rootCertificates(_ location: PostgreSQLLocation, needed: Bool) throws -> [UInt8]? {
+        let path = location.rootCertificates
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else {
+            let reason = String(cString: strerror(errno))
+            guard needed || location.namesRootCertificates else { return nil }
+            throw PersistenceError(
+                .misuse,
+                "root certificate file \"\(path)\" cannot be read (\(reason)): name one with sslrootcert=FILE, "
+                    + "use the system's with sslrootcert=system, or use sslmode=require, which does not check the "
+                    + "server's certificate")
+        }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 1 << 24 else {
+            throw PersistenceError(.misuse, "root certificate file \"\(path)\" is not a plain file of at most 16 MB")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var count = 0
+        while count < bytes.count {
+            let n = bytes[count...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        return Array(bytes[..<count])
+    }
 
     /// Runs `body` with the connection to itself: a transaction's statements.
     func withLock<T>(_ body: () throws -> T) rethrows -> T {

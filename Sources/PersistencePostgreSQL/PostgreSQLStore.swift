@@ -34,7 +34,9 @@ extension PersistentContainer {
     ///
     /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
-    ///   not create one, `unsupported` for what it does not do (TLS), `newerStore`, or what the SQLite open throws.
+    ///   not create one, `misuse` for a URL it cannot read (an unknown parameter or `sslmode`,
+    ///   a root certificate file that is needed and missing), `newerStore`, or what the
+    ///   SQLite open throws.
     public static func open(url: URL, schema: Schema, options: Options = Options()) throws -> PersistentContainer {
         guard PostgreSQLLocation.names(url) else {
             return try PersistentContainer(storeURL: url, schema: schema, options: options)
@@ -94,6 +96,7 @@ final class PostgreSQLStore: PersistentStore {
             }
         }
         uniqueColumns = unique
+        for warning in location.warnings { options.logger.warning("\(warning)") }
         writer = try PostgreSQLConnection(location, logger: options.logger)
         reader = try PostgreSQLConnection(location, logger: options.logger)
         do {
