@@ -127,33 +127,25 @@ enum PasswordFile {
     static func password(
         in file: String, host: String, port: Int, database: String, user: String
     ) -> (password: String?, warning: String?) {
-        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { return (nil, nil) }  // no password file: the server may not ask for one
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
-            return (nil, "password file \"\(file)\" is not a plain file; it is ignored")
+        let contents: SmallFile
+        do throws(SmallFile.Failure) {
+            contents = try SmallFile(file, maxBytes: maxBytes)
+        } catch {
+            switch error {
+            case .cannotOpen: return (nil, nil)  // no password file: the server may not ask for one
+            case .notPlain: return (nil, "password file \"\(file)\" is not a plain file; it is ignored")
+            case .tooLarge: return (nil, "password file \"\(file)\" is larger than \(maxBytes) bytes; it is ignored")
+            }
         }
-        guard info.st_mode & 0o077 == 0 else {
+        guard contents.mode & 0o077 == 0 else {
             return (
                 nil,
                 "password file \"\(file)\" has group or world access; permissions should be u=rw (0600) or less; "
                     + "it is ignored"
             )
         }
-        guard info.st_size <= maxBytes else {
-            return (nil, "password file \"\(file)\" is larger than \(maxBytes) bytes; it is ignored")
-        }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var count = 0
-        while count < bytes.count {
-            let n = bytes[count...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
         let wanted = [host, String(port), database, user]
-        for line in bytes[..<count].split(separator: 0x0A) {
+        for line in contents.bytes.split(separator: 0x0A) {
             guard line.first != 0x23, let fields = fields(of: line), fields.count == 5 else { continue }
             if zip(fields.prefix(4), wanted).allSatisfy({ $0 == "*" || $0 == $1 }) { return (fields[4], nil) }
         }
@@ -184,6 +176,40 @@ enum PasswordFile {
             texts.append(text)
         }
         return texts
+    }
+}
+
+/// A small file read whole: opened once, then checked (`fstat`) for a plain file of at
+/// most `maxBytes` — never checked by its path and then opened.
+struct SmallFile {
+    enum Failure: Error {
+        /// It could not be opened (`strerror`'s reason).
+        case cannotOpen(String)
+        case notPlain
+        case tooLarge
+    }
+
+    /// Its permission bits and type (`st_mode`).
+    let mode: mode_t
+    let bytes: [UInt8]
+
+    init(_ path: String, maxBytes: Int) throws(Failure) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else { throw .cannotOpen(String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { throw .notPlain }
+        guard info.st_size <= maxBytes else { throw .tooLarge }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var count = 0
+        while count < bytes.count {
+            let n = bytes[count...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        mode = info.st_mode
+        self.bytes = Array(bytes[..<count])
     }
 }
 
@@ -269,30 +295,18 @@ final class PostgreSQLConnection: @unchecked Sendable {
     /// plain file; `nil` when there is none and none is `needed` (nor named).
     private static func rootCertificates(_ location: PostgreSQLLocation, needed: Bool) throws -> [UInt8]? {
         let path = location.rootCertificates
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else {
-            let reason = String(cString: strerror(errno))
+        do {
+            return try SmallFile(path, maxBytes: 1 << 24).bytes
+        } catch .cannotOpen(let reason) {
             guard needed || location.namesRootCertificates else { return nil }
             throw PersistenceError(
                 .misuse,
                 "root certificate file \"\(path)\" cannot be read (\(reason)): name one with sslrootcert=FILE, "
                     + "use the system's with sslrootcert=system, or use sslmode=require, which does not check the "
                     + "server's certificate")
-        }
-        defer { Glibc.close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 1 << 24 else {
+        } catch {
             throw PersistenceError(.misuse, "root certificate file \"\(path)\" is not a plain file of at most 16 MB")
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var count = 0
-        while count < bytes.count {
-            let n = bytes[count...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
-        return Array(bytes[..<count])
     }
 
     /// Runs `body` with the connection to itself: a transaction's statements.
