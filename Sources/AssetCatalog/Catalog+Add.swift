@@ -446,18 +446,20 @@ extension Catalog {
         }
     }
 
-    /// Records ingested files in one transaction. The content new to `objects/` is journaled
-    /// first, as an import's is (``PendingImport``, owned by this process): should the
-    /// records not commit — an error, or the process killed at any instant — the journal
-    /// becomes removal plans (here, or in the next sweep of any process once this one is
-    /// gone) and that content goes again, unless an asset uses it by then. The records'
-    /// transaction deletes the journal.
+    /// Records ingested files in one transaction. Their content is journaled first, as an
+    /// import's is (``PendingImport``, owned by this process): should the records not
+    /// commit — an error, or the process killed at any instant — the journal becomes
+    /// removal plans (here, or in the next sweep of any process once this one is gone) and
+    /// that content goes again, unless an asset uses it by then. All of it, not only what
+    /// `objects/` lacks now: content there now may be removed by another process before
+    /// this one links (or puts back) its own copy. The records' transaction deletes the
+    /// journal.
     private func commit(
         _ files: [IngestedFile], options: AddOptions, resumption: AddResumption, clearsMark: Bool
     ) throws -> ([AssetRecord], [Int64]) {
         defer { for pin in files.compactMap(\.pin) { content.unpin(pin) } }
         let staged = files.compactMap { file in file.pin.map { (path: $0, digest: file.digest) } }
-        let journal = try journal(Set(staged.map(\.digest)).filter { !content.hasObject($0) })
+        let journal = try journal(Set(staged.map(\.digest)))
         do {
             FaultPoint.reach(.afterAddJournal)
             try content.adoptAll(staged)

@@ -624,34 +624,35 @@ extension Catalog {
     /// Adopts the staged content and records every planned asset in one transaction.
     private func commitImport(_ plan: inout ImportPlan, staged: StagedFiles, foreign: Bool) throws {
         let scratch = plan.scratch
-        // The content of the imported managed assets, each once. What is new to objects/ is
-        // journaled: should another process store it meanwhile, the journal is harmless (a
-        // sweep keeps content in use).
+        // The content of the imported managed assets, each once.
         let adopting = try scratch.planAdoption(hasObject: content.hasObject)
         if let digest = adopting.missing {
             throw CatalogError(
                 .invalidArgument, "The bundle has no payload with SHA-256 \(digest); nothing was imported")
         }
         plan.result.bytesStored = adopting.newBytes
-        // New content is journaled before it is linked into objects/: should the import not
-        // commit (an error, a crash), it is removed again. Rows of up to 10,000 digests,
-        // written in one transaction a row at a time.
+        // The content is journaled before it is linked into objects/: should the import not
+        // commit (an error, a crash), it is removed again, unless an asset uses it by then.
+        // All of it, not only what objects/ lacked when planned: another process may remove
+        // that before this one links (or puts back) its own copy. Rows of up to 10,000
+        // digests, written in one transaction a row at a time.
         let journal: Range<Int64> = try storeErrors {
-            guard adopting.newCount > 0 else { return 0..<0 }
+            guard adopting.count > 0 else { return 0..<0 }
             return try withContext { context in
                 let size = Self.journalRowSize
                 let created = Date()
                 let ids = try context.insertRows(
-                    PendingImport.self, count: (adopting.newCount + size - 1) / size, batchSize: 1,
+                    PendingImport.self, count: (adopting.count + size - 1) / size, batchSize: 1,
                     streaming: { [content] i, row in
                         row[\.owner] = content.owner
                         row[\.created] = created
-                        row[\.digests] = try scratch.newContent(chunk: i, size: size).joined(separator: "\n")
+                        row[\.digests] = try scratch.adoptedContent(chunk: i, size: size).joined(separator: "\n")
                     })
                 try context.save()
                 return ids
             }
         }
+        FaultPoint.reach(.afterImportJournal)
         // The content is adopted on another thread while the rows are built and written.
         let pins = ImportPins(scratch: scratch, folder: staged.folder)
         let adoption =

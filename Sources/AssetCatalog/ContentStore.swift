@@ -810,6 +810,8 @@ enum FaultPoint: String {
     case afterCommit = "after-commit"
     /// A removal plan is about to unlink its file, inside the sweep's transaction.
     case beforeUnlink = "before-unlink"
+    /// An import's content is journaled, not linked into objects/ yet.
+    case afterImportJournal = "after-import-journal"
     /// An import's content is linked into objects/, its records not committed.
     case beforeImportCommit = "before-import-commit"
     /// An import's records committed, its journal not deleted yet.
@@ -846,10 +848,26 @@ enum FaultPoint: String {
     private static let reachesLeft = Atomic<Int>(
         ProcessInfo.processInfo.environment["ASSETCAT_FAULT_AT"].flatMap { Int($0) } ?? 1)
 
+    /// With `ASSETCAT_FAULT_PAUSE=name` and `ASSETCAT_FAULT_PAUSE_FILE=path`, the process
+    /// stops at that point: it creates `path.reached`, then waits until `path` exists (five
+    /// minutes at most), so that a test can act at that instant (another process's removal)
+    /// and then let the command go on.
+    private static let pause: (point: String, file: String)? = {
+        let environment = ProcessInfo.processInfo.environment
+        guard let point = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
+        else { return nil }
+        return (point, file)
+    }()
+
     /// Whether a test chose `point` (for the points that are not a crash).
     static func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
 
     static func reach(_ point: FaultPoint) {
+        if let pause, pause.point == point.rawValue {
+            let reached = open(pause.file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            if reached >= 0 { close(reached) }
+            for _ in 0..<30_000 where access(pause.file, F_OK) != 0 { usleep(10_000) }
+        }
         guard isActive(point) else { return }
         if point == .slowIngest || point == .slowJobs || point == .slowExport {
             usleep(20_000)

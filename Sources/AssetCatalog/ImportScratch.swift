@@ -567,13 +567,13 @@ extension ImportScratch {
         digests.isEmpty ? "[]" : "[\"" + digests.joined(separator: "\",\"") + "\"]"
     }
 
-    /// The new content, `size` digests from the `chunk`th such block on, in order: one row
-    /// of the import's journal.
-    func newContent(chunk: Int, size: Int) throws -> [String] {
+    /// The content to adopt, `size` digests from the `chunk`th such block on, in order: one
+    /// row of the import's journal.
+    func adoptedContent(chunk: Int, size: Int) throws -> [String] {
         try run { db in
             var digests: [String] = []
             try db.run(
-                "SELECT digest FROM adopt WHERE new = 1 ORDER BY digest LIMIT ? OFFSET ?",
+                "SELECT digest FROM adopt ORDER BY digest LIMIT ? OFFSET ?",
                 [.integer(Int64(size)), .integer(Int64(chunk * size))]
             ) { digests.append(Database.text($0, 0) ?? "") }
             return digests

@@ -310,6 +310,50 @@ import Testing
         return (bundle, newContent, t, kept)
     }
 
+    /// Content the catalog holds when an import journals, removed by another process before
+    /// the import links its own copy, and the import killed before it commits: the journal
+    /// names that content too, so the next open removes what the import linked.
+    @Test func contentRemovedByAnotherProcessWhileAnImportRunsIsNotLeftBehind() async throws {
+        let source = try TestCatalog()
+        let bundle = source.directory.appending(path: "b.tar").path
+        do {
+            let catalog = try source.create()
+            defer { catalog.close() }
+            _ = try await catalog.add([try source.file("imported.txt", "the same content\n")])
+            _ = try await catalog.export(to: bundle)
+        }
+        let t = try TestCatalog()
+        let kept: AssetRecord
+        do {
+            let catalog = try t.create()
+            defer { catalog.close() }
+            kept = try #require(try await catalog.add([try t.file("local.txt", "the same content\n")]).added.first)
+        }
+        let barrier = t.directory.appending(path: "barrier").path
+        let importing = try ChildProcess(
+            TestCatalog.executable().path, ["import", "--catalog", t.root.path, bundle],
+            environment: [
+                "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": "before-import-commit",
+                "ASSETCAT_FAULT_PAUSE": "after-import-journal", "ASSETCAT_FAULT_PAUSE_FILE": barrier,
+            ])
+        #expect(try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") })
+        // Another process removes the one asset that used the content, and its file.
+        let rm = try await t.run(["rm", "\(kept.id)"])
+        #expect(rm.status == 0, "\(rm.stdout)\(rm.stderr)")
+        #expect(!t.hasObject(kept.sha256))
+        #expect(FileManager.default.createFile(atPath: barrier, contents: nil))
+        let killed = try await importing.finish()
+        #expect(killed.termination == .exited(86), "\(killed.stdoutText)\(killed.stderrText)")
+        #expect(t.hasObject(kept.sha256))  // linked again by the import, never recorded…
+        let verify = try await t.run(["verify"])  // …until the next command's open sweeps the journal
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(!t.hasObject(kept.sha256))
+        let catalog = try t.open()
+        defer { catalog.close() }
+        #expect(try catalog.assets().isEmpty)
+        #expect(try catalog.stats().objectFiles == 0)
+    }
+
     @Test func killedBeforeTheImportCommitsTheNextOpenRemovesTheNewContent() async throws {
         let (bundle, newContent, t, kept) = try await bundleWithNewContent()
         let run = try await t.run(["import", bundle], environment: ["ASSETCAT_FAULT": "before-import-commit"])

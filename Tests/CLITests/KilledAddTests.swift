@@ -75,6 +75,37 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         #expect(objectDigests(t) == (try recordedDigests(t)))
     }
 
+    /// Content the catalog holds when an add journals its batch, removed by another process
+    /// before the add links its own copy, and the add killed before it commits: the journal
+    /// names that content too, so the next command removes the copy the add linked — nothing
+    /// in `objects/` that no asset uses, and `verify` finds nothing wrong.
+    @Test func contentRemovedByAnotherProcessWhileAnAddRunsIsNotLeftBehind() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let first = try await catalog.add([try t.file("first.txt", "the same content\n")]).added
+        catalog.close()
+        let second = try t.file("second.txt", "the same content\n")
+        let barrier = t.directory.appending(path: "barrier").path
+        let add = try ChildProcess(
+            TestCatalog.executable().path, ["add", "--catalog", t.root.path, second],
+            environment: [
+                "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": "before-add-commit",
+                "ASSETCAT_FAULT_PAUSE": "after-add-journal", "ASSETCAT_FAULT_PAUSE_FILE": barrier,
+            ])
+        #expect(try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") })
+        // Another process removes the one asset that used the content, and its file.
+        let rm = try await t.run(["rm", "\(first[0].id)"])
+        #expect(rm.status == 0, "\(rm.stdout)\(rm.stderr)")
+        #expect(objectDigests(t).isEmpty)
+        #expect(FileManager.default.createFile(atPath: barrier, contents: nil))
+        let killed = try await add.finish()
+        #expect(killed.termination == .exited(86), "\(killed.stdoutText)\(killed.stderrText)")  // at before-add-commit
+        let verify = try await t.run(["verify"])
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(objectDigests(t).isEmpty)
+        #expect(try recordedDigests(t).isEmpty)
+    }
+
     /// A reference-mode add killed between two batches (as the second commits; the first
     /// committed while the second was read): the catalog holds the first batch, the first
     /// files found in order, and nothing else; the same command again skips them, says so,
