@@ -325,10 +325,20 @@ final class PostgreSQLConnection: @unchecked Sendable {
         return try run(PostgresQuery(unsafeSQL: sql, binds: bindings))
     }
 
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { withLock { closed } }
+
     /// Runs one statement.
+    ///
+    /// - Throws: `PersistenceError` with code `misuse` once the connection is closed
+    ///   (postgres-nio would never answer).
     func run(_ query: PostgresQuery) throws -> PostgresQueryResult {
         lock.lock()
         defer { lock.unlock() }
+        guard !closed else {
+            throw PersistenceError(
+                .misuse, "the connection to PostgreSQL at \(location.host):\(location.port) is closed")
+        }
         precondition(MultiThreadedEventLoopGroup.currentEventLoop == nil, "a blocking store call on an event loop")
         return try connection.query(query, logger: logger).wait()
     }

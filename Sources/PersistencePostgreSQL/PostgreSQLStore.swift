@@ -701,7 +701,27 @@ final class PostgreSQLStore: PersistentStore {
         }
     }
 
+    /// The row that holds the commits of stores that have closed (see ``close()``).
+    static let retiredWriter = "retired"
+
+    /// Closes both connections. First, this store's row of commits is folded into the
+    /// retired row, in one transaction: the sum every other store reads stays the same, and
+    /// the table holds a row per open store rather than one for every store that ever
+    /// committed. A store that cannot (the server gone) leaves its row: one more row in the
+    /// sum, nothing else. Closing again (the container, then `deinit`) does nothing.
     func close() {
+        if !isReadOnly && !writer.isClosed {
+            _ = try? writer.withLock {
+                try transaction(writer) {
+                    try writer.run(
+                        """
+                        WITH mine AS (DELETE FROM \(Self.commitsTable) WHERE writer = $1 RETURNING commits) \
+                        INSERT INTO \(Self.commitsTable) (writer, commits) SELECT $2, commits FROM mine \
+                        ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + EXCLUDED.commits
+                        """, [.text(writerID), .text(Self.retiredWriter)])
+                }
+            }
+        }
         writer.close()
         reader.close()
     }

@@ -121,6 +121,15 @@ import Testing
         #expect(try connection.run("SELECT 1", []).rows.count == 1)
     }
 
+    /// postgres-nio never answers a query on a closed connection: the connection refuses it.
+    @Test func aClosedConnectionRefusesAQueryRatherThanWaitForever() throws {
+        let url = try serverURL()
+        let connection = try PostgreSQLConnection(try location(url.absoluteString), logger: Logger(label: "test"))
+        connection.close()
+        let error = try #require(throws: PersistenceError.self) { try connection.run("SELECT 1", []) }
+        #expect(error.message == "the connection to PostgreSQL at 127.0.0.1:\(url.port!) is closed")
+    }
+
     // MARK: TLS
 
     @Test func sslModesAreLibpqs() throws {

@@ -1,7 +1,10 @@
 import Foundation
+import Logging
 import Persistence
-import PersistencePostgreSQL
+import PostgresNIO
 import Testing
+
+@testable import PersistencePostgreSQL
 
 /// What only the PostgreSQL store has: its URL, its server, and what it refuses to do yet.
 @Suite struct PostgreSQLStoreTests {
@@ -81,6 +84,30 @@ import Testing
         #expect(try first.storeChangedExternally())
         let titles = try first.newBackgroundContext().fetch(FetchRequest<Note>()).map(\.title)
         #expect(titles == ["from the first", "from the second"])
+    }
+
+    /// A store that closes folds its count of commits into one row: the others see no change
+    /// from it, and the table (which every look for others' changes sums) holds a row per
+    /// open store, not one for every store that ever committed.
+    @Test func aClosedStoresCommitsAreFoldedIntoOneRowOthersSeeNoChangeFrom() throws {
+        let url = try serverURL()
+        let watcher = try PersistentContainer.open(url: url, schema: try Schema(allEntities))
+        defer { watcher.close() }
+        _ = try watcher.storeChangedExternally()  // the first look sets where later ones start
+        for round in 1...3 {
+            let writer = try PersistentContainer.open(url: url, schema: try Schema(allEntities))
+            let context = writer.newBackgroundContext()
+            Note(context: context).title = "round \(round)"
+            try context.save()
+            #expect(try watcher.storeChangedExternally())
+            writer.close()
+            #expect(try !watcher.storeChangedExternally())  // closing is not a change
+        }
+        let connection = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+        defer { connection.close() }
+        let rows = try connection.run("SELECT writer, commits FROM _persistence_commits", []).rows
+        let counts = try rows.map { try $0.decode((String, Int64).self) }
+        #expect(counts.map(\.0) == ["retired"] && counts.map(\.1) == [3], "\(counts)")
     }
 
     /// The check means "the store this version makes": here, a link the server no longer
