@@ -332,7 +332,10 @@ extension AssetCat {
                 } else {
                     for problem in problems { print("store  \(problem)") }
                     for line in statistics { print(line) }
-                    print(problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
+                    if !options.output.quiet {
+                        print(
+                            problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
+                    }
                 }
                 if !problems.isEmpty { throw ExitCode.failure }
                 return
@@ -353,9 +356,11 @@ extension AssetCat {
                 let missing = report.issues.filter { $0.problem == .missing }.count
                 let damaged = report.issues.filter { $0.problem == .damaged }.count
                 let unreadable = report.issues.count - missing - damaged
-                print(
-                    "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
-                        + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+                if !options.output.quiet {
+                    print(
+                        "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
+                            + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+                }
                 if report.unreferencedObjects > 0 {
                     print(
                         "\(plural(report.unreferencedObjects, "file")) in objects/ that no asset uses "
