@@ -109,9 +109,38 @@ extension Catalog {
 
     /// Calls `body` with the pages of the assets `query` selects, in `order`: each page starts
     /// after the last page's last asset (no offset), so each costs the same.
+    ///
+    /// A query (a tag, a kind) with an order other than ID: SQLite reads a page from the
+    /// query's index and sorts all the matches for it, O(matches) a page — quadratic over a
+    /// listing of many matches. When `matches² > total × pageSize` (``scansOrder(matches:total:pageSize:)``),
+    /// the whole order is read instead, a page at a time through its index, and the matches
+    /// kept: O(total) for the listing. `scanningOrder` forces one way (tests).
     func forEachAssetPage(
-        _ query: AssetQuery, orderedBy order: AssetOrder, pageSize: Int, _ body: ([AssetRecord]) throws -> Void
+        _ query: AssetQuery, orderedBy order: AssetOrder, pageSize: Int, scanningOrder: Bool? = nil,
+        _ body: ([AssetRecord]) throws -> Void
     ) throws {
+        if order != .id, query != AssetQuery() {
+            let scans =
+                try scanningOrder
+                ?? storeErrors {
+                    try withContext { context in
+                        let total = try container.tally(Asset.storageTally, of: Asset.self).reduce(0) { $0 + $1.count }
+                        let matches = try context.count(for: FetchRequest<Asset>(predicate: query.predicate))
+                        return Self.scansOrder(matches: matches, total: total, pageSize: pageSize)
+                    }
+                }
+            if scans {
+                var kept: [AssetRecord] = []
+                try forEachAssetPage(AssetQuery(), orderedBy: order, pageSize: pageSize) { page in
+                    kept += page.lazy.filter(query.matches)
+                    guard kept.count >= pageSize else { return }
+                    try body(kept)
+                    kept.removeAll(keepingCapacity: true)
+                }
+                if !kept.isEmpty { try body(kept) }
+                return
+            }
+        }
         var last: AssetRecord?
         while true {
             let predicate = last.map { query.predicate && order.after($0) } ?? query.predicate
@@ -128,5 +157,12 @@ extension Catalog {
             guard page.count == pageSize, let end = page.last else { return }
             last = end
         }
+    }
+
+    /// Whether a listing of `matches` of `total` assets in an order other than ID reads the
+    /// whole order (O(total)) rather than the query's matches for every page (O(matches²
+    /// / pageSize)).
+    static func scansOrder(matches: Int, total: Int, pageSize: Int) -> Bool {
+        matches > pageSize && Double(matches) * Double(matches) > Double(total) * Double(pageSize)
     }
 }

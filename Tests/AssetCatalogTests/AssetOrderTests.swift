@@ -58,6 +58,43 @@ import Testing
             listed == all.filter { tagged.contains($0.id) }.sorted { ($0.size, $0.id) < ($1.size, $1.id) }.map(\.id))
     }
 
+    /// A query in an order other than ID is listed the same whichever way it is read: the
+    /// matches a page at a time (few matches), or the whole order with the matches kept (many).
+    @Test func aQueryListsTheSameByItsMatchesOrByTheWholeOrder() async throws {
+        let (_, catalog) = try await catalogWithTies()
+        defer { catalog.close() }
+        let all = try catalog.assets()
+        _ = try catalog.tag(all.filter { $0.size != 2 }.map(\.id), adding: ["pick"], removing: [])
+        _ = try catalog.tag(all.filter { $0.name == "b.txt" }.map(\.id), adding: ["not"], removing: [])
+        let query = AssetQuery(tags: ["pick"], excludingTags: ["not"], kind: "text")
+        let picked = try catalog.assets(query)
+        #expect(picked.count == 3)
+        for order in [AssetOrder.name, .size, .added] {
+            let expected = try {
+                var listed: [AssetID] = []
+                try catalog.forEachAsset(orderedBy: order) { if query.matches($0) { listed.append($0.id) } }
+                return listed
+            }()
+            #expect(Set(expected) == Set(picked.map(\.id)))
+            for scanning in [false, true] {
+                for pageSize in [1, 2, 3, 1_000] {
+                    var listed: [AssetID] = []
+                    try catalog.forEachAssetPage(query, orderedBy: order, pageSize: pageSize, scanningOrder: scanning) {
+                        listed += $0.map(\.id)
+                    }
+                    #expect(listed == expected, "\(order), scanning \(scanning), pages of \(pageSize)")
+                }
+            }
+        }
+        // The whole order is read when the matches are many: a tag on most of a million assets,
+        // not a tag on a few thousand of ten million.
+        #expect(Catalog.scansOrder(matches: 900_000, total: 1_000_000, pageSize: 1_000))
+        #expect(Catalog.scansOrder(matches: 40_000, total: 1_000_000, pageSize: 1_000))
+        #expect(!Catalog.scansOrder(matches: 20_000, total: 1_000_000, pageSize: 1_000))
+        #expect(!Catalog.scansOrder(matches: 5_000, total: 10_000_000, pageSize: 1_000))
+        #expect(!Catalog.scansOrder(matches: 9, total: 9, pageSize: 1_000))
+    }
+
     /// Each page after the first starts where the last ended, through the order's index: no
     /// scan of the assets, no sort of them (SQLite's "USE TEMP B-TREE").
     @Test func eachPageIsARangeOfTheOrdersIndex() async throws {
