@@ -85,7 +85,7 @@ extension AssetCat {
         @Flag(help: "Print one compact JSON object per line.") var jsonl = false
         @Option(help: "Only these fields in --json or --jsonl output, comma-separated (id,name,size).")
         var fields: String?
-        @Option(help: "The order: id (the default), name, size or added (ties by ID).")
+        @Option(help: "The order (added: the date added); ties are listed by ID.")
         var sort = SortOption(.id)
 
         func validate() throws {

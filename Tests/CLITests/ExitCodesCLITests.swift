@@ -91,6 +91,26 @@ import Testing
         #expect(Set(Self.listedStatuses(table.stdout)) == seen)
     }
 
+    /// The one exception the table names: `jobs run --watch` runs until Ctrl-C, and stopping
+    /// it so is its normal end (exit 0).
+    @Test func jobsRunWatchEndsWithStatusZeroOnCtrlC() async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        let watch = try ChildProcess(
+            TestCatalog.executable().path, ["jobs", "run", "--watch", "--catalog", t.root.path])
+        // A job it ran says it is watching (its Ctrl-C handler was in place before it started).
+        let catalog = try t.open()
+        _ = try await catalog.add([try t.file("photo.jpg", "JFIF")])
+        catalog.close()
+        let printed = try await offThePool {
+            watch.stdout(within: 120) { String(decoding: $0, as: UTF8.self).contains(" succeeded") }
+        }
+        #expect(printed.map { String(decoding: $0, as: UTF8.self) }?.contains("asset 1  succeeded") == true)
+        watch.signal(SIGINT)
+        let run = try await watch.finish()
+        #expect(run.termination == .exited(0), "\(run.stderrText)")
+    }
+
     @Test func quietLeavesDataAndErrorsAndDropsReports() async throws {
         let t = try TestCatalog()
         try t.create().close()
