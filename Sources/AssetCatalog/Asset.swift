@@ -29,8 +29,8 @@ public final class Asset: ManagedObject {
     @Attribute(.indexed) public var kind = "data"
     /// Where the bytes live.
     @Attribute public var storage = Storage.managed
-    /// The size in bytes.
-    @Attribute public var size: Int64 = 0
+    /// The size in bytes. Indexed: `ls --sort size` pages through the index.
+    @Attribute(.indexed) public var size: Int64 = 0
     /// The SHA-256 of the content, lowercase hex. Indexed for managed assets only
     /// (``compositeIndexes``).
     @Attribute public var sha256 = ""
@@ -49,7 +49,9 @@ public final class Asset: ManagedObject {
     @Attribute var tagText = "\n"
     /// Free-form metadata, stored as a JSON object (the storage column behind ``metadata``).
     @Attribute var metadataJSON = "{}"
-    @Attribute public var created = Date(timeIntervalSince1970: 0)
+    /// When the asset was added (kept by an import from the catalog it came from). Indexed:
+    /// `ls --sort added` pages through the index.
+    @Attribute(.indexed) public var created = Date(timeIntervalSince1970: 0)
     @Attribute public var modified = Date(timeIntervalSince1970: 0)
     /// For an archive member: the archive asset it belongs to.
     @ToOne public var archive: Asset?

@@ -191,7 +191,7 @@ extension AssetRecord {
 }
 
 extension Catalog {
-    /// Writes the assets `query` selects as JSON, in ID order — each record in its JSON form
+    /// Writes the assets `query` selects as JSON, in `order` (by ID unless told) — each record in its JSON form
     /// (``AssetRecord/encode(to:)``), or with `fields` just those of its fields: one
     /// pretty-printed array (``JSONListing/array``) or one compact object per line
     /// (``JSONListing/lines``), each line ending in a line break.
@@ -201,14 +201,14 @@ extension Catalog {
     /// whatever the catalog's size, and a reader sees the first record at once.
     public func writeJSON(
         _ query: AssetQuery = AssetQuery(), listing: JSONListing, fields: [AssetRecord.Field]? = nil,
-        pageSize: Int = 1_000, to write: ([UInt8]) throws -> Void
+        orderedBy order: AssetOrder = .id, pageSize: Int = 1_000, to write: ([UInt8]) throws -> Void
     ) throws {
         let only = fields.map(Set.init)
         var out: [UInt8] = []
         out.reserveCapacity(1 << 17)
         var first = true
         if listing == .array { out.append(0x5B) }  // [
-        try forEachAsset(query, pageSize: pageSize) { record in
+        try forEachAsset(query, orderedBy: order, pageSize: pageSize) { record in
             switch listing {
             case .lines:
                 record.appendJSON(to: &out, layout: .line, only: only)

@@ -440,6 +440,7 @@ public final class Catalog: Sendable {
         container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         jobs.attach(self)
         BuiltInProcessors.register(on: jobs)
+        options.logger.debug("opened the catalog \(root.path) \(readOnly ? "read-only" : "to read and write")")
         guard !readOnly else { return }
         jobs.recoverAbandoned()  // a dead worker's jobs show as queued, not running
         content.removeAbandonedStaging()  // after: a dead worker's lock file says which of its jobs ran

@@ -14,7 +14,7 @@ struct AssetCat: AsyncParsableCommand {
         version: CatalogVersion.summary,
         subcommands: [
             Init.self, Recover.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
-            CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self,
+            CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self, ExitCodes.self,
         ]
     )
 }
@@ -37,14 +37,15 @@ extension AssetCat {
     }
 }
 
-/// The `--catalog` option every command but `init` takes.
+/// The `--catalog` option every command but `init` takes, with `--quiet` and `--verbose`.
 struct CatalogOption: ParsableArguments {
     @Option(name: .long, help: "The catalog directory (default: $ASSETCAT_CATALOG, else the nearest .assetcat).")
     var catalog: String?
+    @OptionGroup var output: OutputOptions
 
     /// Opens the catalog to change it: a read-only catalog fails with a message that says so.
     func open() throws -> Catalog {
-        try Catalog.open(at: CatalogLocator.locate(explicit: catalog))
+        try Catalog.open(at: CatalogLocator.locate(explicit: catalog), options: .init(logger: output.logger))
     }
 
     /// Opens the catalog for a command that only reads it: writable where it can be (so the
@@ -52,7 +53,8 @@ struct CatalogOption: ParsableArguments {
     /// when removals an earlier process committed could not be finished.
     func openForReading() throws -> Catalog {
         let catalog = try Catalog.open(
-            at: CatalogLocator.locate(explicit: catalog), options: .init(access: .readWriteIfPossible))
+            at: CatalogLocator.locate(explicit: catalog),
+            options: .init(access: .readWriteIfPossible, logger: output.logger))
         if catalog.isReadOnly, let pending = try? catalog.pendingRemovalCount(), pending > 0 {
             Terminal.note(
                 "note: the catalog is read-only; \(plural(pending, "committed removal")) could not be finished "
@@ -95,6 +97,7 @@ protocol CatalogCommand: AsyncParsableCommand {
 
 extension CatalogCommand {
     func run() async throws {
+        options.output.apply(reportOnly: (self as? any ReportsOnStandardOutput)?.reportOnly ?? false)
         try await reportingErrors {
             let catalog = try Self.access == .write ? options.open() : options.openForReading()
             defer { catalog.close() }
@@ -109,11 +112,13 @@ extension AssetCat {
 
         @Argument(help: "Where to create it (default: ./.assetcat).")
         var path: String?
+        @OptionGroup var output: OutputOptions
 
         func run() async throws {
+            output.apply(reportOnly: true)
             try await reportingErrors {
                 let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
-                let catalog = try Catalog.create(at: directory)
+                let catalog = try Catalog.create(at: directory, options: .init(logger: output.logger))
                 catalog.close()
                 print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
             }
@@ -135,9 +140,11 @@ extension AssetCat {
         @OptionGroup var options: CatalogOption
 
         func run() async throws {
+            options.output.apply(reportOnly: true)
             try await reportingErrors {
                 let directory = try CatalogLocator.locate(explicit: options.catalog)
-                let (catalog, report) = try Catalog.recover(at: directory)
+                let (catalog, report) = try Catalog.recover(
+                    at: directory, options: .init(logger: options.output.logger))
                 catalog.close()
                 print("started a new store in \(DisplayText.quoted(directory.path))")
                 print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")

@@ -167,8 +167,10 @@ extension AssetCat {
 
         @Argument(help: "The bag: a directory or an archive.") var bundle: String
         @Flag(help: "Print a JSON report.") var json = false
+        @OptionGroup var output: OutputOptions
 
         func run() async throws {
+            output.apply(reportOnly: false)
             try await reportingErrors {
                 let report = try Catalog.validateBundle(at: bundle, progress: drawBundleProgress("validate"))
                 if !json {

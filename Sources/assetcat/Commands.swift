@@ -85,6 +85,8 @@ extension AssetCat {
         @Flag(help: "Print one compact JSON object per line.") var jsonl = false
         @Option(help: "Only these fields in --json or --jsonl output, comma-separated (id,name,size).")
         var fields: String?
+        @Option(help: "The order (added: the date added); ties are listed by ID.")
+        var sort = SortOption(.id)
 
         func validate() throws {
             if json && jsonl { throw ValidationError("Give --json or --jsonl, not both.") }
@@ -100,17 +102,19 @@ extension AssetCat {
             if json || jsonl {
                 // Streamed a page at a time and written in blocks; the first record at once.
                 try catalog.writeJSON(
-                    query, listing: jsonl ? .lines : .array, fields: try fields.map(AssetRecord.Field.list)
+                    query, listing: jsonl ? .lines : .array, fields: try fields.map(AssetRecord.Field.list),
+                    orderedBy: sort.order
                 ) { try Terminal.output(Data($0)) }
                 return
             }
             print(Table.header)
-            try catalog.forEachAsset(query) { print(Table.row($0)) }
+            try catalog.forEachListedAsset(query, orderedBy: sort.order) { print(Table.row($0)) }
         }
     }
 }
 
-/// The `ls` columns: fixed widths, the name last (it may contain spaces).
+/// The `ls` columns: fixed widths, the name last (it may contain spaces; a member's is
+/// `ARCHIVE-NAME:member/path`).
 /// Fixed-width text tables: each table's columns are declared once, so its header and rows can't drift apart.
 struct Table {
     struct Column {
@@ -139,10 +143,12 @@ struct Table {
 
     static let header = assets.header
 
-    static func row(_ a: AssetRecord) -> String {
-        assets.line(
+    /// A member's name is where it lives: `ARCHIVE-NAME:member/path`.
+    static func row(_ listed: ListedAsset) -> String {
+        let a = listed.record
+        return assets.line(
             ["\(a.id)", a.kind, a.storage.rawValue, String(a.size), String(a.sha256.prefix(12))],
-            last: DisplayText.quoted(a.name))
+            last: DisplayText.quoted(listed.location))
     }
 
     static func pad(_ text: String, _ width: Int, right: Bool = false) -> String {
@@ -171,7 +177,7 @@ extension AssetCat {
             ]
             if let path = a.path { lines.append(("path", DisplayText.quoted(path))) }
             if let archive = a.archive { lines.append(("archive", "\(archive)")) }
-            if let member = a.member { lines.append(("member", DisplayText.quoted(member))) }
+            if a.member != nil { lines.append(("member", DisplayText.quoted(try catalog.listed(a).location))) }
             lines.append(("tags", a.tags.map(DisplayText.quoted).joined(separator: ", ")))
             for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) {
                 lines.append((DisplayText.quoted("metadata.\(key)"), DisplayText.quoted(value)))
@@ -326,7 +332,10 @@ extension AssetCat {
                 } else {
                     for problem in problems { print("store  \(problem)") }
                     for line in statistics { print(line) }
-                    print(problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
+                    if !options.output.quiet {
+                        print(
+                            problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
+                    }
                 }
                 if !problems.isEmpty { throw ExitCode.failure }
                 return
@@ -347,9 +356,11 @@ extension AssetCat {
                 let missing = report.issues.filter { $0.problem == .missing }.count
                 let damaged = report.issues.filter { $0.problem == .damaged }.count
                 let unreadable = report.issues.count - missing - damaged
-                print(
-                    "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
-                        + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+                if !options.output.quiet {
+                    print(
+                        "checked \(plural(report.checked, "asset")): \(missing) missing, \(damaged) damaged"
+                            + (unreadable > 0 ? ", \(unreadable) unreadable" : ""))
+                }
                 if report.unreferencedObjects > 0 {
                     print(
                         "\(plural(report.unreferencedObjects, "file")) in objects/ that no asset uses "
@@ -416,4 +427,20 @@ extension AssetCat {
             print("tags:          \(tags)")
         }
     }
+}
+
+/// The value of `ls --sort`, an ``AssetOrder``: a bad value is refused with ArgumentParser's
+/// message listing the valid ones.
+struct SortOption: ExpressibleByArgument {
+    let order: AssetOrder
+
+    init?(argument: String) {
+        guard let order = AssetOrder(rawValue: argument) else { return nil }
+        self.order = order
+    }
+
+    init(_ order: AssetOrder) { self.order = order }
+
+    var defaultValueDescription: String { order.rawValue }
+    static var allValueStrings: [String] { AssetOrder.allCases.map(\.rawValue) }
 }

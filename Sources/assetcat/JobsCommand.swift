@@ -71,6 +71,7 @@ extension AssetCat.Jobs {
                     for await job in events where job.state != .running {
                         let error = job.error.map { "  \(DisplayText.escapingControls($0))" } ?? ""
                         print("\(job.id)  \(job.kind)  asset \(job.asset)  \(job.state.rawValue)\(error)")
+                        fflush(nil)  // as it happens, in a pipe too (`jobs run --watch | tee log`)
                     }
                 }
                 catalog.jobs.stop()

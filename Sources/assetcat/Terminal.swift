@@ -5,7 +5,7 @@ import Foundation
     import Glibc
 #endif
 
-/// Output helpers: errors on stderr, a progress bar only on a terminal.
+/// Output helpers: errors on stderr, a progress bar only on a terminal (and not with `--quiet`).
 enum Terminal {
     static let isInteractive = isatty(STDERR_FILENO) == 1
 
@@ -21,7 +21,7 @@ enum Terminal {
 
     /// Draws `[#####-----] 50%  3/6 files  12.0 MB` over itself on stderr.
     static func progress(_ label: String, done: Int, total: Int, bytes: Int64? = nil) {
-        guard isInteractive, total > 0 else { return }
+        guard isInteractive, total > 0, !isQuiet else { return }
         let width = 30
         let filled = min(width, done * width / total)
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)

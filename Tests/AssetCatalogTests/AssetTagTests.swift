@@ -304,7 +304,9 @@ import Testing
             #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
             return outcome.stdoutText
         }
-        let expected = "Asset_archive_index\nAsset_kind_index\nAsset_name_index\nAsset_sha256_where_storage_index\n"
+        let expected =
+            "Asset_archive_index\nAsset_created_index\nAsset_kind_index\nAsset_name_index\n"
+            + "Asset_sha256_where_storage_index\nAsset_size_index\n"
         let old = try TestCatalog()
         try FileManager.default.copyItem(atPath: testAsset("catalogs/release-0.1.0"), toPath: old.root.path)
         #expect(try indexes(old.root).contains("Asset_tagText_index"))

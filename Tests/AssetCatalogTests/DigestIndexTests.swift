@@ -35,9 +35,11 @@ import Testing
     @Test func theDigestIndexHoldsManagedAssetsOnlyInNewAndUpgradedCatalogs() throws {
         let expected = """
             Asset_archive_index: CREATE INDEX "Asset_archive_index" ON "Asset" ("archive")
+            Asset_created_index: CREATE INDEX "Asset_created_index" ON "Asset" ("created")
             Asset_kind_index: CREATE INDEX "Asset_kind_index" ON "Asset" ("kind")
             Asset_name_index: CREATE INDEX "Asset_name_index" ON "Asset" ("name")
             Asset_sha256_where_storage_index: \(Self.partial)
+            Asset_size_index: CREATE INDEX "Asset_size_index" ON "Asset" ("size")
 
             """
         let new = try TestCatalog()

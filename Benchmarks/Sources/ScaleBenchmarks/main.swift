@@ -24,6 +24,9 @@
 //                        catalog.sqlite and json.dumps prints the same fields. Bar: ≤ 1×.
 //   first row            `ls --json | head -c 1`: the whole pipeline, so the time to the first byte
 //                        plus the exit that the closed pipe causes. Bar: ≤ 50 ms at 10M.
+//   ls --sort            every asset by name, size and date added, to /dev/null, beside `ls` by ID
+//                        (pages through an index each). Bar: ≤ 1.5×, < 200 MB; and `ls --sort
+//                        size | head -c 1`, bar ≤ 50 ms at 10M.
 //   export --tag         the 1,000 tagged files into a .tar bundle, beside `tar` of the same files
 //                        plus `openssl dgst -sha256` of them (what a bag's manifest costs).
 //   add                  `add --reference --recursive` of --files tiny files (default 100,000; the
@@ -342,6 +345,30 @@ do {
         Row(
             name: "first byte of ls --json, piped to head -c 1", ours: first, oursPeakKiB: firstPeak, baseline: nil,
             baselineName: "", bar: "≤ 50 ms at 10M"))
+}
+
+// MARK: 3b. ls --sort: each order of every asset beside ls by ID, and its first row
+
+do {
+    let (byID, idPeak) = measure(heavyRepeats) { _ in run(["ls", "--catalog", large]) }
+    report(
+        Row(
+            name: "ls of every asset (by ID)", ours: byID, oursPeakKiB: idPeak, baseline: nil, baselineName: "",
+            bar: "–"))
+    for order in ["name", "size", "added"] {
+        let (ours, peak) = measure(heavyRepeats) { _ in run(["ls", "--sort", order, "--catalog", large]) }
+        report(
+            Row(
+                name: "ls --sort \(order) of every asset", ours: ours, oursPeakKiB: peak, baseline: byID,
+                baselineName: "ls by ID", bar: "≤ 1.5×, < 200 MB"))
+    }
+    let (first, firstPeak) = measure(repeats) { _ in
+        shell("set +o pipefail; \(quoted(assetcat)) ls --sort size --catalog \(quoted(large)) | head -c 1")
+    }
+    report(
+        Row(
+            name: "first byte of ls --sort size, piped to head -c 1", ours: first, oursPeakKiB: firstPeak,
+            baseline: nil, baselineName: "", bar: "≤ 50 ms at 10M"))
 }
 
 // MARK: 4. export --tag of 1,000 assets
