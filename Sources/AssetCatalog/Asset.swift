@@ -29,8 +29,10 @@ public final class Asset: ManagedObject {
     @Attribute(.indexed) public var kind = "data"
     /// Where the bytes live.
     @Attribute public var storage = Storage.managed
-    /// The size in bytes. Indexed: `ls --sort size` pages through the index.
-    @Attribute(.indexed) public var size: Int64 = 0
+    /// The size in bytes. Not indexed: an index of random keys would slow every add by a
+    /// third for the sake of `ls --sort size`, which reads the catalog in large pages instead
+    /// (``AssetOrder/size``).
+    @Attribute public var size: Int64 = 0
     /// The SHA-256 of the content, lowercase hex. Indexed for managed assets only
     /// (``compositeIndexes``).
     @Attribute public var sha256 = ""

@@ -12,11 +12,20 @@ public enum AssetOrder: String, CaseIterable, Sendable, Hashable {
     case id
     /// By name, byte by byte (`B` before `a`, `a` before `é`).
     case name
-    /// Smallest first.
+    /// Smallest first. Size has no index (one would slow every add): each page is a scan of
+    /// the assets keeping the next 50,000 sizes (``pageSize``), so a listing of a million
+    /// costs some twenty scans, in bounded memory.
     case size
     /// By the date the asset was added (its `created` date; an imported asset keeps the
     /// date it was added to the catalog it came from).
     case added
+
+    /// The page of an order without an index: a scan of the catalog per page, so large.
+    static let unindexedPageSize = 50_000
+
+    /// How many assets a listing in this order reads at a time, unless told: 1,000, or
+    /// 50,000 for ``size`` (each of its pages is a scan of the catalog).
+    public var pageSize: Int { self == .size ? Self.unindexedPageSize : 1_000 }
 
     /// The store's order.
     var sort: Persistence.SortDescriptor<Asset> {
@@ -61,12 +70,13 @@ public struct ListedAsset: Sendable, Hashable {
 
 extension Catalog {
     /// Calls `body` with every asset `query` selects, in `order` (ties by ID), loading them a
-    /// page at a time: memory stays bounded whatever the catalog's size.
+    /// page at a time (`pageSize`, by default ``AssetOrder/pageSize``): memory stays bounded
+    /// whatever the catalog's size.
     public func forEachAsset(
-        _ query: AssetQuery = AssetQuery(), orderedBy order: AssetOrder, pageSize: Int = 1_000,
+        _ query: AssetQuery = AssetQuery(), orderedBy order: AssetOrder, pageSize: Int? = nil,
         _ body: (AssetRecord) throws -> Void
     ) throws {
-        try forEachAssetPage(query, orderedBy: order, pageSize: pageSize) { page in
+        try forEachAssetPage(query, orderedBy: order, pageSize: pageSize ?? order.pageSize) { page in
             for record in page { try body(record) }
         }
     }
@@ -75,10 +85,10 @@ extension Catalog {
     /// name of its archive when it is a member (``ListedAsset/location``): what `assetcat ls`
     /// prints. A page at a time, with one more read per page for the archives' names.
     public func forEachListedAsset(
-        _ query: AssetQuery = AssetQuery(), orderedBy order: AssetOrder = .id, pageSize: Int = 1_000,
+        _ query: AssetQuery = AssetQuery(), orderedBy order: AssetOrder = .id, pageSize: Int? = nil,
         _ body: (ListedAsset) throws -> Void
     ) throws {
-        try forEachAssetPage(query, orderedBy: order, pageSize: pageSize) { page in
+        try forEachAssetPage(query, orderedBy: order, pageSize: pageSize ?? order.pageSize) { page in
             let names = try archiveNames(Set(page.compactMap(\.archive)))
             for record in page {
                 try body(ListedAsset(record: record, archiveName: record.archive.flatMap { names[$0] }))

@@ -1,7 +1,7 @@
 import Foundation
 import Persistence
 
-/// How ``Catalog/writeJSON(_:listing:fields:pageSize:to:)`` lays out a listing.
+/// How ``Catalog/writeJSON(_:listing:fields:orderedBy:pageSize:to:)`` lays out a listing.
 public enum JSONListing: Sendable, Hashable {
     /// One pretty-printed JSON array (`ls --json`).
     case array
@@ -201,7 +201,7 @@ extension Catalog {
     /// whatever the catalog's size, and a reader sees the first record at once.
     public func writeJSON(
         _ query: AssetQuery = AssetQuery(), listing: JSONListing, fields: [AssetRecord.Field]? = nil,
-        orderedBy order: AssetOrder = .id, pageSize: Int = 1_000, to write: ([UInt8]) throws -> Void
+        orderedBy order: AssetOrder = .id, pageSize: Int? = nil, to write: ([UInt8]) throws -> Void
     ) throws {
         let only = fields.map(Set.init)
         var out: [UInt8] = []

@@ -39,7 +39,6 @@ import Testing
             Asset_kind_index: CREATE INDEX "Asset_kind_index" ON "Asset" ("kind")
             Asset_name_index: CREATE INDEX "Asset_name_index" ON "Asset" ("name")
             Asset_sha256_where_storage_index: \(Self.partial)
-            Asset_size_index: CREATE INDEX "Asset_size_index" ON "Asset" ("size")
 
             """
         let new = try TestCatalog()
