@@ -191,4 +191,40 @@ import Testing
                 == "interrupted: added \(recorded) of 200 files (0 archive members); nothing was left half-done — "
                 + "run the same command again to add the rest; `assetcat jobs run` runs the \(jobs) queued for them\n")
     }
+
+    /// Ctrl-C while an import of a bag from another tool runs its jobs: the import stays
+    /// committed, the job is queued again, one line says so, exit 130.
+    @Test func ctrlCWhileAnImportRunsItsJobsLeavesThemQueued() async throws {
+        let source = try TestCatalog()
+        try source.create().close()
+        var members: [String: String] = [:]
+        for i in 0..<400 { members["m\(String(format: "%03d", i)).txt"] = "member \(i)\n" }
+        let tar = try await Self.archive(source, "many.tar", members)
+        #expect(try await source.run(["add", "--queue-only", tar]).status == 0)
+        let bag = source.directory.appending(path: "foreign").path
+        #expect(try await source.run(["export", bag]).status == 0)
+        for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
+            try FileManager.default.removeItem(atPath: bag + "/" + tag)
+        }
+        let t = try TestCatalog()
+        try t.create().close()
+        let process = try ChildProcess(
+            TestCatalog.executable().path, ["import", "--catalog", t.root.path, bag],
+            environment: ["ASSETCAT_FAULT": "slow-jobs"])
+        let catalog = try t.open()
+        defer { catalog.close() }
+        let running = try await waitUntil { try catalog.jobs.list([.running]).count == 1 }
+        process.signal(SIGINT)
+        let run = try await process.finish()
+        #expect(running, "the job never ran")
+        #expect(run.termination == .exited(130))
+        #expect(run.stdoutText == "")
+        #expect(
+            run.stderrText
+                == "interrupted: imported 1 asset; the jobs not finished for them are queued again — "
+                + "`assetcat jobs run` finishes them\n")
+        let job = try #require(try catalog.jobs.list().first)
+        #expect(job.state == .queued && job.attempts == 0)
+        #expect(try catalog.assets().first?.name == "many.tar")
+    }
 }
