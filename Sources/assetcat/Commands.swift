@@ -14,9 +14,9 @@ extension AssetCat {
                 interrupted add recorded, unless they changed since. A file whose name is not UTF-8 is named on stderr and \
                 not added (exit 1).
 
-                Then add runs the jobs it queued — indexing archives (one record per member), reading image metadata, \
-                deferred digests — and only those, before it returns: a job that fails is named on stderr with its \
-                asset and error (exit 1). Ctrl-C (or SIGTERM) while they run leaves the files added and the jobs \
+                Then add runs the jobs it queued — indexing archives (one record per member), reading image \
+                metadata — and only those, before it returns: a job that fails is named on stderr with its asset and \
+                error (exit 1). Ctrl-C (or SIGTERM) while they run leaves the files added and the jobs \
                 queued for `assetcat jobs run`. With --queue-only (or --defer-hash), add queues them and returns, for \
                 pipelines whose workers run them.
                 """
