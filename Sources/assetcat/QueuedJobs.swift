@@ -55,10 +55,10 @@ struct QueuedJobs {
         let state = Mutex((finished: 0, outcome: Outcome()))
     }
 
-    /// Names each failed job on stderr, one a line: its asset (ID and name), its kind, and
-    /// the error.
+    /// Names each failed job on stderr, one a line, by job ID: its asset (ID and name), its
+    /// kind, and the error; then how many more failed, if more did than it names.
     static func report(_ outcome: Outcome, in catalog: Catalog) {
-        for job in outcome.failed {
+        for job in outcome.failed.sorted(by: { $0.id < $1.id }) {
             let name = (try? catalog.asset(job.asset)).map { " " + DisplayText.quoted($0.name) } ?? ""
             Terminal.error(
                 "asset \(job.asset)\(name): \(job.kind) job \(job.id) failed: \(job.error ?? "no error recorded") "

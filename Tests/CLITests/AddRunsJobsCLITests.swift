@@ -227,4 +227,22 @@ import Testing
         #expect(job.state == .queued && job.attempts == 0)
         #expect(try catalog.assets().first?.name == "many.tar")
     }
+
+    /// Past a hundred failed jobs, one line counts the rest (the first hundred to fail are
+    /// named, by job ID).
+    @Test func pastAHundredFailedJobsOneLineCountsTheRest() async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        for i in 0..<102 { try t.file("broken/b\(String(format: "%03d", i)).zip", "not a zip \(i)") }
+        let add = try await t.run(["add", "--recursive", t.sources.appending(path: "broken").path])
+        #expect(add.status == 1)
+        #expect(add.stdout == "added 102 files\n")
+        let lines = add.stderr.split(separator: "\n")
+        #expect(lines.count == 101)
+        let named = lines.dropLast().compactMap { $0.firstMatch(of: /index-archive job (\d+) failed/)?.1 }.compactMap {
+            Int($0)
+        }
+        #expect(named.count == 100 && named == named.sorted())
+        #expect(lines.last == "assetcat: and 2 more failed jobs; `assetcat jobs ls --state failed` lists them")
+    }
 }
