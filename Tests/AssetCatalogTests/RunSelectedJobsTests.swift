@@ -67,4 +67,24 @@ import Testing
         #expect(summary.succeeded == 3)
         #expect(try catalog.jobs.job(id: 1)?.state == .queued)
     }
+
+    /// A job another worker claimed first is waited for: when the call returns, it is done.
+    @Test func aSelectedJobAnotherWorkerRunsIsWaitedFor() async throws {
+        let t = try TestCatalog()
+        let worker = try t.create()
+        defer { worker.close() }
+        let asset = try #require(try await worker.add([try t.file("a.txt", "a")]).added.first)
+        let log = StepLog()
+        worker.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "slow")
+        let id = try worker.jobs.submit("slow", for: asset.id)
+        let running = Task { try await worker.jobs.runUntilIdle() }
+        #expect(try await waitUntil { try worker.jobs.job(id: id)?.state == .running })
+        let adder = try t.open()
+        defer { adder.close() }
+        adder.jobs.register(Stepper(log: log, steps: 3, stepDuration: .milliseconds(200)), as: "slow")
+        let summary = try await adder.jobs.runUntilIdle(jobs: [id...id])
+        #expect(summary == JobRunSummary())  // the worker ran it
+        #expect(try adder.jobs.job(id: id)?.state == .succeeded)
+        #expect(try await running.value.succeeded == 1)
+    }
 }
