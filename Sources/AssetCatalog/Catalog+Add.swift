@@ -40,7 +40,7 @@ public struct AddOptions: Sendable, Hashable {
     public var batchSize: Int
     /// Whether the result lists every record added (``AddResult/added``) and job queued
     /// (``AddResult/queuedJobs``). Without them the result holds their counts only
-    /// (``AddResult/addedCount``, ``AddResult/queuedJobCount``), and an add of any number of
+    /// (``AddResult/addedCount``, ``AddResult/queuedJobCount``, ``AddResult/queuedJobIDs``), and an add of any number of
     /// files runs in flat memory.
     public var keepsRecords: Bool
     /// Whether an add resumes an interrupted add of the same paths with the same options
@@ -108,6 +108,10 @@ public struct AddResult: Sendable {
     public var queuedJobs: [Int64] = []
     /// How many jobs were queued (whether or not ``queuedJobs`` lists them).
     public var queuedJobCount = 0
+    /// The IDs of the jobs queued, as ranges, whatever the add's options (a few ranges for
+    /// any number of jobs): what ``JobQueue/runUntilIdle(jobs:progress:)`` takes to run
+    /// this add's jobs and no others.
+    public var queuedJobIDs: [ClosedRange<Int64>] = []
     /// Whether the add resumed an interrupted add of the same paths and options
     /// (``AddOptions/resumesInterrupted``).
     public var resumedInterruptedAdd = false
@@ -119,6 +123,13 @@ public struct AddResult: Sendable {
     mutating func merge(_ batch: Catalog.BatchOutcome, keepingRecords: Bool) {
         addedCount += batch.added.count
         queuedJobCount += batch.queuedJobs.count
+        for id in batch.queuedJobs.sorted() {
+            if let last = queuedJobIDs.last, id >= last.lowerBound, id <= last.upperBound &+ 1 {
+                queuedJobIDs[queuedJobIDs.count - 1] = last.lowerBound...max(last.upperBound, id)
+            } else {
+                queuedJobIDs.append(id...id)
+            }
+        }
         failures += batch.failures
         if keepingRecords {
             added += batch.added

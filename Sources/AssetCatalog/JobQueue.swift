@@ -566,6 +566,75 @@ public final class JobQueue: JobProvider, Sendable {
     /// Cancelling the calling task stops: running jobs are queued again (the
     /// attempt not counted) and the summary says it was interrupted.
     public func runUntilIdle(progress: (@Sendable (JobRecord) -> Void)? = nil) async throws -> JobRunSummary {
+        try await work(only: nil, progress: progress)
+    }
+
+    /// Works only the jobs with these IDs (as ``AddResult/queuedJobIDs`` and
+    /// ``ImportResult/queuedJobIDs`` give them) until none of them is left to run, then
+    /// returns what happened: how ``runUntilIdle(progress:)`` works the whole queue, with
+    /// the other queued jobs left queued, for another run or worker.
+    ///
+    /// It waits out the backoffs of the given jobs, and for those of them another process
+    /// is running (a worker that claimed them first), so that when it returns none of them is
+    /// queued or running — unless it was interrupted, or they are held for a deletion still
+    /// pending in this process. Their outcome is in the summary when this process ran them;
+    /// ``list(asset:state:)`` shows the others'. IDs of jobs that do not exist (pruned,
+    /// never queued) are ignored. Cancelling the calling task stops as
+    /// ``runUntilIdle(progress:)`` does: running jobs are queued again.
+    ///
+    /// ```swift
+    /// let added = try await catalog.add(["/srv/photos.zip"])
+    /// let summary = try await catalog.jobs.runUntilIdle(jobs: added.queuedJobIDs)
+    /// ```
+    public func runUntilIdle(
+        jobs jobIDs: [ClosedRange<Int64>], progress: (@Sendable (JobRecord) -> Void)? = nil
+    ) async throws -> JobRunSummary {
+        // A predicate per window of ranges (one OR term per range), however many ranges.
+        let ranges = Self.coalesced(jobIDs)
+        var total = JobRunSummary()
+        for start in stride(from: 0, to: ranges.count, by: Self.rangesPerRun) {
+            let window = ranges[start..<min(ranges.count, start + Self.rangesPerRun)]
+            let selection = window.dropFirst().reduce(Self.jobs(in: window.first!)) { $0 || Self.jobs(in: $1) }
+            let summary = try await work(only: selection, progress: progress)
+            total.succeeded += summary.succeeded
+            total.failed += summary.failed
+            total.cancelled += summary.cancelled
+            total.retried += summary.retried
+            if summary.wasInterrupted {
+                total.wasInterrupted = true
+                break
+            }
+        }
+        return total
+    }
+
+    /// How many ranges of job IDs one predicate of ``runUntilIdle(jobs:progress:)`` holds.
+    static let rangesPerRun = 64
+
+    /// The jobs whose IDs are in `range`.
+    private static func jobs(in range: ClosedRange<Int64>) -> FetchPredicate<Job> {
+        .objectIDs(after: max(range.lowerBound, .min + 1) - 1) && !.objectIDs(after: range.upperBound)
+    }
+
+    /// Ranges sorted, with those that overlap or touch merged.
+    static func coalesced(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {
+        var merged: [ClosedRange<Int64>] = []
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, range.lowerBound <= last.upperBound &+ 1 {
+                merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
+    }
+
+    /// Works the queue — all of it, or only the jobs `selection` matches — until nothing
+    /// this process can run is queued or running; with a selection, also until none of its
+    /// jobs is running in another process.
+    private func work(
+        only selection: FetchPredicate<Job>?, progress: (@Sendable (JobRecord) -> Void)?
+    ) async throws -> JobRunSummary {
         recoverAbandoned()
         markExternalBaseline()
         defer { if state.withLock({ $0.worker == nil }) { stopWatching() } }
@@ -574,15 +643,22 @@ public final class JobQueue: JobProvider, Sendable {
         do {
             while true {
                 try Task.checkCancellation()
-                let started = try claimAndStart(summary: summary, progress: progress)
+                let started = try claimAndStart(summary: summary, progress: progress, only: selection)
                 if Date().timeIntervalSince(lastCheck) >= externalPollInterval {
                     checkExternalChanges()
                     lastCheck = Date()
                 }
                 let running = state.withLock { $0.running.count }
                 if started == 0 && running == 0 {
-                    guard let wait = try nextBackoff() else { break }
-                    try await Task.sleep(for: .seconds(min(wait, 1)))
+                    if let wait = try nextBackoff(only: selection) {
+                        try await Task.sleep(for: .seconds(min(wait, 1)))
+                        continue
+                    }
+                    guard let selection, try runningElsewhere(selection) else { break }
+                    // Another process runs some of them: wait for it (or for its death, which
+                    // queues them again for this run).
+                    try await Task.sleep(for: .milliseconds(100))
+                    recoverAbandoned()
                     continue
                 }
                 try await Task.sleep(for: .milliseconds(5))
@@ -593,6 +669,14 @@ public final class JobQueue: JobProvider, Sendable {
         }
         pruneQuietly()
         return summary.value.withLock { $0 }
+    }
+
+    /// Whether any job `selection` matches is running (in another process: this one runs none).
+    private func runningElsewhere(_ selection: FetchPredicate<Job>) throws -> Bool {
+        guard let catalog else { return false }
+        return try catalog.withContext { context in
+            try context.count(for: FetchRequest<Job>(predicate: selection && \.state == JobState.running)) > 0
+        }
     }
 
     /// Starts working the queue in the background until ``stop()`` (for
@@ -721,7 +805,9 @@ public final class JobQueue: JobProvider, Sendable {
     /// most ``maxClaimAhead``), less those this process holds claimed already. Jobs
     /// claimed ahead wait, as `running` with their own run tokens, for a free slot
     /// (``concurrency``); a killed process leaves them to the next open, like its running ones.
-    private func claimAndStart(summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?) throws -> Int {
+    private func claimAndStart(
+        summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?, only selection: FetchPredicate<Job>? = nil
+    ) throws -> Int {
         guard let catalog else { return 0 }
         let (processors, held, running, firstRun, wanted) = state.withLock { s in
             let now = Date()
@@ -752,9 +838,10 @@ public final class JobQueue: JobProvider, Sendable {
             claimed = try catalog.storeErrors {
                 try catalog.withRetriedContext { context in
                     let now = Date()
-                    let runnable: FetchPredicate<Job> =
+                    var runnable: FetchPredicate<Job> =
                         \.state == JobState.queued && \.runAfter <= now && .in(\.kind, Array(processors.keys))
                         && !(.in(\.assetID, held)) && !(.objectIDs(running))
+                    if let selection { runnable = runnable && selection }
                     let jobs = try context.fetch(FetchRequest<Job>(predicate: runnable, limit: wanted))
                     guard !jobs.isEmpty else { return [] }
                     let assetIDs = Set(jobs.map(\.assetID)).map {
@@ -1250,12 +1337,13 @@ public final class JobQueue: JobProvider, Sendable {
         CatalogError(.notFound, "No asset with ID \(id) (no job was queued)")
     }
 
-    private func nextBackoff() throws -> TimeInterval? {
+    private func nextBackoff(only selection: FetchPredicate<Job>? = nil) throws -> TimeInterval? {
         guard let catalog else { return nil }
         let (processors, held) = state.withLock { ($0.processors, Array($0.held.keys)) }
         return try catalog.withContext { context in
-            let waiting: FetchPredicate<Job> =
+            var waiting: FetchPredicate<Job> =
                 \.state == JobState.queued && .in(\.kind, Array(processors.keys)) && !(.in(\.assetID, held))
+            if let selection { waiting = waiting && selection }
             guard let soonest = try context.fetch(FetchRequest<Job>(predicate: waiting)).map(\.runAfter).min() else {
                 return nil
             }

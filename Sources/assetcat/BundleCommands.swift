@@ -99,12 +99,18 @@ extension AssetCat {
                 an invalid or hostile bag changes nothing. A name the catalog already has (with other content) \
                 is a conflict: --on-conflict skip (the default) keeps the catalog's, replace deletes it, \
                 keep-both imports the bundle's as 'name (2)'.
+
+                A bag from another tool has no records: its archives get indexing jobs and its images metadata \
+                jobs, as an add would, and import runs them before it returns (a job that fails is named on stderr, \
+                exit 1; Ctrl-C leaves them queued for `assetcat jobs run`). With --queue-only it queues them and returns.
                 """)
 
         @OptionGroup var options: CatalogOption
         @Argument(help: "The bag: a directory, or a .tar, .tar.gz, .tar.zst, .zip, … archive.") var bundle: String
         @Option(name: .customLong("on-conflict"), help: "skip, replace or keep-both.") var onConflict = "skip"
         @Flag(help: "Print a JSON summary.") var json = false
+        @Flag(help: "Queue the jobs for a foreign bag's assets and return without running them.")
+        var queueOnly = false
 
         func validate() throws {
             guard ConflictPolicy(rawValue: onConflict) != nil else {
@@ -115,24 +121,42 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             let path = URL(fileURLWithPath: bundle).standardizedFileURL.path
             let result: ImportResult
+            let jobs: QueuedJobs.Outcome?
+            let runsJobs = !queueOnly
             do {
-                result = try await Interrupt().run {
-                    try await catalog.importBundle(
+                // One interruptible task: the import, then the jobs it queued.
+                (result, jobs) = try await Interrupt().run { () async throws -> (ImportResult, QueuedJobs.Outcome?) in
+                    let result = try await catalog.importBundle(
                         from: path, options: ImportOptions(onConflict: ConflictPolicy(rawValue: onConflict)!),
                         progress: drawBundleProgress("import"))
+                    guard runsJobs else { return (result, nil) }
+                    let queued = QueuedJobs(ids: result.queuedJobIDs, count: result.queuedJobCount)
+                    return (result, try await queued.run(in: catalog))
                 }
             } catch let error as CatalogError where error.code == .cancelled {
                 Terminal.note("interrupted: nothing was imported")
                 throw Interrupt.exitCode
             }
-            if json { return try Terminal.json(result) }
+            if let jobs, jobs.wasInterrupted {
+                Terminal.note(
+                    "interrupted: imported \(plural(result.importedCount, "asset")); the jobs not finished for them "
+                        + "are queued again — `assetcat jobs run` finishes them")
+                throw Interrupt.exitCode
+            }
+            if json {
+                try Terminal.json(result)
+                fflush(nil)
+                if let jobs { QueuedJobs.report(jobs, in: catalog) }
+                if let jobs, jobs.failedCount > 0 { throw ExitCode.failure }
+                return
+            }
             var parts = ["imported \(plural(result.importedCount, "asset")) from \(DisplayText.quoted(path))"]
             if !result.alreadyPresent.isEmpty { parts.append("\(result.alreadyPresent.count) already present") }
             if !result.skipped.isEmpty { parts.append("\(result.skipped.count) skipped (name conflicts)") }
             if !result.replaced.isEmpty { parts.append("\(result.replaced.count) replaced") }
             if !result.renamed.isEmpty { parts.append("\(result.renamed.count) renamed") }
             print(parts.joined(separator: "; "))
-            printQueued(result.queuedJobCount)
+            if jobs == nil { printQueued(result.queuedJobCount) }
             for skip in result.skipped.items {
                 Terminal.note("skipped \(DisplayText.quoted(skip.name)): \(skip.reason)")
             }
@@ -146,6 +170,10 @@ extension AssetCat {
                     "stored \(DisplayText.quoted(name)) in the catalog: its referenced file is not on this machine")
             }
             noteOmitted(result.storedAsManaged, "stored in the catalog")
+            guard let jobs else { return }
+            fflush(nil)
+            QueuedJobs.report(jobs, in: catalog)
+            if jobs.failedCount > 0 { throw ExitCode.failure }
         }
     }
 }

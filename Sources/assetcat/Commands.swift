@@ -13,6 +13,12 @@ extension AssetCat {
                 complete, and the same command run again (after a kill too) adds the rest: it skips the files the \
                 interrupted add recorded, unless they changed since. A file whose name is not UTF-8 is named on stderr and \
                 not added (exit 1).
+
+                Then add runs the jobs it queued — indexing archives (one record per member), reading image \
+                metadata — and only those, before it returns: a job that fails is named on stderr with its asset and \
+                error (exit 1). Ctrl-C (or SIGTERM) while they run leaves the files added and the jobs \
+                queued for `assetcat jobs run`. With --queue-only (or --defer-hash), add queues them and returns, for \
+                pipelines whose workers run them.
                 """
         )
 
@@ -23,6 +29,8 @@ extension AssetCat {
         @Flag(help: "Add the files under directories.") var recursive = false
         @Flag(help: "With --reference: record files without reading them; a digest job hashes them later.")
         var deferHash = false
+        @Flag(help: "Queue the jobs (archive indexing, metadata, digests) and return without running them.")
+        var queueOnly = false
 
         func validate() throws {
             if deferHash && !reference { throw ValidationError("--defer-hash goes with --reference.") }
@@ -33,11 +41,21 @@ extension AssetCat {
                 mode: reference ? .reference : .copy, tags: tags, recursive: recursive, defersHashing: deferHash,
                 keepsRecords: false)
             let paths = paths
-            let result = try await Interrupt().run {
-                try await catalog.add(paths, options: addOptions) { p in
-                    Terminal.progress("adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone)
+            // Deferred digests are deferred: --defer-hash leaves its jobs queued, as --queue-only does.
+            let runsJobs = !queueOnly && !deferHash
+            // One interruptible task for both phases: the files, then the jobs they queued.
+            let (result, jobs) = try await Interrupt().run { () async throws -> (AddResult, QueuedJobs.Outcome?) in
+                let result = try await catalog.add(paths, options: addOptions) { p in
+                    Terminal.progress(
+                        "adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone, endsLine: !runsJobs)
                 }
+                guard runsJobs, !result.wasCancelled else { return (result, nil) }
+                return (
+                    result,
+                    try await QueuedJobs(ids: result.queuedJobIDs, count: result.queuedJobCount).run(in: catalog)
+                )
             }
+            Terminal.endProgress()
             // An add records files; their archives' members come from the jobs it queues.
             let files = result.addedCount
             for failure in result.failures { Terminal.error(failure.message) }
@@ -47,14 +65,29 @@ extension AssetCat {
                         + "it had recorded")
             }
             if result.wasCancelled {
+                let queued =
+                    result.queuedJobCount > 0
+                    ? "; `assetcat jobs run` runs the \(plural(result.queuedJobCount, "job")) queued for them" : ""
                 Terminal.note(
                     "interrupted: added \(files) of \(plural(result.filesFound, "file")) (0 archive members); "
-                        + "nothing was left half-done — run the same command again to add the rest")
+                        + "nothing was left half-done — run the same command again to add the rest\(queued)")
+                throw Interrupt.exitCode
+            }
+            if let jobs, jobs.wasInterrupted {
+                Terminal.note(
+                    "interrupted: added \(plural(files, "file")); the jobs not finished for them are queued again — "
+                        + "`assetcat jobs run` finishes them")
                 throw Interrupt.exitCode
             }
             print("added \(plural(files, "file"))")
-            printQueued(result.queuedJobCount)
-            if !result.failures.isEmpty { throw ExitCode.failure }
+            guard let jobs else {
+                printQueued(result.queuedJobCount)
+                if !result.failures.isEmpty { throw ExitCode.failure }
+                return
+            }
+            fflush(nil)  // the summary first, then the failed jobs on stderr
+            QueuedJobs.report(jobs, in: catalog)
+            if !result.failures.isEmpty || jobs.failedCount > 0 { throw ExitCode.failure }
         }
     }
 }

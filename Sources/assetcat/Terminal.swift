@@ -1,5 +1,6 @@
 import AssetCatalog
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -19,8 +20,10 @@ enum Terminal {
         FileHandle.standardError.write(Data("\(DisplayText.escapingControls(message))\n".utf8))
     }
 
-    /// Draws `[#####-----] 50%  3/6 files  12.0 MB` over itself on stderr.
-    static func progress(_ label: String, done: Int, total: Int, bytes: Int64? = nil) {
+    /// Draws `[#####-----] 50%  3/6 files  12.0 MB` over itself on stderr. The line ends
+    /// when `done` reaches `total`, unless `endsLine` is false: a later bar (the next phase
+    /// of the same work) is then drawn over it, or ``endProgress()`` ends it.
+    static func progress(_ label: String, done: Int, total: Int, bytes: Int64? = nil, endsLine: Bool = true) {
         guard isInteractive, total > 0, !isQuiet else { return }
         let width = 30
         let filled = min(width, done * width / total)
@@ -28,7 +31,14 @@ enum Terminal {
         let size = bytes.map { "  " + formatBytes($0) } ?? ""
         FileHandle.standardError.write(
             Data("\r\(label) [\(bar)] \(done * 100 / total)%  \(done)/\(total)\(size)\u{1B}[K".utf8))
-        if done == total { FileHandle.standardError.write(Data("\n".utf8)) }
+        progressLineOpen.store(true, ordering: .relaxed)
+        if done == total && endsLine { endProgress() }
+    }
+
+    /// Ends the line of a progress bar still drawn (on a terminal), so that what follows
+    /// starts on a line of its own.
+    static func endProgress() {
+        if progressLineOpen.exchange(false, ordering: .relaxed) { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 
     static func formatBytes(_ bytes: Int64) -> String {
@@ -62,3 +72,6 @@ enum Terminal {
         }
     }
 }
+
+/// Whether a progress bar's line is drawn and not ended yet.
+private let progressLineOpen = Atomic<Bool>(false)

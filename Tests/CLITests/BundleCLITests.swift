@@ -1,6 +1,7 @@
 import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
+import TestScratch
 import Testing
 
 /// `assetcat export`, `import` and `validate`, run as a user would, their output compared
@@ -98,9 +99,17 @@ import Testing
     }
 
     /// A bag from another tool (here ours, without our records) has its images read and its
-    /// archives indexed, as an add would: the summary says so.
-    @Test func importOfAForeignBagSaysWhichJobsItQueued() async throws {
+    /// archives indexed, as an add would: import runs those jobs before it returns (the
+    /// archive's members are listed), or with `--queue-only` leaves them queued and says so.
+    @Test(arguments: [false, true])
+    func importOfAForeignBagRunsTheJobsItQueued(queueOnly: Bool) async throws {
         let source = try await populated()
+        try source.file("pack/inner/doc.txt", "inside the archive\n")
+        let zip = source.sources.appending(path: "pack.zip").path
+        _ = try await ChildProcess.run(
+            "/usr/bin/bsdtar", ["-a", "-cf", zip, "-C", source.sources.appending(path: "pack").path, "inner/doc.txt"],
+            stdout: .inherit, stderr: .inherit)
+        #expect(try await source.run(["add", "--queue-only", zip]).status == 0)
         let bag = source.directory.appending(path: "foreign").path
         #expect(try await source.run(["export", bag]).status == 0)
         for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
@@ -108,9 +117,15 @@ import Testing
         }
         let t = try TestCatalog()
         #expect(try await t.run(["init", t.root.path]).status == 0)
-        let run = try await t.run(["import", bag])
+        let run = try await t.run(["import", bag] + (queueOnly ? ["--queue-only"] : []))
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout == "imported 3 assets from \(bag)\nqueued 1 job; run them with `assetcat jobs run`\n")
+        let queued = queueOnly ? "queued 2 jobs; run them with `assetcat jobs run`\n" : ""
+        #expect(run.stdout == "imported 4 assets from \(bag)\n" + queued)
+        #expect(run.stderr == "")
+        let catalog = try t.open()
+        defer { catalog.close() }
+        #expect(try catalog.jobs.list().map(\.state) == (queueOnly ? [.queued, .queued] : [.succeeded, .succeeded]))
+        #expect(try catalog.assets().contains { $0.member == "inner/doc.txt" } == !queueOnly)
     }
 
     /// A thousand conflicts are noted one per line; beyond, one line says how many more.

@@ -15,8 +15,8 @@ import Testing
         let photo = try t.file("photo.jpg", "JFIF")
         let add = try await t.run(["add", a, copy, photo, "--tag", "demo"])
         #expect(add.status == 0)
-        // photo.jpg gets a metadata job.
-        #expect(add.stdout == "added 3 files\nqueued 1 job; run them with `assetcat jobs run`\n")
+        // photo.jpg gets a metadata job, which add runs before it returns.
+        #expect(add.stdout == "added 3 files\n")
         #expect(add.stderr == "")  // no progress bar in a pipe
         return t
     }
@@ -81,12 +81,8 @@ import Testing
         _ = try await ChildProcess.run(
             "/usr/bin/bsdtar", ["-a", "-cf", archive, "-C", t.sources.appending(path: "pack").path, "inner/doc.txt"],
             stdout: .inherit, stderr: .inherit)
-        #expect(
-            try await t.run(["add", archive]).stdout
-                == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
-        #expect(try await t.run(["cat", "inner/doc.txt"]).stderr.hasPrefix("assetcat: No asset named inner/doc.txt"))
-        let jobs = try await t.run(["jobs", "run"])
-        #expect(jobs.stdout == "ran jobs: 2 succeeded, 0 failed, 0 cancelled\n", "\(jobs.stdout)\(jobs.stderr)")
+        // Its members are recorded by the index job, which add runs before it returns.
+        #expect(try await t.run(["add", archive]).stdout == "added 1 file\n")
         #expect(try await t.run(["cat", "inner/doc.txt"]).stdout == "inside the archive\n")
     }
 
@@ -187,7 +183,8 @@ import Testing
     try t.create().close()
     let photo = try t.file("photo.png", Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
     #expect(
-        try await t.run(["add", photo]).stdout == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
+        try await t.run(["add", "--queue-only", photo]).stdout
+            == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
     #expect(
         try await t.run(["jobs"]).stdout == """
                  ID  KIND              ASSET  STATE       PROGRESS  ATTEMPTS  ERROR

@@ -10,7 +10,7 @@ import Testing
         try t.create().close()
         let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
         let photos = [try t.file("one.png", png), try t.file("two.png", png + [0])]
-        #expect(try await t.run(["add"] + photos).stdout.contains("queued 2 jobs"))
+        #expect(try await t.run(["add", "--queue-only"] + photos).stdout.contains("queued 2 jobs"))
         #expect(try await t.run(["jobs", "cancel", "1"]).status == 0)
         let header = "     ID  KIND              ASSET  STATE       PROGRESS  ATTEMPTS  ERROR\n"
         let one = "      1  metadata              1  cancelled         0%         0  cancelled\n"
