@@ -119,6 +119,45 @@ public struct TestCatalog: Sendable {
     }
 }
 
+/// A command stopped at a fault point (``TestCatalog/startPaused(_:at:environment:)``).
+public struct PausedCommand: Sendable {
+    /// The command's process.
+    public let process: ChildProcess
+    /// The file whose creation lets the command go on.
+    let barrier: String
+
+    /// Lets the command go on from where it stopped.
+    public func resume() {
+        _ = FileManager.default.createFile(atPath: barrier, contents: nil)
+    }
+}
+
+extension TestCatalog {
+    /// Starts `assetcat ARGUMENTS` on this catalog, stopping it at fault point `point`
+    /// (`ASSETCAT_FAULT_PAUSE`), with `environment` added (a crash point further on, say);
+    /// returns once the command has stopped there (it throws if it never does), so that a
+    /// test can act at that instant and then ``PausedCommand/resume()`` it.
+    public func startPaused(
+        _ arguments: [String], at point: String, environment: [String: String] = [:]
+    ) async throws -> PausedCommand {
+        let barrier = directory.appending(path: "pause-\(UUID().uuidString)").path
+        var env: [String: String?] = [
+            "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": nil, "ASSETCAT_FAULT_PAUSE": point,
+            "ASSETCAT_FAULT_PAUSE_FILE": barrier,
+        ]
+        for (k, v) in environment { env[k] = v }
+        let process = try ChildProcess(
+            Self.executable().path, arguments + ["--catalog", root.path], environment: env,
+            workingDirectory: directory.path)
+        guard try await waitUntil({ FileManager.default.fileExists(atPath: barrier + ".reached") }) else {
+            process.signal(SIGKILL)
+            _ = try await process.finish()
+            throw CatalogError(.io, "assetcat \(arguments.joined(separator: " ")) never reached \(point)")
+        }
+        return PausedCommand(process: process, barrier: barrier)
+    }
+}
+
 extension Catalog {
     /// Adds files, then runs the queued jobs (archive indexing, digests,
     /// metadata) to completion; returns the added assets followed by the

@@ -329,20 +329,14 @@ import Testing
             defer { catalog.close() }
             kept = try #require(try await catalog.add([try t.file("local.txt", "the same content\n")]).added.first)
         }
-        let barrier = t.directory.appending(path: "barrier").path
-        let importing = try ChildProcess(
-            TestCatalog.executable().path, ["import", "--catalog", t.root.path, bundle],
-            environment: [
-                "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": "before-import-commit",
-                "ASSETCAT_FAULT_PAUSE": "after-import-journal", "ASSETCAT_FAULT_PAUSE_FILE": barrier,
-            ])
-        #expect(try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") })
+        let importing = try await t.startPaused(
+            ["import", bundle], at: "after-import-journal", environment: ["ASSETCAT_FAULT": "before-import-commit"])
         // Another process removes the one asset that used the content, and its file.
         let rm = try await t.run(["rm", "\(kept.id)"])
         #expect(rm.status == 0, "\(rm.stdout)\(rm.stderr)")
         #expect(!t.hasObject(kept.sha256))
-        #expect(FileManager.default.createFile(atPath: barrier, contents: nil))
-        let killed = try await importing.finish()
+        importing.resume()
+        let killed = try await importing.process.finish()
         #expect(killed.termination == .exited(86), "\(killed.stdoutText)\(killed.stderrText)")
         #expect(t.hasObject(kept.sha256))  // linked again by the import, never recorded…
         let verify = try await t.run(["verify"])  // …until the next command's open sweeps the journal

@@ -85,20 +85,14 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         let first = try await catalog.add([try t.file("first.txt", "the same content\n")]).added
         catalog.close()
         let second = try t.file("second.txt", "the same content\n")
-        let barrier = t.directory.appending(path: "barrier").path
-        let add = try ChildProcess(
-            TestCatalog.executable().path, ["add", "--catalog", t.root.path, second],
-            environment: [
-                "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": "before-add-commit",
-                "ASSETCAT_FAULT_PAUSE": "after-add-journal", "ASSETCAT_FAULT_PAUSE_FILE": barrier,
-            ])
-        #expect(try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") })
+        let add = try await t.startPaused(
+            ["add", second], at: "after-add-journal", environment: ["ASSETCAT_FAULT": "before-add-commit"])
         // Another process removes the one asset that used the content, and its file.
         let rm = try await t.run(["rm", "\(first[0].id)"])
         #expect(rm.status == 0, "\(rm.stdout)\(rm.stderr)")
         #expect(objectDigests(t).isEmpty)
-        #expect(FileManager.default.createFile(atPath: barrier, contents: nil))
-        let killed = try await add.finish()
+        add.resume()
+        let killed = try await add.process.finish()
         #expect(killed.termination == .exited(86), "\(killed.stdoutText)\(killed.stderrText)")  // at before-add-commit
         let verify = try await t.run(["verify"])
         #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
