@@ -30,12 +30,19 @@ enum OptionCheck {
         var command = root
         var path: [String] = []
         var names = root.names.union(builtInRootOptions)
-        for argument in arguments {
+        for (index, argument) in arguments.enumerated() {
             if argument == "--" { break }
             if argument.hasPrefix("-") && argument != "-" {
                 let name = argument.hasPrefix("--") ? String(argument.prefix { $0 != "=" }) : argument
                 if !names.contains(name) {
                     let quoted = DisplayText.quoted(argument)
+                    // An option of the command named after it (`assetcat -q ls`).
+                    let later = laterCommand(arguments[(index + 1)...], from: command)
+                    if !later.path.isEmpty, later.names.contains(name) {
+                        let named = (["assetcat"] + path + later.path).joined(separator: " ")
+                        return
+                            "'\(quoted)' is an option of '\(named)': it goes after the command's name: \(named) \(quoted)"
+                    }
                     let example = (["assetcat"] + path + ["--", quoted]).joined(separator: " ")
                     return "unknown option '\(quoted)'; a name that begins with '-' goes after '--': \(example)"
                 }
@@ -46,6 +53,22 @@ enum OptionCheck {
             }
         }
         return nil
+    }
+
+    /// The subcommands `arguments` name below `command` (options skipped), and the option
+    /// names of the last.
+    static func laterCommand(
+        _ arguments: ArraySlice<String>, from command: Command
+    ) -> (path: [String], names: Set<String>) {
+        var command = command
+        var path: [String] = []
+        for argument in arguments {
+            if argument == "--" { break }
+            guard let next = command.subcommands[argument] else { continue }
+            command = next
+            path.append(argument)
+        }
+        return (path, command.names.union(command.defaultSubcommand.flatMap { command.subcommands[$0]?.names } ?? []))
     }
 
     /// Whether an argument before `--` looks like an option (most do not: then nothing is checked).

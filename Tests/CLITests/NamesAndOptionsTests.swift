@@ -104,6 +104,19 @@ import Testing
                 == "assetcat: unknown option '--foo'; a name that begins with '-' goes after '--': assetcat rm -- --foo\n"
         )
         #expect(try await t.run(["ls", "--json"]).stdout.contains("\"-dash.txt\""))  // nothing was removed
+        // An option of the command that follows: said to go after the command's name.
+        for (arguments, message) in [
+            (["-q", "ls"], "'-q' is an option of 'assetcat ls': it goes after the command's name: assetcat ls -q"),
+            (
+                ["--verbose", "jobs", "ls"],
+                "'--verbose' is an option of 'assetcat jobs ls': it goes after the command's name: "
+                    + "assetcat jobs ls --verbose"
+            ),
+        ] {
+            let early = try await t.run(arguments)
+            #expect(early.status == 64, "\(arguments)")
+            #expect(early.stderr == "assetcat: \(message)\n", "\(arguments)")
+        }
     }
 
     @Test func aNameThatBeginsWithADashGoesAfterDoubleDash() async throws {
