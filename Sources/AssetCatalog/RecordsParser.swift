@@ -29,6 +29,11 @@ struct RecordsParser {
         var depth = 0
         var inString = false
         var escaped = false
+        /// Hex digits still to come of a `\u` escape, and the code unit so far.
+        var hexLeft = 0
+        var unit: UInt16 = 0
+        /// A `\u` escape of a high surrogate ended: its low surrogate's escape must follow.
+        var expectsLow = false
     }
 
     private var expect = Expect.objectStart
@@ -189,8 +194,22 @@ struct RecordsParser {
             if scan.inString {
                 // JSON escapes them; `JSONDecoder` lets them through.
                 if byte < 0x20 { throw Self.failure("\(subject) holds a control character that is not escaped") }
-                if scan.escaped {
+                if scan.hexLeft > 0 {
+                    try scanHexDigit(byte)
+                } else if scan.escaped {
+                    // Checked here too: `JSONDecoder` decodes only the last of a key's values.
                     scan.escaped = false
+                    if byte == 0x75 {  // u
+                        scan.hexLeft = 4
+                        scan.unit = 0
+                    } else if scan.expectsLow || !Self.escapes.contains(byte) {
+                        throw Self.failure(
+                            scan.expectsLow
+                                ? "\(subject) holds an unpaired surrogate escape"
+                                : "\(subject) holds an escape that JSON does not have")
+                    }
+                } else if scan.expectsLow && byte != 0x5C {
+                    throw Self.failure("\(subject) holds an unpaired surrogate escape")
                 } else if byte == 0x5C {  // \
                     scan.escaped = true
                 } else if byte == 0x22 {
@@ -220,6 +239,26 @@ struct RecordsParser {
             }
         }
         return nil
+    }
+
+    /// The characters JSON escapes with a backslash, but for `u` (RFC 8259): `"\/bfnrt`.
+    private static let escapes: Set<UInt8> = [0x22, 0x5C, 0x2F, 0x62, 0x66, 0x6E, 0x72, 0x74]
+
+    /// Takes a hex digit of a `\u` escape; once it has four, checks that surrogates pair.
+    private mutating func scanHexDigit(_ byte: UInt8) throws {
+        let digit: UInt8
+        switch byte {
+        case 0x30...0x39: digit = byte - 0x30
+        case 0x41...0x46: digit = byte - 0x41 + 10
+        case 0x61...0x66: digit = byte - 0x61 + 10
+        default: throw Self.failure("\(subject) holds a \\u escape without four hex digits")
+        }
+        scan.unit = scan.unit << 4 | UInt16(digit)
+        scan.hexLeft -= 1
+        guard scan.hexLeft == 0 else { return }
+        let isLow = UTF16.isTrailSurrogate(scan.unit)
+        if scan.expectsLow != isLow { throw Self.failure("\(subject) holds an unpaired surrogate escape") }
+        scan.expectsLow = UTF16.isLeadSurrogate(scan.unit)
     }
 
     /// The value from `start` to `end`, once it is complete: UTF-8, as JSON is (RFC 8259).

@@ -78,3 +78,40 @@ extension RecordsParserFuzzFindingsTests {
                 == "assetcat-records.json: cannot be read: a key holds a control character that is not escaped")
     }
 }
+
+extension RecordsParserFuzzFindingsTests {
+    /// Found by fuzz-records: an entry that names a key twice (`name`), the first value
+    /// holding escapes JSON does not have (`\s`, `\h`), was read — `JSONDecoder` decodes only
+    /// a key's last value — though no JSON parser reads the file. Escapes are checked as the
+    /// bytes are scanned, in every value, whatever the pieces.
+    @Test(arguments: [1, 7, 1 << 16])
+    func anEscapeJSONDoesNotHaveIsRefusedEvenInAValueNoOneDecodes(piece: Int) throws {
+        let bytes = try [UInt8](
+            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-shadowed-escape.json"))))
+        #expect(
+            Self.failure(bytes, piece: piece)
+                == "assetcat-records.json: cannot be read: entry 2 holds an escape that JSON does not have")
+    }
+
+    /// `\u` escapes: four hex digits, and surrogates in pairs (a high one followed at once by
+    /// the escape of a low one), in a value decoded or not.
+    @Test(arguments: [1, 1 << 16])
+    func unicodeEscapesHaveFourHexDigitsAndSurrogatesPair(piece: Int) throws {
+        let message = "assetcat-records.json: cannot be read: the value of \"note\" holds "
+        for (value, problem) in [
+            (#"\ud83dx"#, "an unpaired surrogate escape"), (#"\ude00"#, "an unpaired surrogate escape"),
+            (#"\ud83d\n"#, "an unpaired surrogate escape"), (#"\ud83d\u0041"#, "an unpaired surrogate escape"),
+            (#"\ud83d"#, "an unpaired surrogate escape"), (#"\u12g4"#, "a \\u escape without four hex digits"),
+            (#"\u12"#, "a \\u escape without four hex digits"),
+        ] {
+            let bytes =
+                Array(#"{"format":"assetcat-records","version":1,"note":""#.utf8) + Array(value.utf8)
+                + Array(#"","assets":[]}"#.utf8)
+            #expect(Self.failure(bytes, piece: piece) == message + problem, "\(value)")
+        }
+        let paired = Array(
+            #"{"format":"assetcat-records","version":1,"note":"\ud83d\ude00 \/\b\f\n\r\t\"\\ \u00E9","assets":[]}"#.utf8
+        )
+        #expect(Self.failure(paired, piece: piece) == nil)
+    }
+}
