@@ -217,6 +217,11 @@ struct RecordsParser {
                     if scan.depth == 0 { return try take(start, end: position + 1) }
                 }
             } else {
+                // Outside strings JSON has no control characters but its blanks (`JSONDecoder`
+                // reads a number through NULs).
+                if byte < 0x20 && byte != 0x09 && byte != 0x0A && byte != 0x0D {
+                    throw Self.failure("\(subject) holds a control character outside a string")
+                }
                 switch byte {
                 case 0x22: scan.inString = true
                 case 0x7B, 0x5B: scan.depth += 1

@@ -115,3 +115,22 @@ extension RecordsParserFuzzFindingsTests {
         #expect(Self.failure(paired, piece: piece) == nil)
     }
 }
+
+extension RecordsParserFuzzFindingsTests {
+    /// Found by fuzz-records: NULs before a number (`"version":\n\0\0\01`) were read, as
+    /// `JSONDecoder` reads them; JSON has no control characters outside strings but blanks.
+    @Test(arguments: [1, 1 << 16])
+    func aControlCharacterOutsideAStringIsRefused(piece: Int) {
+        let bytes =
+            Array(#"{"format":"assetcat-records","version":"#.utf8) + [0x0A, 0x00, 0x00, 0x00, 0x31]
+            + Array(#","assets":[]}"#.utf8)
+        #expect(
+            Self.failure(bytes, piece: piece)
+                == "assetcat-records.json: cannot be read: the value of \"version\" holds a control character "
+                + "outside a string")
+        let entry = Self.head + Array(#"{"key":"#.utf8) + [0x01] + Array("1}]}".utf8)
+        #expect(
+            Self.failure(entry, piece: piece)
+                == "assetcat-records.json: cannot be read: entry 1 holds a control character outside a string")
+    }
+}
