@@ -67,7 +67,6 @@ extension AssetCat.Add: ReportsOnStandardOutput { var reportOnly: Bool { true } 
 extension AssetCat.Remove: ReportsOnStandardOutput { var reportOnly: Bool { true } }
 extension AssetCat.Tag: ReportsOnStandardOutput { var reportOnly: Bool { true } }
 extension AssetCat.CollectGarbage: ReportsOnStandardOutput { var reportOnly: Bool { true } }
-extension AssetCat.Recover: ReportsOnStandardOutput { var reportOnly: Bool { true } }
 extension AssetCat.Export: ReportsOnStandardOutput { var reportOnly: Bool { !json } }
 extension AssetCat.Import: ReportsOnStandardOutput { var reportOnly: Bool { !json } }
 extension AssetCat.Jobs.Run: ReportsOnStandardOutput { var reportOnly: Bool { true } }
