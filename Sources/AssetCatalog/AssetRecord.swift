@@ -173,7 +173,34 @@ public struct AssetQuery: Sendable, Hashable {
 
 /// Content kinds, from a file name's extension.
 enum ContentKind {
+    /// The kind of a file or member named `name` (a name, or a path in an archive).
     static func of(_ name: String) -> String {
+        if let kind = name.utf8.withContiguousStorageIfAvailable(asciiKind) ?? nil { return kind }
+        return unicodeKind(name)
+    }
+
+    /// ``unicodeKind(_:)``'s answer for an ASCII name that does not end in `/`, found in the
+    /// bytes (an add calls this once per file: Unicode lower-casing, `hasSuffix` and
+    /// `NSString` cost more than reading a tiny file); `nil` for any other name.
+    private static func asciiKind(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        let dot = UInt8(ascii: "."), slash = UInt8(ascii: "/")
+        guard let last = name.last, last != slash, name.allSatisfy({ $0 < 0x80 }) else { return nil }
+        func lowered(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+        for suffix in archiveSuffixBytes where suffix.count <= name.count {
+            if zip(name.suffix(suffix.count), suffix).allSatisfy({ lowered($0) == $1 }) { return "archive" }
+        }
+        // `NSString.pathExtension`: what follows the last dot of the last component, if that
+        // dot neither starts nor ends it.
+        let start = name.lastIndex(of: slash).map { $0 + 1 } ?? 0
+        guard let period = name[start...].lastIndex(of: dot), period > start, period < name.count - 1 else {
+            return "data"
+        }
+        let ext = String(decoding: name[(period + 1)...].lazy.map(lowered), as: UTF8.self)
+        return kindOfExtension[ext] ?? "data"
+    }
+
+    /// The kind of any name: its lower-cased form's archive suffix or path extension.
+    static func unicodeKind(_ name: String) -> String {
         let lower = name.lowercased()
         if archiveSuffixes.contains(where: { lower.hasSuffix($0) }) { return "archive" }
         let ext = (lower as NSString).pathExtension
@@ -186,6 +213,8 @@ enum ContentKind {
         ".iso",
     ]
 
+    private static let archiveSuffixBytes = archiveSuffixes.map { Array($0.utf8) }
+
     static func isArchiveName(_ name: String) -> Bool { of(name) == "archive" }
 
     private static let table: [(String, Set<String>)] = [
@@ -195,4 +224,9 @@ enum ContentKind {
         ("text", ["txt", "md", "csv", "json", "xml", "yaml", "yml", "html", "css", "swift", "py", "c", "h", "log"]),
         ("document", ["pdf", "doc", "docx", "odt", "rtf", "epub", "ppt", "pptx", "xls", "xlsx"]),
     ]
+
+    /// ``table`` by extension, the first kind that lists one.
+    private static let kindOfExtension: [String: String] = table.reversed().reduce(into: [:]) { byExtension, entry in
+        for ext in entry.1 { byExtension[ext] = entry.0 }
+    }
 }

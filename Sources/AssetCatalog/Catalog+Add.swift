@@ -1,6 +1,7 @@
 import ArchiveIO
 import BagIt
 public import Foundation
+import Locking
 import Logging
 import Persistence
 
@@ -173,10 +174,11 @@ extension Catalog {
     /// (``AddOptions/resumesInterrupted``, ``AddResult/skippedCount``).
     ///
     /// Directories are walked twice, a directory at a time — once to count the
-    /// files (``AddProgress/filesTotal``) and once to add them — so the add
-    /// never holds the list of its files: with ``AddOptions/keepsRecords`` off,
-    /// its memory does not grow with their number (it holds the names of the
-    /// largest directories on the way, and a few batches).
+    /// files and their bytes (``AddProgress/filesTotal``, ``AddProgress/bytesTotal``;
+    /// several directories at once, on ``AddOptions/concurrency`` threads), and once to add
+    /// them — so the add never holds the list of its files: with
+    /// ``AddOptions/keepsRecords`` off, its memory does not grow with their number (it
+    /// holds the names of the largest directories on the way, and a few batches).
     ///
     /// ```swift
     /// let result = try await catalog.add(["/srv/photos"], options: .init(tags: ["2024"], recursive: true))
@@ -205,22 +207,22 @@ extension Catalog {
         // A first walk counts the files (for the progress and the result) and finds those whose
         // name cannot be recorded, before anything is added; the second walk feeds the work,
         // a page at a time. Neither holds the list of files.
-        var counting = SourceWalk(named, excluding: root.path, needsSizes: true)
-        var found = 0
-        var totalBytes: Int64 = 0
-        while let file = counting.next() {
-            found += 1
-            totalBytes += file.size
-            if found % 4096 == 0 && Task.isCancelled { break }
+        let stopped = Locked(false)
+        let counted = await withTaskCancellationHandler {
+            SourceWalk.count(named, excluding: root.path, workers: options.concurrency, stopped: stopped)
+        } onCancel: {
+            stopped.withLock { $0 = true }
         }
-        // Files whose name cannot be recorded are failures: never left out without a word.
-        var result = AddResult(added: [], failures: counting.unnamable, wasCancelled: false, filesFound: found)
-        result.resumedInterruptedAdd = resumeUntil != nil
-        if Task.isCancelled {
-            result.wasCancelled = true
+        guard let counted else {
+            var result = AddResult(added: [], failures: [], wasCancelled: true, filesFound: 0)
+            result.resumedInterruptedAdd = resumeUntil != nil
             return result
         }
-        var done = AddProgress(filesDone: 0, filesTotal: found, bytesDone: 0, bytesTotal: totalBytes)
+        let found = counted.files
+        // Files whose name cannot be recorded are failures: never left out without a word.
+        var result = AddResult(added: [], failures: counted.unnamable, wasCancelled: false, filesFound: found)
+        result.resumedInterruptedAdd = resumeUntil != nil
+        var done = AddProgress(filesDone: 0, filesTotal: found, bytesDone: 0, bytesTotal: counted.bytes)
         progress?(done)
         Self.afterCounting?()
         // The count read every file's size; this walk reads none (a directory entry gives its

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -144,6 +145,17 @@ struct SourceWalk {
     /// The regular files and directories of the directory at `path` (opened without
     /// following a link), sorted; `nil` if it cannot be read.
     private mutating func list(_ path: String, shownAs shown: String) -> [Entry]? {
+        guard let listed = Self.entries(of: path, shownAs: shown, needsSizes: needsSizes) else { return nil }
+        unnamable += listed.unnamable
+        return listed.entries.sorted { $0.key < $1.key }
+    }
+
+    /// The regular files and directories of the directory at `path` (opened without
+    /// following a link), in the directory's order, and an error for each entry whose name
+    /// is not UTF-8; `nil` if it cannot be read, or once `stopped` holds `true`.
+    private static func entries(of path: String, shownAs shown: String, needsSizes: Bool, stopped: Locked<Bool>? = nil)
+        -> (entries: [Entry], unnamable: [CatalogError])?
+    {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         guard let directory = fdopendir(fd) else {
@@ -152,8 +164,10 @@ struct SourceWalk {
         }
         defer { closedir(directory) }
         var entries: [Entry] = []
+        var unnamable: [CatalogError] = []
         let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(directory) {
+            if let stopped, entries.count % 4096 == 4095, stopped.withLock({ $0 }) { return nil }
             let start = UnsafeRawPointer(entry) + offset
             let bytes = UnsafeRawBufferPointer(start: start, count: strlen(start.assumingMemoryBound(to: CChar.self)))
             if bytes.elementsEqual([0x2E]) || bytes.elementsEqual([0x2E, 0x2E]) { continue }
@@ -185,7 +199,104 @@ struct SourceWalk {
                 entries.append(Entry(key: name + "/", isDirectory: true, size: 0))
             }
         }
-        entries.sort { $0.key < $1.key }
-        return entries
+        return (entries, unnamable)
     }
+
+    /// The files a ``SourceWalk`` of `named` with `needsSizes` finds, counted with their
+    /// sizes, and the errors of its ``unnamable`` entries (sorted by path): the same files,
+    /// found in no particular order. The directories are listed on `workers` threads at once
+    /// and not sorted: the walk that counts a million tiny files spends most of its time in
+    /// the kernel, looking each one up for its size, while nothing else can start.
+    ///
+    /// Returns `nil` as soon as `stopped` holds `true`.
+    static func count(
+        _ named: [Catalog.NamedSource], excluding catalogRoot: String, workers: Int, stopped: Locked<Bool>
+    ) -> SourceCount? {
+        let excluded = CatalogExclusion(catalogRoot)
+        var files = SourceCount()
+        var directories: [(listed: String, shown: String)] = []
+        for item in named {
+            switch item {
+            case .file(let file):
+                files.files += 1
+                files.bytes += file.size
+            case .directory(let path, let listed): directories.append((listed, path))
+            }
+        }
+        let work = CountingWork(directories: directories.reversed(), counted: files, stopped: stopped)
+        DispatchQueue.concurrentPerform(iterations: max(1, workers)) { _ in
+            while let (listedPath, shown) = work.next() {
+                var found: [(listed: String, shown: String)] = []
+                var counted = SourceCount()
+                if let listed = entries(of: listedPath, shownAs: shown, needsSizes: true, stopped: work.stopped) {
+                    counted.unnamable = listed.unnamable
+                    for entry in listed.entries {
+                        guard entry.isDirectory else {
+                            counted.files += 1
+                            counted.bytes += entry.size
+                            continue
+                        }
+                        let path = shown + "/" + entry.key.dropLast()
+                        if !excluded.contains(path) { found.append((path, path)) }
+                    }
+                }
+                work.listed(found: found, counted: counted)
+            }
+        }
+        guard var total = work.total else { return nil }
+        total.unnamable.sort { ($0.path ?? "") < ($1.path ?? "") }
+        return total
+    }
+}
+
+/// The directories ``SourceWalk/count(_:excluding:workers:stopped:)`` has yet to list, and
+/// what its workers counted, shared by the workers under one lock.
+private final class CountingWork: @unchecked Sendable {
+    private let turn = NSCondition()
+    let stopped: Locked<Bool>
+    /// Directories to list: the path each is read from, and as it is shown. Under `turn`.
+    private var waiting: [(listed: String, shown: String)] = []
+    /// How many directories workers are listing now (each may find more). Under `turn`.
+    private var listing = 0
+    private var counted = SourceCount()
+
+    init(directories: [(listed: String, shown: String)], counted: SourceCount, stopped: Locked<Bool>) {
+        waiting = directories
+        self.counted = counted
+        self.stopped = stopped
+    }
+
+    /// What was counted, once every worker has returned; `nil` if the count was stopped.
+    var total: SourceCount? { stopped.withLock { $0 } ? nil : turn.withLock { counted } }
+
+    /// The next directory to list, waiting while others are being listed; `nil` when there
+    /// is none left (or the count is stopped).
+    func next() -> (listed: String, shown: String)? {
+        turn.withLock {
+            while waiting.isEmpty && listing > 0 && !stopped.withLock({ $0 }) { turn.wait() }
+            guard !stopped.withLock({ $0 }), let directory = waiting.popLast() else { return nil }
+            listing += 1
+            return directory
+        }
+    }
+
+    /// Takes in what listing the directory ``next()`` gave found: more directories, and a count.
+    func listed(found: [(listed: String, shown: String)], counted: SourceCount) {
+        turn.withLock {
+            waiting += found
+            listing -= 1
+            self.counted.files += counted.files
+            self.counted.bytes += counted.bytes
+            self.counted.unnamable += counted.unnamable
+            turn.broadcast()
+        }
+    }
+}
+
+/// What ``SourceWalk/count(_:excluding:workers:stopped:)`` finds.
+struct SourceCount {
+    var files = 0
+    var bytes: Int64 = 0
+    /// One error per entry whose name is not UTF-8 (``SourceWalk/unnamable``).
+    var unnamable: [CatalogError] = []
 }
