@@ -222,23 +222,50 @@ struct SmallFile {
 /// and `wait()` traps there. The connection's I/O runs on NIO's shared event loop group,
 /// never on the Swift concurrency pool. One caller at a time: a lock is held for each call
 /// (``withLock(_:)`` holds it across a whole transaction).
+///
+/// A connection the server closed (a restart, `pg_terminate_backend`, a network that
+/// dropped it) is made again by the next statement outside a transaction, or the next
+/// ``begin()``, with the settings of ``configure(_:)``. A transaction whose connection is
+/// lost fails, and nothing of it was committed — unless the loss came during ``commit()``,
+/// whose error says that the outcome is unknown. State of the server session other than the
+/// settings (session locks, `LISTEN`) does not survive the loss.
 final class PostgreSQLConnection: @unchecked Sendable {
-    private let connection: PostgresConnection
+    private var connection: PostgresConnection
+    private let configuration: PostgresConnection.Configuration
     private let lock = NSRecursiveLock()
     private let logger: Logger
     let location: PostgreSQLLocation
     private var closed = false
+    /// Statements every server session of this connection runs first (``configure(_:)``).
+    private var settings: [String] = []
+    /// Whether a transaction is open: its statements are never sent on a new connection.
+    private var inTransaction = false
 
     private static let nextID = LockedCounter()
 
     init(_ location: PostgreSQLLocation, logger: Logger) throws {
         self.location = location
         self.logger = logger
-        let configuration = PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.user, password: location.password,
             database: location.database, tls: try Self.tls(location))
+        // What `pg_stat_activity` shows of the connection (at most 63 bytes are kept).
+        configuration.options.additionalStartupParameters = [("application_name", "persistence \(location.schema)")]
+        self.configuration = configuration
+        connection = try Self.connect(configuration, location, logger: logger)
         do {
-            connection = try PostgresConnection.connect(
+            try configure("SET search_path TO \(quote(location.schema))")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    private static func connect(
+        _ configuration: PostgresConnection.Configuration, _ location: PostgreSQLLocation, logger: Logger
+    ) throws -> PostgresConnection {
+        do {
+            return try PostgresConnection.connect(
                 on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration,
                 id: Self.nextID.next(), logger: logger
             ).wait()
@@ -249,11 +276,68 @@ final class PostgreSQLConnection: @unchecked Sendable {
                     + "(database \(location.database), user \(location.user)): \(Self.describe(error))",
                 cause: error)
         }
+    }
+
+    /// Runs `sql` (a `SET`) now, and first thing on every connection made again after a loss.
+    func configure(_ sql: String) throws {
+        try withLock {
+            try run(sql, [])
+            settings.append(sql)
+        }
+    }
+
+    /// Makes the connection again if the server closed it; outside a transaction only.
+    private func reconnectIfLost() throws {
+        guard connection.isClosed, !inTransaction else { return }
+        logger.info("reconnecting to PostgreSQL at \(location.host):\(location.port): the connection was closed")
+        let fresh = try Self.connect(configuration, location, logger: logger)
         do {
-            _ = try run("SET search_path TO \(quote(location.schema))", [])
+            for setting in settings { _ = try fresh.query(PostgresQuery(unsafeSQL: setting), logger: logger).wait() }
         } catch {
-            close()
+            try? fresh.close().wait()
             throw error
+        }
+        connection = fresh
+    }
+
+    /// Starts a transaction (`BEGIN`), on a connection made again if the server closed it.
+    func begin() throws {
+        try withLock {
+            do {
+                try run("BEGIN", [])
+            } catch  where connection.isClosed {
+                try run("BEGIN", [])  // the loss was seen only now: made again by this second try
+            }
+            inTransaction = true
+        }
+    }
+
+    /// Commits the open transaction.
+    ///
+    /// - Throws: `PersistenceError` with code `io` saying the outcome is unknown when the
+    ///   connection is lost before the server's answer: the transaction may have committed.
+    func commit() throws {
+        try withLock {
+            defer { inTransaction = false }
+            if connection.isClosed { throw lost(nil) }  // COMMIT was never sent
+            do {
+                try run("COMMIT", [])
+            } catch let error as PersistenceError where error.code == .io && connection.isClosed {
+                throw PersistenceError(
+                    .io,
+                    "The connection to PostgreSQL at \(location.host):\(location.port) was lost while committing: "
+                        + "the transaction may or may not have been committed",
+                    cause: error)
+            }
+        }
+    }
+
+    /// Rolls the open transaction back; a lost connection has rolled it back already.
+    func rollback() {
+        withLock {
+            defer { inTransaction = false }
+            guard !connection.isClosed else { return }
+            _ = try? run("ROLLBACK", [])
         }
     }
 
@@ -340,7 +424,25 @@ final class PostgreSQLConnection: @unchecked Sendable {
                 .misuse, "the connection to PostgreSQL at \(location.host):\(location.port) is closed")
         }
         precondition(MultiThreadedEventLoopGroup.currentEventLoop == nil, "a blocking store call on an event loop")
-        return try connection.query(query, logger: logger).wait()
+        try reconnectIfLost()
+        // postgres-nio never answers a query sent on a closed connection.
+        guard !connection.isClosed else { throw lost(nil) }
+        do {
+            return try connection.query(query, logger: logger).wait()
+        } catch  where connection.isClosed {
+            throw lost(error)
+        }
+    }
+
+    /// The error of a statement whose connection the server closed (`error`: what the
+    /// statement got, if it was sent).
+    private func lost(_ error: (any Error)?) -> PersistenceError {
+        PersistenceError(
+            .io,
+            "The connection to PostgreSQL at \(location.host):\(location.port) was lost"
+                + (inTransaction ? " during a transaction, which was not committed" : "")
+                + (error.map { ": \(Self.describe($0))" } ?? ""),
+            cause: error)
     }
 
     static func bind(_ value: StoreValue, into bindings: inout PostgresBindings) throws {

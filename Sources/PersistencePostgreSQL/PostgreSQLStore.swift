@@ -30,7 +30,10 @@ extension PersistentContainer {
     /// Where PostgreSQL behaves differently from SQLite: transactions are `READ COMMITTED`
     /// and several hosts write at once (a `beforeCommit` check does not hold other writers
     /// off, as SQLite's one writer does); text cannot hold a NUL character (a save of one
-    /// fails).
+    /// fails). A connection the server closes (a restart, an administrator, the network) is
+    /// made again by the next save or fetch; the save it was lost under throws, and nothing
+    /// of it was committed — but for a loss while the server was committing, which the
+    /// error says may or may not have committed.
     ///
     /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -102,7 +105,7 @@ final class PostgreSQLStore: PersistentStore {
         do {
             if options.readOnly {
                 for connection in [writer, reader] {
-                    try connection.run("SET default_transaction_read_only = on", [])
+                    try connection.configure("SET default_transaction_read_only = on")
                 }
                 try writer.withLock { try transaction(writer) { try requireCurrent() } }
             } else {
@@ -485,15 +488,15 @@ final class PostgreSQLStore: PersistentStore {
 
     /// `body` between `BEGIN` and `COMMIT` on `connection`, rolled back if it throws.
     func transaction<T>(_ connection: PostgreSQLConnection, _ body: () throws -> T) throws -> T {
-        try connection.run("BEGIN", [])
+        try connection.begin()
         let result: T
         do {
             result = try body()
         } catch {
-            _ = try? connection.run("ROLLBACK", [])
+            connection.rollback()
             throw error
         }
-        try connection.run("COMMIT", [])
+        try connection.commit()
         return result
     }
 
