@@ -137,9 +137,29 @@ extension AssetFields: Codable {
         member = try c.decodeIfPresent(String.self, forKey: .member)
         memberOrdinal = try c.decodeIfPresent(Int.self, forKey: .memberOrdinal) ?? 0
         tagText = Asset.tagText(try c.decode([String].self, forKey: .tags))
-        metadataJSON = Asset.metadataJSON(try c.decode([String: String].self, forKey: .metadata))
+        metadataJSON = Asset.metadataJSON(try Self.decodeMetadata(c))
         created = try c.decode(Date.self, forKey: .created)
         modified = try c.decode(Date.self, forKey: .modified)
+    }
+
+    /// The `metadata` object of `c`, its values checked in the order of their keys' bytes:
+    /// a value that is not a string is named the same way at every read. (A dictionary's
+    /// own decoding checks them in its hash order, which changes from one decode to the next.)
+    private static func decodeMetadata(_ c: KeyedDecodingContainer<AssetJSONKey>) throws -> [String: String] {
+        let object = try c.nestedContainer(keyedBy: MetadataKey.self, forKey: .metadata)
+        var metadata: [String: String] = [:]
+        for key in object.allKeys.sorted(by: { $0.stringValue.utf8.lexicographicallyPrecedes($1.stringValue.utf8) }) {
+            metadata[key.stringValue] = try object.decode(String.self, forKey: key)
+        }
+        return metadata
+    }
+
+    /// A key of the free-form metadata.
+    private struct MetadataKey: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
     }
 
     /// Writes the fields as the CLI's `--json` shows them: every field, `null` when absent

@@ -134,3 +134,32 @@ extension RecordsParserFuzzFindingsTests {
                 == "assetcat-records.json: cannot be read: entry 1 holds a control character outside a string")
     }
 }
+
+extension RecordsParserFuzzFindingsTests {
+    /// Found by fuzz-records: metadata with two values that are not strings (a number under
+    /// `key`, an object under `metadata`) was refused naming one or the other, as the
+    /// decoding's hash order fell (TestAssets/fuzz/records-metadata-two-wrong-values.json).
+    /// The values are checked in the order of their keys' bytes: the same one is named at
+    /// every read, whatever the pieces.
+    @Test(arguments: [1, 1 << 16])
+    func ofSeveralWrongMetadataValuesTheSameOneIsNamedAtEveryRead(piece: Int) throws {
+        let bytes = try [UInt8](
+            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-metadata-two-wrong-values.json"))))
+        let entry =
+            Self.head
+            + Array(
+                RecordsParserTests.line(1).replacingOccurrences(
+                    of: #""metadata":{"a":"1"}"#, with: #""metadata":{"z":5,"m":[1],"b":{},"c":true,"a":"1"}"#
+                ).utf8) + Array("]}".utf8)
+        for _ in 0..<20 {
+            #expect(
+                Self.failure(bytes, piece: piece)
+                    == "assetcat-records.json: cannot be read: entry 1 metadata.key: Expected to decode String but "
+                    + "found number instead.")
+            #expect(
+                Self.failure(entry, piece: piece)
+                    == "assetcat-records.json: cannot be read: entry 1 metadata.b: Expected to decode String but "
+                    + "found a dictionary instead.")
+        }
+    }
+}
