@@ -20,9 +20,14 @@ struct OutputOptions: ParsableArguments {
         if quiet && verbose { throw ValidationError("Give --quiet or --verbose, not both.") }
     }
 
-    /// Where the catalog logs: stderr at debug level with `--verbose`, nowhere otherwise.
+    /// Where the catalog logs, on stderr: its warnings and errors as `warning: …` lines (its
+    /// errors only with `--quiet`); with `--verbose`, everything down to debug, timestamped.
     var logger: Logger {
-        guard verbose else { return Logger(label: "AssetCatalog", factory: { _ in SwiftLogNoOpLogHandler() }) }
+        guard verbose else {
+            var logger = Logger(label: "AssetCatalog", factory: { _ in WarningLogHandler() })
+            logger.logLevel = quiet ? .error : .warning
+            return logger
+        }
         var logger = Logger(label: "AssetCatalog", factory: { StreamLogHandler.standardError(label: $0) })
         logger.logLevel = .debug
         return logger
@@ -35,6 +40,25 @@ struct OutputOptions: ParsableArguments {
         guard quiet else { return }
         Terminal.quiet.store(true, ordering: .relaxed)
         if reportOnly { Terminal.silenceStandardOutput() }
+    }
+}
+
+/// The catalog's warnings on stderr as a command's own are printed: `warning: MESSAGE`
+/// (`error:` for errors), one line each, its metadata after it as `key=value`.
+struct WarningLogHandler: LogHandler {
+    var logLevel: Logger.Level = .warning
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let details = all.sorted { $0.key < $1.key }.map { " \($0.key)=\($0.value)" }.joined()
+        let level = event.level >= .error ? "error" : "warning"
+        FileHandle.standardError.write(Data("\(level): \(event.message)\(details)\n".utf8))
     }
 }
 

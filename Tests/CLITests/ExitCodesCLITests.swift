@@ -180,3 +180,29 @@ import Testing
         #expect(quiet == "", "\(quiet)")
     }
 }
+
+extension ExitCodesCLITests {
+    /// A warning of the catalog's (here: a file it cannot remove, so its removal stays
+    /// pending) reaches stderr as a `warning:` line; `--quiet` drops it.
+    @Test func theCatalogsWarningsReachStderrUnlessQuiet() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let added = try await catalog.add([try t.file("a.txt", "a\n"), try t.file("b.txt", "b\n")])
+        catalog.close()
+        // Each object's path is a folder that is not empty: unlink(2) fails with EISDIR.
+        for record in added.added {
+            let object = t.root.appending(path: "objects/\(record.sha256.prefix(2))/\(record.sha256.dropFirst(2))")
+            try FileManager.default.removeItem(at: object)
+            try FileManager.default.createDirectory(at: object, withIntermediateDirectories: false)
+            #expect(FileManager.default.createFile(atPath: object.appending(path: "in-the-way").path, contents: nil))
+        }
+        let removed = try await t.run(["rm", "1"])
+        #expect(removed.status == 0)
+        let lines = removed.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(removed.stderr)")
+        #expect(lines.first?.hasPrefix("warning: removals stay pending until the next sweep: ") == true, "\(lines)")
+        let quietly = try await t.run(["rm", "2", "--quiet"])
+        #expect(quietly.status == 0)
+        #expect(quietly.stderr == "")
+    }
+}
