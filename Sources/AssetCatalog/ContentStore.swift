@@ -823,6 +823,8 @@ enum FaultPoint: String {
     case afterAddJournal = "after-add-journal"
     /// An add's batch has its content linked into objects/, its records not committed.
     case beforeAddCommit = "before-add-commit"
+    /// Where ``JobQueue/runUntilIdle(jobs:progress:)`` starts (an add's jobs, after its files).
+    case beforeRunningJobs = "before-running-jobs"
     /// An export has written a payload file into its bundle, not published yet.
     case afterExportPayload = "after-export-payload"
     /// An export has written its whole bundle, not published yet.

@@ -499,6 +499,37 @@ public final class JobQueue: JobProvider, Sendable {
         try records(.objectIDs([jobObjectID(id)])).first
     }
 
+    /// The jobs with these IDs (as ``AddResult/queuedJobIDs`` and
+    /// ``ImportResult/queuedJobIDs`` give them) in `state`, whichever process ran them: the
+    /// first `limit` in ID order, and how many there are in all. What an add reports of
+    /// its jobs after ``runUntilIdle(jobs:progress:)``, whose summary counts only those this
+    /// process ran.
+    public func list(
+        ids jobIDs: [ClosedRange<Int64>], state jobState: JobState, limit: Int
+    ) throws -> (first: [JobRecord], count: Int) {
+        guard let catalog else { throw Self.closed }
+        let ranges = Self.coalesced(jobIDs)
+        return try catalog.storeErrors {
+            try catalog.withContext { context in
+                var found: (first: [JobRecord], count: Int) = ([], 0)
+                for start in stride(from: 0, to: ranges.count, by: Self.rangesPerRun) {
+                    let window = ranges[start..<min(ranges.count, start + Self.rangesPerRun)]
+                    let predicate =
+                        window.dropFirst().reduce(Self.jobs(in: window.first!)) { $0 || Self.jobs(in: $1) }
+                        && \.state == jobState
+                    found.count += try context.count(for: FetchRequest<Job>(predicate: predicate))
+                    guard found.first.count < limit else { continue }
+                    found.first += try context.fetch(
+                        FetchRequest<Job>(
+                            predicate: predicate, sortBy: [.objectID(ascending: true)],
+                            limit: limit - found.first.count)
+                    ).map(JobRecord.init)
+                }
+                return found
+            }
+        }
+    }
+
     private func records(_ predicate: FetchPredicate<Job>) throws -> [JobRecord] {
         guard let catalog else { throw Self.closed }
         return try catalog.storeErrors {
@@ -578,7 +609,7 @@ public final class JobQueue: JobProvider, Sendable {
     /// is running (a worker that claimed them first), so that when it returns none of them is
     /// queued or running — unless it was interrupted, or they are held for a deletion still
     /// pending in this process. Their outcome is in the summary when this process ran them;
-    /// ``list(asset:state:)`` shows the others'. IDs of jobs that do not exist (pruned,
+    /// ``list(ids:state:limit:)`` shows every one's. IDs of jobs that do not exist (pruned,
     /// never queued) are ignored. Cancelling the calling task stops as
     /// ``runUntilIdle(progress:)`` does: running jobs are queued again.
     ///
@@ -589,6 +620,7 @@ public final class JobQueue: JobProvider, Sendable {
     public func runUntilIdle(
         jobs jobIDs: [ClosedRange<Int64>], progress: (@Sendable (JobRecord) -> Void)? = nil
     ) async throws -> JobRunSummary {
+        FaultPoint.reach(.beforeRunningJobs)
         // A predicate per window of ranges (one OR term per range), however many ranges.
         let ranges = Self.coalesced(jobIDs)
         var total = JobRunSummary()

@@ -11,16 +11,16 @@ struct QueuedJobs {
     let ids: [ClosedRange<Int64>]
     let count: Int
 
-    /// What running them did: the queue's summary, and the jobs that failed (the first
-    /// ``namedFailures`` of them, and how many more).
+    /// What running them did: the queue's summary, and the jobs that failed, whichever
+    /// process ran them (the first ``namedFailures`` of them, and how many in all).
     struct Outcome {
         /// The queue's summary; nil when there was nothing to run.
         var summary: JobRunSummary?
         var failed: [JobRecord] = []
-        var moreFailed = 0
+        var failedCount = 0
 
         var wasInterrupted: Bool { summary?.wasInterrupted ?? false }
-        var failedCount: Int { summary?.failed ?? 0 }
+        var moreFailed: Int { failedCount - failed.count }
     }
 
     /// Runs the jobs (call it inside ``Interrupt/run(_:)``: Ctrl-C stops them, and the ones
@@ -28,31 +28,22 @@ struct QueuedJobs {
     func run(in catalog: Catalog) async throws -> Outcome {
         guard count > 0 else { return Outcome() }
         let total = count
-        let tally = Tally()
+        let finished = Mutex(0)
         let summary = try await catalog.jobs.runUntilIdle(jobs: ids) { job in
             guard job.state == .succeeded || job.state == .failed || job.state == .cancelled else { return }
-            let finished = tally.state.withLock { t -> Int in
-                t.finished += 1
-                if job.state == .failed {
-                    if t.outcome.failed.count < Self.namedFailures {
-                        t.outcome.failed.append(job)
-                    } else {
-                        t.outcome.moreFailed += 1
-                    }
-                }
-                return t.finished
+            let done = finished.withLock {
+                $0 += 1
+                return $0
             }
-            Terminal.progress("jobs", done: min(finished, total), total: total)
+            Terminal.progress("jobs", done: min(done, total), total: total)
         }
         Terminal.endProgress()  // jobs another process ran, or an interruption, leave it short
-        var outcome = tally.state.withLock { $0.outcome }
-        outcome.summary = summary
+        var outcome = Outcome(summary: summary)
+        guard !summary.wasInterrupted else { return outcome }
+        // Those another process ran (a `jobs run --watch` worker) are this command's too.
+        (outcome.failed, outcome.failedCount) = try catalog.jobs.list(
+            ids: ids, state: .failed, limit: Self.namedFailures)
         return outcome
-    }
-
-    /// The jobs finished so far, and the outcome being gathered, as the queue reports them.
-    final class Tally: Sendable {
-        let state = Mutex((finished: 0, outcome: Outcome()))
     }
 
     /// Names each failed job on stderr, one a line, by job ID: its asset (ID and name), its

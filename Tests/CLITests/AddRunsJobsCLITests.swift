@@ -246,3 +246,24 @@ import Testing
         #expect(lines.last == "assetcat: and 2 more failed jobs; `assetcat jobs ls --state failed` lists them")
     }
 }
+
+extension AddRunsJobsCLITests {
+    /// A job of this add that another process ran (a worker that claimed it first) and that
+    /// failed is named as this add's own, and the add exits 1.
+    @Test func aFailedJobAnotherProcessRanIsNamedToo() async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        let broken = try t.file("broken.zip", "not really a zip")
+        let add = try await t.startPaused(["add", broken], at: "before-running-jobs")
+        let worker = try await t.run(["jobs", "run"])
+        #expect(worker.status == 1, "\(worker.stderr)")
+        add.resume()
+        let added = try await add.process.finish()
+        #expect(added.status == 1)
+        #expect(added.stdoutText == "added 1 file\n")
+        #expect(
+            added.stderrText
+                == "assetcat: asset 1 broken.zip: index-archive job 1 failed: Could not index the archive broken.zip: "
+                + "Unrecognized archive format (`assetcat jobs retry 1` runs it again)\n")
+    }
+}

@@ -128,6 +128,29 @@ import Testing
         #expect(try catalog.assets().contains { $0.member == "inner/doc.txt" } == !queueOnly)
     }
 
+    /// `import --json` of a bag from another tool whose archive cannot be indexed: the JSON on
+    /// stdout as ever, the failed job named on stderr, exit 1.
+    @Test func importJSONNamesAFailedJobOnStderrAndExitsOne() async throws {
+        let source = try TestCatalog()
+        #expect(try await source.run(["init", source.root.path]).status == 0)
+        #expect(try await source.run(["add", "--queue-only", try source.file("broken.zip", "not a zip")]).status == 0)
+        let bag = source.directory.appending(path: "foreign").path
+        #expect(try await source.run(["export", bag]).status == 0)
+        for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
+            try FileManager.default.removeItem(atPath: bag + "/" + tag)
+        }
+        let t = try TestCatalog()
+        #expect(try await t.run(["init", t.root.path]).status == 0)
+        let run = try await t.run(["import", bag, "--json"])
+        #expect(run.status == 1)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        #expect(json["importedCount"] as? Int == 1, "\(run.stdout)")
+        #expect(
+            run.stderr
+                == "assetcat: asset 1 broken.zip: index-archive job 1 failed: Could not index the archive broken.zip: "
+                + "Unrecognized archive format (`assetcat jobs retry 1` runs it again)\n")
+    }
+
     /// A thousand conflicts are noted one per line; beyond, one line says how many more.
     @Test func importNotesTheFirstThousandConflictsAndCountsTheRest() async throws {
         let count = 1_002
