@@ -98,6 +98,17 @@ import Testing
         #expect(try await t.run(["cat", "a.txt"]).stdout == "hello\n")
     }
 
+    /// `source` exported as a directory bag from another tool would make: ours without our
+    /// records (and their tag manifest); its path.
+    func foreignBag(from source: TestCatalog) async throws -> String {
+        let bag = source.directory.appending(path: "foreign").path
+        #expect(try await source.run(["export", bag]).status == 0)
+        for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
+            try FileManager.default.removeItem(atPath: bag + "/" + tag)
+        }
+        return bag
+    }
+
     /// A bag from another tool (here ours, without our records) has its images read and its
     /// archives indexed, as an add would: import runs those jobs before it returns (the
     /// archive's members are listed), or with `--queue-only` leaves them queued and says so.
@@ -110,11 +121,7 @@ import Testing
             "/usr/bin/bsdtar", ["-a", "-cf", zip, "-C", source.sources.appending(path: "pack").path, "inner/doc.txt"],
             stdout: .inherit, stderr: .inherit)
         #expect(try await source.run(["add", "--queue-only", zip]).status == 0)
-        let bag = source.directory.appending(path: "foreign").path
-        #expect(try await source.run(["export", bag]).status == 0)
-        for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
-            try FileManager.default.removeItem(atPath: bag + "/" + tag)
-        }
+        let bag = try await foreignBag(from: source)
         let t = try TestCatalog()
         #expect(try await t.run(["init", t.root.path]).status == 0)
         let run = try await t.run(["import", bag] + (queueOnly ? ["--queue-only"] : []))
@@ -134,11 +141,7 @@ import Testing
         let source = try TestCatalog()
         #expect(try await source.run(["init", source.root.path]).status == 0)
         #expect(try await source.run(["add", "--queue-only", try source.file("broken.zip", "not a zip")]).status == 0)
-        let bag = source.directory.appending(path: "foreign").path
-        #expect(try await source.run(["export", bag]).status == 0)
-        for tag in ["assetcat-records.json", "tagmanifest-sha256.txt"] {
-            try FileManager.default.removeItem(atPath: bag + "/" + tag)
-        }
+        let bag = try await foreignBag(from: source)
         let t = try TestCatalog()
         #expect(try await t.run(["init", t.root.path]).status == 0)
         let run = try await t.run(["import", bag, "--json"])
