@@ -202,12 +202,11 @@ public struct ExtractionGuard: Sendable {
         }
         if entry.kind == .symlink { try validateSymlink(entry, depth: components.count - 1) }
         if entry.kind == .hardlink { try validateHardlink(entry) }
-        if let print { seen.insert(entry.kind == .file ? print.regularFile : print) }
-        if entry.kind == .file {
-            if let size = entry.size, size > policy.maxTotalBytes - totalBytes {
-                throw sizeRefusal(entry)
-            }
+        if entry.kind == .file, let size = entry.size, size > policy.maxTotalBytes - totalBytes {
+            throw sizeRefusal(entry)
         }
+        // Remembered once admitted: a member refused is no hard link's target, nor a duplicate.
+        if let print { seen.insert(entry.kind == .file ? print.regularFile : print) }
         return ExtractionPath(components: components)
     }
 

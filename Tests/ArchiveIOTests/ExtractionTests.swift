@@ -222,6 +222,25 @@ import Testing
         #expect(toLink?.code == .hardlinkTargetMissing)  // a hard link is not a regular file admitted
     }
 
+    /// Found by fuzz-extraction-guard: a file refused for its size was remembered as
+    /// admitted, and a later hard link to it was admitted (a caller that skips a refused
+    /// member and reads on would have linked to nothing it extracted). Only members admitted
+    /// are remembered.
+    @Test func aMemberRefusedIsNoHardLinksTargetNorADuplicate() throws {
+        var policy = ExtractionPolicy(allowedKinds: [.files, .hardlinks])
+        policy.maxTotalBytes = 100
+        var checker = ExtractionGuard(policy: policy, archivePath: "a.tar")
+        let large = ArchiveEntry(path: "de", kind: .file, size: 4_064)
+        let tooLarge = #expect(throws: ArchiveError.self) { try checker.admit(large) }
+        #expect(tooLarge?.code == .sizeLimitExceeded)
+        var link = ArchiveEntry(path: "link", kind: .hardlink)
+        link.linkTarget = "de"
+        let refused = #expect(throws: ArchiveError.self) { try checker.admit(link) }
+        #expect(refused?.code == .hardlinkTargetMissing)
+        #expect(try checker.admit(ArchiveEntry(path: "de", kind: .file, size: 10))?.components == ["de"])
+        #expect(try checker.admit(link)?.components == ["link"])
+    }
+
     /// A guard made with `remembersPaths: false` keeps nothing per member: it leaves
     /// duplicates and hard-link targets to its caller, who refuses them with the errors a
     /// remembering guard throws — the same codes, the same messages.
