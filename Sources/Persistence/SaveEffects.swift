@@ -26,8 +26,13 @@
 ///   effects are accepted and discarded (``commitsToStore`` is `false`). The
 ///   parent's own save calls `willSave` again and registers them for real.
 /// - ``beforeCommit(_:)`` work runs inside the transaction, after its
-///   writes and before `COMMIT`, holding the store's write lock: a check
-///   there cannot race with another writer. Throwing aborts the save.
+///   writes and before `COMMIT`. Throwing aborts the save. On SQLite the
+///   transaction holds the store's one write lock: no other writer (context,
+///   container or process) commits in between, so a check there cannot race
+///   with another writer. On PostgreSQL it does not: transactions are `READ
+///   COMMITTED` and other writers (hosts) commit meanwhile; each statement of
+///   a check sees what they had committed when it started, never their
+///   uncommitted rows.
 /// - ``onFailure(_:)`` work runs when the save throws after `willSave` ran
 ///   (validation, constraint, conflict, I/O): use it to undo what a hook did
 ///   in memory. The context still has its unsaved changes.
@@ -117,10 +122,14 @@ public final class SaveEffects {
     }
 
     /// Runs `check` inside the save's transaction, after all its writes and
-    /// before `COMMIT`, while the store's write lock is held (no other
-    /// process or context can commit in between). `check` can read the
-    /// transaction's state through the reader. Throwing aborts the save:
-    /// nothing is written. Not run for a child context's save.
+    /// before `COMMIT`. `check` can read the transaction's state through the
+    /// reader. Throwing aborts the save: nothing is written. Not run for a
+    /// child context's save.
+    ///
+    /// On SQLite the store's write lock is held (no other process or context
+    /// can commit in between). On PostgreSQL other writers commit meanwhile:
+    /// a count sees their commits up to its own start, not their work in
+    /// progress.
     public func beforeCommit(_ check: @escaping (TransactionReader) throws -> Void) {
         if commitsToStore { beforeCommitWork.append(check) }
     }
@@ -176,7 +185,8 @@ public final class SaveEffects {
 }
 
 /// Read access to a save's own transaction, for ``SaveEffects/beforeCommit(_:)``.
-/// It sees the save's writes and the latest committed state of the store.
+/// It sees the save's writes and the latest committed state of the store (on
+/// PostgreSQL, as of the start of each of its statements).
 public struct TransactionReader {
     let countRows: (StoreFetch) throws -> Int
 
