@@ -231,17 +231,24 @@ public final class SaveEffects {
     }
 }
 
+/// How ``TransactionReader/count(for:lockingRows:)`` locks the rows it counts.
+public enum RowLock: Sendable {
+    /// A row is kept from being deleted by another transaction (on PostgreSQL,
+    /// `FOR KEY SHARE`); changes of its values are not held off.
+    case keyShare
+}
+
 /// Read access to a save's own transaction, for ``SaveEffects/beforeCommit(_:)``.
 /// It sees the save's writes and the latest committed state of the store (on
 /// PostgreSQL, as of the start of each of its statements).
 public struct TransactionReader {
-    let countRows: (StoreFetch) throws -> Int
+    let countRows: (StoreFetch, RowLock?) throws -> Int
     let takeLock: (_ name: String, _ shared: Bool) throws -> Void
 
-    /// A reader that counts rows with `countRows` and takes named locks with `lock`, inside
-    /// a store's transaction.
+    /// A reader that counts rows with `countRows` (locking them as asked) and takes named
+    /// locks with `lock`, inside a store's transaction.
     package init(
-        countRows: @escaping (StoreFetch) throws -> Int,
+        countRows: @escaping (StoreFetch, _ locking: RowLock?) throws -> Int,
         lock: @escaping (_ name: String, _ shared: Bool) throws -> Void
     ) {
         self.countRows = countRows
@@ -251,7 +258,23 @@ public struct TransactionReader {
     /// How many rows match `request` in the transaction (pending changes of
     /// contexts do not count: only what the transaction has written).
     public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
-        try countRows(request.storeFetch)
+        try countRows(request.storeFetch, nil)
+    }
+
+    /// How many rows match `request` in the transaction, as ``count(for:)`` counts them,
+    /// each row counted locked with `lock` until the transaction ends: a check that rows
+    /// exist which another transaction's deletion cannot make wrong before this one
+    /// commits.
+    ///
+    /// On PostgreSQL (`FOR KEY SHARE`): a matching row that another transaction is
+    /// deleting when the count runs is waited for, until that transaction ends, and
+    /// counted only if it is still there then; a counted row's deletion by another
+    /// transaction waits until this one ends. Changes of a row's values are neither waited
+    /// for nor held off, and rows other transactions insert are counted only once
+    /// committed. On SQLite it is ``count(for:)``: the transaction holds the store's one
+    /// write lock, so no other transaction deletes a row before it ends.
+    public func count<T: ManagedObject>(for request: FetchRequest<T>, lockingRows lock: RowLock) throws -> Int {
+        try countRows(request.storeFetch, lock)
     }
 
     /// Takes the lock named `name` now, and holds it until the transaction ends (commit or

@@ -428,8 +428,15 @@ final class PostgreSQLStore: PersistentStore {
         try mapErrors(nil) { try count(reader, fetch) }
     }
 
-    private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch) throws -> Int {
-        let (inner, arguments) = select("1", fetch)
+    /// How many rows `fetch` matches; with `locking`, each row counted is locked so until
+    /// the transaction ends (`FOR KEY SHARE`: a row being deleted is waited for, and not
+    /// counted if it goes).
+    private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
+        var (inner, arguments) = select("1", fetch)
+        switch locking {
+        case .keyShare?: inner += " FOR KEY SHARE"
+        case nil: break
+        }
         let rows = try connection.run("SELECT COUNT(*) FROM (\(inner)) AS \"_counted\"", arguments).rows
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
@@ -569,7 +576,7 @@ final class PostgreSQLStore: PersistentStore {
         try mapErrors(nil) { try rules.insertEffectRows(refusingLinksInto: deleted) }
         if !effects.beforeCommitWork.isEmpty {
             let reader = TransactionReader(
-                countRows: { fetch in try self.count(self.writer, fetch) },
+                countRows: { fetch, locking in try self.count(self.writer, fetch, locking: locking) },
                 lock: { name, shared in try self.takeNamedLock(name, shared: shared, on: self.writer) })
             for work in effects.beforeCommitWork { try work(reader) }
         }

@@ -242,6 +242,103 @@ import Testing
     }
 }
 
+/// Counts that lock the rows they count (``TransactionReader/count(for:lockingRows:)``):
+/// a save parked in its `beforeCommit` on one container, the other save on another.
+@Suite struct LockingCountTests {
+    /// A locking count waits for a save that is deleting a row it would count (parked
+    /// before its commit): once the deletion commits, the row is not counted; once it is
+    /// rolled back, it is (and locked).
+    @Test(arguments: StoreKind.allCases, [true, false]) func aLockingCountWaitsForADeletionInProgress(
+        _ kind: StoreKind, deletionCommits: Bool
+    ) async throws {
+        let store = try TestStore(kind)
+        let seed = store.context("seed")
+        let note = Note(context: seed)
+        note.title = "counted"
+        try seed.save()
+        let other = try store.reopen()
+        defer { other.close() }
+        let gate = Gate()
+        defer { gate.open() }
+        let a = store.context("a")
+        a.delete(try a.existingObject(with: note.objectID, as: Note.self))
+        Checked(context: a).label = "a"
+        a.userInfo["beforeCommit"] = { (_: TransactionReader) in
+            try gate.park()
+            if !deletionCommits { throw ValidationMessage("the deletion is rolled back") }
+        }
+        let b = other.newBackgroundContext(name: "b")
+        let seen = HookLog()
+        b.userInfo["beforeCommit"] = { (reader: TransactionReader) in
+            let request = FetchRequest<Note>(predicate: \.title == "counted")
+            seen.record("\(try reader.count(for: request, lockingRows: .keyShare))")
+        }
+        Checked(context: b).label = "b"
+
+        let savingA = Saving(a)
+        #expect(try await eventually { gate.isParked })
+        let observer = try LockObserver(kind, store)
+        defer { observer?.close() }
+        let savingB = Saving(b)
+        if let observer {  // B is queued on the row A is deleting
+            #expect(try await eventually { try observer.rowWaiters(Note.self) == 1 })
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!savingB.isDone)
+        gate.open()
+        if deletionCommits {
+            try await savingA.result()
+        } else {
+            await #expect(throws: PersistenceError.self) { try await savingA.result() }
+        }
+        try await savingB.result()
+        #expect(seen.events == [deletionCommits ? "0" : "1"])
+        #expect(try store.stored(FetchRequest<Note>()).count == (deletionCommits ? 0 : 1))
+    }
+
+    /// A row counted with a lock cannot be deleted before the counting save ends: the
+    /// deleting save waits, and deletes the row once the count's save has committed.
+    @Test(arguments: StoreKind.allCases) func aCountedRowsDeletionWaitsForTheCountingSave(_ kind: StoreKind)
+        async throws
+    {
+        let store = try TestStore(kind)
+        let seed = store.context("seed")
+        let note = Note(context: seed)
+        note.title = "counted"
+        try seed.save()
+        let other = try store.reopen()
+        defer { other.close() }
+        let gate = Gate()
+        defer { gate.open() }
+        let b = other.newBackgroundContext(name: "b")
+        let seen = HookLog()
+        b.userInfo["beforeCommit"] = { (reader: TransactionReader) in
+            let request = FetchRequest<Note>(predicate: \.title == "counted")
+            seen.record("\(try reader.count(for: request, lockingRows: .keyShare))")
+            try gate.park()
+        }
+        Checked(context: b).label = "b"
+        let a = store.context("a")
+        a.delete(try a.existingObject(with: note.objectID, as: Note.self))
+
+        let savingB = Saving(b)
+        #expect(try await eventually { gate.isParked })
+        let observer = try LockObserver(kind, store)
+        defer { observer?.close() }
+        let savingA = Saving(a)
+        if let observer {  // A's deletion is queued on the row B counted
+            #expect(try await eventually { try observer.rowWaiters(Note.self) == 1 })
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!savingA.isDone)
+        gate.open()
+        try await savingB.result()
+        try await savingA.result()
+        #expect(seen.events == ["1"])
+        #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    }
+}
+
 /// A save run on a thread of its own, since it may wait for a lock; awaited without
 /// blocking the concurrency pool.
 private final class Saving: @unchecked Sendable {
@@ -315,13 +412,25 @@ private func eventually(_ condition: () throws -> Bool) async throws -> Bool {
 /// own; `nil` on SQLite, which has no such locks to show.
 private struct LockObserver {
     let connection: PostgreSQLConnection
+    let schema: String
     let space: String
 
     init?(_ kind: StoreKind, _ store: TestStore) throws {
         guard kind == .postgresql else { return nil }
         let location = try PostgreSQLLocation(store.storeURL)
         connection = try PostgreSQLConnection(location, logger: Logger(label: "lock-observer"))
-        space = "persistence-lock:" + location.schema
+        schema = location.schema
+        space = "persistence-lock:" + schema
+    }
+
+    /// How many transactions are queued on a row of `entity`'s table that another one
+    /// holds: each holds the row's tuple lock while it waits (the one that holds the row
+    /// does not).
+    func rowWaiters(_ entity: ManagedObject.Type) throws -> Int64 {
+        let table = "\"\(schema)\".\"\(entity.entityName)\""
+        return try connection.run(
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'tuple' AND relation = to_regclass($1)", [.text(table)]
+        ).rows.first?.decode(Int64.self) ?? -1
     }
 
     /// The advisory locks of the name `name` held or asked for, as "MODE granted" or "MODE
