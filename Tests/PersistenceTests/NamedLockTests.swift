@@ -18,8 +18,8 @@ import Testing
     @Test(arguments: StoreKind.allCases) func anExclusiveLockWaitsForTheSharedHolderThenSeesItsRows(
         _ kind: StoreKind
     ) async throws {
-        let store = try TestStore(kind)
-        let other = try store.reopen()
+        let store = try TestStore(kind, options: .patient)
+        let other = try store.reopen(options: .patient)
         defer { other.close() }
         let gate = Gate()
         defer { gate.open() }
@@ -68,8 +68,8 @@ import Testing
     /// what holds instead is the store's one write lock: the second save waits for the
     /// first's transaction to end, shared lock or not.
     @Test(arguments: StoreKind.allCases) func twoSharedHolders(_ kind: StoreKind) async throws {
-        let store = try TestStore(kind)
-        let other = try store.reopen()
+        let store = try TestStore(kind, options: .patient)
+        let other = try store.reopen(options: .patient)
         defer { other.close() }
         let gate = Gate()
         defer { gate.open() }
@@ -108,8 +108,8 @@ import Testing
     /// on, and sees nothing of the failed one. Here the first takes the lock exclusive
     /// first; the second asks for it shared inside its transaction.
     @Test(arguments: StoreKind.allCases) func aFailedSaveReleasesItsLock(_ kind: StoreKind) async throws {
-        let store = try TestStore(kind)
-        let other = try store.reopen()
+        let store = try TestStore(kind, options: .patient)
+        let other = try store.reopen(options: .patient)
         defer { other.close() }
         let gate = Gate()
         defer { gate.open() }
@@ -161,8 +161,8 @@ import Testing
     @Test(arguments: StoreKind.allCases) func locksTakenFirstAreTakenInTheOrderOfTheirNames(_ kind: StoreKind)
         async throws
     {
-        let store = try TestStore(kind)
-        let other = try store.reopen()
+        let store = try TestStore(kind, options: .patient)
+        let other = try store.reopen(options: .patient)
         defer { other.close() }
         let gate = Gate()
         defer { gate.open() }
@@ -251,12 +251,12 @@ import Testing
     @Test(arguments: StoreKind.allCases, [true, false]) func aLockingCountWaitsForADeletionInProgress(
         _ kind: StoreKind, deletionCommits: Bool
     ) async throws {
-        let store = try TestStore(kind)
+        let store = try TestStore(kind, options: .patient)
         let seed = store.context("seed")
         let note = Note(context: seed)
         note.title = "counted"
         try seed.save()
-        let other = try store.reopen()
+        let other = try store.reopen(options: .patient)
         defer { other.close() }
         let gate = Gate()
         defer { gate.open() }
@@ -301,12 +301,12 @@ import Testing
     @Test(arguments: StoreKind.allCases) func aCountedRowsDeletionWaitsForTheCountingSave(_ kind: StoreKind)
         async throws
     {
-        let store = try TestStore(kind)
+        let store = try TestStore(kind, options: .patient)
         let seed = store.context("seed")
         let note = Note(context: seed)
         note.title = "counted"
         try seed.save()
-        let other = try store.reopen()
+        let other = try store.reopen(options: .patient)
         defer { other.close() }
         let gate = Gate()
         defer { gate.open() }
@@ -336,6 +336,16 @@ import Testing
         try await savingA.result()
         #expect(seen.events == ["1"])
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
+    }
+}
+
+extension PersistentContainer.Options {
+    /// Options whose SQLite busy timeout outlasts a save parked in these tests: the test
+    /// that opens the gate may itself wait long for a thread of the shared pool.
+    static var patient: Self {
+        var options = Self()
+        options.busyTimeout = 300
+        return options
     }
 }
 
