@@ -121,6 +121,8 @@ let package = Package(
             dependencies: [
                 "AssetCatalog", "AssetCatalogTestSupport", "Persistence", "ArchiveIO", "Locking", "TestScratch",
                 "assetcat",
+                // To run the catalog's migrations on a PostgreSQL store.
+                "PersistencePostgreSQL",
             ]
         ),
         .testTarget(

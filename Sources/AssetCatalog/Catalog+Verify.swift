@@ -36,9 +36,8 @@ public struct VerifyReport: Sendable, Codable {
     /// is not counted, nor content whose removal is pending.
     public var unreferencedObjects: Int = 0
 
-    /// What SQLite's full check of the catalog's store (`catalog.sqlite`) found, one finding
-    /// a line, by a verify of the whole catalog (``Catalog/verifyStore()``); empty when the
-    /// store is sound. When the damage keeps the assets from being read, `checked` is 0.
+    /// What the full check of the catalog's store found, one finding a line, by a verify of
+    /// the whole catalog (``Catalog/verifyStore()``); empty when the store is sound. When the damage keeps the assets from being read, `checked` is 0.
     public var storeProblems: [String] = []
 
     /// The catalog's statistics (``Catalog/stats()``) that did not match its assets, one line
@@ -161,10 +160,13 @@ extension Catalog {
         }
     }
 
-    /// Runs SQLite's full integrity check over the catalog's store (`catalog.sqlite`): every
-    /// page, every index against its table. Returns what it found, one finding a line; empty
-    /// when the store is sound. Linear in the store's size — opening a catalog does not do
-    /// it. Changes nothing, moves nothing; works on a catalog opened read-only.
+    /// Runs the full integrity check of the catalog's store (`PersistentContainer`'s
+    /// `checkIntegrity()`): on SQLite (`catalog.sqlite`), every page and every index against
+    /// its table; on PostgreSQL, whose server keeps its own pages, that the store is the one
+    /// this version makes (migrations, tables, columns, links, IDs). Returns what it found,
+    /// one finding a line; empty when the store is sound. Linear in the store's size —
+    /// opening a catalog does not do it. Changes nothing, moves nothing; works on a catalog
+    /// opened read-only.
     public func verifyStore() throws -> [String] {
         try storeErrors { try container.checkIntegrity() }
     }

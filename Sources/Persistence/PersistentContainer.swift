@@ -272,11 +272,13 @@ public final class PersistentContainer: Sendable {
         return target
     }
 
-    /// Runs SQLite's full integrity check (`PRAGMA integrity_check`) over the whole store —
-    /// every page, every index against its table — and returns what it found, one finding a
-    /// line; empty when the store is sound. Linear in the store's size: it is what an open
-    /// no longer does (``Options/checksIntegrityOnOpen``). Changes and moves nothing; works
-    /// on a read-only store too.
+    /// Runs the store's full integrity check and returns what it found, one finding a line;
+    /// empty when the store is sound. On SQLite it is `PRAGMA integrity_check` over the whole
+    /// store — every page, every index against its table. On PostgreSQL, whose server keeps
+    /// its own pages, it checks that the store is the one this version makes (see
+    /// `PersistencePostgreSQL`'s `PersistentContainer.open(url:schema:options:)`). Linear in
+    /// the store's size: it is what an open no longer does (``Options/checksIntegrityOnOpen``).
+    /// Changes and moves nothing; works on a read-only store too.
     ///
     /// - Throws: ``PersistenceError`` with code `io` when the store cannot be read at all
     ///   (busy, closed, permissions); damage is reported, not thrown.

@@ -870,7 +870,11 @@ final class SQLiteStore: PersistentStore {
 
     private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {
         guard !effects.beforeCommitWork.isEmpty else { return }
-        let reader = TransactionReader { fetch in try self.count(db, fetch) }
+        // A named lock is held already: this write transaction (`BEGIN IMMEDIATE`) holds the
+        // store's one write lock, which excludes every other writer until it ends. So are the
+        // locks of `SaveEffects.lockFirst`, which this store therefore does not read, and the
+        // rows a count locks: no other writer can delete them before the commit.
+        let reader = TransactionReader(countRows: { fetch, _ in try self.count(db, fetch) }, lock: { _, _ in })
         for work in effects.beforeCommitWork { try work(reader) }
     }
 

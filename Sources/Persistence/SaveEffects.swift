@@ -26,8 +26,14 @@
 ///   effects are accepted and discarded (``commitsToStore`` is `false`). The
 ///   parent's own save calls `willSave` again and registers them for real.
 /// - ``beforeCommit(_:)`` work runs inside the transaction, after its
-///   writes and before `COMMIT`, holding the store's write lock: a check
-///   there cannot race with another writer. Throwing aborts the save.
+///   writes and before `COMMIT`. Throwing aborts the save. On SQLite the
+///   transaction holds the store's one write lock: no other writer (context,
+///   container or process) commits in between, so a check there cannot race
+///   with another writer. On PostgreSQL it does not: transactions are `READ
+///   COMMITTED` and other writers (hosts) commit meanwhile; each statement of
+///   a check sees what they had committed when it started, never their
+///   uncommitted rows. Saves that must not interleave take a named lock:
+///   ``lockFirst(_:shared:)`` or ``TransactionReader/lock(_:shared:)``.
 /// - ``onFailure(_:)`` work runs when the save throws after `willSave` ran
 ///   (validation, constraint, conflict, I/O): use it to undo what a hook did
 ///   in memory. The context still has its unsaved changes.
@@ -51,6 +57,9 @@ public final class SaveEffects {
     var rowDeletions: [RowChanges.Deletion] = []
     /// Whether the save's changes went to the store: ``delete(_:)`` is too late.
     var deletionsTaken = false
+    /// The named locks the save takes first in its transaction (``lockFirst(_:shared:)``):
+    /// whether each is shared, by name.
+    private var firstLocks: [String: Bool] = [:]
     var beforeTransactionWork: [() throws -> Void] = []
     package var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
@@ -116,11 +125,58 @@ public final class SaveEffects {
         if commitsToStore { beforeTransactionWork.append(work) }
     }
 
+    /// Takes the lock named `name` first thing in the save's transaction — right after it
+    /// begins, before the save writes or reads anything there — and holds it until the
+    /// transaction ends (commit or rollback). Call it from `willSave` or
+    /// ``beforeTransaction(_:)``; inside the transaction (a batch-delete or insert-rows hook,
+    /// a ``beforeCommit(_:)`` check) take the lock with ``TransactionReader/lock(_:shared:)``.
+    /// Does nothing for a child context's save, or a save that writes nothing.
+    ///
+    /// A named lock means what its users agree on; the store only keeps the rule: holders
+    /// of a `shared` lock exclude holders of the exclusive one (`shared: false`) and not each
+    /// other, an exclusive holder excludes every other holder, in every container and
+    /// process on the store. A save that has to wait waits until the holder's
+    /// transaction ends; once it has the lock, it sees what the holder committed. Asked for
+    /// more than once in a save, a name is taken once, exclusive if any asked so; several
+    /// names are taken in the order of their names, so two saves that take the same names
+    /// first cannot deadlock on them.
+    ///
+    /// - PostgreSQL: a transaction-scoped advisory lock (`pg_advisory_xact_lock`, or
+    ///   `pg_advisory_xact_lock_shared`), keyed by the store's schema and the name. Its wait
+    ///   has no limit; a deadlock with other locks is found by the server, and fails one
+    ///   of the saves.
+    /// - SQLite: nothing more is taken. The save's transaction holds the store's one write
+    ///   lock from its start, which excludes every other writer: a named lock, shared or
+    ///   not, is held already — and two holders of a shared lock run one after the other.
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` when called inside the transaction, or
+    ///   with an empty name.
+    public func lockFirst(_ name: String, shared: Bool) throws {
+        guard !deletionsTaken else {
+            throw PersistenceError(
+                .misuse,
+                "SaveEffects.lockFirst(\"\(name)\") was called inside the transaction; call it from willSave, or "
+                    + "take the lock with TransactionReader.lock(_:shared:)")
+        }
+        try TransactionReader.requireLockName(name)
+        guard commitsToStore else { return }
+        firstLocks[name] = (firstLocks[name] ?? true) && shared
+    }
+
+    /// The locks of ``lockFirst(_:shared:)``, in the order a store takes them (by name).
+    package var locksToTakeFirst: [(name: String, shared: Bool)] {
+        firstLocks.sorted { $0.key < $1.key }.map { (name: $0.key, shared: $0.value) }
+    }
+
     /// Runs `check` inside the save's transaction, after all its writes and
-    /// before `COMMIT`, while the store's write lock is held (no other
-    /// process or context can commit in between). `check` can read the
-    /// transaction's state through the reader. Throwing aborts the save:
-    /// nothing is written. Not run for a child context's save.
+    /// before `COMMIT`. `check` can read the transaction's state through the
+    /// reader. Throwing aborts the save: nothing is written. Not run for a
+    /// child context's save.
+    ///
+    /// On SQLite the store's write lock is held (no other process or context
+    /// can commit in between). On PostgreSQL other writers commit meanwhile:
+    /// a count sees their commits up to its own start, not their work in
+    /// progress.
     public func beforeCommit(_ check: @escaping (TransactionReader) throws -> Void) {
         if commitsToStore { beforeCommitWork.append(check) }
     }
@@ -175,17 +231,71 @@ public final class SaveEffects {
     }
 }
 
-/// Read access to a save's own transaction, for ``SaveEffects/beforeCommit(_:)``.
-/// It sees the save's writes and the latest committed state of the store.
-public struct TransactionReader {
-    let countRows: (StoreFetch) throws -> Int
+/// How ``TransactionReader/count(for:lockingRows:)`` locks the rows it counts.
+public enum RowLock: Sendable {
+    /// A row is kept from being deleted by another transaction (on PostgreSQL,
+    /// `FOR KEY SHARE`); changes of its values are not held off.
+    case keyShare
+}
 
-    /// A reader that counts rows with `countRows`, inside a store's transaction.
-    package init(countRows: @escaping (StoreFetch) throws -> Int) { self.countRows = countRows }
+/// Read access to a save's own transaction, for ``SaveEffects/beforeCommit(_:)``.
+/// It sees the save's writes and the latest committed state of the store (on
+/// PostgreSQL, as of the start of each of its statements).
+public struct TransactionReader {
+    let countRows: (StoreFetch, RowLock?) throws -> Int
+    let takeLock: (_ name: String, _ shared: Bool) throws -> Void
+
+    /// A reader that counts rows with `countRows` (locking them as asked) and takes named
+    /// locks with `lock`, inside a store's transaction.
+    package init(
+        countRows: @escaping (StoreFetch, _ locking: RowLock?) throws -> Int,
+        lock: @escaping (_ name: String, _ shared: Bool) throws -> Void
+    ) {
+        self.countRows = countRows
+        takeLock = lock
+    }
 
     /// How many rows match `request` in the transaction (pending changes of
     /// contexts do not count: only what the transaction has written).
     public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
-        try countRows(request.storeFetch)
+        try countRows(request.storeFetch, nil)
+    }
+
+    /// How many rows match `request` in the transaction, as ``count(for:)`` counts them,
+    /// each row counted locked with `lock` until the transaction ends: a check that rows
+    /// exist which another transaction's deletion cannot make wrong before this one
+    /// commits.
+    ///
+    /// On PostgreSQL (`FOR KEY SHARE`): a matching row that another transaction is
+    /// deleting when the count runs is waited for, until that transaction ends, and
+    /// counted only if it is still there then; a counted row's deletion by another
+    /// transaction waits until this one ends. Changes of a row's values are neither waited
+    /// for nor held off, and rows other transactions insert are counted only once
+    /// committed. On SQLite it is ``count(for:)``: the transaction holds the store's one
+    /// write lock, so no other transaction deletes a row before it ends.
+    public func count<T: ManagedObject>(for request: FetchRequest<T>, lockingRows lock: RowLock) throws -> Int {
+        try countRows(request.storeFetch, lock)
+    }
+
+    /// Takes the lock named `name` now, and holds it until the transaction ends (commit or
+    /// rollback): the named lock of ``SaveEffects/lockFirst(_:shared:)`` (see there for
+    /// what `shared` means and what each store does), taken at this point of the
+    /// transaction rather than first. Returns once it is held. A count after it sees
+    /// what the lock's last holder committed.
+    ///
+    /// Taking locks inside the transaction, after its writes, risks a deadlock with a
+    /// save that took them first and then waits for those rows: take them in one order
+    /// everywhere. Ask for the strongest mode first: a shared holder that asks again for the
+    /// exclusive lock waits for the other shared holders.
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` for an empty name; what the store throws
+    ///   when the lock cannot be taken (a deadlock found by the server, a lost connection).
+    public func lock(_ name: String, shared: Bool) throws {
+        try Self.requireLockName(name)
+        try takeLock(name, shared)
+    }
+
+    static func requireLockName(_ name: String) throws {
+        guard !name.isEmpty else { throw PersistenceError(.misuse, "A named lock needs a name: the name is empty") }
     }
 }

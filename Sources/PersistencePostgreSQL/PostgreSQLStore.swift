@@ -29,11 +29,13 @@ extension PersistentContainer {
     ///
     /// Where PostgreSQL behaves differently from SQLite: transactions are `READ COMMITTED`
     /// and several hosts write at once (a `beforeCommit` check does not hold other writers
-    /// off, as SQLite's one writer does); text cannot hold a NUL character (a save of one
-    /// fails). A connection the server closes (a restart, an administrator, the network) is
-    /// made again by the next save or fetch; the save it was lost under throws, and nothing
-    /// of it was committed — but for a loss while the server was committing, which the
-    /// error says may or may not have committed.
+    /// off, as SQLite's one writer does: saves that must not interleave take a named lock,
+    /// `SaveEffects.lockFirst(_:shared:)` or `TransactionReader.lock(_:shared:)`, an advisory
+    /// lock here); text cannot hold a NUL character (a save of one fails). A connection the
+    /// server closes (a restart, an administrator, the network) is made again by the next
+    /// save or fetch; the save it was lost under throws, and nothing of it was committed —
+    /// but for a loss while the server was committing, which the error says may or may not
+    /// have committed.
     ///
     /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -426,8 +428,15 @@ final class PostgreSQLStore: PersistentStore {
         try mapErrors(nil) { try count(reader, fetch) }
     }
 
-    private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch) throws -> Int {
-        let (inner, arguments) = select("1", fetch)
+    /// How many rows `fetch` matches; with `locking`, each row counted is locked so until
+    /// the transaction ends (`FOR KEY SHARE`: a row being deleted is waited for, and not
+    /// counted if it goes).
+    private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
+        var (inner, arguments) = select("1", fetch)
+        switch locking {
+        case .keyShare?: inner += " FOR KEY SHARE"
+        case nil: break
+        }
         let rows = try connection.run("SELECT COUNT(*) FROM (\(inner)) AS \"_counted\"", arguments).rows
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
@@ -501,6 +510,7 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
+        for lock in effects.locksToTakeFirst { try takeNamedLock(lock.name, shared: lock.shared, on: writer) }
         let rules = DeleteRules(
             schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects)
         var versions: [ManagedObjectID: Int64] = [:]
@@ -565,7 +575,9 @@ final class PostgreSQLStore: PersistentStore {
         }
         try mapErrors(nil) { try rules.insertEffectRows(refusingLinksInto: deleted) }
         if !effects.beforeCommitWork.isEmpty {
-            let reader = TransactionReader { fetch in try self.count(self.writer, fetch) }
+            let reader = TransactionReader(
+                countRows: { fetch, locking in try self.count(self.writer, fetch, locking: locking) },
+                lock: { name, shared in try self.takeNamedLock(name, shared: shared, on: self.writer) })
             for work in effects.beforeCommitWork { try work(reader) }
         }
         try writer.run(

@@ -352,7 +352,7 @@ extension AssetCat {
         /// The first reference as ArgumentParser parsed it; the rest are ``BulkArguments/rest()``.
         @Argument(help: "Asset IDs or names (default: all).") var assets: [String] = []
         @Flag(help: "Print JSON.") var json = false
-        @Flag(help: "Check only the catalog's store file (SQLite's full integrity check), not the content.")
+        @Flag(help: "Check only the catalog's store (its full integrity check), not the content.")
         var storeOnly = false
 
         func run(_ catalog: Catalog) async throws {
