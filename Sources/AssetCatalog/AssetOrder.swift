@@ -48,6 +48,20 @@ public enum AssetOrder: String, CaseIterable, Sendable, Hashable {
         case .added: return \.created >= last.created && (\.created > last.created || id)
         }
     }
+
+    /// For an order with an index: the assets after `last` with `last`'s key (read by ID:
+    /// the index keeps a key's entries in ID order), and those with a greater key — two
+    /// ranges of the index, so that a page costs O(page + log n) even inside a long run of
+    /// one key (every asset of a batch has one `created` date). `nil` for ``id`` and
+    /// ``size``.
+    func indexedRanges(after last: AssetRecord) -> (sameKey: FetchPredicate<Asset>, greaterKey: FetchPredicate<Asset>)? {
+        let id = FetchPredicate<Asset>.objectIDs(after: last.id.rawValue)
+        switch self {
+        case .id, .size: return nil
+        case .name: return (\.name == last.name && id, \.name > last.name)
+        case .added: return (\.created == last.created && id, \.created > last.created)
+        }
+    }
 }
 
 /// An asset as a listing shows it: its record and, for an archive member, the name of its
@@ -151,18 +165,27 @@ extension Catalog {
                 return
             }
         }
+        func fetch(_ predicate: FetchPredicate<Asset>, _ sort: Persistence.SortDescriptor<Asset>, _ limit: Int) throws
+            -> [AssetRecord]
+        {
+            try storeErrors {
+                try withContext { context in
+                    let request = FetchRequest<Asset>(predicate: query.predicate && predicate, sortBy: [sort], limit: limit)
+                    return try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))
+                }
+            }
+        }
         var last: AssetRecord?
         while true {
-            let predicate = last.map { query.predicate && order.after($0) } ?? query.predicate
-            let page =
-                order == .id
-                ? try assetPage(query, after: last?.id.rawValue ?? 0, limit: pageSize)
-                : try storeErrors {
-                    try withContext { context in
-                        let request = FetchRequest<Asset>(predicate: predicate, sortBy: [order.sort], limit: pageSize)
-                        return try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))
-                    }
-                }
+            var page: [AssetRecord]
+            if order == .id {
+                page = try assetPage(query, after: last?.id.rawValue ?? 0, limit: pageSize)
+            } else if let last, let ranges = order.indexedRanges(after: last) {
+                page = try fetch(ranges.sameKey, .objectID(), pageSize)
+                if page.count < pageSize { page += try fetch(ranges.greaterKey, order.sort, pageSize - page.count) }
+            } else {
+                page = try fetch(last.map(order.after) ?? .all, order.sort, pageSize)
+            }
             try body(page)
             guard page.count == pageSize, let end = page.last else { return }
             last = end

@@ -107,6 +107,19 @@ import Testing
         let namePlan = try DigestIndexTests.plan(byName, in: t, catalog: catalog)
         #expect(namePlan.contains("INDEX Asset_name_index (name>?)"), "\(namePlan)")
         #expect(!namePlan.contains("TEMP B-TREE") && !namePlan.contains("SCAN"), "\(namePlan)")
+        // After the first page, a name's run goes on by ID, then the greater names: two
+        // ranges of the index, however long the run (many files have one name).
+        let ranges = try #require(AssetOrder.name.indexedRanges(after: last))
+        let sameName = FetchRequest<Asset>(predicate: .all && ranges.sameKey, sortBy: [.objectID()], limit: 1_000)
+        let samePlan = try DigestIndexTests.plan(sameName, in: t, catalog: catalog)
+        #expect(samePlan.contains("INDEX Asset_name_index (name=? AND rowid>?)"), "\(samePlan)")
+        #expect(!samePlan.contains("TEMP B-TREE"), "\(samePlan)")
+        let greaterName = FetchRequest<Asset>(
+            predicate: .all && ranges.greaterKey, sortBy: [AssetOrder.name.sort], limit: 1_000)
+        let greaterPlan = try DigestIndexTests.plan(greaterName, in: t, catalog: catalog)
+        #expect(greaterPlan.contains("INDEX Asset_name_index (name>?)"), "\(greaterPlan)")
+        #expect(!greaterPlan.contains("TEMP B-TREE"), "\(greaterPlan)")
+        #expect(AssetOrder.size.indexedRanges(after: last) == nil && AssetOrder.id.indexedRanges(after: last) == nil)
         let bySize = FetchRequest<Asset>(
             predicate: .all && AssetOrder.size.after(last), sortBy: [AssetOrder.size.sort], limit: 1_000)
         let sizePlan = try DigestIndexTests.plan(bySize, in: t, catalog: catalog)
