@@ -54,7 +54,8 @@ public enum AssetOrder: String, CaseIterable, Sendable, Hashable {
     /// ranges of the index, so that a page costs O(page + log n) even inside a long run of
     /// one key (every asset of a batch has one `created` date). `nil` for ``id`` and
     /// ``size``.
-    func indexedRanges(after last: AssetRecord) -> (sameKey: FetchPredicate<Asset>, greaterKey: FetchPredicate<Asset>)? {
+    func indexedRanges(after last: AssetRecord) -> (sameKey: FetchPredicate<Asset>, greaterKey: FetchPredicate<Asset>)?
+    {
         let id = FetchPredicate<Asset>.objectIDs(after: last.id.rawValue)
         switch self {
         case .id, .size: return nil
@@ -170,7 +171,8 @@ extension Catalog {
         {
             try storeErrors {
                 try withContext { context in
-                    let request = FetchRequest<Asset>(predicate: query.predicate && predicate, sortBy: [sort], limit: limit)
+                    let request = FetchRequest<Asset>(
+                        predicate: query.predicate && predicate, sortBy: [sort], limit: limit)
                     return try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))
                 }
             }
