@@ -565,9 +565,17 @@ final class SQLiteStore: PersistentStore {
     }
 
     private func count(_ db: Database, _ fetch: StoreFetch) throws -> Int {
-        let (inner, arguments) = select("1", fetch)
-        return try Self.query(db, "SELECT COUNT(*) FROM (\(inner))", arguments) { Int(sqlite3_column_int64($0, 0)) }
-            .first ?? 0
+        let (query, arguments) = countStatement(fetch)
+        return try Self.query(db, query, arguments) { Int(sqlite3_column_int64($0, 0)) }.first ?? 0
+    }
+
+    /// The statement that counts `fetch`'s rows, and its arguments (internal: tests read its
+    /// query plan). Unordered unless a limit or an offset needs the order: given `ORDER BY
+    /// "id"`, SQLite scans the whole table in ID order rather than sort the rows an index
+    /// finds — a count of 10,000 digests took a third of a second in a million assets.
+    func countStatement(_ fetch: StoreFetch) -> (String, [StoreValue]) {
+        let (inner, arguments) = select("1", fetch, ordered: fetch.limit != nil || fetch.offset > 0)
+        return ("SELECT COUNT(*) FROM (\(inner))", arguments)
     }
 
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow] {
@@ -624,7 +632,8 @@ final class SQLiteStore: PersistentStore {
 
     /// The statement of `fetch`, selecting `columns`, and its arguments (internal: tests read
     /// its query plan).
-    func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+    /// With `ordered` false, the rows come in no particular order (for a count).
+    func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
         if let driven = relatedDrivenSelect(columns, fetch) { return driven }
         var arguments: [StoreValue] = []
         var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
@@ -635,7 +644,7 @@ final class SQLiteStore: PersistentStore {
             (key.property.map { quote($0.column) } ?? "\"id\"") + (key.ascending ? " ASC" : " DESC")
         }
         if !fetch.sort.contains(where: { $0.property == nil }) { order.append("\"id\" ASC") }
-        query += " ORDER BY " + order.joined(separator: ", ")
+        if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
         if fetch.limit != nil || fetch.offset > 0 {
             query += " LIMIT ? OFFSET ?"
             arguments.append(.integer(Int64(fetch.limit ?? -1)))

@@ -432,7 +432,10 @@ final class PostgreSQLStore: PersistentStore {
     /// the transaction ends (`FOR KEY SHARE`: a row being deleted is waited for, and not
     /// counted if it goes).
     private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
-        var (inner, arguments) = select("1", fetch)
+        // Unordered, as the SQLite store counts, unless a limit or an offset needs the order,
+        // or rows are locked (in ID order, as every locker takes them).
+        let ordered = locking != nil || fetch.limit != nil || fetch.offset > 0
+        var (inner, arguments) = select("1", fetch, ordered: ordered)
         switch locking {
         case .keyShare?: inner += " FOR KEY SHARE"
         case nil: break
@@ -459,7 +462,8 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     /// The statement of `fetch`, selecting `columns`, and its arguments.
-    func select(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue]) {
+    /// With `ordered` false, the rows come in no particular order (for a count).
+    func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
         var compiler = PredicateCompiler()
         var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
         if let predicate = fetch.predicate { query += " WHERE " + compiler.compile(predicate) }
@@ -469,7 +473,7 @@ final class PostgreSQLStore: PersistentStore {
                 + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
         }
         if !fetch.sort.contains(where: { $0.property == nil }) { order.append("\"id\" ASC") }
-        query += " ORDER BY " + order.joined(separator: ", ")
+        if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
         if let limit = fetch.limit { query += " LIMIT \(compiler.argument(.integer(Int64(limit))))" }
         if fetch.offset > 0 { query += " OFFSET \(compiler.argument(.integer(Int64(fetch.offset))))" }
         return (query, compiler.arguments)
