@@ -508,15 +508,11 @@ public final class JobQueue: JobProvider, Sendable {
         ids jobIDs: [ClosedRange<Int64>], state jobState: JobState, limit: Int
     ) throws -> (first: [JobRecord], count: Int) {
         guard let catalog else { throw Self.closed }
-        let ranges = Self.coalesced(jobIDs)
         return try catalog.storeErrors {
             try catalog.withContext { context in
                 var found: (first: [JobRecord], count: Int) = ([], 0)
-                for start in stride(from: 0, to: ranges.count, by: Self.rangesPerRun) {
-                    let window = ranges[start..<min(ranges.count, start + Self.rangesPerRun)]
-                    let predicate =
-                        window.dropFirst().reduce(Self.jobs(in: window.first!)) { $0 || Self.jobs(in: $1) }
-                        && \.state == jobState
+                for selection in Self.selections(jobIDs) {
+                    let predicate = selection && \.state == jobState
                     found.count += try context.count(for: FetchRequest<Job>(predicate: predicate))
                     guard found.first.count < limit else { continue }
                     found.first += try context.fetch(
@@ -621,12 +617,8 @@ public final class JobQueue: JobProvider, Sendable {
         jobs jobIDs: [ClosedRange<Int64>], progress: (@Sendable (JobRecord) -> Void)? = nil
     ) async throws -> JobRunSummary {
         FaultPoint.reach(.beforeRunningJobs)
-        // A predicate per window of ranges (one OR term per range), however many ranges.
-        let ranges = Self.coalesced(jobIDs)
         var total = JobRunSummary()
-        for start in stride(from: 0, to: ranges.count, by: Self.rangesPerRun) {
-            let window = ranges[start..<min(ranges.count, start + Self.rangesPerRun)]
-            let selection = window.dropFirst().reduce(Self.jobs(in: window.first!)) { $0 || Self.jobs(in: $1) }
+        for selection in Self.selections(jobIDs) {
             let summary = try await work(only: selection, progress: progress)
             total.succeeded += summary.succeeded
             total.failed += summary.failed
@@ -642,6 +634,16 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// How many ranges of job IDs one predicate of ``runUntilIdle(jobs:progress:)`` holds.
     static let rangesPerRun = 64
+
+    /// The jobs with these IDs, as predicates of up to ``rangesPerRun`` ranges each (one OR
+    /// term per range), however many ranges.
+    private static func selections(_ jobIDs: [ClosedRange<Int64>]) -> [FetchPredicate<Job>] {
+        let ranges = coalesced(jobIDs)
+        return stride(from: 0, to: ranges.count, by: rangesPerRun).map { start in
+            let window = ranges[start..<min(ranges.count, start + rangesPerRun)]
+            return window.dropFirst().reduce(jobs(in: window.first!)) { $0 || jobs(in: $1) }
+        }
+    }
 
     /// The jobs whose IDs are in `range`.
     private static func jobs(in range: ClosedRange<Int64>) -> FetchPredicate<Job> {
