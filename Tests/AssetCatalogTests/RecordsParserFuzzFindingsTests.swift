@@ -12,6 +12,11 @@ struct RecordsParserFuzzFindingsTests {
         Array(text.utf8).map { $0 == 0x40 ? 0xC8 : $0 }
     }
 
+    /// The bytes of a fuzzer's input kept in TestAssets/fuzz/.
+    static func finding(_ name: String) throws -> [UInt8] {
+        try [UInt8](Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/" + name))))
+    }
+
     static func failure(_ bytes: [UInt8], piece: Int) -> String? {
         do {
             var parser = RecordsParser { _ in }
@@ -55,7 +60,7 @@ extension RecordsParserFuzzFindingsTests {
     /// with a byte of entry 4's `sha256` turned into 0xC8 (not UTF-8).
     @Test(arguments: [1, 1 << 16])
     func theFuzzersInputIsRefused(piece: Int) throws {
-        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-sha256-not-utf8.json"))))
+        let bytes = try Self.finding("records-sha256-not-utf8.json")
         #expect(
             Self.failure(bytes, piece: piece)
                 == "assetcat-records.json: cannot be read: entry 4 is not valid UTF-8")
@@ -67,8 +72,7 @@ extension RecordsParserFuzzFindingsTests {
     /// metadata were read; JSON escapes them (RFC 8259), and such a file is refused.
     @Test(arguments: [1, 1 << 16])
     func aControlCharacterThatIsNotEscapedIsRefused(piece: Int) throws {
-        let bytes = try [UInt8](
-            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-control-character.json"))))
+        let bytes = try Self.finding("records-control-character.json")
         #expect(
             Self.failure(bytes, piece: piece)
                 == "assetcat-records.json: cannot be read: entry 5 holds a control character that is not escaped")
@@ -86,8 +90,7 @@ extension RecordsParserFuzzFindingsTests {
     /// bytes are scanned, in every value, whatever the pieces.
     @Test(arguments: [1, 7, 1 << 16])
     func anEscapeJSONDoesNotHaveIsRefusedEvenInAValueNoOneDecodes(piece: Int) throws {
-        let bytes = try [UInt8](
-            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-shadowed-escape.json"))))
+        let bytes = try Self.finding("records-shadowed-escape.json")
         #expect(
             Self.failure(bytes, piece: piece)
                 == "assetcat-records.json: cannot be read: entry 2 holds an escape that JSON does not have")
@@ -143,8 +146,7 @@ extension RecordsParserFuzzFindingsTests {
     /// every read, whatever the pieces.
     @Test(arguments: [1, 1 << 16])
     func ofSeveralWrongMetadataValuesTheSameOneIsNamedAtEveryRead(piece: Int) throws {
-        let bytes = try [UInt8](
-            Data(contentsOf: URL(fileURLWithPath: testAsset("fuzz/records-metadata-two-wrong-values.json"))))
+        let bytes = try Self.finding("records-metadata-two-wrong-values.json")
         let entry =
             Self.head
             + Array(
