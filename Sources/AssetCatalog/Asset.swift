@@ -245,23 +245,39 @@ final class RemovalPlan: ManagedObject {
     }
 
     override func validateForDelete() throws {
-        guard managedObjectContext?.userInfo[CatalogRuntime.key] is CatalogRuntime else {
-            throw CatalogError(.invalidArgument, "removal plans are carried out by the catalog's sweeper only")
-        }
+        _ = try Self.sweeper(managedObjectContext?.userInfo ?? [:])
     }
 
-    /// A plan deleted (by the sweep) is carried out in the deleting transaction, with the
+    /// A plan deleted as an object is carried out in the deleting transaction, with the
     /// other plans that save deletes: ``CatalogRuntime/removeIfUnused(_:reader:)``.
     override func willSave() {
-        guard isDeleted, let effects = saveEffects, let runtime = try? CatalogRuntime.of(effects.userInfo) else {
-            return
+        guard isDeleted, let effects = saveEffects, let runtime = try? Self.sweeper(effects.userInfo) else { return }
+        Self.carryOut([sha256], runtime: runtime, effects: effects)
+    }
+
+    /// Plans deleted as rows — the sweep deletes a page of them at a time, without loading
+    /// objects — are carried out as deleted objects are.
+    override class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
+        let runtime = try sweeper(effects.userInfo)
+        carryOut(rows.map { $0.value(for: \RemovalPlan.sha256) ?? "" }, runtime: runtime, effects: effects)
+    }
+
+    /// The runtime of the catalog's sweeper, which alone deletes plans.
+    private static func sweeper(_ userInfo: [String: Any]) throws -> CatalogRuntime {
+        guard let runtime = userInfo[CatalogRuntime.key] as? CatalogRuntime else {
+            throw CatalogError(.invalidArgument, "removal plans are carried out by the catalog's sweeper only")
         }
+        return runtime
+    }
+
+    /// Adds `digests` to the plans the save carries out, once, before it commits.
+    private static func carryOut(_ digests: [String], runtime: CatalogRuntime, effects: SaveEffects) {
         let batch = effects.shared(Batch.key) {
             let batch = Batch()
             effects.beforeCommit { reader in try runtime.removeIfUnused(batch.digests, reader: reader) }
             return batch
         }
-        batch.digests.append(sha256)
+        batch.digests += digests
     }
 
     /// The digests of the plans one save deletes.

@@ -171,7 +171,11 @@ struct AssetRules {
 
     /// A row of the removal journal, in this save's transaction.
     private func journalRemoval(of digest: String) {
-        effects.insert(RemovalPlan.self) { $0.sha256 = digest }
+        // A row, not an object: a deletion of 10,000 files journals 10,000 of them.
+        effects.insertRow(RemovalPlan.self) { row in
+            row[\.sha256] = digest
+            row[\.created] = Date()
+        }
         DeletedAssets.of(effects, runtime).removeContent = true
     }
 

@@ -62,10 +62,10 @@ final class CatalogRuntime: Sendable {
     }
 
     /// Carries out every pending removal plan, a page at a time: the page's plan rows are
-    /// deleted in one save, and that save's transaction — under the store's write lock,
+    /// deleted in one batch deletion, and its transaction — under the store's write lock,
     /// before it commits — runs ``removeIfUnused(_:reader:)`` once for the page's plans (from
-    /// `RemovalPlan.willSave`): each content is unlinked only if no asset uses it, and the
-    /// folders are synced once per page. A crash anywhere leaves the plans, and the next sweep does the work.
+    /// `RemovalPlan.willBatchDelete`): each content is unlinked only if no asset uses it, and
+    /// the folders are synced once per page. A crash anywhere leaves the plans, and the next sweep does the work.
     /// Returns how many plans were processed.
     func sweep() throws -> Int {
         guard let container else { return 0 }
@@ -94,29 +94,29 @@ final class CatalogRuntime: Sendable {
                     }
                 }
                 // A page of plans at a time, by row ID (a failed import of a million files
-                // leaves a million): a plan that stays pending is not met again.
+                // leaves a million), deleted as rows — no objects — whose deletion carries them
+                // out (`RemovalPlan.willBatchDelete`): a plan that stays pending is not met again.
                 var last: Int64 = 0
                 while true {
-                    let batch = try context.fetch(
-                        FetchRequest<RemovalPlan>(
-                            predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000))
-                    guard let end = batch.last?.objectID.rowID else { break }
-                    last = end
-                    for plan in batch { context.delete(plan) }
+                    let page = FetchRequest<RemovalPlan>(
+                        predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000)
                     do {
-                        try context.save()
-                        done += batch.count
+                        let deleted = try context.batchDelete(page).deletedObjectIDs
+                        guard let end = deleted.map(\.rowID).max() else { break }
+                        last = end
+                        done += deleted.count
                         continue
                     } catch {
-                        context.rollback()
+                        // Retried below one plan at a time.
                     }
-                    for plan in batch {
-                        context.delete(plan)
+                    let ids = try context.fetchObjectIDs(page)
+                    guard let end = ids.last?.rowID else { break }
+                    last = end
+                    for id in ids {
                         do {
-                            try context.save()
-                            done += 1
+                            done += try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs([id])))
+                                .deletedObjectIDs.count
                         } catch {
-                            context.rollback()
                             firstError = firstError ?? error
                         }
                     }

@@ -116,4 +116,35 @@ import Testing
         #expect(t.hasObject(a.sha256))
         #expect(try catalog.assets().map(\.name) == ["a.txt", "b.txt"])
     }
+
+    /// Removal plans are carried out by the catalog's sweeper only: a context of no catalog
+    /// that deletes one — as an object, or as rows in a batch deletion, the way the sweep
+    /// deletes them — is refused, and the plan stays pending for the sweep.
+    @Test func aContextOfNoCatalogCannotCarryOutARemovalPlan() async throws {
+        let (t, catalog, a, _) = try await catalogWithTwo()
+        defer { catalog.close() }
+        let foreign = catalog.container.newBackgroundContext(name: "foreign")
+        try foreign.performAndWait {
+            RemovalPlan(context: foreign).sha256 = a.sha256
+            try foreign.save()
+        }
+        let message = "removal plans are carried out by the catalog's sweeper only"
+        let asObject = #expect(throws: PersistenceError.self) {
+            try foreign.performAndWait {
+                for plan in try foreign.fetch(FetchRequest<RemovalPlan>()) { foreign.delete(plan) }
+                try foreign.save()
+            }
+        }
+        #expect(asObject?.message == "RemovalPlan 1: " + message)
+        foreign.performAndWait { foreign.rollback() }
+        let asRows = #expect(throws: CatalogError.self) {
+            try foreign.performAndWait { _ = try foreign.batchDelete(FetchRequest<RemovalPlan>()) }
+        }
+        #expect(asRows?.message == message)
+        #expect(try catalog.stats().pendingRemovals == 1)
+        // The sweep carries it out: the content is in use, so the file stays.
+        #expect(try catalog.runtime.sweep() == 1)
+        #expect(try catalog.stats().pendingRemovals == 0)
+        #expect(t.hasObject(a.sha256))
+    }
 }
