@@ -298,8 +298,15 @@ extension Catalog {
             case files(Int, [Result<IngestedFile, CatalogError>])
             case batch(BatchOutcome)
         }
+        // Copies are staged in two folders per reading task, made for this add and removed
+        // with what is left in them when it ends (``ContentStore/stage(fileAt:below:opened:in:isCancelled:)``).
+        let lanes = try (options.mode == .copy ? 0..<2 * options.concurrency : 0..<0).map { _ in
+            try content.makeStagingFolder()
+        }
+        defer { for lane in lanes { content.removeStagingFolder(lane) } }
         try await withThrowingTaskGroup(of: Outcome.self) { group in
             var next = 0
+            var launched = 0
             var reading = 0
             var committing = false
             var stopped = false
@@ -320,7 +327,10 @@ extension Catalog {
                     let first = next
                     next += run.count
                     reading += 1
-                    group.addTask { [self] in .files(first, self.ingest(run, options: options)) }
+                    // Runs read at once stage their copies in different folders.
+                    let lane = lanes.isEmpty ? nil : lanes[launched % lanes.count]
+                    launched += 1
+                    group.addTask { [self] in .files(first, self.ingest(run, lane: lane, options: options)) }
                 }
             }
             func launchCommit() {
@@ -393,7 +403,9 @@ extension Catalog {
 
     /// Reads (and in copy mode stores) a run of files, in order; a file below a directory
     /// the user named is opened below it, opened once for the run.
-    private func ingest(_ run: [SourceFile], options: AddOptions) -> [Result<IngestedFile, CatalogError>] {
+    private func ingest(_ run: [SourceFile], lane: ContentStore.StagingFolder?, options: AddOptions) -> [Result<
+        IngestedFile, CatalogError
+    >] {
         var directory: (path: String, fd: Int32)?  // fd -1: it did not open; each file says why
         defer { if let directory, directory.fd >= 0 { Glibc.close(directory.fd) } }
         return run.map { file in
@@ -406,7 +418,7 @@ extension Catalog {
                     }
                     fd = directory!.fd
                 }
-                return .success(try ingest(file, directoryFD: fd, options: options))
+                return .success(try ingest(file, directoryFD: fd, lane: lane, options: options))
             } catch let error as CatalogError {
                 return .failure(error)
             } catch {
@@ -416,7 +428,9 @@ extension Catalog {
     }
 
     /// Reads (and in copy mode stores) one file, and indexes its members.
-    private func ingest(_ file: SourceFile, directoryFD: Int32, options: AddOptions) throws -> IngestedFile {
+    private func ingest(_ file: SourceFile, directoryFD: Int32, lane: ContentStore.StagingFolder?, options: AddOptions)
+        throws -> IngestedFile
+    {
         let stop = { Task.isCancelled }
         let slash = file.path.utf8.lastIndex(of: UInt8(ascii: "/"))  // paths are absolute, never end in "/"
         let name = slash.map { String(file.path[file.path.utf8.index(after: $0)...]) } ?? file.path
@@ -430,7 +444,7 @@ extension Catalog {
         case .copy:
             // Linked into objects/ with its whole batch, just before the batch commits.
             let (digest, size, staged) = try content.stage(
-                fileAt: file.path, below: file.below, opened: directoryFD, isCancelled: stop)
+                fileAt: file.path, below: file.below, opened: directoryFD, in: lane, isCancelled: stop)
             return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
         }
     }

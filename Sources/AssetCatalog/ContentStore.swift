@@ -487,11 +487,16 @@ final class ContentStore: Sendable {
     /// Copies a file into staging, hashing it on the way. The copy is not
     /// synced yet: ``adoptAll(_:)`` makes a whole batch durable at once. The
     /// caller adopts the staged copy or removes it.
+    ///
+    /// The copy goes in `folder` (``makeStagingFolder()``) when one is given. Creating a file
+    /// holds its folder's lock while the file system allocates the inode — on ext4, a scan
+    /// of a bitmap that passes over recently deleted inodes, long after a large deletion —
+    /// so copies made at once, each in a folder of its own, do not wait for each other.
     func stage(
         fileAt path: String, below directory: String? = nil, opened directoryFD: Int32 = -1,
-        isCancelled: () -> Bool = { false }
+        in folder: StagingFolder? = nil, isCancelled: () -> Bool = { false }
     ) throws -> (digest: String, size: Int64, staged: String) {
-        let staged = newStagingPath()
+        let staged = folder.map { $0.file(Int64(stagedCount.add(1, ordering: .relaxed).newValue)) } ?? newStagingPath()
         FaultPoint.reach(.slowIngest)
         do {
             let (digest, size) = try Self.digest(
