@@ -93,9 +93,18 @@ extension PostgreSQLStore {
             let session = StoreSession(
                 id: id, label: label, started: Date(timeIntervalSince1970: started),
                 end: { [weak self] in self?.endSession(id) })
-            sessionSlot.withLock { slot in
+            let installed = sessionSlot.withLock { slot in
+                guard slot.session == nil else { return false }
                 slot.session = session
                 slot.connection = connection
+                return true
+            }
+            guard installed else {  // another thread opened one meanwhile: this one goes
+                _ = try? connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)])
+                connection.close()
+                throw PersistenceError(
+                    .misuse,
+                    "The container of the store at \(url.absoluteString) has a session: one session a container")
             }
             let place = "\(location.host):\(location.port)"
             connection.onClose { [weak session] in
