@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Persistence
 import PostgresNIO
+import TestScratch
 import Testing
 
 @testable import PersistencePostgreSQL
@@ -137,6 +138,29 @@ import Testing
         #expect(try admin.endSessionConnections(of: try hosts.schema) == 1)
         #expect(try await eventually { try hosts.other.sessions().first?.isAlive == false })
         #expect(try hosts.other.sessions().map(\.id) == [hosts.session.id])
+    }
+
+    /// A process killed with its session open (SIGKILL: nothing of it runs after) is seen
+    /// dead by another, and its session can be reaped.
+    @Test func aKilledProcessesSessionIsDead() async throws {
+        let store = try TestStore(.postgresql)
+        defer { store.container.close() }
+        let executable = fixtureExecutable()
+        try #require(FileManager.default.isExecutableFile(atPath: executable.path), "missing \(executable.path)")
+        let child = try ChildProcess(executable.path, ["session", store.storeURL.absoluteString, "host-k 7"])
+        let printed = await onAThread {
+            child.stdout(within: 300) { String(decoding: $0, as: UTF8.self).hasSuffix("\n") }
+        }
+        let line = String(decoding: try #require(printed, "the fixture printed nothing"), as: UTF8.self)
+        let id = try #require(Int64(line.dropFirst("session ".count).dropLast()), "\(line)")
+        #expect(try store.container.sessions().map { "\($0.id) \($0.label) \($0.isAlive)" } == ["\(id) host-k 7 true"])
+        child.signal(SIGKILL)
+        #expect(try await child.finish().termination == .signalled(SIGKILL))
+        #expect(try await eventually { try store.container.sessions().first?.isAlive == false })
+        _ = try #require(try store.container.openSession(label: "host-r"))
+        var cleanups = 0
+        #expect(try store.container.reap(session: id) { cleanups += 1 } == .reaped)
+        #expect(cleanups == 1)
     }
 
     /// Closing the container ends its session: the row is gone, nothing is left to reap.
@@ -345,6 +369,31 @@ import Testing
         #expect(try Self.notes(hosts.other) == ["in flight"])
     }
 
+    /// A session's connection is a socket of our own (for its keepalives) that postgres-nio
+    /// speaks on: TLS works on it as on the store's, certificate and host checked; and the
+    /// server's side of its keepalives is set.
+    @Test func aSessionConnectionSpeaksTLSAndKeepsAlive() throws {
+        var components = URLComponents(
+            url: try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/")), resolvingAgainstBaseURL: false)!
+        let authority = try #require(ProcessInfo.processInfo.environment["ASSETCAT_TEST_POSTGRESQL_CA"])
+        components.queryItems! += [
+            URLQueryItem(name: "sslmode", value: "verify-full"), URLQueryItem(name: "sslrootcert", value: authority),
+        ]
+        let connection = try PostgreSQLConnection(
+            try PostgreSQLLocation(components.url!), logger: Logger(label: "test"), session: true)
+        defer { connection.close() }
+        let ssl = try connection.run("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", []).rows
+        #expect(try #require(ssl.first).decode(Bool.self))
+        try connection.run(PostgreSQLConnection.keepaliveSettings, [])
+        let settings = try connection.run(
+            """
+            SELECT current_setting('tcp_keepalives_idle') || ' ' || current_setting('tcp_keepalives_interval') \
+            || ' ' || current_setting('tcp_keepalives_count')
+            """, []
+        ).rows
+        #expect(try #require(settings.first).decode(String.self) == "5 1 3")
+    }
+
     // MARK: - Both stores
 
     /// On SQLite there are no sessions: none opens, none is listed, reaping is refused as
@@ -388,5 +437,12 @@ private final class Reaping: @unchecked Sendable {
     func result() async throws -> ReapOutcome {
         guard try await eventually({ isDone }) else { throw ValidationMessage("the reap never ended") }
         return try lock.withLock { outcome! }.get()
+    }
+}
+
+/// `body`, which blocks, on a thread of its own, off the concurrency pool.
+private func onAThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
     }
 }
