@@ -718,6 +718,10 @@ final class PostgreSQLStore: PersistentStore {
         if try !tableExists(Self.sessionsTable) {
             findings.append("the table \(quote(Self.sessionsTable)) is missing")
         }
+        let sequence = "\(quote(location.schema)).\(quote(Self.sessionSequence))"
+        if try writer.run("SELECT to_regclass($1) IS NULL", [.text(sequence)]).rows.first?.decode(Bool.self) != false {
+            findings.append("the sequence \(quote(Self.sessionSequence)) is missing")
+        }
         return findings
     }
 

@@ -394,6 +394,29 @@ import Testing
         #expect(try #require(settings.first).decode(String.self) == "5 1 3")
     }
 
+    /// The sessions' table and sequence are the store's own: an open makes them in a store
+    /// that lacks them (one made before sessions were), and the integrity check reports
+    /// them missing.
+    @Test func aStoreWithoutTheSessionsTablesGetsThemAtOpen() throws {
+        let store = try TestStore(.postgresql)
+        defer { store.container.close() }
+        let admin = try Admin(store.storeURL)
+        defer { admin.close() }
+        let schema = quote(try PostgreSQLLocation(store.storeURL).schema)
+        try admin.connection.run("DROP TABLE \(schema)._persistence_sessions", [])
+        try admin.connection.run("DROP SEQUENCE \(schema)._persistence_session_ids", [])
+        #expect(
+            try store.container.checkIntegrity() == [
+                "the table \"_persistence_sessions\" is missing",
+                "the sequence \"_persistence_session_ids\" is missing",
+            ])
+        let reopened = try store.reopen()
+        defer { reopened.close() }
+        #expect(try reopened.checkIntegrity() == [])
+        let session = try #require(try reopened.openSession(label: "after"))
+        #expect(try reopened.sessions().map(\.id) == [session.id])
+    }
+
     // MARK: - Both stores
 
     /// On SQLite there are no sessions: none opens, none is listed, reaping is refused as
