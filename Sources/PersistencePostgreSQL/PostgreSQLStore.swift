@@ -36,7 +36,9 @@ extension PersistentContainer {
     /// server closes (a restart, an administrator, the network) is made again by the next
     /// save or fetch; the save it was lost under throws, and nothing of it was committed —
     /// but for a loss while the server was committing, which the error says may or may not
-    /// have committed.
+    /// have committed. A session's connection (`PersistentContainer.openSession(label:)`) is
+    /// the exception: it is never made again, and its loss ends the session and fences the
+    /// container's saves.
     ///
     /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -59,7 +61,8 @@ extension PersistentContainer {
 /// COMMITTED`; optimistic versions make a concurrent change a conflict) and the reader,
 /// for fetches and for ID reservations (each its own short transaction, so that a long save
 /// never holds other hosts' reservations). Both are used synchronously: see
-/// ``PostgreSQLConnection``.
+/// ``PostgreSQLConnection``. A store with a session has a third, the session's
+/// (PostgreSQLSessions.swift).
 final class PostgreSQLStore: PersistentStore {
     let url: URL
     let schema: Schema
