@@ -209,6 +209,9 @@ import Testing
         #expect(!hosts.session.isAlive)
         let again = try #require(throws: PersistenceError.self) { try hosts.a.openSession(label: "again") }
         #expect(again.code == .misuse)
+        let reaping = try #require(throws: PersistenceError.self) { try hosts.a.reap(session: 1) {} }
+        #expect(reaping.code == .misuse)
+        #expect(try admin.endSessionConnections(of: try hosts.schema) == 0)
     }
 
     // MARK: - Reaping
@@ -367,6 +370,25 @@ import Testing
         let error = try #require(throws: PersistenceError.self) { try context.save() }
         #expect(error.message == Self.endedMessage(hosts.session, hosts.store))
         #expect(try Self.notes(hosts.other) == ["in flight"])
+    }
+
+    /// A session's connection, once the server has ended it, is never made again: every
+    /// statement fails (the store's other connections would reconnect), and the server
+    /// lists no new connection of it.
+    @Test func aSessionConnectionIsNeverMadeAgain() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        let location = try PostgreSQLLocation(url)
+        let connection = try PostgreSQLConnection(location, logger: Logger(label: "test"), session: true)
+        defer { connection.close() }
+        let admin = try Admin(url)
+        defer { admin.close() }
+        #expect(try admin.endSessionConnections(of: location.schema) == 1)
+        for _ in 0..<2 {
+            let error = try #require(throws: PersistenceError.self) { try connection.run("SELECT 1", []) }
+            #expect(error.code == .io)
+            #expect(error.message.hasPrefix("The connection to PostgreSQL at 127.0.0.1:"))
+        }
+        #expect(try admin.endSessionConnections(of: location.schema) == 0)
     }
 
     /// A session's connection is a socket of our own (for its keepalives) that postgres-nio
