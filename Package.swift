@@ -103,7 +103,9 @@ let package = Package(
         // `make demo` until the catalog exists: prints each lifecycle event as it fires.
         .executableTarget(name: "PersistenceDemo", dependencies: ["Persistence"]),
         // A separate process for the tests that need two writers or a crash.
-        .executableTarget(name: "persistence-fixture", dependencies: ["Persistence"], path: "Tests/PersistenceFixture"),
+        .executableTarget(
+            name: "persistence-fixture", dependencies: ["Persistence", "PersistencePostgreSQL"],
+            path: "Tests/PersistenceFixture"),
         .testTarget(
             name: "PersistenceTests",
             dependencies: [

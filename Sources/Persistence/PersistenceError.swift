@@ -45,6 +45,10 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         /// The store's engine cannot do this (yet): the message names what. Nothing was
         /// changed.
         public static let unsupported = Code(name: "unsupported")
+        /// This process's session with the store (``StoreSession``) has ended — another
+        /// process reaped it, or its connection was lost — so its container saves nothing
+        /// more: nothing of the save was committed. Open the store again.
+        public static let sessionEnded = Code(name: "sessionEnded")
     }
 
     /// What kind of failure this is.

@@ -268,8 +268,18 @@ package protocol PersistentStore: AnyObject, Sendable {
     /// with `error` after every write ran and before it commits: nothing is written. A
     /// test hook (``PersistentContainer/failNextCommit(with:)``).
     func failNextCommit(with error: any Error & Sendable)
-    /// Closes the store's connections; the store is not used afterwards.
+    /// Closes the store's connections (ending its session, if it has one); the store is not
+    /// used afterwards.
     func close()
+    /// Opens a session (``PersistentContainer/openSession(label:)``); `nil` when the store
+    /// has none (the default, SQLite's).
+    func openSession(label: String) throws -> StoreSession?
+    /// The session ``openSession(label:)`` opened, alive or lost; `nil` after it ended cleanly.
+    var currentSession: StoreSession? { get }
+    /// Every session the store records (``PersistentContainer/sessions()``).
+    func sessions() throws -> [SessionInfo]
+    /// Reaps the session `id` (``PersistentContainer/reap(session:cleanup:)``).
+    func reap(session id: Int64, cleanup: () throws -> Void) throws -> ReapOutcome
 }
 
 /// A rule of the store's schema applied once, in order, by ID.

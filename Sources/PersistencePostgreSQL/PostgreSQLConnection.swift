@@ -240,19 +240,33 @@ final class PostgreSQLConnection: @unchecked Sendable {
     private var settings: [String] = []
     /// Whether a transaction is open: its statements are never sent on a new connection.
     private var inTransaction = false
+    /// Whether a connection the server closed is made again (see ``init(_:logger:session:)``).
+    private let reconnects: Bool
 
     private static let nextID = LockedCounter()
 
-    init(_ location: PostgreSQLLocation, logger: Logger) throws {
+    /// A connection to `location`. A `session` connection (a store session's, see
+    /// `PostgreSQLSessions.swift`) is never made again once lost — its session lock and
+    /// identity would not survive — and its socket has TCP keepalives (``keepalive``), so
+    /// that the client too notices a server it can no longer reach. `pg_stat_activity`
+    /// shows it as `persistence session SCHEMA`, the others as `persistence SCHEMA`.
+    init(_ location: PostgreSQLLocation, logger: Logger, session: Bool = false) throws {
         self.location = location
         self.logger = logger
+        reconnects = !session
         var configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.user, password: location.password,
             database: location.database, tls: try Self.tls(location))
         // What `pg_stat_activity` shows of the connection (at most 63 bytes are kept).
-        configuration.options.additionalStartupParameters = [("application_name", "persistence \(location.schema)")]
+        configuration.options.additionalStartupParameters = [
+            ("application_name", "persistence \(session ? "session " : "")\(location.schema)")
+        ]
         self.configuration = configuration
-        connection = try Self.connect(configuration, location, logger: logger)
+        if session {
+            connection = try Self.connectKeepingAlive(configuration, location, logger: logger)
+        } else {
+            connection = try Self.connect(configuration, location, logger: logger)
+        }
         do {
             try configure("SET search_path TO \(quote(location.schema))")
         } catch {
@@ -278,6 +292,81 @@ final class PostgreSQLConnection: @unchecked Sendable {
         }
     }
 
+    /// The client side of a session connection's TCP keepalives: a first probe after 5
+    /// seconds of silence, then one a second, the connection dropped after 3 unanswered —
+    /// as the server's side is set (`tcp_keepalives_idle` and its kin).
+    static let keepalive = (idle: 5, interval: 1, count: 3)
+
+    /// The server's side of the keepalives (``keepalive``), one statement for
+    /// ``configure(_:)``; and no idle timeout that would end a quiet session's connection.
+    static let keepaliveSettings = """
+        SELECT set_config('tcp_keepalives_idle', '\(keepalive.idle)', false), \
+        set_config('tcp_keepalives_interval', '\(keepalive.interval)', false), \
+        set_config('tcp_keepalives_count', '\(keepalive.count)', false), \
+        set_config('idle_session_timeout', '0', false)
+        """
+
+    /// Connects as ``connect(_:_:logger:)`` does, over a TCP socket of our own with
+    /// keepalives (``keepalive``), which postgres-nio then speaks on (TLS included).
+    private static func connectKeepingAlive(
+        _ configuration: PostgresConnection.Configuration, _ location: PostgreSQLLocation, logger: Logger
+    ) throws -> PostgresConnection {
+        let tcp = NIOBSDSocket.OptionLevel.tcp
+        let channel: any Channel
+        do {
+            channel = try ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton.next())
+                .connectTimeout(configuration.options.connectTimeout)
+                .channelOption(ChannelOptions.socketOption(.so_keepalive), value: 1)
+                .channelOption(
+                    ChannelOptions.Types.SocketOption(level: tcp, name: .init(rawValue: TCP_KEEPIDLE)),
+                    value: keepalive.idle
+                )
+                .channelOption(
+                    ChannelOptions.Types.SocketOption(level: tcp, name: .init(rawValue: TCP_KEEPINTVL)),
+                    value: keepalive.interval
+                )
+                .channelOption(
+                    ChannelOptions.Types.SocketOption(level: tcp, name: .init(rawValue: TCP_KEEPCNT)),
+                    value: keepalive.count
+                )
+                .connect(host: location.host, port: location.port).wait()
+        } catch {
+            throw PersistenceError(
+                .io,
+                "Could not connect to PostgreSQL at \(location.host):\(location.port) "
+                    + "(database \(location.database), user \(location.user)): \(Self.describe(error))",
+                cause: error)
+        }
+        var established = PostgresConnection.Configuration(
+            establishedChannel: channel, tls: configuration.tls, username: configuration.username,
+            password: configuration.password, database: configuration.database)
+        established.options = configuration.options
+        // The name TLS is checked against, as postgres-nio gives it for a host it connects to.
+        if (try? SocketAddress(ipAddress: location.host, port: 0)) == nil {
+            established.options.tlsServerName = location.host
+        }
+        do {
+            return try PostgresConnection.connect(
+                on: channel.eventLoop, configuration: established, id: Self.nextID.next(), logger: logger
+            ).wait()
+        } catch {
+            channel.close(promise: nil)
+            throw PersistenceError(
+                .io,
+                "Could not connect to PostgreSQL at \(location.host):\(location.port) "
+                    + "(database \(location.database), user \(location.user)): \(Self.describe(error))",
+                cause: error)
+        }
+    }
+
+    /// Calls `handler` once the connection is closed — by ``close()``, by the server, or by
+    /// the network — on an event loop: it must not block. For a connection that is never
+    /// made again (a session's).
+    func onClose(_ handler: @escaping @Sendable () -> Void) {
+        let connection = withLock { self.connection }
+        connection.closeFuture.whenComplete { _ in handler() }
+    }
+
     /// Runs `sql` (a `SET`) now, and first thing on every connection made again after a loss.
     func configure(_ sql: String) throws {
         try withLock {
@@ -288,7 +377,7 @@ final class PostgreSQLConnection: @unchecked Sendable {
 
     /// Makes the connection again if the server closed it; outside a transaction only.
     private func reconnectIfLost() throws {
-        guard connection.isClosed, !inTransaction else { return }
+        guard connection.isClosed, !inTransaction, reconnects else { return }
         logger.info("reconnecting to PostgreSQL at \(location.host):\(location.port): the connection was closed")
         let fresh = try Self.connect(configuration, location, logger: logger)
         do {

@@ -1,4 +1,5 @@
 public import Foundation
+import Locking
 import Logging
 import NIOCore
 public import Persistence
@@ -35,7 +36,9 @@ extension PersistentContainer {
     /// server closes (a restart, an administrator, the network) is made again by the next
     /// save or fetch; the save it was lost under throws, and nothing of it was committed —
     /// but for a loss while the server was committing, which the error says may or may not
-    /// have committed.
+    /// have committed. A session's connection (`PersistentContainer.openSession(label:)`) is
+    /// the exception: it is never made again, and its loss ends the session and fences the
+    /// container's saves.
     ///
     /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
@@ -58,7 +61,8 @@ extension PersistentContainer {
 /// COMMITTED`; optimistic versions make a concurrent change a conflict) and the reader,
 /// for fetches and for ID reservations (each its own short transaction, so that a long save
 /// never holds other hosts' reservations). Both are used synchronously: see
-/// ``PostgreSQLConnection``.
+/// ``PostgreSQLConnection``. A store with a session has a third, the session's
+/// (PostgreSQLSessions.swift).
 final class PostgreSQLStore: PersistentStore {
     let url: URL
     let schema: Schema
@@ -75,6 +79,9 @@ final class PostgreSQLStore: PersistentStore {
     /// The columns of each unique index, by index name, as SQLite names them in its
     /// messages (`Folder.name`): a constraint error reads the same on both stores.
     private let uniqueColumns: [String: String]
+    let logger: Logger
+    /// This store's session, if it opened one (PostgreSQLSessions.swift).
+    let sessionSlot = Locked(SessionSlot())
 
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
@@ -101,10 +108,14 @@ final class PostgreSQLStore: PersistentStore {
             }
         }
         uniqueColumns = unique
+        logger = options.logger
         for warning in location.warnings { options.logger.warning("\(warning)") }
         writer = try PostgreSQLConnection(location, logger: options.logger)
         reader = try PostgreSQLConnection(location, logger: options.logger)
         do {
+            // A reaper's fence waits for this connection's transaction: a host cut off in the
+            // middle of a save is let go by the server as soon as a session's would be.
+            try writer.configure(PostgreSQLConnection.keepaliveSettings)
             if options.readOnly {
                 for connection in [writer, reader] {
                     try connection.configure("SET default_transaction_read_only = on")
@@ -150,6 +161,7 @@ final class PostgreSQLStore: PersistentStore {
             "CREATE TABLE IF NOT EXISTS \(Self.sequenceTable) (entity TEXT PRIMARY KEY, next BIGINT NOT NULL)", [])
         try writer.run(
             "CREATE TABLE IF NOT EXISTS \(Self.commitsTable) (writer TEXT PRIMARY KEY, commits BIGINT NOT NULL)", [])
+        try createSessionTables()
         let applied = try appliedMigrations()
         try refuseUnknown(applied)
         let pending = schema.migrations.filter { !applied.contains($0.id) }
@@ -483,6 +495,7 @@ final class PostgreSQLStore: PersistentStore {
 
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         try requireWritable()
+        try refuseIfSessionLost()
         do {
             return try writer.withLock { try transaction(writer) { try write(changes, effects: effects) } }
         } catch let error as StoreConflict {
@@ -514,6 +527,8 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
+        // Every write of the store is a save, and every save begins here: fenced first.
+        try fenceSave()
         for lock in effects.locksToTakeFirst { try takeNamedLock(lock.name, shared: lock.shared, on: writer) }
         let rules = DeleteRules(
             schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects)
@@ -703,6 +718,13 @@ final class PostgreSQLStore: PersistentStore {
         if try !talliesAreCurrent(writer) {
             findings.append("the tallies' triggers are not those this version declares")
         }
+        if try !tableExists(Self.sessionsTable) {
+            findings.append("the table \(quote(Self.sessionsTable)) is missing")
+        }
+        let sequence = "\(quote(location.schema)).\(quote(Self.sessionSequence))"
+        if try writer.run("SELECT to_regclass($1) IS NULL", [.text(sequence)]).rows.first?.decode(Bool.self) != false {
+            findings.append("the sequence \(quote(Self.sessionSequence)) is missing")
+        }
         return findings
     }
 
@@ -729,6 +751,7 @@ final class PostgreSQLStore: PersistentStore {
     /// committed. A store that cannot (the server gone) leaves its row: one more row in the
     /// sum, nothing else. Closing again (the container, then `deinit`) does nothing.
     func close() {
+        currentSession?.end()
         if !isReadOnly && !writer.isClosed {
             _ = try? writer.withLock {
                 try transaction(writer) {
@@ -758,7 +781,7 @@ final class PostgreSQLStore: PersistentStore {
         }
     }
 
-    private func mapped(_ error: any Error, _ id: ManagedObjectID?) -> PersistenceError {
+    func mapped(_ error: any Error, _ id: ManagedObjectID?) -> PersistenceError {
         let what = id.map { "Could not save \($0)" } ?? "The store at \(url.absoluteString) failed"
         var message = PostgreSQLConnection.describe(error)
         let ids = id.map { [$0] } ?? []

@@ -108,9 +108,11 @@ extension PostgreSQLStore {
     /// were wrong, in one transaction.
     func recountTallies(fix: Bool) throws -> [TallyDiscrepancy] {
         let fix = fix && !isReadOnly
+        if fix { try refuseIfSessionLost() }
         return try mapErrors(nil) {
             try writer.withLock {
                 try transaction(writer) {
+                    if fix { try fenceSave() }  // a write, fenced as a save is
                     try writer.run(
                         """
                         CREATE TEMP TABLE _persistence_counted (entity TEXT NOT NULL, tally TEXT NOT NULL, \

@@ -3,8 +3,12 @@
 //
 //   persistence-fixture insert STORE WRITER COUNT
 //       inserts COUNT Tally rows, one save (one transaction) each
+//   persistence-fixture session URL LABEL
+//       opens the store at URL (PostgreSQL too), opens a session labelled LABEL, prints
+//       "session ID" and waits to be killed
 import Foundation
 import Persistence
+import PersistencePostgreSQL
 
 final class Tally: ManagedObject {
     @Attribute var writer = ""
@@ -12,6 +16,24 @@ final class Tally: ManagedObject {
 }
 
 let arguments = CommandLine.arguments
+if arguments.count == 4, arguments[1] == "session" {
+    guard let url = URL(string: arguments[2]) else {
+        FileHandle.standardError.write(Data("persistence-fixture: \(arguments[2]) is not a URL\n".utf8))
+        exit(2)
+    }
+    do {
+        let container = try PersistentContainer.open(url: url, schema: try Schema([Tally.self]))
+        guard let session = try container.openSession(label: arguments[3]) else {
+            FileHandle.standardError.write(Data("persistence-fixture: the store has no sessions\n".utf8))
+            exit(1)
+        }
+        FileHandle.standardOutput.write(Data("session \(session.id)\n".utf8))
+        while true { sleep(3600) }
+    } catch {
+        FileHandle.standardError.write(Data("persistence-fixture: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard arguments.count == 5, arguments[1] == "insert", let count = Int(arguments[4]) else {
     FileHandle.standardError.write(Data("usage: persistence-fixture insert STORE WRITER COUNT\n".utf8))
     exit(2)

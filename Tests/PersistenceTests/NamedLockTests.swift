@@ -351,7 +351,7 @@ extension PersistentContainer.Options {
 
 /// A save run on a thread of its own, since it may wait for a lock; awaited without
 /// blocking the concurrency pool.
-private final class Saving: @unchecked Sendable {
+final class Saving: @unchecked Sendable {
     private let lock = NSLock()
     private var outcome: Result<Void, any Error>?
 
@@ -375,7 +375,7 @@ private final class Saving: @unchecked Sendable {
 }
 
 /// Where a save parks, inside its transaction, until the test opens the gate.
-private final class Gate: @unchecked Sendable {
+final class Gate: @unchecked Sendable {
     private let condition = NSCondition()
     private var parked = false
     private var opened = false
@@ -417,7 +417,7 @@ private func pauseUnlessShown(by observer: LockObserver?) async throws {
 
 /// Polls until `condition` holds, and says whether it did. The deadline only guards
 /// against a hang: the suite shares two threads with tests that block them.
-private func eventually(_ condition: () throws -> Bool) async throws -> Bool {
+func eventually(_ condition: () throws -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + .seconds(300)
     while ContinuousClock.now < deadline {
         if try condition() { return true }

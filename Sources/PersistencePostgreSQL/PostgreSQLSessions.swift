@@ -1,0 +1,206 @@
+import Foundation
+import Locking
+import Persistence
+import PostgresNIO
+
+/// Store sessions (`PersistentContainer.openSession(label:)`) on PostgreSQL: a row of
+/// ``PostgreSQLStore/sessionsTable`` and a session-level advisory lock, both taken on a
+/// connection of the session's own, which is never made again once lost.
+///
+/// The lock's key is in the two-`int4` form: (`hashtext('persistence-session:' || schema)`,
+/// the session's ID); the named locks' space is `persistence-lock:`, the store's own locks
+/// are one `bigint` (`pg_locks.objsubid` 1). IDs come from the sequence
+/// ``PostgreSQLStore/sessionSequence`` (an `integer` one: IDs fit the lock's `int4`), never
+/// reused. Acquiring takes the lock before it inserts the row, so a row is never visible
+/// without its lock held, but by a reaper's: a row whose lock is free is a dead session's.
+///
+/// Fencing: every save of a store with a session first runs `SELECT … FOR SHARE` on the
+/// session's row in its transaction (``fenceSave()``); a reaper deletes the row in a
+/// transaction of its own before it cleans up, which waits for that share lock, so a save
+/// in progress commits first and every later save finds the row gone.
+extension PostgreSQLStore {
+    static let sessionsTable = "_persistence_sessions"
+    static let sessionSequence = "_persistence_session_ids"
+
+    /// The first half of the keys of this store's session locks.
+    var sessionLockSpace: String { "persistence-session:" + location.schema }
+
+    /// Creates the sessions' table and sequence (at every writable open: a store made by an
+    /// earlier version gets them too).
+    func createSessionTables() throws {
+        try writer.run("CREATE SEQUENCE IF NOT EXISTS \(Self.sessionSequence) AS integer", [])
+        try writer.run(
+            """
+            CREATE TABLE IF NOT EXISTS \(Self.sessionsTable) \
+            (id BIGINT PRIMARY KEY, label TEXT NOT NULL, started TIMESTAMPTZ NOT NULL)
+            """, [])
+    }
+
+    /// The message of a save refused because session `id` has ended.
+    func sessionEnded(_ id: Int64) -> PersistenceError {
+        PersistenceError(
+            .sessionEnded,
+            "This process's session \(id) with the store at \(url.absoluteString) ended (another process took over "
+                + "its work); nothing was saved. Open the store again.")
+    }
+
+    /// Refuses a save before it starts when this store's session has been lost (or reaped).
+    func refuseIfSessionLost() throws {
+        guard let session = currentSession, let ending = session.ending, ending.reason != .ended else { return }
+        throw sessionEnded(session.id)
+    }
+
+    /// The fence of a save, first in its transaction on the writer: the session's row,
+    /// locked `FOR SHARE` until the transaction ends. When the row is gone (a reaper took
+    /// over), the session is marked reaped and the save fails. Nothing without a session.
+    func fenceSave() throws {
+        guard let session = currentSession else { return }
+        guard session.isAlive else {
+            if session.ending?.reason == .ended { return }
+            throw sessionEnded(session.id)
+        }
+        let rows = try writer.run(
+            "SELECT 1 FROM \(Self.sessionsTable) WHERE id = $1 FOR SHARE", [.integer(session.id)]
+        ).rows
+        guard rows.isEmpty else { return }
+        let ending = StoreSession.Ending(
+            reason: .reaped, message: "session \(session.id) was reaped by another process: its row is gone")
+        if session.markEnded(ending) { sessionSlot.withLock { $0.connection }?.close() }
+        throw sessionEnded(session.id)
+    }
+
+    func openSession(label: String) throws -> StoreSession? {
+        try requireWritable()
+        if let session = currentSession {
+            let state = session.isAlive ? "has session \(session.id) open" : "lost its session \(session.id)"
+            throw PersistenceError(
+                .misuse,
+                "The container of the store at \(url.absoluteString) \(state): one session a container"
+                    + (session.isAlive ? "" : "; open the store again"))
+        }
+        let connection = try PostgreSQLConnection(location, logger: logger, session: true)
+        do {
+            try connection.run(PostgreSQLConnection.keepaliveSettings, [])
+            let id = try connection.run("SELECT nextval('\(Self.sessionSequence)')", []).rows.first!.decode(Int64.self)
+            try connection.run(
+                "SELECT pg_advisory_lock(hashtext($1), $2::integer)", [.text(sessionLockSpace), .integer(id)])
+            let started = try connection.run(
+                """
+                INSERT INTO \(Self.sessionsTable) (id, label, started) VALUES ($1, $2, now()) \
+                RETURNING EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
+                """, [.integer(id), .text(label)]
+            ).rows.first!.decode(Double.self)
+            let session = StoreSession(
+                id: id, label: label, started: Date(timeIntervalSince1970: started),
+                end: { [weak self] in self?.endSession(id) })
+            let installed = sessionSlot.withLock { slot in
+                guard slot.session == nil else { return false }
+                slot.session = session
+                slot.connection = connection
+                return true
+            }
+            guard installed else {  // another thread opened one meanwhile: this one goes
+                _ = try? connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)])
+                connection.close()
+                throw PersistenceError(
+                    .misuse,
+                    "The container of the store at \(url.absoluteString) has a session: one session a container")
+            }
+            let place = "\(location.host):\(location.port)"
+            connection.onClose { [weak session] in
+                session?.markEnded(
+                    StoreSession.Ending(
+                        reason: .connectionLost,
+                        message: "session \(id) lost its connection to PostgreSQL at \(place)"))
+            }
+            return session
+        } catch let error as PersistenceError {
+            connection.close()
+            throw error
+        } catch {
+            connection.close()
+            throw mapped(error, nil)
+        }
+    }
+
+    /// Ends session `id` cleanly (``StoreSession/end()``): its row deleted, its lock given
+    /// back, its connection closed. Best effort: a connection already lost has given the
+    /// lock back, and the row is then a dead session's, for a reaper.
+    func endSession(_ id: Int64) {
+        let connection: PostgreSQLConnection? = sessionSlot.withLock { slot in
+            guard slot.session?.id == id else { return nil }
+            defer { slot = SessionSlot() }
+            return slot.connection
+        }
+        guard let connection else { return }
+        _ = try? connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)])
+        _ = try? connection.run(
+            "SELECT pg_advisory_unlock(hashtext($1), $2::integer)", [.text(sessionLockSpace), .integer(id)])
+        connection.close()
+    }
+
+    var currentSession: StoreSession? { sessionSlot.withLock { $0.session } }
+
+    func sessions() throws -> [SessionInfo] {
+        try mapErrors(nil) {
+            try reader.run(
+                """
+                SELECT s.id, s.label, EXTRACT(EPOCH FROM s.started)::DOUBLE PRECISION, EXISTS (SELECT 1 FROM pg_locks l \
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 \
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                AND l.classid = hashtext($1)::oid AND l.objid = s.id::oid) \
+                FROM \(Self.sessionsTable) s ORDER BY s.id
+                """, [.text(sessionLockSpace)]
+            ).rows.map { row in
+                let (id, label, started, alive) = try row.decode((Int64, String, Double, Bool).self)
+                return SessionInfo(
+                    id: id, label: label, started: Date(timeIntervalSince1970: started), isAlive: alive)
+            }
+        }
+    }
+
+    func reap(session id: Int64, cleanup: () throws -> Void) throws -> ReapOutcome {
+        let (mine, connection) = sessionSlot.withLock { ($0.session, $0.connection) }
+        guard let mine, let connection, mine.isAlive else {
+            throw PersistenceError(
+                .misuse,
+                "Reaping a session of the store at \(url.absoluteString) needs a live session of one's own: "
+                    + "call openSession(label:) first")
+        }
+        guard id > 0, id <= Int64(Int32.max) else { return .neverOpened }
+        // Its own lock is held by this connection, where a try-lock would succeed.
+        guard id != mine.id, mine.beginReaping(id) else { return .alive }
+        defer { mine.endReaping(id) }
+        let key: [StoreValue] = [.text(sessionLockSpace), .integer(id)]
+        let locked = try mapErrors(nil) {
+            try connection.run("SELECT pg_try_advisory_lock(hashtext($1), $2::integer)", key).rows.first!.decode(
+                Bool.self)
+        }
+        guard locked else { return .alive }
+        defer { _ = try? connection.run("SELECT pg_advisory_unlock(hashtext($1), $2::integer)", key) }
+        // The fence, committed on its own: waits for the session's save in progress.
+        let deleted = try mapErrors(nil) {
+            try connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)]).metadata.rows ?? 0
+        }
+        let outcome: ReapOutcome
+        if deleted > 0 {
+            outcome = .reaped
+        } else {
+            let issued = try mapErrors(nil) {
+                try connection.run(
+                    "SELECT is_called AND $1 <= last_value FROM \(Self.sessionSequence)", [.integer(id)]
+                ).rows.first!.decode(Bool.self)
+            }
+            guard issued else { return .neverOpened }
+            outcome = .alreadyFenced
+        }
+        try cleanup()
+        return outcome
+    }
+}
+
+/// A store's session and its connection (``PostgreSQLStore/sessionSlot``).
+struct SessionSlot {
+    var session: StoreSession?
+    var connection: PostgreSQLConnection?
+}
