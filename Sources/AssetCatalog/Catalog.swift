@@ -98,20 +98,18 @@ final class CatalogRuntime: Sendable {
                 // out (`RemovalPlan.willBatchDelete`): a plan that stays pending is not met again.
                 var last: Int64 = 0
                 while true {
+                    // Read first: a sweep with nothing to do (every open runs one) writes nothing.
                     let page = FetchRequest<RemovalPlan>(
                         predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000)
-                    do {
-                        let deleted = try context.batchDelete(page).deletedObjectIDs
-                        guard let end = deleted.map(\.rowID).max() else { break }
-                        last = end
-                        done += deleted.count
-                        continue
-                    } catch {
-                        // Retried below one plan at a time.
-                    }
                     let ids = try context.fetchObjectIDs(page)
                     guard let end = ids.last?.rowID else { break }
                     last = end
+                    do {
+                        done += try context.batchDelete(page).deletedObjectIDs.count
+                        continue
+                    } catch {
+                        // Retried one plan at a time.
+                    }
                     for id in ids {
                         do {
                             done += try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs([id])))
