@@ -284,12 +284,17 @@ final class PostgreSQLConnection: @unchecked Sendable {
                 id: Self.nextID.next(), logger: logger
             ).wait()
         } catch {
-            throw PersistenceError(
-                .io,
-                "Could not connect to PostgreSQL at \(location.host):\(location.port) "
-                    + "(database \(location.database), user \(location.user)): \(Self.describe(error))",
-                cause: error)
+            throw connectFailure(error, location)
         }
+    }
+
+    /// Why a connection to `location` could not be made: one line naming the server.
+    private static func connectFailure(_ error: any Error, _ location: PostgreSQLLocation) -> PersistenceError {
+        PersistenceError(
+            .io,
+            "Could not connect to PostgreSQL at \(location.host):\(location.port) "
+                + "(database \(location.database), user \(location.user)): \(describe(error))",
+            cause: error)
     }
 
     /// The client side of a session connection's TCP keepalives: a first probe after 5
@@ -331,11 +336,7 @@ final class PostgreSQLConnection: @unchecked Sendable {
                 )
                 .connect(host: location.host, port: location.port).wait()
         } catch {
-            throw PersistenceError(
-                .io,
-                "Could not connect to PostgreSQL at \(location.host):\(location.port) "
-                    + "(database \(location.database), user \(location.user)): \(Self.describe(error))",
-                cause: error)
+            throw connectFailure(error, location)
         }
         var established = PostgresConnection.Configuration(
             establishedChannel: channel, tls: configuration.tls, username: configuration.username,
@@ -351,11 +352,7 @@ final class PostgreSQLConnection: @unchecked Sendable {
             ).wait()
         } catch {
             channel.close(promise: nil)
-            throw PersistenceError(
-                .io,
-                "Could not connect to PostgreSQL at \(location.host):\(location.port) "
-                    + "(database \(location.database), user \(location.user)): \(Self.describe(error))",
-                cause: error)
+            throw connectFailure(error, location)
         }
     }
 
