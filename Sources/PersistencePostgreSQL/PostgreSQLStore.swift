@@ -304,6 +304,12 @@ final class PostgreSQLStore: PersistentStore {
             if !isNew {
                 do {
                     try migration.body(PostgreSQLMigrationDatabase(store: self))
+                    // Links are checked at commit; the rows this migration wrote are checked
+                    // now, so that a dangling link fails this migration by name, and no check
+                    // left pending stops a later `ALTER TABLE` of the open ("pending trigger
+                    // events"). Later statements are checked at commit again.
+                    try writer.run("SET CONSTRAINTS ALL IMMEDIATE", [])
+                    try writer.run("SET CONSTRAINTS ALL DEFERRED", [])
                 } catch {
                     throw PersistenceError(
                         .migration,

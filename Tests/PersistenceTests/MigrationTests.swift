@@ -37,6 +37,14 @@ final class PostLabel: ManagedObject {
     }
 }
 
+/// Version 2 of a label: a column more (inferred).
+final class PostLabelV2: ManagedObject {
+    override class var entityName: String { "PostLabel" }
+    @Attribute var text = ""
+    @Attribute var color = "none"
+    @ToOne(onDestinationDelete: .cascade) var post: PostV2?
+}
+
 /// Moves every post's labels into rows, a page of posts at a time (the memory it
 /// takes does not grow with the store).
 func labelsToRows(pageSize: Int64) -> Migration {
@@ -189,6 +197,55 @@ func labelsToRows(pageSize: Int64) -> Migration {
         // Reopening does not run it again (it would insert nothing, but it must not run).
         let again = try PersistentContainer(storeURL: url, schema: schema)
         #expect(try again.newBackgroundContext().fetch(FetchRequest<PostLabel>()).count == labels.count + 1)
+    }
+
+    /// A migration may insert rows that link to others, and the schema's own changes to
+    /// their table follow in the same open. (On PostgreSQL, links are checked at commit:
+    /// rows inserted with their checks still pending made the `ALTER TABLE` that adds the
+    /// column fail — "cannot ALTER TABLE because it has pending trigger events".)
+    @Test(arguments: StoreKind.allCases) func aMigrationThatInsertsLinkedRowsIsFollowedByTheSchemasChanges(
+        _ kind: StoreKind
+    ) throws {
+        let url = try temporaryStore(kind)
+        let post: Int64 = try {
+            let v1 = try PersistentContainer.open(url: url, schema: try Schema([PostV2.self, PostLabel.self]))
+            defer { v1.close() }
+            let context = v1.newBackgroundContext()
+            let post = PostV2(context: context)
+            try context.save()
+            return post.objectID.rowID
+        }()
+        let labelFirst = Migration("2026-11-label-the-first-post") { db in
+            try db.execute(
+                #"INSERT INTO "PostLabel" ("id", "_version", "text", "post") VALUES (100, 1, 'first', \#(post))"#)
+        }
+        let v2 = try PersistentContainer.open(
+            url: url, schema: try Schema([PostV2.self, PostLabelV2.self], migrations: [labelFirst]))
+        defer { v2.close() }
+        let context = v2.newBackgroundContext()
+        let labels = try context.fetch(FetchRequest<PostLabelV2>())
+        #expect(labels.map(\.text) == ["first"])
+        #expect(labels.map(\.color) == ["none"])
+        #expect(labels.map { $0.post?.objectID.rowID } == [post])
+    }
+
+    /// On PostgreSQL, a migration's rows that link to nothing fail that migration, by name,
+    /// and the store is left as it was. (SQLite does not check links a migration writes.)
+    @Test(arguments: [StoreKind.postgresql]) func aMigrationsDanglingLinkFailsThatMigration(_ kind: StoreKind) throws {
+        let url = try temporaryStore(kind)
+        try PersistentContainer.open(url: url, schema: try Schema([PostV2.self, PostLabel.self])).close()
+        let dangling = Migration("2026-11-dangling-label") { db in
+            try db.execute(#"INSERT INTO "PostLabel" ("id", "_version", "text", "post") VALUES (7, 1, 'lost', 42)"#)
+        }
+        let error = #expect(throws: PersistenceError.self) {
+            try PersistentContainer.open(
+                url: url, schema: try Schema([PostV2.self, PostLabelV2.self], migrations: [dangling]))
+        }
+        #expect(error?.code == .migration)
+        #expect(error?.message.contains("migration '2026-11-dangling-label' failed") == true)
+        let v1 = try PersistentContainer.open(url: url, schema: try Schema([PostV2.self, PostLabel.self]))
+        defer { v1.close() }
+        #expect(try v1.newBackgroundContext().fetch(FetchRequest<PostLabel>()).isEmpty)
     }
 
     @Test func aRelationshipToAnEntityOutsideTheSchemaIsRefused() throws {
