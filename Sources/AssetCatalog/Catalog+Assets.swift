@@ -11,7 +11,8 @@ public struct RemovalResult: Sendable {
     /// The deleted assets, including archive members deleted with their archive.
     public var removed: [AssetRecord]
     /// Managed files that were removed from `objects/` because no asset uses
-    /// their content any more (after the deletion committed).
+    /// their content any more: those the sweep after the commit removed, by path, sorted.
+    /// (A file another process's sweep removed first is not listed.)
     public var filesRemoved: [String]
     /// Whether this was a dry run (nothing was changed).
     public var wasDryRun: Bool
@@ -127,11 +128,11 @@ extension Catalog {
                     return RemovalResult(
                         removed: records, filesRemoved: removable.sorted().map(content.objectPath), wasDryRun: true)
                 }
-                let present = candidates.sorted().map(content.objectPath).filter {
-                    FileManager.default.fileExists(atPath: $0)
-                }
-                try context.save()
-                let removed = present.filter { !FileManager.default.fileExists(atPath: $0) }
+                let unlinks = UnlinkWatch()
+                unlinks.watch(candidates)
+                try runtime.watchingUnlinks(unlinks) { try context.save() }
+                let unlinked = unlinks.unlinked
+                let removed = candidates.filter(unlinked.contains).sorted().map(content.objectPath)
                 return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
             }
         }
@@ -157,7 +158,7 @@ extension Catalog {
         let sorted = Array(Set(ids.map(\.rawValue))).sorted()
         let result = try storeErrors {
             try withContext { context in
-                let removal = RowRemoval(requested: sorted, objectPath: content.objectPath)
+                let removal = RowRemoval(requested: sorted)
                 context.userInfo[RowRemoval.key] = removal
                 try context.deleteRows(Asset.self) { after in
                     if after == 0 { removal.restart() }  // a save that starts again gathers again
@@ -175,7 +176,7 @@ extension Catalog {
                 // run again if it fails (those of members it cascades to stop at the commit).
                 for id in sorted { AssetRules.deletionBegan(id, in: context) }
                 do {
-                    try context.save()
+                    try runtime.watchingUnlinks(removal.unlinks) { try context.save() }
                 } catch {
                     for id in sorted { AssetRules.deletionLeft(id, in: context) }
                     throw error
@@ -186,7 +187,8 @@ extension Catalog {
         // No requested row was there (another process removed them all first): nothing was deleted.
         try result.requireAllDeleted()
         let records = result.records.sorted { $0.id < $1.id }
-        let removed = result.presentFiles.sorted().filter { access($0, F_OK) != 0 }
+        let unlinked = result.unlinks.unlinked
+        let removed = result.digests.filter(unlinked.contains).sorted().map(content.objectPath)
         return RemovalResult(removed: records, filesRemoved: removed, wasDryRun: false)
     }
 
@@ -351,28 +353,27 @@ extension Catalog {
 
 /// What ``Catalog/removeRows(_:)`` deletes as rows, gathered inside its transaction from
 /// ``Asset/willBatchDelete(_:effects:)``: the records of the rows (the requested ones and
-/// the members their deletion cascades to), and the files of their managed content that
-/// exist before the commit. Before the commit, every requested ID must have had its row:
+/// the members their deletion cascades to), and their managed content, whose files the
+/// sweep after the commit removes when no asset uses them. Before the commit, every requested ID must have had its row:
 /// one deleted meanwhile by another process makes the save fail, as an unknown ID does.
 final class RowRemoval {
     static let key = "AssetCatalog.rowRemoval"
     let requested: [Int64]
-    let objectPath: (String) -> String
     var records: [AssetRecord] = []
+    /// The managed content of the deleted rows, each once.
     var digests = Set<String>()
-    var presentFiles: [String] = []
+    /// What the sweep after the commit unlinks of `digests`.
+    let unlinks = UnlinkWatch()
     private var checksBeforeCommit = false
 
-    init(requested: [Int64], objectPath: @escaping (String) -> String) {
+    init(requested: [Int64]) {
         self.requested = requested
-        self.objectPath = objectPath
     }
 
     /// Forgets what an earlier attempt of the save gathered.
     func restart() {
         records.removeAll()
         digests.removeAll()
-        presentFiles.removeAll()
         checksBeforeCommit = false
     }
 
@@ -382,13 +383,13 @@ final class RowRemoval {
             checksBeforeCommit = true
             effects.beforeCommit { [self] _ in try requireAllDeleted() }
         }
+        var managed: [String] = []
         for row in rows {
             let record = AssetRecord(snapshot: row)
             records.append(record)
-            guard record.storage == .managed, digests.insert(record.sha256).inserted else { continue }
-            let path = objectPath(record.sha256)
-            if access(path, F_OK) == 0 { presentFiles.append(path) }
+            if record.storage == .managed, digests.insert(record.sha256).inserted { managed.append(record.sha256) }
         }
+        unlinks.watch(managed)
     }
 
     /// Throws ``CatalogError/Code/notFound`` for the first requested ID whose row was not deleted.

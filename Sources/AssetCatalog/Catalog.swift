@@ -30,6 +30,18 @@ final class CatalogRuntime: Sendable {
         for id in ids where id.entityName == Asset.entityName { jobs?.resume(for: AssetID(id.rowID)) }
     }
 
+    /// The removals of this process that watch what the sweep unlinks
+    /// (``watchingUnlinks(_:_:)``).
+    private let unlinkWatches = Locked<[UnlinkWatch]>([])
+
+    /// Runs `body` — a save that deletes assets, and the sweep its commit runs — while
+    /// `watch` learns which of its content the sweeps of this process unlink.
+    func watchingUnlinks<T>(_ watch: UnlinkWatch, _ body: () throws -> T) rethrows -> T {
+        unlinkWatches.withLock { $0.append(watch) }
+        defer { unlinkWatches.withLock { $0.removeAll { $0 === watch } } }
+        return try body()
+    }
+
     /// The removal plans of one save carried out, inside the transaction that deletes their
     /// rows: the content of each digest is unlinked only if no asset uses it — counted here,
     /// under the write lock, where no save can start using it meanwhile — and the folders are
@@ -48,7 +60,10 @@ final class CatalogRuntime: Sendable {
                 try reader.count(
                     for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed)) == 0
             } : unique
-        try content.removeObjects(unused) { FaultPoint.reach(.beforeUnlink) }
+        let watches = unlinkWatches.withLock { $0 }
+        try content.removeObjects(unused, beforeEach: { FaultPoint.reach(.beforeUnlink) }) { digest in
+            for watch in watches { watch.saw(digest) }
+        }
     }
 
     /// Called after a commit that journaled removals: carry them out now.
@@ -124,6 +139,28 @@ final class CatalogRuntime: Sendable {
             }
         }
     }
+}
+
+/// The content a removal watches while its deletion commits and the sweep runs: which
+/// of it a sweep of this process unlinks — the files the removal reports as removed,
+/// without looking at `objects/` before and after.
+final class UnlinkWatch: Sendable {
+    private let state = Locked((watched: Set<String>(), unlinked: Set<String>()))
+
+    /// Adds content to watch.
+    func watch(_ digests: some Sequence<String>) {
+        state.withLock { $0.watched.formUnion(digests) }
+    }
+
+    /// A sweep unlinked the file of `digest`.
+    func saw(_ digest: String) {
+        state.withLock { state in
+            if state.watched.contains(digest) { state.unlinked.insert(digest) }
+        }
+    }
+
+    /// The watched content whose file was unlinked.
+    var unlinked: Set<String> { state.withLock { $0.unlinked } }
 }
 
 /// A catalog of file resources: a directory holding the store

@@ -360,12 +360,13 @@ final class ContentStore: Sendable {
             path: target)
     }
 
-    /// Unlinks the object file of `digest` (a missing file is fine) and syncs its folder.
     /// Removes the object files of `digests` (one already gone is skipped), calling
-    /// `beforeEach` before each unlink, then makes the removals durable at once: one fsync per
-    /// touched folder when they are few, else one sync of the file system. A failure still
-    /// syncs what was removed before it.
-    func removeObjects(_ digests: some Sequence<String>, beforeEach: () -> Void = {}) throws {
+    /// `beforeEach` before each unlink and `removed` after each one done, then makes the
+    /// removals durable at once: one fsync per touched folder when they are few, else one
+    /// sync of the file system. A failure still syncs what was removed before it.
+    func removeObjects(
+        _ digests: some Sequence<String>, beforeEach: () -> Void = {}, removed: (String) -> Void = { _ in }
+    ) throws {
         var folders: [String] = []
         var seen = Set<String>()
         var failure: (any Error)?
@@ -377,6 +378,7 @@ final class ContentStore: Sendable {
                 failure = CatalogError(.io, "Could not remove \(path): \(Self.errnoText())", path: path)
                 break
             }
+            removed(digest)
             // `objects/ab/cdef…`: the folder is the path up to its last slash (NSString's
             // path methods cost as much as the unlink's own work, at 10,000 files).
             let folder = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[..<$0]) } ?? "."
