@@ -280,6 +280,13 @@ package protocol PersistentStore: AnyObject, Sendable {
     func sessions() throws -> [SessionInfo]
     /// Reaps the session `id` (``PersistentContainer/reap(session:cleanup:)``).
     func reap(session id: Int64, cleanup: () throws -> Void) throws -> ReapOutcome
+    /// Starts delivering announcements (``SaveEffects/announce(_:payload:)``) of committed
+    /// saves to `deliver`, and the re-read marker when some may have been missed; called once,
+    /// at a container's first ``PersistentContainer/announcements()``. Returns once the
+    /// announcements of saves that commit from then on are delivered (or, when that could not
+    /// be set up, will be followed by a re-read marker once it is). `deliver` must not block.
+    /// Ends at ``close()``.
+    func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void)
 }
 
 /// A rule of the store's schema applied once, in order, by ID.

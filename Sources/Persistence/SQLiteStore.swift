@@ -28,6 +28,9 @@ final class SQLiteStore: PersistentStore {
 
     /// Whether ``close()`` ran: the store no longer counts as open in this process.
     private let isClosed = Locked(false)
+    /// Where announcements go, and the watch that hears other connections' commits
+    /// (SQLiteAnnouncements.swift).
+    let announcer = Locked(SQLiteAnnouncer())
 
     /// How many stores of this process have each file open (by path): a `-wal` one of them
     /// keeps is no sign of an unclean shutdown.
@@ -792,7 +795,9 @@ final class SQLiteStore: PersistentStore {
 
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         do {
-            return try write(changes, effects: effects)
+            let result = try write(changes, effects: effects)
+            announceCommitted(effects.announcements)
+            return result
         } catch let error as StoreConflict {
             throw error
         } catch let failure as StreamFailure {
@@ -1086,6 +1091,7 @@ final class SQLiteStore: PersistentStore {
             return !closed
         }
         guard first else { return }
+        stopAnnouncements()
         if !isReadOnly {
             // Commits moved into the file and the -wal emptied, if no other connection is
             // reading: a -wal with frames at the next open then means a crash. Never waits.

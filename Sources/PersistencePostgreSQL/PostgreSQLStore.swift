@@ -82,6 +82,8 @@ final class PostgreSQLStore: PersistentStore {
     let logger: Logger
     /// This store's session, if it opened one (PostgreSQLSessions.swift).
     let sessionSlot = Locked(SessionSlot())
+    /// The `LISTEN` of ``startAnnouncements(_:)``, once started (PostgreSQLAnnouncements.swift).
+    let listenerSlot = Locked<PostgreSQLListener?>(nil)
 
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
@@ -610,6 +612,7 @@ final class PostgreSQLStore: PersistentStore {
             INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
             ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
             """, [.text(writerID)])
+        try notify(effects.announcements)
         try injectedFault.run()
         return result
     }
@@ -757,6 +760,7 @@ final class PostgreSQLStore: PersistentStore {
     /// committed. A store that cannot (the server gone) leaves its row: one more row in the
     /// sum, nothing else. Closing again (the container, then `deinit`) does nothing.
     func close() {
+        stopAnnouncements()
         currentSession?.end()
         if !isReadOnly && !writer.isClosed {
             _ = try? writer.withLock {
