@@ -1037,6 +1037,40 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
+    /// Claims rows in one write transaction. Its `BEGIN IMMEDIATE` holds the store's one
+    /// write lock, so no other transaction holds a row it selects: "skip locked" has nothing
+    /// to skip, and a second claim selects after the first committed.
+    func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow] {
+        let entitySQL = sql[fetch.entity.name]!
+        let (query, arguments) = select(entitySQL.selectList, fetch)
+        return try mapErrors(nil) {
+            try writing { db in
+                let rows = try Self.readRows(db, query, arguments, entitySQL)
+                guard !rows.isEmpty else { return [] }
+                let updates = update(rows)
+                var claimed: [StoreRow] = []
+                claimed.reserveCapacity(rows.count)
+                for (row, change) in zip(rows, updates) {
+                    var assignments = change.slots.map { "\(entitySQL.columns[$0]) = ?" }
+                    assignments.append("\"_version\" = \"_version\" + 1")
+                    let statement = """
+                        UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE "id" = ? \
+                        RETURNING "_version"
+                        """
+                    let id = ManagedObjectID(entityName: fetch.entity.name, rowID: row.id)
+                    let version = try mapErrors(id) {
+                        try Self.query(db, statement, change.values + [.integer(row.id)]) {
+                            sqlite3_column_int64($0, 0)
+                        }
+                    }
+                    claimed.append(change.applied(to: row, version: version.first ?? row.version + 1))
+                }
+                try runInjectedFault()
+                return claimed
+            }
+        }
+    }
+
     /// Makes the next commit fail with `error` after every statement ran and
     /// before `COMMIT`: nothing is written. For tests of failure paths.
     func failNextCommit(with error: any Error & Sendable) {
