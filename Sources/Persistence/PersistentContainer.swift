@@ -405,6 +405,8 @@ final class ContainerCore: Sendable {
     /// Held while the store's announcements start (once): a second caller waits for them.
     private let announcementsStart = NSLock()
     private let announcementsStarted = Locked(false)
+    /// Whether the container has closed: a stream asked for after ends at once.
+    private let isFinished = Locked(false)
     private let contexts = Locked<[WeakContextBox]>([])
 
     struct Hooks {
@@ -442,6 +444,10 @@ final class ContainerCore: Sendable {
 
     func subscribeAnnouncements() -> AsyncStream<Announcement> {
         let (stream, continuation) = AsyncStream.makeStream(of: Announcement.self)
+        guard !isFinished.withLock({ $0 }) else {
+            continuation.finish()
+            return stream
+        }
         let key = UUID()
         announcementSubscribers.withLock { $0[key] = continuation }
         continuation.onTermination = { [weak self] _ in
@@ -469,6 +475,7 @@ final class ContainerCore: Sendable {
     }
 
     func finish() {
+        isFinished.withLock { $0 = true }
         for continuation in subscribers.withLock({ Array($0.values) }) { continuation.finish() }
         for continuation in announcementSubscribers.withLock({ Array($0.values) }) { continuation.finish() }
     }

@@ -22,6 +22,7 @@ extension SQLiteStore {
     static let commitLookDelays: [TimeInterval] = [0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3]
 
     func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void) {
+        guard !isClosed else { return }  // a closed container's stream has ended
         let version = try? currentDataVersion()
         announcer.withLock {
             $0.deliver = deliver

@@ -27,7 +27,9 @@ final class SQLiteStore: PersistentStore {
     static let linksTable = "_persistence_links"
 
     /// Whether ``close()`` ran: the store no longer counts as open in this process.
-    private let isClosed = Locked(false)
+    private let closed = Locked(false)
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { closed.withLock { $0 } }
     /// Where announcements go, and the watch that hears other connections' commits
     /// (SQLiteAnnouncements.swift).
     let announcer = Locked(SQLiteAnnouncer())
@@ -1120,7 +1122,7 @@ final class SQLiteStore: PersistentStore {
     }
 
     func close() {
-        let first = isClosed.withLock { closed in
+        let first = closed.withLock { closed in
             defer { closed = true }
             return !closed
         }

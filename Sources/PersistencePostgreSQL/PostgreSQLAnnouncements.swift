@@ -42,6 +42,7 @@ extension PostgreSQLStore {
     }
 
     func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void) {
+        guard !writer.isClosed else { return }  // a closed container's stream has ended
         let listener = PostgreSQLListener(
             location: location, channel: announcementChannel, logger: logger, deliver: deliver)
         let started = listenerSlot.withLock { slot -> Bool in

@@ -138,6 +138,15 @@ import Testing
         #expect(heardThere.all.contains(Announcement(topic: "from", payload: "there", isFromThisProcess: true)))
     }
 
+    /// The streams end when the container closes; one asked for after ends at once.
+    @Test(arguments: StoreKind.allCases) func theStreamsEndWithTheContainer(_ kind: StoreKind) async throws {
+        let store = try TestStore(kind)
+        let before = store.container.announcements()
+        store.container.close()
+        for await announcement in before { Issue.record("after close: \(announcement)") }
+        for await announcement in store.container.announcements() { Issue.record("after close: \(announcement)") }
+    }
+
     /// SQLite: another process's commit wakes the stream with the re-read marker.
     @Test func anotherProcesssCommitWakesTheStreamOnSQLite() async throws {
         let store = try TestStore()
