@@ -96,6 +96,27 @@ import Testing
                 == "Claims write to the store; claim rows in a context without a parent")
     }
 
+    /// A claim whose commit fails claims nothing: the rows keep their values and versions,
+    /// no notification names them, and the next claim takes them.
+    @Test(arguments: StoreKind.allCases) func aClaimWhoseCommitFailsClaimsNothing(_ kind: StoreKind) async throws {
+        let store = try TestStore(kind)
+        let context = store.context()
+        let ids = try context.insertRows(Tally.self, count: 3) { i, row in row[\.n] = i }
+        try context.save()
+        let noted = NotedUpdates(store.container)
+        defer { noted.stop() }
+        store.container.failNextCommit(with: ValidationMessage("the disk is gone"))
+        #expect(throws: (any Error).self) {
+            try context.claimRows(Self.unclaimed, limit: 3) { _, change in change[\.writer] = "lost" }
+        }
+        #expect(Set(try versions(of: store).values) == [1])
+        #expect(try store.stored(FetchRequest<Tally>()).allSatisfy { $0.writer == "" })
+        let claimed = try context.claimRows(Self.unclaimed, limit: 3) { _, change in change[\.writer] = "kept" }
+        #expect(claimed.map(\.objectID) == ids)
+        #expect(try await eventually { noted.ids.count == 3 })
+        #expect(noted.ids == Set(ids))
+    }
+
     /// A save changes a row so that it no longer matches, and is parked before its commit
     /// holding it. On PostgreSQL a claim meanwhile passes the row over (it is locked) without
     /// waiting; on SQLite it waits for the save. Either way the row is not claimed, and the
