@@ -294,7 +294,10 @@ extension ManagedObjectContext {
             changes.deletes.append(
                 .init(entity: o.entity, id: o.objectID.rowID, expectedVersion: checksVersions ? o.version : nil))
         }
-        guard !changes.isEmpty || !effects.rows.isEmpty || !effects.beforeCommitWork.isEmpty else { return }
+        guard
+            !changes.isEmpty || !effects.rows.isEmpty || !effects.beforeCommitWork.isEmpty
+                || !effects.announcements.isEmpty
+        else { return }
         do {
             let result = try core.store.save(changes, effects: effects)
             for o in saved.inserted { o.version = 1 }

@@ -322,6 +322,34 @@ public final class PersistentContainer: Sendable {
         core.subscribe()
     }
 
+    /// A stream of the announcements of committed saves (``SaveEffects/announce(_:payload:)``)
+    /// of every container on the store — this one, other processes', other hosts' — and of
+    /// the re-read marker (``Announcement/reread``) when announcements may have been missed.
+    /// The stream buffers without limit: iterate it, or drop it. It ends when the container
+    /// closes.
+    ///
+    /// Every announcement of a save that commits after this returns is delivered, at most
+    /// once, after its commit — or, if the store lost the means to hear it, a re-read marker
+    /// follows once it has them again: a receiver that re-reads the store then misses
+    /// nothing. Announcements of saves that committed before it returned are not delivered.
+    ///
+    /// - SQLite: another process's (or container's) commit — any commit, announcing or
+    ///   not — wakes the stream with the re-read marker, through inotify on the store's
+    ///   `-wal`; this container's own announcements arrive as sent. Where the `-wal` cannot
+    ///   be watched (not Linux, no inotify instance left), only this container's own arrive:
+    ///   poll as well. A commit whose `-wal` write is seen well before the commit is visible
+    ///   (a disk that takes more than half a second to sync) can go unannounced: keep a slow
+    ///   poll as the fallback.
+    /// - PostgreSQL: `LISTEN` on a connection of the container's own (opened by the first
+    ///   call, `application_name` `persistence listen SCHEMA`), on the channel `persistence_`
+    ///   followed by 8 hex digits of the schema's name. When that connection is lost, it is
+    ///   made again (after 50 ms, then up to a second apart while the server is away), and the
+    ///   re-read marker is delivered once it listens again. Connection poolers in transaction
+    ///   mode (pgbouncer) break `LISTEN`: connect directly or in session mode.
+    public func announcements() -> AsyncStream<Announcement> {
+        core.subscribeAnnouncements()
+    }
+
     /// Called with the error and the context whenever a save fails (the
     /// seeds' `handleSaveError:`), before the error is thrown to the caller.
     public var saveErrorHandler: (@Sendable (any Error, ManagedObjectContext) -> Void)? {
@@ -373,6 +401,12 @@ final class ContainerCore: Sendable {
     let hooks = Locked<Hooks>(Hooks())
     let lastExternalToken = Locked<Int64?>(nil)
     private let subscribers = Locked<[UUID: AsyncStream<SaveNotification>.Continuation]>([:])
+    private let announcementSubscribers = Locked<[UUID: AsyncStream<Announcement>.Continuation]>([:])
+    /// Held while the store's announcements start (once): a second caller waits for them.
+    private let announcementsStart = NSLock()
+    private let announcementsStarted = Locked(false)
+    /// Whether the container has closed: a stream asked for after ends at once.
+    private let isFinished = Locked(false)
     private let contexts = Locked<[WeakContextBox]>([])
 
     struct Hooks {
@@ -408,6 +442,31 @@ final class ContainerCore: Sendable {
         return stream
     }
 
+    func subscribeAnnouncements() -> AsyncStream<Announcement> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Announcement.self)
+        guard !isFinished.withLock({ $0 }) else {
+            continuation.finish()
+            return stream
+        }
+        let key = UUID()
+        announcementSubscribers.withLock { $0[key] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.announcementSubscribers.withLock { $0.removeValue(forKey: key) }
+        }
+        announcementsStart.lock()
+        defer { announcementsStart.unlock() }
+        if !announcementsStarted.withLock({ $0 }) {
+            store.startAnnouncements { [weak self] announcement in self?.announce(announcement) }
+            announcementsStarted.withLock { $0 = true }
+        }
+        return stream
+    }
+
+    /// Delivers an announcement to every stream of ``subscribeAnnouncements()``.
+    private func announce(_ announcement: Announcement) {
+        for continuation in announcementSubscribers.withLock({ Array($0.values) }) { continuation.yield(announcement) }
+    }
+
     /// Publishes a committed save and merges it into auto-merging contexts.
     func broadcast(_ note: SaveNotification, from source: ManagedObjectContext?) {
         for continuation in subscribers.withLock({ Array($0.values) }) { continuation.yield(note) }
@@ -416,7 +475,9 @@ final class ContainerCore: Sendable {
     }
 
     func finish() {
+        isFinished.withLock { $0 = true }
         for continuation in subscribers.withLock({ Array($0.values) }) { continuation.finish() }
+        for continuation in announcementSubscribers.withLock({ Array($0.values) }) { continuation.finish() }
     }
 }
 

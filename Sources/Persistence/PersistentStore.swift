@@ -280,6 +280,37 @@ package protocol PersistentStore: AnyObject, Sendable {
     func sessions() throws -> [SessionInfo]
     /// Reaps the session `id` (``PersistentContainer/reap(session:cleanup:)``).
     func reap(session id: Int64, cleanup: () throws -> Void) throws -> ReapOutcome
+    /// Starts delivering announcements (``SaveEffects/announce(_:payload:)``) of committed
+    /// saves to `deliver`, and the re-read marker when some may have been missed; called once,
+    /// at a container's first ``PersistentContainer/announcements()``. Returns once the
+    /// announcements of saves that commit from then on are delivered (or, when that could not
+    /// be set up, will be followed by a re-read marker once it is). `deliver` must not block.
+    /// Ends at ``close()``.
+    func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void)
+    /// Claims rows (``ManagedObjectContext/claimRows(_:limit:update:)``): in one transaction,
+    /// selects the rows `fetch` matches, in its order and limit (on PostgreSQL, `FOR UPDATE
+    /// SKIP LOCKED`: rows another transaction holds are passed over), gets the changes of
+    /// each from `update` (slots and values, in the rows' order), writes them with `_version`
+    /// + 1, and commits. Returns the rows as written.
+    func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow]
+}
+
+/// The change of one row of ``PersistentStore/claimRows(_:update:)``: its values at these slots.
+package struct RowUpdate {
+    package var slots: [Int]
+    package var values: [StoreValue]
+
+    package init(slots: [Int], values: [StoreValue]) {
+        self.slots = slots
+        self.values = values
+    }
+
+    /// `row` with this update applied, at `version`.
+    package func applied(to row: StoreRow, version: Int64) -> StoreRow {
+        var values = row.values
+        for (slot, value) in zip(slots, self.values) { values[slot] = value }
+        return StoreRow(id: row.id, version: version, values: values)
+    }
 }
 
 /// A rule of the store's schema applied once, in order, by ID.

@@ -27,7 +27,12 @@ final class SQLiteStore: PersistentStore {
     static let linksTable = "_persistence_links"
 
     /// Whether ``close()`` ran: the store no longer counts as open in this process.
-    private let isClosed = Locked(false)
+    private let closed = Locked(false)
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { closed.withLock { $0 } }
+    /// Where announcements go, and the watch that hears other connections' commits
+    /// (SQLiteAnnouncements.swift).
+    let announcer = Locked(SQLiteAnnouncer())
 
     /// How many stores of this process have each file open (by path): a `-wal` one of them
     /// keeps is no sign of an unclean shutdown.
@@ -792,7 +797,9 @@ final class SQLiteStore: PersistentStore {
 
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         do {
-            return try write(changes, effects: effects)
+            let result = try write(changes, effects: effects)
+            announceCommitted(effects.announcements)
+            return result
         } catch let error as StoreConflict {
             throw error
         } catch let failure as StreamFailure {
@@ -1032,6 +1039,40 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
+    /// Claims rows in one write transaction. Its `BEGIN IMMEDIATE` holds the store's one
+    /// write lock, so no other transaction holds a row it selects: "skip locked" has nothing
+    /// to skip, and a second claim selects after the first committed.
+    func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow] {
+        let entitySQL = sql[fetch.entity.name]!
+        let (query, arguments) = select(entitySQL.selectList, fetch)
+        return try mapErrors(nil) {
+            try writing { db in
+                let rows = try Self.readRows(db, query, arguments, entitySQL)
+                guard !rows.isEmpty else { return [] }
+                let updates = update(rows)
+                var claimed: [StoreRow] = []
+                claimed.reserveCapacity(rows.count)
+                for (row, change) in zip(rows, updates) {
+                    var assignments = change.slots.map { "\(entitySQL.columns[$0]) = ?" }
+                    assignments.append("\"_version\" = \"_version\" + 1")
+                    let statement = """
+                        UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE "id" = ? \
+                        RETURNING "_version"
+                        """
+                    let id = ManagedObjectID(entityName: fetch.entity.name, rowID: row.id)
+                    let version = try mapErrors(id) {
+                        try Self.query(db, statement, change.values + [.integer(row.id)]) {
+                            sqlite3_column_int64($0, 0)
+                        }
+                    }
+                    claimed.append(change.applied(to: row, version: version.first ?? row.version + 1))
+                }
+                try runInjectedFault()
+                return claimed
+            }
+        }
+    }
+
     /// Makes the next commit fail with `error` after every statement ran and
     /// before `COMMIT`: nothing is written. For tests of failure paths.
     func failNextCommit(with error: any Error & Sendable) {
@@ -1081,11 +1122,12 @@ final class SQLiteStore: PersistentStore {
     }
 
     func close() {
-        let first = isClosed.withLock { closed in
+        let first = closed.withLock { closed in
             defer { closed = true }
             return !closed
         }
         guard first else { return }
+        stopAnnouncements()
         if !isReadOnly {
             // Commits moved into the file and the -wal emptied, if no other connection is
             // reading: a -wal with frames at the next open then means a crash. Never waits.

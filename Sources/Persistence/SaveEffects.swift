@@ -64,6 +64,8 @@ public final class SaveEffects {
     package var beforeCommitWork: [(TransactionReader) throws -> Void] = []
     var afterCommitWork: [() -> Void] = []
     var onFailureWork: [() -> Void] = []
+    /// What the save announces once committed (``announce(_:payload:)``), in order.
+    package var announcements: [Announcement] = []
     private var sharedValues: [String: AnyObject] = [:]
 
     init(commitsToStore: Bool, userInfo: [String: Any] = [:]) {
@@ -185,6 +187,35 @@ public final class SaveEffects {
     /// context's save, a failed save or a rolled-back one).
     public func afterCommit(_ work: @escaping () -> Void) {
         if commitsToStore { afterCommitWork.append(work) }
+    }
+
+    /// Announces `topic` with `payload` to every container on the store — in this process,
+    /// in others, on other hosts — once the save commits: their
+    /// ``PersistentContainer/announcements()`` deliver it. A save that fails or is rolled
+    /// back announces nothing; a child context's save announces nothing (its parent's save
+    /// announces what its hooks ask for again). Can be called from `willSave`, a
+    /// batch-delete or insert-rows hook, or a ``beforeCommit(_:)`` check.
+    ///
+    /// For rare events that others must hear of at once, not for every save: on
+    /// PostgreSQL it is `pg_notify` in the save's transaction, and the server commits
+    /// notifying transactions one at a time, database-wide. A receiver gets an announcement
+    /// at most once, and may miss it when its connection is lost — it then gets the re-read
+    /// marker (``Announcement/reread``) instead and looks at the store itself.
+    ///
+    /// - SQLite: the announcing container's own listeners get it as sent; every other
+    ///   container (in this process or another) is woken by the commit as by any other
+    ///   and gets the re-read marker.
+    /// - PostgreSQL: every listening container gets it as sent, from the server
+    ///   (`LISTEN`/`NOTIFY`), this one too.
+    ///
+    /// - Throws: ``PersistenceError/Code/misuse`` for an empty topic or
+    ///   ``Announcement/rereadTopic``, a NUL character, or more than
+    ///   ``Announcement/maximumBytes`` of topic and payload (PostgreSQL's limit; test with
+    ///   ``Announcement/fits(topic:payload:)`` and announce less). Nothing is announced then.
+    public func announce(_ topic: String, payload: String) throws {
+        try Announcement.check(topic: topic, payload: payload)
+        guard commitsToStore else { return }
+        announcements.append(Announcement(topic: topic, payload: payload, isFromThisProcess: true))
     }
 
     /// Runs `work` if this save fails after `willSave` ran.

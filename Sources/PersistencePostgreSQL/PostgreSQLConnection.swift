@@ -254,13 +254,8 @@ final class PostgreSQLConnection: @unchecked Sendable {
         self.location = location
         self.logger = logger
         reconnects = !session
-        var configuration = PostgresConnection.Configuration(
-            host: location.host, port: location.port, username: location.user, password: location.password,
-            database: location.database, tls: try Self.tls(location))
-        // What `pg_stat_activity` shows of the connection (at most 63 bytes are kept).
-        configuration.options.additionalStartupParameters = [
-            ("application_name", "persistence \(session ? "session " : "")\(location.schema)")
-        ]
+        let configuration = try Self.configuration(
+            location, application: "persistence \(session ? "session " : "")\(location.schema)")
         self.configuration = configuration
         if session {
             connection = try Self.connectKeepingAlive(configuration, location, logger: logger)
@@ -275,7 +270,20 @@ final class PostgreSQLConnection: @unchecked Sendable {
         }
     }
 
-    private static func connect(
+    /// How to connect to `location`, shown in `pg_stat_activity` as `application` (at most
+    /// 63 bytes are kept).
+    static func configuration(_ location: PostgreSQLLocation, application: String) throws
+        -> PostgresConnection.Configuration
+    {
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: location.user, password: location.password,
+            database: location.database, tls: try Self.tls(location))
+        configuration.options.additionalStartupParameters = [("application_name", application)]
+        return configuration
+    }
+
+    /// A new postgres-nio connection, made with `configuration` (blocks until it is made).
+    static func connect(
         _ configuration: PostgresConnection.Configuration, _ location: PostgreSQLLocation, logger: Logger
     ) throws -> PostgresConnection {
         do {

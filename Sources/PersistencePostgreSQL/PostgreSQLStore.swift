@@ -82,6 +82,8 @@ final class PostgreSQLStore: PersistentStore {
     let logger: Logger
     /// This store's session, if it opened one (PostgreSQLSessions.swift).
     let sessionSlot = Locked(SessionSlot())
+    /// The `LISTEN` of ``startAnnouncements(_:)``, once started (PostgreSQLAnnouncements.swift).
+    let listenerSlot = Locked<PostgreSQLListener?>(nil)
 
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
@@ -610,6 +612,7 @@ final class PostgreSQLStore: PersistentStore {
             INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
             ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
             """, [.text(writerID)])
+        try notify(effects.announcements)
         try injectedFault.run()
         return result
     }
@@ -650,6 +653,93 @@ final class PostgreSQLStore: PersistentStore {
             }
             try insert(inserts)
             try mapErrors(nil) { try rules.insertEffectRows(from: planned, refusingLinksInto: deleted) }
+        }
+    }
+
+    /// Claims rows in one transaction on the writer: `SELECT … FOR UPDATE SKIP LOCKED` (rows
+    /// another transaction holds locked — another claim's, a save's — are passed over;
+    /// under `READ COMMITTED` a row changed by a transaction that committed meanwhile is
+    /// checked again against the predicate, and left if it no longer matches), then one
+    /// `UPDATE … FROM (VALUES …)` for the rows that change the same slots, with `_version` + 1.
+    /// Fenced and counted as a save is.
+    func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow] {
+        try requireWritable()
+        try refuseIfSessionLost()
+        let statements = sql[fetch.entity.name]!
+        var (query, arguments) = select(statements.selectList, fetch)
+        query += " FOR UPDATE SKIP LOCKED"
+        do {
+            return try writer.withLock {
+                try transaction(writer) {
+                    try fenceSave()
+                    let rows = try statements.decode(try writer.run(query, arguments).rows)
+                    guard !rows.isEmpty else { return [] }
+                    let updates = update(rows)
+                    var versions: [Int64: Int64] = [:]
+                    var groups: [[Int]: [Int]] = [:]  // the rows' indexes, by the slots they change
+                    for (i, change) in updates.enumerated() { groups[change.slots, default: []].append(i) }
+                    for (slots, indexes) in groups.sorted(by: { $0.value[0] < $1.value[0] }) {
+                        let chunk = max(1, 60_000 / (slots.count + 1))  // the server's limit: 65,535 arguments
+                        for start in stride(from: 0, to: indexes.count, by: chunk) {
+                            let part = indexes[start..<min(start + chunk, indexes.count)]
+                            for (id, version) in try updateClaimed(
+                                statements, slots: slots, rows: part.map { (rows[$0].id, updates[$0].values) })
+                            {
+                                versions[id] = version
+                            }
+                        }
+                    }
+                    try writer.run(
+                        """
+                        INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
+                        ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
+                        """, [.text(writerID)])
+                    try injectedFault.run()
+                    return zip(rows, updates).map { row, change in
+                        change.applied(to: row, version: versions[row.id] ?? row.version + 1)
+                    }
+                }
+            }
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
+            throw mapped(error, nil)
+        }
+    }
+
+    /// One `UPDATE` of claimed rows that change the same slots; returns each row's new version.
+    private func updateClaimed(
+        _ statements: EntityStatements, slots: [Int], rows: [(id: Int64, values: [StoreValue])]
+    ) throws -> [(Int64, Int64)] {
+        let properties = statements.entity.storedProperties
+        var arguments: [StoreValue] = []
+        var tuples: [String] = []
+        for row in rows {
+            arguments.append(.integer(row.id))
+            var marks = ["$\(arguments.count)::BIGINT"]
+            for (value, slot) in zip(row.values, slots) {
+                arguments.append(value)
+                let type: String
+                switch properties[slot].kind {
+                case .attribute(.text), .attribute(.uuid): type = "TEXT"
+                case .attribute(let attribute): type = Self.columnType(attribute)
+                default: type = "BIGINT"
+                }
+                marks.append("$\(arguments.count)::\(type)")
+            }
+            tuples.append("(" + marks.joined(separator: ", ") + ")")
+        }
+        let table = statements.table
+        let names = (["\"id\""] + slots.map { "\"_c\($0)\"" }).joined(separator: ", ")
+        var assignments = slots.map { "\(statements.columns[$0]) = \"_v\".\"_c\($0)\"" }
+        assignments.append("\"_version\" = \(table).\"_version\" + 1")
+        let query = """
+            UPDATE \(table) SET \(assignments.joined(separator: ", ")) \
+            FROM (VALUES \(tuples.joined(separator: ", "))) AS "_v"(\(names)) \
+            WHERE \(table)."id" = "_v"."id" RETURNING \(table)."id", \(table)."_version"
+            """
+        return try mapErrors(nil) {
+            try writer.run(query, arguments).rows.map { try $0.decode((Int64, Int64).self) }
         }
     }
 
@@ -757,6 +847,7 @@ final class PostgreSQLStore: PersistentStore {
     /// committed. A store that cannot (the server gone) leaves its row: one more row in the
     /// sum, nothing else. Closing again (the container, then `deinit`) does nothing.
     func close() {
+        stopAnnouncements()
         currentSession?.end()
         if !isReadOnly && !writer.isClosed {
             _ = try? writer.withLock {

@@ -10,7 +10,10 @@ import Synchronization
 /// costing nothing while nothing happens. Where inotify is unavailable (another
 /// platform, no inotify instances left, a file that does not exist) there is no watch,
 /// and the caller polls instead.
-final class StoreWatch: Sendable {
+///
+/// The SQLite store's ``PersistentContainer/announcements()`` are served by one; the
+/// catalog's job queue keeps one of its own (package access).
+package final class StoreWatch: Sendable {
     #if os(Linux)
         private let inotify: Int32
         /// A pipe: its write end, written to stop the thread, and its read end, polled.
@@ -27,7 +30,7 @@ final class StoreWatch: Sendable {
 
     /// Watches `path`; `onChange` runs on the watch's own thread after each
     /// modification (coalesced). `nil` when the file cannot be watched.
-    init?(path: String, onChange: @escaping @Sendable () -> Void) {
+    package init?(path: String, onChange: @escaping @Sendable () -> Void) {
         #if os(Linux)
             let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
             guard inotify >= 0 else { return nil }
@@ -50,7 +53,7 @@ final class StoreWatch: Sendable {
                 Self.loop(inotify: inotify, stopper: stopperRead, onChange: onChange)
                 ended.signal()
             }
-            thread.name = "AssetCatalog.StoreWatch"
+            thread.name = "Persistence.StoreWatch"
             thread.start()
         #else
             return nil
@@ -85,7 +88,7 @@ final class StoreWatch: Sendable {
 
     /// Ends the watch and waits for its thread to return (for a call of `onChange` under
     /// way to end): after it, `onChange` is not called again. Not to be called from `onChange`.
-    func stop() {
+    package func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         #if os(Linux)
             var one: UInt8 = 1

@@ -1,0 +1,80 @@
+import Foundation
+import GRDB
+import Locking
+
+/// Announcements on SQLite (``PersistentContainer/announcements()``): a save's own
+/// announcements go to its container's listeners once it has committed; other connections'
+/// commits (other containers, other processes) are heard through inotify on the store's
+/// `-wal` (``StoreWatch``), which every commit writes, and delivered as the re-read marker.
+struct SQLiteAnnouncer {
+    var deliver: (@Sendable (Announcement) -> Void)?
+    var watch: StoreWatch?
+    /// `PRAGMA data_version` on the writer when last looked at: it moves when another
+    /// connection commits, never for this store's own commits.
+    var dataVersion: Int64?
+}
+
+extension SQLiteStore {
+    /// How long after a change of the `-wal` the watch looks again for the commit it belongs
+    /// to, when that commit is not visible yet: the `-wal` is written (and watched) before the
+    /// committing connection syncs it and publishes the commit in the `-shm`. About half a
+    /// second in all.
+    static let commitLookDelays: [TimeInterval] = [0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3]
+
+    func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void) {
+        guard !isClosed else { return }  // a closed container's stream has ended
+        let version = try? currentDataVersion()
+        announcer.withLock {
+            $0.deliver = deliver
+            $0.dataVersion = version
+        }
+        let watch = StoreWatch(path: url.path + "-wal") { [weak self] in self?.walChanged() }
+        let extra = announcer.withLock { a -> StoreWatch? in
+            guard a.deliver != nil, a.watch == nil else { return watch }  // closed meanwhile
+            a.watch = watch
+            return nil
+        }
+        extra?.stop()
+    }
+
+    /// Delivers a committed save's announcements to this store's listeners.
+    func announceCommitted(_ announcements: [Announcement]) {
+        guard !announcements.isEmpty, let deliver = announcer.withLock({ $0.deliver }) else { return }
+        for announcement in announcements { deliver(announcement) }
+    }
+
+    /// Ends the watch; nothing is delivered after.
+    func stopAnnouncements() {
+        announcer.withLock { a -> StoreWatch? in
+            defer {
+                a.watch = nil
+                a.deliver = nil
+            }
+            return a.watch
+        }?.stop()
+    }
+
+    private func currentDataVersion() throws -> Int64 {
+        try pool.writeWithoutTransaction { try Int64.fetchOne($0, sql: "PRAGMA data_version") ?? 0 }
+    }
+
+    /// On the watch's thread: the `-wal` changed. When another connection committed (the
+    /// writer's `data_version` moved), the listeners get the re-read marker; the store's own
+    /// commits, and writes that commit nothing, deliver nothing.
+    private func walChanged() {
+        for delay in Self.commitLookDelays {
+            guard announcer.withLock({ $0.deliver != nil }) else { return }  // closing
+            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+            guard let version = try? currentDataVersion() else { return }
+            let deliver = announcer.withLock { a -> (@Sendable (Announcement) -> Void)? in
+                guard a.dataVersion != version else { return nil }
+                a.dataVersion = version
+                return a.deliver
+            }
+            if let deliver {
+                deliver(.reread)
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+import Logging
+@_spi(Testing) import Persistence
+import PostgresNIO
+import TestScratch
+import Testing
+
+@testable import PersistencePostgreSQL
+
+/// Announcements (``SaveEffects/announce(_:payload:)``, ``PersistentContainer/announcements()``):
+/// delivered once the save commits, never for one that fails or is rolled back; intact; heard
+/// by the other containers of the store; and, when the means to hear them is lost, replaced
+/// by the re-read marker. "Not delivered" is shown by order, never by time: a later
+/// announcement arrives, and the earlier one did not arrive before it.
+@Suite struct AnnouncementTests {
+    /// Saves a `Checked` row on `context` whose save announces `topic` with `payload`.
+    func saveAnnouncing(_ context: ManagedObjectContext, _ topic: String, _ payload: String) throws {
+        context.userInfo["effects"] = { (effects: SaveEffects) in
+            try! effects.announce(topic, payload: payload)
+        }
+        defer { context.userInfo["effects"] = nil }
+        Checked(context: context).label = payload
+        try context.save()
+    }
+
+    @Test(arguments: StoreKind.allCases) func onlyCommittedSavesAnnounce(_ kind: StoreKind) async throws {
+        let store = try TestStore(kind)
+        let heard = Heard(store.container)
+        defer { heard.stop() }
+        let context = store.context()
+        try saveAnnouncing(context, "t", "first")
+
+        // A commit that fails after every statement ran (pg_notify among them).
+        store.container.failNextCommit(with: ValidationMessage("the disk is gone"))
+        #expect(throws: (any Error).self) { try saveAnnouncing(context, "t", "failed commit") }
+        context.rollback()
+        // A save its beforeCommit check refuses: the transaction is rolled back.
+        context.userInfo["beforeCommit"] = { (_: TransactionReader) in throw ValidationMessage("refused") }
+        #expect(throws: (any Error).self) { try saveAnnouncing(context, "t", "rolled back") }
+        context.userInfo["beforeCommit"] = nil
+        context.rollback()
+        // A child's save commits nothing: it announces nothing; its parent's save does.
+        // (Announced once: by the parent's save, not by the child's as well.)
+        let child = store.child(of: context)
+        let announce = { (effects: SaveEffects) in try! effects.announce("t", payload: "child") }
+        child.userInfo["effects"] = announce
+        context.userInfo["effects"] = announce
+        Checked(context: child).label = "child"
+        try child.save()
+        try context.save()
+        context.userInfo["effects"] = nil
+        // Own commits that announce nothing wake nothing.
+        Note(context: context).title = "quiet"
+        try context.save()
+
+        try saveAnnouncing(context, "t", "last")
+        #expect(try await eventually { heard.payloads.contains("last") })
+        #expect(heard.payloads == ["first", "child", "last"])
+        #expect(heard.all.allSatisfy { $0.topic == "t" && $0.isFromThisProcess })
+    }
+
+    @Test(arguments: StoreKind.allCases) func topicsAndPayloadsArriveIntact(_ kind: StoreKind) async throws {
+        let store = try TestStore(kind)
+        let heard = Heard(store.container)
+        defer { heard.stop() }
+        let largest = String(repeating: "é", count: (Announcement.maximumBytes - 2) / 2)  // 2 bytes each
+        let sent: [(String, String)] = [
+            ("assets.deleted", ""),
+            ("Tëst ✓ 日本", "e\u{301} é 🎉\n\ttabs and 12 spaces "),
+            ("12 3", "1 2 3"),
+            ("é", largest),
+            ("last", "done"),
+        ]
+        #expect(("é".utf8.count + largest.utf8.count) == Announcement.maximumBytes)
+        let context = store.context()
+        for (topic, payload) in sent { try saveAnnouncing(context, topic, payload) }
+        #expect(try await eventually { heard.all.contains { $0.topic == "last" } })
+        #expect(heard.all.map(\.topic) == sent.map(\.0))
+        #expect(heard.all.map(\.payload) == sent.map(\.1))
+        #expect(heard.all.map { $0.payload.unicodeScalars.count } == sent.map { $0.1.unicodeScalars.count })
+    }
+
+    @Test func whatCannotBeAnnouncedIsRefused() throws {
+        let store = try TestStore()
+        let context = store.context()
+        let refusals = HookLog()
+        let tooLarge = String(repeating: "x", count: Announcement.maximumBytes)
+        context.userInfo["effects"] = { (effects: SaveEffects) in
+            for (topic, payload) in [("", "p"), ("*", "p"), ("t\u{0}", "p"), ("t", "p\u{0}"), ("t", tooLarge)] {
+                do {
+                    try effects.announce(topic, payload: payload)
+                    refusals.record("accepted \(topic)")
+                } catch let error as PersistenceError {
+                    refusals.record("\(error.code == .misuse ? "misuse" : "other"): \(error.message)")
+                } catch {
+                    refusals.record("\(error)")
+                }
+            }
+        }
+        Checked(context: context).label = "x"
+        try context.save()
+        #expect(
+            refusals.events == [
+                "misuse: An announcement needs a topic other than \"*\" and the empty one; got \"\"",
+                "misuse: An announcement needs a topic other than \"*\" and the empty one; got \"*\"",
+                "misuse: An announcement cannot hold a NUL character (topic \"t\u{0}\")",
+                "misuse: An announcement cannot hold a NUL character (topic \"t\")",
+                "misuse: The announcement \"t\" is 7901 bytes; at most 7900 can be announced "
+                    + "(announce less, and let receivers read the rest from the store)",
+            ])
+        #expect(Announcement.fits(topic: "t", payload: String(tooLarge.dropFirst())))
+        #expect(!Announcement.fits(topic: "t", payload: tooLarge))
+        #expect(!Announcement.fits(topic: "*", payload: ""))
+    }
+
+    /// Two containers on one store, as two hosts would have: each hears the other's. On
+    /// SQLite the other's commit is heard as the re-read marker.
+    @Test(arguments: StoreKind.allCases) func twoContainersOnOneStoreHearEachOther(_ kind: StoreKind) async throws {
+        let store = try TestStore(kind)
+        let other = try store.reopen()
+        defer { other.close() }
+        let heardHere = Heard(store.container)
+        defer { heardHere.stop() }
+        let heardThere = Heard(other)
+        defer { heardThere.stop() }
+
+        try saveAnnouncing(other.newBackgroundContext(), "from", "there")
+        try saveAnnouncing(store.context(), "from", "here")
+        let fromThere =
+            kind == .sqlite
+            ? Announcement.reread : Announcement(topic: "from", payload: "there", isFromThisProcess: true)
+        let fromHere =
+            kind == .sqlite
+            ? Announcement.reread : Announcement(topic: "from", payload: "here", isFromThisProcess: true)
+        #expect(try await eventually { heardHere.all.contains(fromThere) && heardThere.all.contains(fromHere) })
+        // Each also hears its own, as sent.
+        #expect(heardHere.all.contains(Announcement(topic: "from", payload: "here", isFromThisProcess: true)))
+        #expect(heardThere.all.contains(Announcement(topic: "from", payload: "there", isFromThisProcess: true)))
+    }
+
+    /// The streams end when the container closes; one asked for after ends at once.
+    @Test(arguments: StoreKind.allCases) func theStreamsEndWithTheContainer(_ kind: StoreKind) async throws {
+        let store = try TestStore(kind)
+        let before = store.container.announcements()
+        store.container.close()
+        for await announcement in before { Issue.record("after close: \(announcement)") }
+        for await announcement in store.container.announcements() { Issue.record("after close: \(announcement)") }
+    }
+
+    /// SQLite: another process's commit wakes the stream with the re-read marker.
+    @Test func anotherProcesssCommitWakesTheStreamOnSQLite() async throws {
+        let store = try TestStore()
+        let heard = Heard(store.container)
+        defer { heard.stop() }
+        let executable = fixtureExecutable()
+        try #require(FileManager.default.isExecutableFile(atPath: executable.path), "missing \(executable.path)")
+        let child = try ChildProcess(
+            executable.path, ["insert", store.storeURL.path, "other", "1"], stdout: .inherit, stderr: .inherit)
+        #expect(try child.wait().status == 0)
+        #expect(try await eventually { heard.all.contains(.reread) })
+        #expect(heard.all.allSatisfy { $0 == .reread })
+    }
+
+    /// PostgreSQL: the server ends the `LISTEN` connection; the re-read marker follows once
+    /// it listens again, and later announcements arrive.
+    @Test func aLostListenConnectionIsMadeAgainAndSaysSo() async throws {
+        let store = try TestStore(.postgresql)
+        let heard = Heard(store.container)
+        defer { heard.stop() }
+        let context = store.context()
+        try saveAnnouncing(context, "t", "before")
+        #expect(try await eventually { heard.payloads == ["before"] })
+        let location = try PostgreSQLLocation(store.storeURL)
+        #expect(try endSessions(named: "persistence listen \(location.schema)", of: store.storeURL) == 1)
+        #expect(try await eventually { heard.all.contains(.reread) })
+        try saveAnnouncing(context, "t", "after")
+        #expect(try await eventually { heard.payloads.contains("after") })
+        #expect(heard.all.filter { !$0.isReread }.map(\.payload) == ["before", "after"])
+    }
+
+    /// The channel is an identifier of at most 63 bytes whatever the schema's name, and the
+    /// same for every store on the schema.
+    @Test func theChannelIsShortAndNamedByTheSchema() {
+        let long = String(repeating: "s", count: 63)
+        #expect(PostgreSQLStore.announcementChannel(schema: long).utf8.count == 20)
+        #expect(PostgreSQLStore.announcementChannel(schema: "a") == PostgreSQLStore.announcementChannel(schema: "a"))
+        #expect(PostgreSQLStore.announcementChannel(schema: "a") != PostgreSQLStore.announcementChannel(schema: "b"))
+        #expect(PostgreSQLStore.announcementChannel(schema: "").hasPrefix("persistence_"))
+    }
+
+    /// Ends the server sessions whose `application_name` is `name`, as `pg_terminate_backend`
+    /// does; returns how many once the server lists none of them.
+    func endSessions(named name: String, of url: URL) throws -> Int {
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        components.queryItems = components.queryItems?.filter { $0.name != "schema" }
+        let admin = try PostgreSQLConnection(try PostgreSQLLocation(components.url!), logger: Logger(label: "test"))
+        defer { admin.close() }
+        let ended = try admin.run(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [.text(name)]
+        ).rows.count
+        let deadline = Date().addingTimeInterval(60)
+        while try admin.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [.text(name)]).rows.count > 0
+        {
+            guard Date() < deadline else { throw ValidationMessage("the server still lists the ended sessions") }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return ended
+    }
+}
+
+/// What a container's ``PersistentContainer/announcements()`` delivered, in order.
+final class Heard: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: [Announcement] = []
+    private var task: Task<Void, Never>?
+
+    init(_ container: PersistentContainer) {
+        let stream = container.announcements()
+        task = Task { [weak self] in
+            for await announcement in stream { self?.append(announcement) }
+        }
+    }
+
+    private func append(_ announcement: Announcement) {
+        lock.lock()
+        storage.append(announcement)
+        lock.unlock()
+    }
+
+    var all: [Announcement] {
+        lock.lock()
+        defer { lock.unlock() }
+        return storage
+    }
+
+    /// The payloads of what is not the re-read marker.
+    var payloads: [String] { all.filter { !$0.isReread }.map(\.payload) }
+
+    func stop() { task?.cancel() }
+}
