@@ -283,13 +283,23 @@ extension Catalog {
 
     /// Records, at a writable open of a SQLite catalog, which catalog its store holds
     /// (``CatalogInfo``, made at the first open since it existed), and refuses a store that
-    /// holds another catalog than `catalog.json` names.
-    static func checkCatalogInfo(_ container: PersistentContainer, root: URL) throws {
-        guard let identity = try? CatalogIdentity.read(in: root) else { return }
+    /// holds another catalog than `catalog.json` names. A catalog without `catalog.json` (made
+    /// before it existed, or that lost it) gets one: with the ID its store records, if it
+    /// records one, else a new one.
+    static func recordIdentity(_ container: PersistentContainer, root: URL) throws {
         let context = container.newBackgroundContext(name: "catalog-info")
         do {
             try context.performAndWait {
-                if let info = try context.fetch(FetchRequest<CatalogInfo>()).first {
+                let info = try context.fetch(FetchRequest<CatalogInfo>()).first
+                if !CatalogIdentity.exists(in: root) {
+                    if let info, let id = UUID(uuidString: info.catalogID) {
+                        try CatalogIdentity(id: id, created: info.created).write(in: root)
+                    } else {
+                        try CatalogIdentity.write(in: root)
+                    }
+                }
+                guard let identity = try? CatalogIdentity.read(in: root) else { return }
+                if let info {
                     guard info.catalogID == identity.id.uuidString else {
                         throw CatalogError(
                             .store,
@@ -299,9 +309,9 @@ extension Catalog {
                     }
                     return
                 }
-                let info = CatalogInfo(context: context)
-                info.catalogID = identity.id.uuidString
-                info.created = identity.created
+                let row = CatalogInfo(context: context)
+                row.catalogID = identity.id.uuidString
+                row.created = identity.created
                 try context.save()
             }
         } catch let error as PersistenceError {

@@ -480,8 +480,7 @@ public final class Catalog: Sendable {
                 content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
                 if !readOnly {
                     do {
-                        try CatalogIdentity.write(in: root)
-                        try Self.checkCatalogInfo(container, root: root)
+                        try Self.recordIdentity(container, root: root)
                     } catch {
                         content.release()
                         throw error

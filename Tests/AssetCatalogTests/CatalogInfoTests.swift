@@ -52,6 +52,18 @@ import Testing
         #expect(try recorded(catalog) == [try identity(t.root)])
     }
 
+    /// A catalog that lost its `catalog.json` gets it back with the ID its store records.
+    @Test func aLostIdentityFileIsWrittenAgainWithTheStoresID() throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        let id = try identity(t.root)
+        try FileManager.default.removeItem(at: t.root.appending(path: "catalog.json"))
+        let catalog = try t.open()
+        defer { catalog.close() }
+        #expect(try identity(t.root) == id)
+        #expect(try recorded(catalog) == [id])
+    }
+
     @Test func aNewCatalogRecordsItsID() throws {
         let t = try TestCatalog()
         let catalog = try t.create()

@@ -232,6 +232,30 @@ import Testing
                 + "PGPASSWORD or ~/.pgpass, or `assetcat init --join --store URL` for this host\n")
     }
 
+    @Test func recoverStartsAStoreOnlyWhereTheSchemaHoldsNoCatalog() async throws {
+        let (t, store) = try await made()
+        let h1 = Self.host(t, "h1")
+        #expect(try await t.run(["add", try t.file("a.txt", "hello\n")], environment: h1).status == 0)
+        let opens = try await t.run(["recover"], environment: h1)
+        #expect(opens.status == 1)
+        #expect(
+            opens.stderr
+                == "assetcat: The catalog at \(t.root.path) opens: the store at \(store.redacted) (schema "
+                + "\(store.schema)) holds it, and there is nothing to recover (`assetcat gc --adopt` records content "
+                + "no asset uses)\n")
+        // An empty schema, as if the catalog's were lost: recover starts it there.
+        let empty = try Self.newStore()
+        let lost = Self.host(t, "h1", ["ASSETCAT_STORE": empty.redacted, "PGPASSWORD": store.password])
+        let recover = try await t.run(["recover"], environment: lost)
+        #expect(recover.status == 0, "\(recover.stderr)")
+        #expect(
+            recover.stdout
+                == "started a new store in \(t.root.path)\nrecorded 1 file of objects/ as assets tagged 'recovered'\n")
+        let ls = try await t.run(["ls"], environment: lost)
+        #expect(ls.stdout.contains("recovered-5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"))
+        #expect(try await t.run(["recover"], environment: lost).status == 1)
+    }
+
     @Test func serverDownWrongPasswordOrMissingDatabaseIsOneLineAndChangesNothing() async throws {
         let (t, store) = try await made()
         let before = Self.snapshot(t.root)
