@@ -78,6 +78,8 @@ let package = Package(
             name: "AssetCatalog",
             dependencies: [
                 "Persistence", "ArchiveIO", "BagIt", "CFileSync", "Locking",
+                // A catalog whose records are in PostgreSQL (`assetcat init --store`).
+                "PersistencePostgreSQL",
                 // For the temporary databases of an export's selection (ExportScratch) and of
                 // an import's entries and plan (ImportScratch).
                 .product(name: "GRDB", package: "GRDB.swift"),

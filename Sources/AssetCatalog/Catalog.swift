@@ -239,7 +239,7 @@ public final class Catalog: Sendable {
     static let storeName = "catalog.sqlite"
     static let entities: [ManagedObject.Type] = [
         Asset.self, RemovalPlan.self, PendingImport.self, Job.self, PendingTemporary.self, AssetTag.self,
-        AddMark.self,
+        AddMark.self, CatalogInfo.self,
     ]
 
     /// What brings a catalog of an earlier release to this one's schema, in order.
@@ -252,7 +252,7 @@ public final class Catalog: Sendable {
     /// - Throws: ``CatalogError/Code/invalidArgument`` when a program's entity takes the
     ///   name of one of the catalog's, or has a to-one relationship to one of the catalog's
     ///   entities with no `onDestinationDelete` rule, or the schema is refused.
-    static func schema(with extra: [ManagedObject.Type]) throws -> Schema {
+    static func schema(with extra: [ManagedObject.Type], catalogInfo: Bool = true) throws -> Schema {
         let reserved = Set(entities.map(\.entityName))
         let own = Set(entities.map(ObjectIdentifier.init))
         for type in extra where !own.contains(ObjectIdentifier(type)) {
@@ -273,7 +273,9 @@ public final class Catalog: Sendable {
             }
         }
         do {
-            return try Schema(entities + extra.filter { !own.contains(ObjectIdentifier($0)) }, migrations: migrations)
+            let catalogEntities = catalogInfo ? entities : entities.filter { $0 != CatalogInfo.self }
+            return try Schema(
+                catalogEntities + extra.filter { !own.contains(ObjectIdentifier($0)) }, migrations: migrations)
         } catch let error as PersistenceError {
             throw CatalogError(.invalidArgument, error.message, cause: error)
         }
@@ -319,6 +321,14 @@ public final class Catalog: Sendable {
     ///   `access` is ``Access/readWrite``.
     public static func open(at directory: URL, options: OpenOptions = OpenOptions()) throws -> Catalog {
         let root = directory.standardizedFileURL
+        // A catalog.json that cannot be read is left to the SQLite path, as before stores were
+        // named: a catalog in PostgreSQL then meets its stub, which says what to do.
+        if let identity = try? CatalogIdentity.read(in: root),
+            let store = try CatalogStoreLocation.resolve(
+                for: identity, environment: ProcessInfo.processInfo.environment)
+        {
+            return try Catalog(root: root, options: options, creating: false, store: (store, identity))
+        }
         if !exists(at: root) {
             if let lost = lostStore(root) { throw lost }
             guard options.createIfMissing else {
@@ -342,6 +352,12 @@ public final class Catalog: Sendable {
         throws -> (catalog: Catalog, report: GarbageReport)
     {
         let root = directory.standardizedFileURL
+        if let identity = try? CatalogIdentity.read(in: root),
+            let store = try CatalogStoreLocation.resolve(
+                for: identity, environment: ProcessInfo.processInfo.environment)
+        {
+            return try recover(root, store: store, identity: identity, options: options)
+        }
         if FileManager.default.fileExists(atPath: storeURL(in: root).path) {
             do {
                 try open(at: root, options: options).close()
@@ -389,7 +405,7 @@ public final class Catalog: Sendable {
     }
 
     /// The error for a catalog whose store is in `quarantine/`.
-    private static func quarantined(_ root: URL, folder: URL, reason: String?) -> CatalogError {
+    static func quarantined(_ root: URL, folder: URL, reason: String?) -> CatalogError {
         let why =
             reason.map { "is unusable (\($0)); it was moved to \(folder.path)" }
             ?? "was found unusable and moved to \(folder.path)"
@@ -401,21 +417,28 @@ public final class Catalog: Sendable {
             path: storeURL(in: root).path)
     }
 
-    /// Whether the catalog at `root` can be written by this process.
-    private static func isWritable(_ root: URL) -> Bool {
+    /// Whether the catalog at `root` can be written by this process (its folder, and its
+    /// `catalog.sqlite` unless its records are elsewhere).
+    private static func isWritable(_ root: URL, sqlite: Bool) -> Bool {
         guard access(root.path, W_OK) == 0 else { return false }
+        guard sqlite else { return true }
         let store = storeURL(in: root).path
         return access(store, F_OK) != 0 || access(store, W_OK) == 0
     }
 
-    private init(root: URL, options: OpenOptions, creating: Bool) throws {
+    /// Opens (or, `creating`, makes) the catalog at `root`: on `catalog.sqlite` when `store`
+    /// is `nil`, else on the PostgreSQL store it names, for the catalog `identity` says.
+    init(
+        root: URL, options: OpenOptions, creating: Bool,
+        store: (location: CatalogStoreLocation, identity: CatalogIdentity)? = nil
+    ) throws {
         self.root = root
-        let schema = try Self.schema(with: options.entities)  // refused before anything is made
+        var schema = try Self.schema(with: options.entities)  // refused before anything is made
         let readOnly: Bool
         switch options.access {
         case .readOnly: readOnly = true
         case .readWrite, .readWriteIfPossible:
-            if !creating, !Self.isWritable(root) {
+            if !creating, !Self.isWritable(root, sqlite: store == nil) {
                 guard options.access == .readWriteIfPossible else {
                     throw CatalogError(
                         .readOnly,
@@ -428,41 +451,42 @@ public final class Catalog: Sendable {
                 readOnly = false
             }
         }
-        if !readOnly { try ContentStore.makeDirectory(root.path) }
-        var storeOptions = PersistentContainer.Options()
-        storeOptions.onUnreadableStore = options.onUnreadableStore
-        storeOptions.logger = options.logger
-        storeOptions.createsStore = creating
-        storeOptions.readOnly = readOnly
-        let storeURL = Self.storeURL(in: root)
-        do {
-            container = try PersistentContainer(
-                storeURL: storeURL, schema: schema, options: storeOptions)
-        } catch let error as PersistenceError {
-            if let quarantine = error.quarantine {
-                throw Self.quarantined(root, folder: quarantine.folder, reason: quarantine.reason)
-            }
-            if error.code == .newerStore {
-                throw CatalogError(
-                    .store,
-                    "The catalog at \(root.path) was written by a newer version of assetcat; upgrade to open it. "
-                        + "Nothing was changed",
-                    path: storeURL.path, cause: error)
-            }
-            if error.code == .notFound {
-                throw CatalogError(
-                    .store,
-                    "The catalog at \(root.path) has lost its store: \(Self.storeName) is missing. Nothing was "
-                        + "changed; restore \(Self.storeName) from a backup, or run `assetcat recover` to start a "
-                        + "new store that lists the content of objects/",
-                    path: storeURL.path, cause: error)
-            }
-            throw CatalogError(.store, error.message, path: storeURL.path, cause: error)
+        // A read-only open of a SQLite catalog made before CatalogInfo could not make its table.
+        if store == nil && readOnly { schema = try Self.schema(with: options.entities, catalogInfo: false) }
+        if let store {
+            container = try Self.openStore(
+                store.location, identity: store.identity, root: root, schema: schema, options: options,
+                creating: creating, readOnly: readOnly)
+        } else {
+            if !readOnly { try ContentStore.makeDirectory(root.path) }
+            container = try Self.openSQLite(
+                root: root, schema: schema, options: options, creating: creating, readOnly: readOnly)
         }
         let content: ContentStore
         do {
-            content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
-            if !readOnly { try CatalogIdentity.write(in: root) }
+            if let store {
+                if !readOnly { try ContentStore.makeDirectory(root.path) }
+                content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
+                if creating {
+                    do {
+                        try store.identity.write(in: root)
+                        try StoreStub.write(in: root)  // last: see StoreStub
+                    } catch {
+                        content.release()
+                        throw error
+                    }
+                }
+            } else {
+                content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
+                if !readOnly {
+                    do {
+                        try Self.recordIdentity(container, root: root)
+                    } catch {
+                        content.release()
+                        throw error
+                    }
+                }
+            }
         } catch {
             container.close()
             throw error

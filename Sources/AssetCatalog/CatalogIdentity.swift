@@ -19,12 +19,53 @@ struct CatalogIdentity: Codable, Sendable {
     var id: UUID
     /// When it was made (or, for an older catalog, when the file was first written).
     var created: Date
+    /// Where its records are, when not in `catalog.sqlite` beside it: a `postgresql://` URL
+    /// without a password (with its `schema`, `sslmode` and `sslrootcert`), as
+    /// `assetcat init --store` wrote it. Absent for a SQLite catalog (and then not written,
+    /// so a SQLite catalog's file is what it always was).
+    var store: String?
+
+    /// The most of a `catalog.json` read.
+    static let maxBytes = 1 << 20
 
     static func url(in root: URL) -> URL { root.appending(path: fileName) }
 
     static func exists(in root: URL) -> Bool {
         var info = stat()
         return lstat(url(in: root).path, &info) == 0
+    }
+
+    /// The identity in `root`, or `nil` when it has none. The file is opened once, then
+    /// checked (`fstat`) for a plain file.
+    ///
+    /// - Throws: ``CatalogError/Code/store`` when it cannot be read or is not an identity.
+    static func read(in root: URL) throws -> CatalogIdentity? {
+        let path = url(in: root).path
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw CatalogError(.store, "Could not read \(path): \(ContentStore.errnoText())", path: path)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= maxBytes else {
+            throw CatalogError(.store, "\(path) is not a catalog's identity file (not a small plain file)", path: path)
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var count = 0
+        while count < bytes.count {
+            let n = bytes[count...].withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do {
+            return try decoder.decode(CatalogIdentity.self, from: Data(bytes[..<count]))
+        } catch {
+            throw CatalogError(.store, "\(path) is not a catalog's identity file: \(error)", path: path, cause: error)
+        }
     }
 
     /// Writes a new identity into `root`, durably: an unnamed file synced, then linked
@@ -34,13 +75,20 @@ struct CatalogIdentity: Codable, Sendable {
     /// replacing.
     static func write(in root: URL) throws {
         guard !exists(in: root) else { return }
-        let identity = CatalogIdentity(id: UUID(), created: Date())
+        try CatalogIdentity(id: UUID(), created: Date()).write(in: root)
+    }
+
+    /// Writes this identity into `root` as ``write(in:)`` does a new one (an identity
+    /// already there is kept).
+    func write(in root: URL) throws {
+        let identity = self
+        let fileName = Self.fileName
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
         var bytes = try encoder.encode(identity)
         bytes.append(UInt8(ascii: "\n"))
-        let target = url(in: root).path
+        let target = Self.url(in: root).path
         var temporary: String?
         var fd = cfilesync_open_unnamed(root.path, 0o644)
         if fd < 0, errno == EOPNOTSUPP || errno == EISDIR {

@@ -108,19 +108,54 @@ extension CatalogCommand {
 
 extension AssetCat {
     struct Init: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a catalog.")
+        static let configuration = CommandConfiguration(
+            abstract: "Create a catalog, or join one whose records are in PostgreSQL.",
+            discussion: """
+                With --store postgresql://USER@HOST:PORT/DATABASE?schema=NAME, the catalog's records are in \
+                that PostgreSQL schema and PATH (new or empty) holds its content, on a file system every host \
+                mounts. Passwords come from PGPASSWORD or ~/.pgpass; one given in the URL is kept for this host \
+                only (in $XDG_CONFIG_HOME/assetcat/catalogs/, mode 0600), never in PATH. \
+                With --join, PATH is such a catalog made on another host: its store is checked, and --store \
+                (this host's URL for it) recorded for this host. $ASSETCAT_STORE overrides the store a host uses.
+                """)
 
         @Argument(help: "Where to create it (default: ./.assetcat).")
         var path: String?
+        @Option(name: .long, help: "A postgresql:// URL: keep the catalog's records in that PostgreSQL schema.")
+        var store: String?
+        @Flag(name: .long, help: "Join a catalog whose records are in PostgreSQL, made by `init --store`.")
+        var join = false
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
             output.apply(reportOnly: true)
             try await reportingErrors {
                 let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
-                let catalog = try Catalog.create(at: directory, options: .init(logger: output.logger))
-                catalog.close()
-                print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
+                let location = try store.map { try CatalogStoreLocation($0) }
+                if join {
+                    let joined = try Catalog.join(at: directory, store: location, options: .init(logger: output.logger))
+                    print(
+                        "joined catalog \(joined.id.uuidString) (store \(joined.store.server), schema "
+                            + "\(joined.store.schema))")
+                    return
+                }
+                guard let location else {
+                    let catalog = try Catalog.create(at: directory, options: .init(logger: output.logger))
+                    catalog.close()
+                    print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
+                    return
+                }
+                let created = try Catalog.create(at: directory, store: location, options: .init(logger: output.logger))
+                created.catalog.close()
+                print(
+                    "Created an empty catalog in \(DisplayText.quoted(directory.path)), its records in "
+                        + "\(location.server) (schema \(location.schema))")
+                if let file = created.passwordFile {
+                    Terminal.note(
+                        "note: the password in the URL was not stored in \(DisplayText.quoted(directory.path)); it "
+                            + "was kept for this host only, in \(DisplayText.quoted(file)) (mode 0600). Other hosts "
+                            + "give theirs through PGPASSWORD, ~/.pgpass or `assetcat init --join --store URL`")
+                }
             }
         }
     }
@@ -131,8 +166,8 @@ extension AssetCat {
         static let configuration = CommandConfiguration(
             abstract: "Start a new store for a catalog whose store is lost, listing the content of objects/.",
             discussion: """
-                The last resort when catalog.sqlite is lost or was quarantined as unusable and there is no \
-                backup of it: every file of objects/ becomes an asset named recovered-<digest>, tagged \
+                The last resort when catalog.sqlite is lost or was quarantined as unusable (for a catalog \
+                in PostgreSQL: when its schema holds no catalog) and there is no backup of it: every file of objects/ becomes an asset named recovered-<digest>, tagged \
                 'recovered'. Names, tags, metadata, references and archive members cannot be recovered from \
                 content. A quarantined store stays in quarantine/.
                 """)

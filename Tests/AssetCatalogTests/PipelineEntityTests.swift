@@ -336,8 +336,8 @@ final class UnruledLink: ManagedObject {
         #expect(
             error?.message
                 == "The entity ImpostorAsset cannot be added to the catalog: its name Asset is taken by the catalog's "
-                + "own entity (reserved: AddMark, Asset, AssetTag, Job, PendingImport, PendingTemporary, RemovalPlan); give it "
-                + "another `entityName`")
+                + "own entity (reserved: AddMark, Asset, AssetTag, CatalogInfo, Job, PendingImport, PendingTemporary, RemovalPlan); "
+                + "give it another `entityName`")
         #expect(!FileManager.default.fileExists(atPath: t.root.path), "nothing was made")
     }
 
