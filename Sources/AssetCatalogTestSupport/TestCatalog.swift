@@ -61,12 +61,28 @@ public struct TestCatalog: Sendable {
     /// and could notice too late); the deadline only meets a hang.
     public func signal(_ signal: Int32, to process: ChildProcess, onceStagingHolds entries: Int) async throws -> Bool {
         let staging = root.appending(path: "staging").path
-        return try await offThePool {
-            let deadline = Date().addingTimeInterval(120)
-            let staged = { (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries }
-            while Date() < deadline, !staged() { usleep(1000) }
+        return try await TestCatalog.signal(signal, to: process, atMost: 120) {
+            (try? FileManager.default.subpathsOfDirectory(atPath: staging).count) ?? 0 >= entries
+        }
+    }
+
+    /// Sends `signal` to `process` as soon as `condition` holds (or after `seconds`, to meet a
+    /// hang), and says whether it held. `condition` is polled every 2 ms from a thread of its
+    /// own: the test's tasks share the concurrency pool with the whole suite, and under load
+    /// a poll there can come seconds late — after the window the signal was meant for.
+    public static func signal(
+        _ signal: Int32, to process: ChildProcess, atMost seconds: TimeInterval = 300,
+        once condition: @escaping @Sendable () throws -> Bool
+    ) async throws -> Bool {
+        try await offThePool {
+            let deadline = Date().addingTimeInterval(seconds)
+            var held = try condition()
+            while !held, Date() < deadline {
+                usleep(2_000)
+                held = try condition()
+            }
             process.signal(signal)
-            return staged()
+            return held
         }
     }
 

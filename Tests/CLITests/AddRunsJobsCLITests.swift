@@ -144,8 +144,9 @@ import Testing
             environment: ["ASSETCAT_FAULT": "slow-jobs"])
         let catalog = try t.open()
         defer { catalog.close() }
-        let running = try await waitUntil { try catalog.jobs.list([.running]).count == 1 }
-        process.signal(signal)
+        let running = try await TestCatalog.signal(signal, to: process) {
+            try catalog.jobs.list([.running]).count == 1
+        }
         let run = try await process.finish()
         #expect(running, "the job never ran: the signal came in the files phase")
         #expect(run.termination == .exited(status))
@@ -213,8 +214,9 @@ import Testing
             environment: ["ASSETCAT_FAULT": "slow-jobs"])
         let catalog = try t.open()
         defer { catalog.close() }
-        let running = try await waitUntil { try catalog.jobs.list([.running]).count == 1 }
-        process.signal(SIGINT)
+        let running = try await TestCatalog.signal(SIGINT, to: process) {
+            try catalog.jobs.list([.running]).count == 1
+        }
         let run = try await process.finish()
         #expect(running, "the job never ran")
         #expect(run.termination == .exited(130))
