@@ -523,9 +523,16 @@ final class PostgreSQLConnection: @unchecked Sendable {
         guard !connection.isClosed else { throw lost(nil) }
         do {
             return try connection.query(query, logger: logger).wait()
-        } catch  where connection.isClosed {
+        } catch  where connection.isClosed || Self.endsTheConnection(error) {
             throw lost(error)
         }
+    }
+
+    /// Whether `error` is the server ending the connection (class 57P: shut down or
+    /// terminated by an administrator, `pg_terminate_backend`; a timeout of an idle
+    /// session). It can reach the statement before the connection reads as closed.
+    static func endsTheConnection(_ error: any Error) -> Bool {
+        ["57P01", "57P02", "57P03", "57P05"].contains(sqlState(error) ?? "")
     }
 
     /// The error of a statement whose connection the server closed (`error`: what the
