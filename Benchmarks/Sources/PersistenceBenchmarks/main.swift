@@ -83,7 +83,9 @@ do {
         let statement = try db.makeStatement(
             sql: "INSERT INTO item (id, key, name, size, created, score) VALUES (?, ?, ?, ?, ?, ?)")
         for i in 0..<n {
-            try statement.execute(arguments: [i + 1, i, "item \(i)", i * 3, epoch.timeIntervalSince1970 + Double(i), Double(i) / 7])
+            try statement.execute(arguments: [
+                i + 1, i, "item \(i)", i * 3, epoch.timeIntervalSince1970 + Double(i), Double(i) / 7,
+            ])
         }
     }
     let grdbTime = now() - start
@@ -106,7 +108,8 @@ do {
     }
     let ourTime = now() - start
     let peak = peakMemoryMB()
-    results.append(Result(name: "insert + save \(n) objects", ours: ourTime, baseline: grdbTime, unit: "s", peakMB: peak))
+    results.append(
+        Result(name: "insert + save \(n) objects", ours: ourTime, baseline: grdbTime, unit: "s", peakMB: peak))
 
     // 2. Fetch all n objects (materialised), against GRDB decoding records.
     let reader = container.newBackgroundContext()
@@ -160,7 +163,8 @@ do {
         }
     }
     let grdb = (now() - start) / Double(lookups) * 1000
-    results.append(Result(name: "fetch 1 by indexed key in \(bigN) rows", ours: ours, baseline: grdb, unit: "ms", peakMB: nil))
+    results.append(
+        Result(name: "fetch 1 by indexed key in \(bigN) rows", ours: ours, baseline: grdb, unit: "ms", peakMB: nil))
     try pool.close()
 
     // 4. Open the bigN-row store (issue 19): an open reads the header and the schema, against
@@ -169,7 +173,8 @@ do {
         var times: [Double] = []
         for _ in 0..<5 {
             let start = now()
-            let container = try PersistentContainer(storeURL: url, schema: try Schema([BenchItem.self]), options: options)
+            let container = try PersistentContainer(
+                storeURL: url, schema: try Schema([BenchItem.self]), options: options)
             times.append((now() - start) * 1000)
             container.close()
         }
@@ -184,7 +189,8 @@ do {
     let opened = try medianOpen(url)
     openLines.append(
         String(
-            format: "open a %d-row store (%.0f MB), median of 5: %.2f ms; with the full check every open ran before: %.1f ms",
+            format:
+                "open a %d-row store (%.0f MB), median of 5: %.2f ms; with the full check every open ran before: %.1f ms",
             bigN, try megabytes(url), opened, checked))
     // The bound: a store just under the size an open still checks in full, and a tiny one.
     for rows in [10, 20_000] {
