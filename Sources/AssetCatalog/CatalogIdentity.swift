@@ -51,18 +51,12 @@ struct CatalogIdentity: Codable, Sendable {
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= maxBytes else {
             throw CatalogError(.store, "\(path) is not a catalog's identity file (not a small plain file)", path: path)
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var count = 0
-        while count < bytes.count {
-            let n = bytes[count...].withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
+        var bytes: [UInt8] = []
+        try ContentStore.readChunks(fd, path: path, size: Int64(info.st_size)) { bytes += $0 }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         do {
-            return try decoder.decode(CatalogIdentity.self, from: Data(bytes[..<count]))
+            return try decoder.decode(CatalogIdentity.self, from: Data(bytes))
         } catch {
             throw CatalogError(.store, "\(path) is not a catalog's identity file: \(error)", path: path, cause: error)
         }

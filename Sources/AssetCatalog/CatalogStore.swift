@@ -135,15 +135,9 @@ enum PerHostStore {
             throw CatalogError(
                 .store, "\(path) may be read by others; make it private (chmod 600 \(path))", path: path)
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var count = 0
-        while count < bytes.count {
-            let n = bytes[count...].withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
-        let text = String(decoding: bytes[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        var bytes: [UInt8] = []
+        try ContentStore.readChunks(fd, path: path, size: Int64(info.st_size)) { bytes += $0 }
+        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.isEmpty ? nil : text
     }
 
