@@ -2,6 +2,7 @@ import Foundation
 import Persistence
 import PersistencePostgreSQL
 import Synchronization
+import TestScratch
 import Testing
 
 @testable import AssetCatalog
@@ -9,21 +10,10 @@ import Testing
 /// The catalog's migrations (``Catalog/migrations``) on a PostgreSQL store: every one runs
 /// there and does what it does on SQLite.
 @Suite struct CatalogMigrationsOnPostgreSQLTests {
-    /// A new schema of its own in the test server's database (`ASSETCAT_TEST_POSTGRESQL_URL`,
-    /// which Scripts/with-postgres.sh sets); cancels the test when there is no server.
+    /// A new schema of its own in the test server's database; cancels the test when there is
+    /// no server.
     static func newStoreURL() throws -> URL {
-        let variable = "ASSETCAT_TEST_POSTGRESQL_URL"
-        guard let server = ProcessInfo.processInfo.environment[variable], !server.isEmpty,
-            var components = URLComponents(string: server)
-        else {
-            let reason = "no PostgreSQL server: \(variable) is not set (make test sets it)"
-            FileHandle.standardError.write(
-                Data("◇ skipped on PostgreSQL: \(Test.current?.name ?? "?"): \(reason)\n".utf8))
-            try Test.cancel(Comment(rawValue: reason))
-        }
-        let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "schema", value: schema)]
-        return components.url!
+        try PostgreSQLTestServer.newSchema().url!
     }
 
     /// A store holding what release 0.1.0 held — tags only in `tagText`, indexes on it and

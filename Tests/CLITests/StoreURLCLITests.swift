@@ -26,17 +26,8 @@ import Testing
     }
 
     static func newStore() throws -> Store {
-        let variable = "ASSETCAT_TEST_POSTGRESQL_URL"
-        guard let server = ProcessInfo.processInfo.environment[variable], !server.isEmpty,
-            var components = URLComponents(string: server)
-        else {
-            let reason = "no PostgreSQL server: \(variable) is not set (make test sets it)"
-            FileHandle.standardError.write(
-                Data("◇ skipped on PostgreSQL: \(Test.current?.name ?? "?"): \(reason)\n".utf8))
-            try Test.cancel(Comment(rawValue: reason))
-        }
-        let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "schema", value: schema)]
+        let components = try PostgreSQLTestServer.newSchema()
+        let schema = components.queryItems?.last { $0.name == "schema" }?.value ?? ""
         let password = components.password ?? ""
         var safe = components
         safe.password = nil

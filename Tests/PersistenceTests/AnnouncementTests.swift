@@ -191,20 +191,9 @@ import Testing
     /// Ends the server sessions whose `application_name` is `name`, as `pg_terminate_backend`
     /// does; returns how many once the server lists none of them.
     func endSessions(named name: String, of url: URL) throws -> Int {
-        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
-        components.queryItems = components.queryItems?.filter { $0.name != "schema" }
-        let admin = try PostgreSQLConnection(try PostgreSQLLocation(components.url!), logger: Logger(label: "test"))
+        let admin = try serverAdmin(for: url)
         defer { admin.close() }
-        let ended = try admin.run(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [.text(name)]
-        ).rows.count
-        let deadline = Date().addingTimeInterval(60)
-        while try admin.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [.text(name)]).rows.count > 0
-        {
-            guard Date() < deadline else { throw ValidationMessage("the server still lists the ended sessions") }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return ended
+        return try endServerConnections(named: name, from: admin)
     }
 }
 

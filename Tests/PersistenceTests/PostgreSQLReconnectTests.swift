@@ -19,21 +19,9 @@ import Testing
     /// none of them.
     @discardableResult
     func endSessions(of url: URL) throws -> Int {
-        let store = try PostgreSQLLocation(url)
-        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
-        components.queryItems = components.queryItems?.filter { $0.name != "schema" }
-        let admin = try PostgreSQLConnection(try PostgreSQLLocation(components.url!), logger: Logger(label: "test"))
+        let admin = try serverAdmin(for: url)
         defer { admin.close() }
-        let name = StoreValue.text("persistence \(store.schema)")
-        let ended = try admin.run(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [name]
-        ).rows.count
-        let deadline = Date().addingTimeInterval(60)
-        while try admin.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [name]).rows.count > 0 {
-            guard Date() < deadline else { throw ValidationMessage("the server still lists the ended sessions") }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return ended
+        return try endServerConnections(named: "persistence \(try PostgreSQLLocation(url).schema)", from: admin)
     }
 
     func notes(at url: URL) throws -> [String] {

@@ -39,10 +39,7 @@ import Testing
         let connection: PostgreSQLConnection
 
         init(_ url: URL) throws {
-            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
-            components.queryItems = components.queryItems?.filter { $0.name != "schema" }
-            connection = try PostgreSQLConnection(
-                try PostgreSQLLocation(components.url!), logger: Logger(label: "test"))
+            connection = try serverAdmin(for: url)
         }
 
         /// Ends the session connections of the stores on `schema` (as the server does to a
@@ -50,18 +47,7 @@ import Testing
         /// the server lists none of them.
         @discardableResult
         func endSessionConnections(of schema: String) throws -> Int {
-            let name = StoreValue.text("persistence session \(schema)")
-            let ended = try connection.run(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [name]
-            ).rows.count
-            let deadline = Date().addingTimeInterval(60)
-            while try connection.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [name]).rows.count
-                > 0
-            {
-                guard Date() < deadline else { throw ValidationMessage("the server still lists the ended sessions") }
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-            return ended
+            try endServerConnections(named: "persistence session \(schema)", from: connection)
         }
 
         /// How many locks the session connections of the stores on `schema` are waiting for.

@@ -172,29 +172,12 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
-    /// The variable that names the test server.
-    static let serverVariable = "ASSETCAT_TEST_POSTGRESQL_URL"
-
-    /// A new, empty store's URL: a file in `directory`, or a PostgreSQL schema of its own in
-    /// the test server's database (cancels the test case when there is no server).
+    /// A new, empty store's URL: a file in `directory`, or a PostgreSQL schema of its own in the
+    /// test server's database (cancels the test case when there is no server).
     func newStoreURL(in directory: URL) throws -> URL {
         switch self {
-        case .sqlite:
-            return directory.appending(path: "store.sqlite")
-        case .postgresql:
-            guard let server = ProcessInfo.processInfo.environment[Self.serverVariable], !server.isEmpty else {
-                let reason = "no PostgreSQL server: \(Self.serverVariable) is not set (make test sets it)"
-                // A cancelled test case is not listed with its reason: say it here, one line a case.
-                FileHandle.standardError.write(
-                    Data("◇ skipped on PostgreSQL: \(Test.current?.name ?? "?"): \(reason)\n".utf8))
-                try Test.cancel(Comment(rawValue: reason))
-            }
-            let schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            guard var components = URLComponents(string: server) else {
-                throw ValidationMessage("\(Self.serverVariable) is not a URL")
-            }
-            components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "schema", value: schema)]
-            return components.url!
+        case .sqlite: return directory.appending(path: "store.sqlite")
+        case .postgresql: return try PostgreSQLTestServer.newSchema().url!
         }
     }
 }
