@@ -28,7 +28,7 @@ if arguments.count == 4, arguments[1] == "session" {
             exit(1)
         }
         FileHandle.standardOutput.write(Data("session \(session.id)\n".utf8))
-        while true { sleep(3600) }
+        while true { pause() }  // until the test kills it
     } catch {
         FileHandle.standardError.write(Data("persistence-fixture: \(error)\n".utf8))
         exit(1)
