@@ -987,13 +987,7 @@ final class SQLiteStore: PersistentStore {
         let table = sql[entity.name]!.table
         let statements = try SQLiteStore.rangeTallySQL(entity, table: table)
         guard !statements.isEmpty else { return try Self.insertRows(db, rows, sql: sql) }
-        let others = try Int.fetchOne(
-            db,
-            sql: """
-                SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE \
-                AND NOT (name GLOB '_persistence_tally_*')
-                """, arguments: [entity.name])
-        guard others == 0 else { return try Self.insertRows(db, rows, sql: sql) }
+        guard try !Self.hasOthersTriggers(db, entity) else { return try Self.insertRows(db, rows, sql: sql) }
         let connection = db.sqliteConnection
         guard persistence_set_triggers_enabled(connection, 0) == 0 else {
             return try Self.insertRows(db, rows, sql: sql)
@@ -1010,6 +1004,73 @@ final class SQLiteStore: PersistentStore {
     /// The fewest rows of one batch whose tallies are counted for the batch rather than by
     /// a trigger a row.
     static let rangeTallyMinimum = 32
+
+    /// Whether `entity`'s table has a trigger the store did not make (its triggers then stay on).
+    private static func hasOthersTriggers(_ db: Database, _ entity: EntityDescription) throws -> Bool {
+        try Int.fetchOne(
+            db,
+            sql: """
+                SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE \
+                AND NOT (name GLOB '_persistence_tally_*')
+                """, arguments: [entity.name]) != 0
+    }
+
+    /// Deletes the rows of `entity` whose IDs are `ids`. A page of at least
+    /// ``rangeTallyMinimum`` rows of an entity with tallies is deleted with the connection's
+    /// triggers off, and taken from the tallies once for the page: what each tally loses is
+    /// read from the rows with one aggregate a tally before they go
+    /// (``deletionTallySQL(_:table:marks:)``), and each value of a distinct tally is looked
+    /// up once after, where the triggers ran two statements a tally, and a probe, for each
+    /// row. The counts come out as the triggers would have made them, in the same
+    /// transaction. A table with a trigger the store did not make keeps its triggers.
+    fileprivate func deleteTallyingOnce(_ db: Database, _ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
+        let table = sql[entity.name]!.table
+        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+        let arguments = StatementArguments(Array(ids))
+        let delete = "DELETE FROM \(table) WHERE \"id\" IN (\(marks))"
+        let tallies = try entity.resolvedTallies()
+        guard ids.count >= Self.rangeTallyMinimum, !tallies.isEmpty, try !Self.hasOthersTriggers(db, entity) else {
+            return try db.execute(sql: delete, arguments: arguments)
+        }
+        let lost = try tallies.map { tally in
+            (
+                tally,
+                try Row.fetchAll(
+                    db, sql: Self.deletionTallySQL(tally, table: table, marks: marks), arguments: arguments)
+            )
+        }
+        let connection = db.sqliteConnection
+        guard persistence_set_triggers_enabled(connection, 0) == 0 else {
+            return try db.execute(sql: delete, arguments: arguments)
+        }
+        do {
+            defer { _ = persistence_set_triggers_enabled(connection, 1) }
+            try db.execute(sql: delete, arguments: arguments)
+        }
+        for (tally, rows) in lost {
+            guard let distinct = tally.distinct else {
+                for row in rows {
+                    try Self.subtract(db, entity, tally, key: row[0], count: row[1], total: row[2])
+                }
+                continue
+            }
+            // A value counts off when no row is left with it; a NULL counts once a row.
+            let probe = try db.cachedStatement(sql: Self.deletionProbeSQL(tally, distinct, table: table))
+            var count: Int64 = 0
+            var total: Int64 = 0
+            for row in rows {
+                let value: DatabaseValue = row[0]
+                if value.isNull {
+                    count += row[1]
+                    total += row[3]
+                } else if try Int.fetchOne(probe, arguments: [value]) == nil {
+                    count += 1
+                    total += row[2]
+                }
+            }
+            if count > 0 { try Self.subtract(db, entity, tally, key: "", count: count, total: total) }
+        }
+    }
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
@@ -1329,10 +1390,7 @@ struct SQLiteStatements: DeletionStatements {
     }
 
     func delete(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
-        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
-        try db.execute(
-            sql: "DELETE FROM \(store.sql[entity.name]!.table) WHERE \"id\" IN (\(marks))",
-            arguments: StatementArguments(Array(ids)))
+        try store.deleteTallyingOnce(db, entity, ids: ids)
     }
 
     func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {

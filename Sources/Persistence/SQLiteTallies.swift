@@ -164,6 +164,39 @@ extension SQLiteStore {
         }
     }
 
+    /// A `SELECT` of what deleting the rows whose IDs are bound to `marks` takes from
+    /// `tally`, read before they go: `(key, rows, total)` a key of a tally by key;
+    /// `(value, rows, largest sum, sum)` a value of a distinct tally, which counts off only
+    /// if no row is left with it (``deletionProbeSQL(_:_:table:)``, asked after the deletion).
+    static func deletionTallySQL(_ tally: ResolvedTally, table: String, marks: String) -> String {
+        let sum = sumExpression(tally, row: table)
+        let rows = "FROM \(table) WHERE \(table).\"id\" IN (\(marks)) AND \(condition(tally, row: table)) GROUP BY 1"
+        guard let distinct = tally.distinct else {
+            return "SELECT \(keyExpression(tally.key, row: table)), count(*), IFNULL(sum(\(sum)), 0) \(rows)"
+        }
+        return "SELECT \(table).\(quote(distinct)), count(*), IFNULL(max(\(sum)), 0), IFNULL(sum(\(sum)), 0) \(rows)"
+    }
+
+    /// A `SELECT` of whether a row holds the value bound to `?` of a distinct tally's
+    /// column, among the rows its filter selects.
+    static func deletionProbeSQL(_ tally: ResolvedTally, _ column: String, table: String) -> String {
+        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+        return "SELECT 1 FROM \(table) AS o WHERE o.\(quote(column)) = ?\(filter) LIMIT 1"
+    }
+
+    /// Takes `count` rows and `total` from `key`'s count in `tally`, and drops the count
+    /// when no row is left, as the delete trigger does a row at a time.
+    static func subtract(
+        _ db: Database, _ entity: EntityDescription, _ tally: ResolvedTally, key: String, count: Int64, total: Int64
+    ) throws {
+        let here = "entity = ? AND tally = ? AND key = ?"
+        try db.execute(
+            sql: "UPDATE \(talliesTable) SET n = n - ?, total = total - ? WHERE \(here)",
+            arguments: [count, total, entity.name, tally.name, key])
+        try db.execute(
+            sql: "DELETE FROM \(talliesTable) WHERE \(here) AND n = 0", arguments: [entity.name, tally.name, key])
+    }
+
     // MARK: - SQL
 
     /// The triggers of `entity`'s tallies, by name (an empty text: none wanted).

@@ -327,9 +327,63 @@ final class UncountedThing: ManagedObject {
         #expect(try store.kept().codes == TallyCount(key: "", count: 252, total: 1_013))
     }
 
+    /// Pages of deleted rows are taken from the tallies once a page, with the triggers off:
+    /// a distinct value counts off only when no row is left with it — whether its other rows
+    /// are in the same page, another page of the same deletion, or stay — and the rows its
+    /// filter leaves out count nothing; a deletion that fails keeps every count.
+    @Test(arguments: StoreKind.allCases) func largeDeletionsAreCountedAsTheTriggersCountThem(_ kind: StoreKind)
+        throws
+    {
+        let store = try Store(kind)
+        let context = store.container.newBackgroundContext()
+        let box = TallyBox(context: context)
+        for i in 0..<40 { item(context, "boxed", 2, code: "b\(i % 3)", box: box) }  // a cascade of 40
+        try context.save()
+        try context.insertRows(TallyItem.self, count: 3_000) { i, row in
+            row[\.kind] = ["image", "text", "row"][i % 3]
+            // c0…c299 repeat every 300 rows; every 600th row shares "b0" with the box's items.
+            // (A code's rows have one size, as content's do.)
+            row[\.code] = i % 600 == 0 ? "b0" : "c\(i % 300)"
+            row[\.size] = i % 600 == 0 ? 2 : Int64(i % 300 % 5)
+            row[\.stocked] = i % 7 != 0
+        }
+        try context.save()
+        try store.expectExact()
+
+        // Pages of 500: codes whose every row goes, codes some rows of which stay.
+        try context.batchDelete(FetchRequest<TallyItem>(predicate: \.kind == "image" || \.size == 1))
+        try store.expectExact("a batch deletion")
+        try context.deleteRows(TallyItem.self) { after in
+            try context.fetchObjectIDs(
+                FetchRequest<TallyItem>(
+                    predicate: .objectIDs(after: after) && \.kind == "text", sortBy: [.objectID(ascending: true)],
+                    limit: 700)
+            ).map(\.rowID)
+        }
+        try context.save()
+        try store.expectExact("a row deletion")
+
+        // A failed deletion keeps every count.
+        struct DiskFull: Error {}
+        let before = try store.kept()
+        context.delete(box)
+        store.container.failNextCommit(with: DiskFull())
+        #expect(throws: (any Error).self) { try context.save() }
+        #expect(try store.kept().kinds == before.kinds)
+        #expect(try store.kept().codes == before.codes)
+        context.rollback()
+
+        context.delete(box)  // its 40 items by the cascade, in one page
+        try context.batchDelete(FetchRequest<TallyItem>())
+        try store.expectExact("everything deleted")
+        #expect(try store.kept().kinds == [:])
+        #expect(try store.kept().codes == nil)
+    }
+
     /// A table given a trigger of its own (by another program) keeps it firing for every row
-    /// of a large batch: the batch is not written with the triggers off then.
-    @Test func aTableWithAForeignTriggerKeepsItForLargeBatches() async throws {
+    /// of a large batch, inserted or deleted: the batch is not written with the triggers off
+    /// then.
+    @Test func aTableWithAForeignTriggerKeepsItForLargeBatchesAndDeletions() async throws {
         let store = try Store()
         store.container.close()
         try await TallyTests.tamper(
@@ -337,15 +391,20 @@ final class UncountedThing: ManagedObject {
             """
             CREATE TABLE audit (n INTEGER NOT NULL);
             CREATE TRIGGER audit_insert AFTER INSERT ON TallyItem BEGIN INSERT INTO audit VALUES (NEW.id); END;
+            CREATE TRIGGER audit_delete AFTER DELETE ON TallyItem BEGIN INSERT INTO audit VALUES (-OLD.id); END;
             """)
         let reopened = try Store(url: store.url)
         let context = reopened.container.newBackgroundContext()
         try context.insertRows(TallyItem.self, count: 200) { i, row in row[\.code] = "a\(i)" }
         try context.save()
         try reopened.expectExact()
+        try context.batchDelete(FetchRequest<TallyItem>(predicate: .objectIDs(after: 50)))
+        try reopened.expectExact()
         reopened.container.close()
-        let run = try await ChildProcess.run("/usr/bin/sqlite3", [store.url.path, "SELECT count(*) FROM audit"])
-        #expect(run.stdoutText == "200\n")
+        let run = try await ChildProcess.run(
+            "/usr/bin/sqlite3",
+            [store.url.path, "SELECT count(*) FILTER (WHERE n > 0), count(*) FILTER (WHERE n < 0) FROM audit"])
+        #expect(run.stdoutText == "200|150\n")
     }
 
     static func tamper(_ url: URL, _ sql: String) async throws {
