@@ -26,7 +26,9 @@ extension AssetCat {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         var valued: [String: Set<String>] = [:]
-        if OptionCheck.hasOptions(arguments), let root = OptionCheck.commands(of: AssetCat.self) {
+        if OptionCheck.hasOptions(arguments),
+            let root = OptionCheck.commands(of: AssetCat.self, ownOptions: RootOptions.self, naming: arguments)
+        {
             if let message = OptionCheck.unknownOption(in: arguments, root: root) {
                 Terminal.error(message)
                 Foundation.exit(ExitCode.validationFailure.rawValue)
@@ -35,6 +37,12 @@ extension AssetCat {
         }
         await main(BulkArguments.take(from: arguments, valued: valued))
     }
+}
+
+/// The root command's own options (help and `--version`) without its subcommands, which
+/// ``OptionCheck`` reads instead of describing every command.
+struct RootOptions: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "assetcat", version: CatalogVersion.summary)
 }
 
 /// The `--catalog` option every command but `init` takes, with `--quiet` and `--verbose`.

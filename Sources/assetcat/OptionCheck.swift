@@ -8,7 +8,7 @@ import Foundation
 /// option that took its place (`rm --foo`). A name that begins with `-` goes after `--`.
 enum OptionCheck {
     /// One command's option names, as they are typed (`--catalog`, `-h`), and its subcommands.
-    struct Command {
+    struct Command: Equatable {
         var names: Set<String> = []
         /// The names of the options that take a value (`--tag T`), not flags.
         var valued: Set<String> = []
@@ -74,6 +74,31 @@ enum OptionCheck {
     /// Whether an argument before `--` looks like an option (most do not: then nothing is checked).
     static func hasOptions(_ arguments: [String]) -> Bool {
         arguments.prefix { $0 != "--" }.contains { $0.hasPrefix("-") && $0 != "-" }
+    }
+
+    /// The commands of `tool` that `arguments` name, with their option names: the root's
+    /// own options (`ownOptions`: `tool`'s configuration without its subcommands), and each
+    /// subcommand the arguments name, with the commands below it. Describing every command
+    /// took a fifth of a short command's run; the check needs only the ones typed.
+    static func commands(
+        of tool: any ParsableCommand.Type, ownOptions: any ParsableCommand.Type, naming arguments: [String]
+    ) -> Command? {
+        guard var root = commands(of: ownOptions) else { return nil }
+        let named = Set(arguments.prefix { $0 != "--" })
+        // Described alone, a subcommand is a root: it gets a `help` subcommand of its own, and
+        // not the real root's `--version`, which every command below the root accepts.
+        func belowTheRoot(_ command: inout Command) {
+            command.names.formUnion(root.names.intersection(["--version"]))
+            for name in command.subcommands.keys { belowTheRoot(&command.subcommands[name]!) }
+        }
+        for subcommand in tool.configuration.subcommands where named.contains(subcommand._commandName) {
+            guard var described = commands(of: subcommand) else { return nil }
+            described.subcommands["help"] = nil
+            belowTheRoot(&described)
+            root.subcommands[subcommand._commandName] = described
+        }
+        root.defaultSubcommand = tool.configuration.defaultSubcommand?._commandName
+        return root
     }
 
     /// The commands of `tool` and their option names, from ArgumentParser's own description
