@@ -3,6 +3,10 @@
 //
 //   swift run -c release --package-path Benchmarks ScaleBenchmarks \
 //       [--assetcat PATH] [--assets N] [--files N] [--repeat N] [--heavy-repeat N] [--work DIR] [--markdown FILE]
+//       [--only SECTION,...]
+//
+// --only runs some of the sections (one-asset, stats, ls, sort, export, add, rm) on the same
+// catalogs, for a closer look at a few rows with more repeats.
 //
 // Our side is the release-built `assetcat` binary, run as a child process, as users run it
 // (build it first: `swift build -c release --scratch-path .build-bench --product assetcat`).
@@ -94,6 +98,11 @@ var repeats = 5
 var heavyRepeats = 3
 var work = "/tmp"
 var markdownFile: String?
+let sections: Set<String> = ["one-asset", "stats", "ls", "sort", "export", "add", "rm"]
+var only = sections
+
+/// Whether the run includes `section` (`--only`).
+@MainActor func wanted(_ section: String) -> Bool { only.contains(section) }
 
 do {
     let arguments = CommandLine.arguments
@@ -106,7 +115,7 @@ do {
     func usage() -> Never {
         say(
             "usage: ScaleBenchmarks [--assetcat PATH] [--assets N] [--files N] [--repeat N] [--heavy-repeat N] "
-                + "[--work DIR] [--markdown FILE]")
+                + "[--work DIR] [--markdown FILE] [--only \(sections.sorted().joined(separator: ","))]")
         exit(2)
     }
     while i < arguments.count {
@@ -118,6 +127,9 @@ do {
         case "--heavy-repeat": heavyRepeats = max(1, Int(value()) ?? heavyRepeats)
         case "--work": work = value()
         case "--markdown": markdownFile = value()
+        case "--only":
+            only = Set(value().split(separator: ",").map(String.init))
+            if !only.isSubset(of: sections) { usage() }
         default: usage()
         }
         i += 1
@@ -262,21 +274,23 @@ let largeIDs = ids(large)
 
 // MARK: 1. One-asset commands
 
-say("one-asset commands, large catalog beside the small one")
-for (name, args) in [
-    ("show one asset", { (c: String, id: (file: String, member: String)) in ["show", "--catalog", c, id.file] }),
-    ("cat one archive member", { c, id in ["cat", "--catalog", c, id.member] }),
-    ("tag one asset", { c, id in ["tag", "--catalog", c, id.file, "--add", "touched"] }),
-    ("ls --tag with no match", { c, _ in ["ls", "--catalog", c, "--tag", "no-such-tag"] }),
-] {
-    let (ours, peak) = measure(repeats) { _ in run(args(large, largeIDs)) }
-    let (baseline, _) = measure(repeats) { _ in run(args(small, smallIDs)) }
-    report(
-        Row(
-            name: "\(name) (\(args(large, largeIDs)[0]))", ours: ours, oursPeakKiB: peak, baseline: baseline,
-            baselineName: "10 assets", bar: "≤ 1.5×"))
+if wanted("one-asset") {
+    say("one-asset commands, large catalog beside the small one")
+    for (name, args) in [
+        ("show one asset", { (c: String, id: (file: String, member: String)) in ["show", "--catalog", c, id.file] }),
+        ("cat one archive member", { c, id in ["cat", "--catalog", c, id.member] }),
+        ("tag one asset", { c, id in ["tag", "--catalog", c, id.file, "--add", "touched"] }),
+        ("ls --tag with no match", { c, _ in ["ls", "--catalog", c, "--tag", "no-such-tag"] }),
+    ] {
+        let (ours, peak) = measure(repeats) { _ in run(args(large, largeIDs)) }
+        let (baseline, _) = measure(repeats) { _ in run(args(small, smallIDs)) }
+        report(
+            Row(
+                name: "\(name) (\(args(large, largeIDs)[0]))", ours: ours, oursPeakKiB: peak, baseline: baseline,
+                baselineName: "10 assets", bar: "≤ 1.5×"))
+    }
 }
-do {
+if wanted("one-asset") {
     // rm of one asset: a different one each round (an added file on the small catalog, so it keeps ten).
     let smallExtra = (0..<repeats).map { "\(smallFiles)/0/small-\(8 + $0).txt" }
     let (ours, peak) = measure(repeats) { round in run(["rm", "--catalog", large, String(1 + round)]) }
@@ -297,14 +311,14 @@ do {
 
 // MARK: 2. stats
 
-do {
+if wanted("stats") {
     let (ours, peak) = measure(repeats) { _ in run(["stats", "--catalog", large]) }
     report(Row(name: "stats", ours: ours, oursPeakKiB: peak, baseline: nil, baselineName: "", bar: "≤ 0.1 s at 10M"))
 }
 
 // MARK: 3. ls --json of every asset, and its first row
 
-do {
+if wanted("ls") {
     let python = """
         import json, sqlite3, sys
         from datetime import datetime, timezone
@@ -349,7 +363,7 @@ do {
 
 // MARK: 3b. ls --sort: each order of every asset beside ls by ID, and its first row
 
-do {
+if wanted("sort") {
     let (byID, idPeak) = measure(heavyRepeats) { _ in run(["ls", "--catalog", large]) }
     report(
         Row(
@@ -374,7 +388,7 @@ do {
 
 // MARK: 4. export --tag of 1,000 assets
 
-do {
+if wanted("export") {
     let bundle = base + "/thousand.tar"
     let (ours, peak) = measure(heavyRepeats, prepare: { _ in children.removeTree(bundle) }) { _ in
         run(["export", "--catalog", large, "--tag", "thousand", bundle])
@@ -393,7 +407,7 @@ do {
 
 // MARK: 5. add of many tiny files, reference mode
 
-do {
+if wanted("add") {
     let tiny = base + "/tiny"
     say("making \(files) tiny files for add")
     makeTinyFiles(at: tiny, count: files, prefix: "tiny")
@@ -418,7 +432,7 @@ do {
 
 // MARK: 6. rm of 10,000 managed assets in the large catalog: by ID arguments, from a file, by tag
 
-do {
+if wanted("rm") {
     let doomed = base + "/doomed"
     makeTinyFiles(at: doomed, count: 10_000, prefix: "doomed")
     let idFile = base + "/doomed-ids"
