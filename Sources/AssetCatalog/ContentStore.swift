@@ -339,7 +339,8 @@ final class ContentStore: Sendable {
         return false
     }
 
-    /// Whether `objects/` has the content of `digest`.
+    /// Whether `objects/` has the content of `digest`: a hint (on NFS, the client's cache
+    /// may answer), never the check a commit relies on (``requireObject(_:for:pin:)``).
     func hasObject(_ digest: String) -> Bool {
         faccessat(objectsDirectory, Self.objectName(digest), F_OK, 0) == 0
     }
@@ -347,13 +348,42 @@ final class ContentStore: Sendable {
     /// Throws unless the object file of `digest` exists. When it does not but
     /// `pin` (a staged copy kept until the commit) does, the content is
     /// linked back from it: a sweep or purge that ran between the add's link
-    /// and its commit loses nothing. Run under the store's write lock.
+    /// and its commit loses nothing. Run under the content lock
+    /// (``CatalogRuntime/contentLock``), which holds removals off until the commit.
+    ///
+    /// The answer comes from the file server, never from a client's cache of names (on
+    /// NFS, a file another host unlinked can still look present to `access` or `stat`
+    /// for a while): with a pin, the pin is linked to the object's name — the link is
+    /// made (the content was gone: it is back, durable) or the name exists. Without one,
+    /// the object is opened (an open revalidates the name with the server) and checked to
+    /// be a regular file.
     func requireObject(_ digest: String, for name: String, pin: String? = nil) throws {
-        if hasObject(digest) { return }
         let target = objectPath(digest)
-        if let pin, faccessat(stagingDirectory, stagingName(pin), F_OK, 0) == 0 {
-            try adopt(staged: pin, digest: digest)
-            return
+        let objectName = Self.objectName(digest)
+        if let pin {
+            if linkat(stagingDirectory, stagingName(pin), objectsDirectory, objectName, 0) == 0 {
+                let folder = objects + "/" + digest.prefix(2)
+                try Self.syncDirectory(folder)
+                return
+            }
+            switch errno {
+            case EEXIST:
+                return
+            case ENOENT where access(objects + "/" + digest.prefix(2), F_OK) != 0:
+                // The folder of the object went too: made again, and the pin linked.
+                try adopt(staged: pin, digest: digest)
+                return
+            case ENOENT:
+                break  // no pin: the object itself is looked at
+            default:
+                throw CatalogError(.io, "Could not put back \(target): \(Self.errnoText())", path: target)
+            }
+        }
+        let fd = openat(objectsDirectory, objectName, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        if fd >= 0 {
+            defer { close(fd) }
+            var info = stat()
+            if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG { return }
         }
         throw CatalogError(
             .io, "The content of \(name) (\(digest.prefix(12))…) is missing from objects/; add the file again",
