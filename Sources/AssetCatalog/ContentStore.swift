@@ -918,6 +918,13 @@ enum FaultPoint: String {
 
     /// Not a crash: an export takes 20 ms longer per payload file, so a test can interrupt it.
     case slowExport = "slow-export"
+    /// A save's content check passed (``ContentStore/requireObject(_:for:pin:)``, under the
+    /// shared content lock), its transaction not committed: where a test pauses an add
+    /// while another process sweeps.
+    case afterContentCheck = "after-content-check"
+    /// Not a crash: saves do not take the content lock (``CatalogRuntime/contentLock``), so
+    /// a test can show the removal it keeps from racing an add.
+    case skipContentLock = "skip-content-lock"
 
     /// The points chosen: `ASSETCAT_FAULT=name` (or several, `name,name`).
     private static let active = Set(
@@ -930,22 +937,24 @@ enum FaultPoint: String {
     /// With `ASSETCAT_FAULT_PAUSE=name` and `ASSETCAT_FAULT_PAUSE_FILE=path`, the process
     /// stops at that point: it creates `path.reached`, then waits until `path` exists (five
     /// minutes at most), so that a test can act at that instant (another process's removal)
-    /// and then let the command go on.
-    private static let pause: (point: String, file: String)? = {
+    /// and then let the command go on. With several points (`name,name`), each has files
+    /// of its own: `path.name.reached` and `path.name`.
+    private static let pauses: [String: String] = {
         let environment = ProcessInfo.processInfo.environment
-        guard let point = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
-        else { return nil }
-        return (point, file)
+        guard let points = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
+        else { return [:] }
+        let names = points.split(separator: ",").map(String.init)
+        return Dictionary(names.map { ($0, names.count == 1 ? file : file + "." + $0) }) { first, _ in first }
     }()
 
     /// Whether a test chose `point` (for the points that are not a crash).
     static func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
 
     static func reach(_ point: FaultPoint) {
-        if let pause, pause.point == point.rawValue {
-            let reached = open(pause.file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        if let file = pauses[point.rawValue] {
+            let reached = open(file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
             if reached >= 0 { close(reached) }
-            for _ in 0..<30_000 where access(pause.file, F_OK) != 0 { usleep(10_000) }
+            for _ in 0..<30_000 where access(file, F_OK) != 0 { usleep(10_000) }
         }
         guard isActive(point) else { return }
         if point == .slowIngest || point == .slowJobs || point == .slowExport {
