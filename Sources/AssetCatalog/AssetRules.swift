@@ -9,8 +9,8 @@ import Persistence
 ///
 /// - **A committed record never points at missing content.** A managed asset
 ///   inserted, or whose content changed, has its content checked in
-///   `objects/` before the commit, under the store's write lock, where no
-///   sweep can remove it meanwhile.
+///   `objects/` before the commit, under the content lock (shared:
+///   ``CatalogRuntime/contentLock``), where no sweep can remove it meanwhile.
 /// - **Content goes only after the deletion that made it unused commits.**
 ///   The removal is journaled (a ``RemovalPlan``) in the deletion's own
 ///   transaction — for a deleted managed asset, and for the old content of a
@@ -80,23 +80,32 @@ struct AssetRules {
                 for digest in covered { managed[digest] = nil }
                 if adoption.claimCheck() {
                     let content = runtime.content
-                    effects.beforeCommit { _ in
+                    effects.beforeCommit { reader in
                         try adoption.wait()  // the links, made while the rows were written
+                        try CatalogRuntime.lockContent(reader, shared: true)
                         try adoption.requireAll(in: content)
+                        FaultPoint.reach(.afterContentCheck)
                     }
                 }
             }
         }
         guard !managed.isEmpty else { return }
-        effects.beforeCommit { [content = runtime.content] _ in
+        effects.beforeCommit { [content = runtime.content] reader in
             try adoption?.wait()
+            try CatalogRuntime.lockContent(reader, shared: true)
             for (digest, name) in managed { try content.requireObject(digest, for: name) }
+            FaultPoint.reach(.afterContentCheck)
         }
     }
 
+    /// Content a save certifies is checked under the shared content lock
+    /// (``CatalogRuntime/contentLock``), so that no sweep removes it between the check and
+    /// the commit.
     private func requireContent(_ named: [String: String]) {
-        effects.beforeCommit { [content = runtime.content] _ in
+        effects.beforeCommit { [content = runtime.content] reader in
+            try CatalogRuntime.lockContent(reader, shared: true)
             for (digest, name) in named { try content.requireObject(digest, for: name) }
+            FaultPoint.reach(.afterContentCheck)
         }
     }
 

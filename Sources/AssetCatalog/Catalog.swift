@@ -42,15 +42,49 @@ final class CatalogRuntime: Sendable {
         return try body()
     }
 
+    /// The named lock that keeps a removal from racing a save that starts using the content
+    /// it removes. On SQLite the store's one write lock does that already (the lock is
+    /// nothing more there); on PostgreSQL several hosts write at once, under `READ
+    /// COMMITTED`, and this is what orders them:
+    ///
+    /// - **Shared**, by every save that certifies content exists — an add's, an import's, a
+    ///   change of content, `gc --adopt` (``AssetRules``): taken in `beforeCommit`, before
+    ///   its check of `objects/`, held until its commit. Such saves do not wait for each
+    ///   other.
+    /// - **Exclusive**, by every save that carries out removal plans
+    ///   (``removeIfUnused(_:reader:)``): taken before it counts the assets that use the
+    ///   content and unlinks what none uses. It waits for the certifying saves in progress
+    ///   to end, and its count — a statement started after they committed — sees their
+    ///   rows; a certifying save that starts meanwhile waits for the removal to commit, then
+    ///   finds its content gone and puts it back from its pin (or fails: nothing dangles).
+    ///
+    /// No deadlock: a certifying save takes the tallies' lock (its asset rows' triggers)
+    /// and row locks of its own rows, then this one, last. A removal deletes plan rows, then
+    /// takes this one; it never writes an asset or a tag (no tallies' lock), and no
+    /// certifying save waits for a plan row (they only insert plans). So no holder of this
+    /// lock waits for a lock a waiter for it holds.
+    static let contentLock = "assetcat.content"
+
+    /// Takes ``contentLock`` in a save's transaction — unless a test turned it off
+    /// (`ASSETCAT_FAULT=skip-content-lock`), to show the race it prevents.
+    static func lockContent(_ reader: TransactionReader, shared: Bool) throws {
+        guard !FaultPoint.isActive(.skipContentLock) else { return }
+        try reader.lock(contentLock, shared: shared)
+    }
+
     /// The removal plans of one save carried out, inside the transaction that deletes their
     /// rows: the content of each digest is unlinked only if no asset uses it — counted here,
-    /// under the write lock, where no save can start using it meanwhile — and the folders are
-    /// synced once for all of them, before the rows' deletion commits. One count answers for
-    /// the whole page when none of its content is in use (the usual case); else each digest
-    /// is counted.
+    /// under the content lock (exclusive: ``contentLock``), where no save can start using
+    /// it meanwhile — and the folders are synced once for all of them, before the rows'
+    /// deletion commits. One count answers for the whole page when none of its content is
+    /// in use (the usual case); else each digest is counted.
     func removeIfUnused(_ digests: [String], reader: TransactionReader) throws {
         let unique = Array(Set(digests)).sorted()
         guard !unique.isEmpty else { return }
+        // Taken here, in the batch deletion's transaction, after its plan rows are deleted
+        // and before the count: the count is a statement of its own, so it sees what every
+        // certifying save that held the lock committed.
+        try Self.lockContent(reader, shared: false)
         let anyUsed =
             try reader.count(
                 for: FetchRequest<Asset>(predicate: .in(\.sha256, unique) && \.storage == Storage.managed)) > 0

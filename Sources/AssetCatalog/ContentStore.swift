@@ -339,7 +339,8 @@ final class ContentStore: Sendable {
         return false
     }
 
-    /// Whether `objects/` has the content of `digest`.
+    /// Whether `objects/` has the content of `digest`: a hint (on NFS, the client's cache
+    /// may answer), never the check a commit relies on (``requireObject(_:for:pin:)``).
     func hasObject(_ digest: String) -> Bool {
         faccessat(objectsDirectory, Self.objectName(digest), F_OK, 0) == 0
     }
@@ -347,13 +348,42 @@ final class ContentStore: Sendable {
     /// Throws unless the object file of `digest` exists. When it does not but
     /// `pin` (a staged copy kept until the commit) does, the content is
     /// linked back from it: a sweep or purge that ran between the add's link
-    /// and its commit loses nothing. Run under the store's write lock.
+    /// and its commit loses nothing. Run under the content lock
+    /// (``CatalogRuntime/contentLock``), which holds removals off until the commit.
+    ///
+    /// The answer comes from the file server, never from a client's cache of names (on
+    /// NFS, a file another host unlinked can still look present to `access` or `stat`
+    /// for a while): with a pin, the pin is linked to the object's name — the link is
+    /// made (the content was gone: it is back, durable) or the name exists. Without one,
+    /// the object is opened (an open revalidates the name with the server) and checked to
+    /// be a regular file.
     func requireObject(_ digest: String, for name: String, pin: String? = nil) throws {
-        if hasObject(digest) { return }
         let target = objectPath(digest)
-        if let pin, faccessat(stagingDirectory, stagingName(pin), F_OK, 0) == 0 {
-            try adopt(staged: pin, digest: digest)
-            return
+        let objectName = Self.objectName(digest)
+        if let pin {
+            if linkat(stagingDirectory, stagingName(pin), objectsDirectory, objectName, 0) == 0 {
+                let folder = objects + "/" + digest.prefix(2)
+                try Self.syncDirectory(folder)
+                return
+            }
+            switch errno {
+            case EEXIST:
+                return
+            case ENOENT where access(objects + "/" + digest.prefix(2), F_OK) != 0:
+                // The folder of the object went too: made again, and the pin linked.
+                try adopt(staged: pin, digest: digest)
+                return
+            case ENOENT:
+                break  // no pin: the object itself is looked at
+            default:
+                throw CatalogError(.io, "Could not put back \(target): \(Self.errnoText())", path: target)
+            }
+        }
+        let fd = openat(objectsDirectory, objectName, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        if fd >= 0 {
+            defer { close(fd) }
+            var info = stat()
+            if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG { return }
         }
         throw CatalogError(
             .io, "The content of \(name) (\(digest.prefix(12))…) is missing from objects/; add the file again",
@@ -888,6 +918,13 @@ enum FaultPoint: String {
 
     /// Not a crash: an export takes 20 ms longer per payload file, so a test can interrupt it.
     case slowExport = "slow-export"
+    /// A save's content check passed (``ContentStore/requireObject(_:for:pin:)``, under the
+    /// shared content lock), its transaction not committed: where a test pauses an add
+    /// while another process sweeps.
+    case afterContentCheck = "after-content-check"
+    /// Not a crash: saves do not take the content lock (``CatalogRuntime/contentLock``), so
+    /// a test can show the removal it keeps from racing an add.
+    case skipContentLock = "skip-content-lock"
 
     /// The points chosen: `ASSETCAT_FAULT=name` (or several, `name,name`).
     private static let active = Set(
@@ -900,22 +937,24 @@ enum FaultPoint: String {
     /// With `ASSETCAT_FAULT_PAUSE=name` and `ASSETCAT_FAULT_PAUSE_FILE=path`, the process
     /// stops at that point: it creates `path.reached`, then waits until `path` exists (five
     /// minutes at most), so that a test can act at that instant (another process's removal)
-    /// and then let the command go on.
-    private static let pause: (point: String, file: String)? = {
+    /// and then let the command go on. With several points (`name,name`), each has files
+    /// of its own: `path.name.reached` and `path.name`.
+    private static let pauses: [String: String] = {
         let environment = ProcessInfo.processInfo.environment
-        guard let point = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
-        else { return nil }
-        return (point, file)
+        guard let points = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
+        else { return [:] }
+        let names = points.split(separator: ",").map(String.init)
+        return Dictionary(names.map { ($0, names.count == 1 ? file : file + "." + $0) }) { first, _ in first }
     }()
 
     /// Whether a test chose `point` (for the points that are not a crash).
     static func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
 
     static func reach(_ point: FaultPoint) {
-        if let pause, pause.point == point.rawValue {
-            let reached = open(pause.file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        if let file = pauses[point.rawValue] {
+            let reached = open(file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
             if reached >= 0 { close(reached) }
-            for _ in 0..<30_000 where access(pause.file, F_OK) != 0 { usleep(10_000) }
+            for _ in 0..<30_000 where access(file, F_OK) != 0 { usleep(10_000) }
         }
         guard isActive(point) else { return }
         if point == .slowIngest || point == .slowJobs || point == .slowExport {

@@ -146,6 +146,18 @@ public struct PausedCommand: Sendable {
     public func resume() {
         _ = FileManager.default.createFile(atPath: barrier, contents: nil)
     }
+
+    /// Lets a command stopped at several points
+    /// (``TestCatalog/startPaused(_:at:environment:)-([String],_,_)``) go on from `point`.
+    public func resume(from point: String) {
+        _ = FileManager.default.createFile(atPath: barrier + "." + point, contents: nil)
+    }
+
+    /// Waits until a command stopped at several points has reached `point`; says whether
+    /// it did (`false` if it ended first, or never got there).
+    public func reached(_ point: String) async throws -> Bool {
+        try await waitUntil { [barrier] in FileManager.default.fileExists(atPath: barrier + "." + point + ".reached") }
+    }
 }
 
 extension TestCatalog {
@@ -171,6 +183,35 @@ extension TestCatalog {
             throw CatalogError(.io, "assetcat \(arguments.joined(separator: " ")) never reached \(point)")
         }
         return PausedCommand(process: process, barrier: barrier)
+    }
+}
+
+extension TestCatalog {
+    /// Starts `assetcat ARGUMENTS` on this catalog, to stop at each of `points` in turn
+    /// (`ASSETCAT_FAULT_PAUSE=a,b`), with `environment` added; returns once it has stopped
+    /// at the first. The test lets it go on from each point with
+    /// ``PausedCommand/resume(from:)`` and waits for the next with
+    /// ``PausedCommand/reached(_:)``.
+    public func startPaused(
+        _ arguments: [String], at points: [String], environment: [String: String] = [:]
+    ) async throws -> PausedCommand {
+        precondition(points.count > 1, "one point: startPaused(_:at:environment:) with a String")
+        let barrier = directory.appending(path: "pause-\(UUID().uuidString)").path
+        var env: [String: String?] = [
+            "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT": nil, "ASSETCAT_FAULT_PAUSE": points.joined(separator: ","),
+            "ASSETCAT_FAULT_PAUSE_FILE": barrier,
+        ]
+        for (k, v) in environment { env[k] = v }
+        let process = try ChildProcess(
+            Self.executable().path, arguments + ["--catalog", root.path], environment: env,
+            workingDirectory: directory.path)
+        let command = PausedCommand(process: process, barrier: barrier)
+        guard try await command.reached(points[0]) else {
+            process.signal(SIGKILL)
+            _ = try await process.finish()
+            throw CatalogError(.io, "assetcat \(arguments.joined(separator: " ")) never reached \(points[0])")
+        }
+        return command
     }
 }
 

@@ -82,6 +82,33 @@ import Testing
         #expect(t.hasObject(record.sha256))
     }
 
+    /// The check opens the object and looks at what it opened: a folder, or a FIFO (whose
+    /// open does not wait for a writer), at the object's name is not its content.
+    @Test(arguments: ["folder", "fifo"])
+    func anObjectNameThatIsNotAFileIsNotContent(kind: String) async throws {
+        let (t, catalog, _) = try await catalogWithOneFile()
+        let digest = String(repeating: "e", count: 64)
+        let path = t.objectPath(digest)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        if kind == "folder" {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        } else {
+            #expect(mkfifo(path, 0o644) == 0)
+        }
+        let context = catalog.newContext()
+        context.performAndWait {
+            let ghost = Asset(context: context)
+            ghost.name = "ghost.bin"
+            ghost.sha256 = digest
+            let error = #expect(throws: PersistenceError.self) { try context.save() }
+            #expect(
+                (error?.cause as? CatalogError)?.message
+                    == "The content of ghost.bin (eeeeeeeeeeee…) is missing from objects/; add the file again")
+        }
+        #expect(try catalog.assets().count == 1)
+    }
+
     @Test func deleteInAChildSavedIntoItsParentThenRolledBackKeepsTheFile() async throws {
         let (t, catalog, record) = try await catalogWithOneFile()
         let parent = catalog.newContext()

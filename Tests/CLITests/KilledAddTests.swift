@@ -100,6 +100,29 @@ func recordedDigests(_ t: TestCatalog) throws -> Set<String> {
         #expect(try recordedDigests(t).isEmpty)
     }
 
+    /// The content an add pinned goes from objects/ with its folder (its last asset deleted
+    /// by another process, the folder cleared) before the add's check: the check makes the
+    /// folder again and links the pin back, and the record commits with its content.
+    @Test func anAddPutsBackContentWhoseFolderWentWhileItRan() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let first = try await catalog.add([try t.file("first.txt", "the same content\n")]).added
+        catalog.close()
+        let add = try await t.startPaused(
+            ["add", try t.file("second.txt", "the same content\n")], at: "before-add-commit")
+        let rm = try await t.run(["rm", "\(first[0].id)"])
+        #expect(rm.status == 0, "\(rm.stdout)\(rm.stderr)")
+        let folder = (t.objectPath(first[0].sha256) as NSString).deletingLastPathComponent
+        try FileManager.default.removeItem(atPath: folder)
+        add.resume()
+        let added = try await add.process.finish()
+        #expect(added.status == 0, "\(added.stdoutText)\(added.stderrText)")
+        #expect(t.hasObject(first[0].sha256))
+        let verify = try await t.run(["verify"])
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        #expect(try recordedDigests(t) == [first[0].sha256])
+    }
+
     /// A reference-mode add killed between two batches (as the second commits; the first
     /// committed while the second was read): the catalog holds the first batch, the first
     /// files found in order, and nothing else; the same command again skips them, says so,
