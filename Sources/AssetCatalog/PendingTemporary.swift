@@ -78,7 +78,7 @@ extension Catalog {
             try withContext { context in
                 let row = PendingTemporary(context: context)
                 row.owner = runtime.liveness.owner
-                row.host = HostIdentity.current()
+                row.host = runtime.liveness.sharedHost ?? HostIdentity.current()
                 row.path = path
                 try context.save()
                 return row.objectID.rowID
