@@ -230,4 +230,23 @@ import Testing
                 == "resumed an interrupted add of the same paths: skipped 512 files it had recorded\nadded 88 files\n")
         #expect(try Self.count(AddMark.self, in: store) == 0)
     }
+
+    /// On a catalog in PostgreSQL, `staging/` entries that are not a session's (`s<digits>`)
+    /// are not this catalog's to judge: a folder of a version that staged by file locks,
+    /// whose lock is free and which is old, stays (on SQLite it would go).
+    @Test func stagingEntriesThatAreNotASessionsAreLeftAlone() async throws {
+        let shared = try await Shared()
+        let staging = shared.t.root.appending(path: "staging").path
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: staging + "/999999-deadbeef/1", withIntermediateDirectories: true)
+        #expect(manager.createFile(atPath: staging + "/999999-deadbeef.lock", contents: nil))
+        try manager.createDirectory(atPath: staging + "/notes", withIntermediateDirectories: true)
+        let old = Date(timeIntervalSinceNow: -3_600)
+        for entry in ["999999-deadbeef", "999999-deadbeef.lock", "notes"] {
+            try manager.setAttributes([.modificationDate: old], ofItemAtPath: staging + "/" + entry)
+        }
+        let before = try manager.subpathsOfDirectory(atPath: staging).sorted()
+        #expect(try await shared.run("h2", ["stats"]).status == 0)
+        #expect(try manager.subpathsOfDirectory(atPath: staging).sorted() == before)
+    }
 }
