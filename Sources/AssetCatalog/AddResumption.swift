@@ -14,7 +14,7 @@ import Synchronization
 /// it in its last transaction; an add cancelled or killed leaves it, and the same add run
 /// again resumes after it (``AddOptions/resumesInterrupted``). One row per interrupted add.
 final class AddMark: ManagedObject {
-    /// The add's identity (``Catalog/AddResumption/key(of:options:)``).
+    /// The add's identity (``Catalog/AddResumption/key(of:options:host:)``).
     @Attribute var key = ""
     /// The path of the last file, in the add's order, that a committed batch recorded.
     @Attribute var path = ""
@@ -49,7 +49,7 @@ extension Catalog {
         /// Reads the mark of an interrupted add of the same `named` sources and `options`.
         init(_ named: [NamedSource], options: AddOptions, in catalog: Catalog) throws {
             self.named = named
-            key = Self.key(of: named, options: options)
+            key = Self.key(of: named, options: options, host: catalog.runtime.liveness.sharedHost)
             storage = options.mode == .copy ? .managed : .referenced
             let key = key
             let marks = try catalog.storeErrors {
@@ -63,9 +63,14 @@ extension Catalog {
         }
 
         /// The SHA-256 of what makes two adds the same add: their options (but the tuning
-        /// ones: concurrency, batch size, records kept, resuming) and their named paths, in order.
-        static func key(of named: [NamedSource], options: AddOptions) -> String {
+        /// ones: concurrency, batch size, records kept, resuming) and their named paths, in
+        /// order — and, on a catalog that several hosts share, the host (`host`): a path names
+        /// a file of the host's own, and two hosts adding `/data/in` add different files. On a
+        /// catalog of one host (`host` nil) the key is what it was before hosts shared catalogs,
+        /// so that an add interrupted by an earlier version is resumed.
+        static func key(of named: [NamedSource], options: AddOptions, host: String? = nil) -> String {
             var text = "add 1\n\(options.mode.rawValue)\n\(options.recursive)\n\(options.defersHashing)\n"
+            if let host { text += "host \(host)\n" }
             text += "\(options.indexesArchives)\n\(options.extractsMetadata)\n"
             text += Set(options.tags).sorted().map { "tag \($0)\n" }.joined()
             for source in named {

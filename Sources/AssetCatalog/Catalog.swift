@@ -10,6 +10,8 @@ final class CatalogRuntime: Sendable {
     static let key = "AssetCatalog.runtime"
 
     let content: ContentStore
+    /// Who owns work in the catalog and whether they are alive.
+    let liveness: any OwnerLiveness
     weak let container: PersistentContainer?
     weak let jobs: JobQueue?
     let logger: Logger
@@ -17,8 +19,12 @@ final class CatalogRuntime: Sendable {
     /// How many sweeps this process has run (tests count them: one per save, not per asset).
     let sweepsRun = Atomic<Int>(0)
 
-    init(content: ContentStore, container: PersistentContainer, jobs: JobQueue, logger: Logger) {
+    init(
+        content: ContentStore, liveness: any OwnerLiveness, container: PersistentContainer, jobs: JobQueue,
+        logger: Logger
+    ) {
         self.content = content
+        self.liveness = liveness
         self.container = container
         self.jobs = jobs
         self.logger = logger
@@ -133,7 +139,7 @@ final class CatalogRuntime: Sendable {
                 var firstError = try removeAbandonedTemporaries(in: context)
                 // Journals of imports whose process is gone (or that gave up) become plans first.
                 for pending in try context.fetch(FetchRequest<PendingImport>())
-                where pending.owner.isEmpty || !content.isOwnerAlive(pending.owner) {
+                where pending.owner.isEmpty || !liveness.isAlive(pending.owner) {
                     pending.giveUp()
                     do {
                         try context.save()
@@ -279,6 +285,7 @@ public final class Catalog: Sendable {
     /// What brings a catalog of an earlier release to this one's schema, in order.
     static let migrations: [Migration] = [
         AssetTag.dropTagTextIndex, AssetTag.fromTagText(), Asset.managedDigestIndex,
+        PendingTemporary.hostOfEarlierRows(),
     ]
 
     /// The catalog's schema: its own entities, then a program's (``OpenOptions/entities``).
@@ -500,7 +507,13 @@ public final class Catalog: Sendable {
         do {
             if let store {
                 if !readOnly { try ContentStore.makeDirectory(root.path) }
-                content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
+                // Staging by session when the store keeps sessions (opened, its row committed,
+                // by openStore), else by file lock.
+                content =
+                    readOnly
+                    ? try ContentStore(readingAt: root.path)
+                    : try ContentStore(
+                        root: root.path, session: container.session.map { SessionLiveness.owner(of: $0.id) })
                 if creating {
                     do {
                         try store.identity.write(in: root)
@@ -525,9 +538,16 @@ public final class Catalog: Sendable {
             container.close()
             throw error
         }
+        let liveness: any OwnerLiveness =
+            if let session = container.session, !readOnly {
+                SessionLiveness(content: content, session: session, host: HostIdentity.current(), container: container)
+            } else {
+                FileLockLiveness(content: content)
+            }
         jobs = JobQueue(
             owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger)
-        runtime = CatalogRuntime(content: content, container: container, jobs: jobs, logger: options.logger)
+        runtime = CatalogRuntime(
+            content: content, liveness: liveness, container: container, jobs: jobs, logger: options.logger)
         container.viewContext.userInfo[CatalogRuntime.key] = runtime
         let runtime = runtime
         container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
@@ -535,8 +555,12 @@ public final class Catalog: Sendable {
         BuiltInProcessors.register(on: jobs)
         options.logger.debug("opened the catalog \(root.path) \(readOnly ? "read-only" : "to read and write")")
         guard !readOnly else { return }
-        jobs.recoverAbandoned()  // a dead worker's jobs show as queued, not running
-        content.removeAbandonedStaging()  // after: a dead worker's lock file says which of its jobs ran
+        if let sessions = liveness as? SessionLiveness {
+            runtime.reapDeadSessions(sessions)
+        } else {
+            jobs.recoverAbandoned()  // a dead worker's jobs show as queued, not running
+            content.removeAbandonedStaging()  // after: a dead worker's lock file says which of its jobs ran
+        }
         do {
             let finished = try runtime.sweep()
             if finished > 0 { options.logger.info("finished \(finished) removals left pending by an earlier process") }
@@ -614,8 +638,13 @@ public final class Catalog: Sendable {
     public func close() {
         jobs.stopAndWait()  // running jobs are queued again and leave the store alone before it closes
         container.viewContext.userInfo[CatalogRuntime.key] = nil
-        container.close()
-        content.release()
+        if runtime.liveness is SessionLiveness {
+            runtime.liveness.end()  // the staging folder, then the session: see SessionLiveness.end()
+            container.close()
+        } else {
+            container.close()
+            content.release()
+        }
     }
 
     /// Runs `body`, turning persistence errors into catalog errors.

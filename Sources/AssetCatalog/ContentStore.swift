@@ -16,7 +16,8 @@ import Synchronization
 /// New content is written to staging, synced, then hard-linked into
 /// `objects/` (and the folder synced) before the transaction that records it
 /// commits. Staging folders belong to one process each, which holds a lock
-/// on them; an open removes the folders of processes that are gone, so a
+/// on them (or, on a store that several hosts share, whose session is alive:
+/// ``SessionLiveness``); an open removes the folders of processes that are gone, so a
 /// crash leaves no debris and a live process's work is never touched.
 final class ContentStore: Sendable {
     let root: String
@@ -24,9 +25,13 @@ final class ContentStore: Sendable {
     let staging: String
     /// This process's staging folder.
     let ownStaging: String
-    /// This process, as job rows and staging folders name it (`pid-id`).
+    /// This process, as job rows and staging folders name it (`pid-id`, or `s<id>`).
     var owner: String { (ownStaging as NSString).lastPathComponent }
+    /// This process's lock file (`.lock`, SQLite), or its slots file (`.slots`, a session):
+    /// where its run slots are marked.
     private let lockDescriptor: Int32
+    /// The suffix of that file's name after ``ownStaging``.
+    let slotsSuffix: String
     /// `objects/` and this process's staging folder, open: the `*at` calls resolve a file's
     /// short path from them instead of walking the whole absolute path each time.
     private let objectsDirectory: Int32
@@ -49,30 +54,53 @@ final class ContentStore: Sendable {
         ownStaging = staging + "/\(getpid())-reader"
         isReadOnly = true
         lockDescriptor = -1
+        slotsSuffix = ".lock"
         stagingDirectory = -1
         objectsDirectory = try Self.openDirectory(objects)
     }
 
-    init(root: String) throws {
+    /// The content of the catalog at `root`, with a staging folder of this process's own.
+    ///
+    /// With no `session` (a SQLite catalog), the folder is `staging/<pid>-<id>`, next to a
+    /// lock file that this process holds locked (`flock`) while it lives: other processes
+    /// tell its liveness by that lock. With `session`, the name of this process's session
+    /// with a store that several hosts share (`s<id>`, ``SessionLiveness``), the folder is
+    /// `staging/s<id>` with a file `staging/s<id>.slots` for the run slots and no lock (a
+    /// file lock over a network file system says nothing reliable about another host): the
+    /// session tells liveness, and it was opened (its row committed) before this.
+    init(root: String, session: String? = nil) throws {
         self.root = root
         isReadOnly = false
         objects = root + "/objects"
         staging = root + "/staging"
         for directory in [objects, staging] { try Self.makeDirectory(directory) }
-        let owner = "\(getpid())-\(UUID().uuidString.prefix(8))"
+        let owner = session ?? "\(getpid())-\(UUID().uuidString.prefix(8))"
         ownStaging = staging + "/" + owner
-        // The lock file is created under another name, locked, then renamed:
-        // an open in another process never sees it unlocked, and it exists
-        // before the folder does.
-        let pending = ownStaging + ".lock.new"
-        let lock = open(pending, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0, rename(pending, ownStaging + ".lock") == 0 else {
-            let error = CatalogError(.io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
-            if lock >= 0 { close(lock) }
-            unlink(pending)
-            throw error
+        slotsSuffix = session == nil ? ".lock" : ".slots"
+        if session != nil {
+            // A session's ID is never reused: a file there already is not this process's.
+            let slots = open(ownStaging + slotsSuffix, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard slots >= 0 else {
+                throw CatalogError(
+                    .io, "Could not create \(ownStaging)\(slotsSuffix): \(Self.errnoText())", path: ownStaging)
+            }
+            lockDescriptor = slots
+        } else {
+            // The lock file is created under another name, locked, then renamed:
+            // an open in another process never sees it unlocked, and it exists
+            // before the folder does.
+            let pending = ownStaging + ".lock.new"
+            let lock = open(pending, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0, rename(pending, ownStaging + ".lock") == 0 else {
+                let error = CatalogError(
+                    .io, "Could not lock \(ownStaging).lock: \(Self.errnoText())", path: ownStaging)
+                if lock >= 0 { close(lock) }
+                unlink(pending)
+                throw error
+            }
+            lockDescriptor = lock
         }
-        lockDescriptor = lock
+        let lock = lockDescriptor
         var opened: [Int32] = []
         do {
             try Self.makeDirectory(ownStaging)
@@ -82,7 +110,7 @@ final class ContentStore: Sendable {
             // Nothing half-made stays behind: the folder, its lock, the descriptors.
             for fd in opened { close(fd) }
             try? FileManager.default.removeItem(atPath: ownStaging)
-            unlink(ownStaging + ".lock")
+            unlink(ownStaging + slotsSuffix)
             close(lock)
             throw error
         }
@@ -123,7 +151,7 @@ final class ContentStore: Sendable {
         else { return }
         guard !isReadOnly else { return }
         try? FileManager.default.removeItem(atPath: ownStaging)
-        unlink(ownStaging + ".lock")
+        unlink(ownStaging + slotsSuffix)
         close(lockDescriptor)
     }
 
@@ -164,7 +192,13 @@ final class ContentStore: Sendable {
     /// lock file; nil when that file is gone or cannot be read (then every run it held
     /// is taken to have started).
     func runsInSlots(of owner: String) -> Set<Int64>? {
-        let fd = open(staging + "/" + owner + ".lock", O_RDONLY | O_CLOEXEC)
+        Self.runsInSlots(file: staging + "/" + owner + slotsSuffix)
+    }
+
+    /// The runs a lock or slots file (``markSlot(_:run:)``) names; nil when it is gone or
+    /// cannot be read.
+    static func runsInSlots(file: String) -> Set<Int64>? {
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
@@ -213,6 +247,19 @@ final class ContentStore: Sendable {
             var info = stat()
             guard stat(path, &info) == 0, time(nil) - info.st_mtim.tv_sec > 600 else { continue }
             try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    /// Removes the staging folder of `owner`, a session that is gone (``SessionLiveness``),
+    /// and its slots file: the folder first, so that a removal cut short leaves the file,
+    /// and the next reaper of the session finds it.
+    func removeStaging(ofSession owner: String) throws {
+        let folder = staging + "/" + owner
+        var info = stat()
+        // Gone already: an earlier reaper removed it, or it was never made.
+        if lstat(folder, &info) == 0 { try FileManager.default.removeItem(atPath: folder) }
+        guard unlink(folder + ".slots") == 0 || errno == ENOENT else {
+            throw CatalogError(.io, "Could not remove \(folder).slots: \(Self.errnoText())", path: folder)
         }
     }
 

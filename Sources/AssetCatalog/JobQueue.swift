@@ -1243,17 +1243,29 @@ public final class JobQueue: JobProvider, Sendable {
     /// Jobs left running by processes that are gone are queued again. The crash counts
     /// as an attempt for the runs that had started (past the limit they fail), not for
     /// those the process had only claimed ahead: its lock file says which runs held a
-    /// slot (``ContentStore/runsInSlots(of:)``); where that file is gone, every run counts.
-    func recoverAbandoned() {
+    /// slot (``OwnerLiveness/runsInSlots(of:)``); where that cannot be told, every run counts.
+    ///
+    /// With `owner`, only that process's jobs (a reaper's, ``CatalogRuntime/reapDeadSessions(_:)``),
+    /// its started runs told by `runsInSlots` rather than by ``OwnerLiveness``.
+    func recoverAbandoned(of owner: String? = nil, runsInSlots: (@Sendable (String) -> Set<Int64>?)? = nil) {
         guard let catalog else { return }
-        let content = catalog.content
+        let liveness = catalog.runtime.liveness
         let startedRuns = Locked([String: Set<Int64>?]())
+        let alive = Locked([String: Bool]())  // one look per process, not per job
         update(\.state == JobState.running) { job in
             guard let token = job.owner else { return }
             let process = String(token.prefix { $0 != "#" })
-            guard process != self.owner, !content.isOwnerAlive(process) else { return }
+            if let owner, process != owner { return }
+            guard process != self.owner else { return }
+            let isAlive = alive.withLock { known in
+                if known[process] == nil { known[process] = liveness.isAlive(process) }
+                return known[process]!
+            }
+            guard !isAlive else { return }
             let started = startedRuns.withLock { known in
-                if known[process] == nil { known[process] = .some(content.runsInSlots(of: process)) }
+                if known[process] == nil {
+                    known[process] = .some(runsInSlots.map { $0(process) } ?? liveness.runsInSlots(of: process))
+                }
                 return known[process]!
             }
             if let started, let run = Self.runNumber(of: token), !started.contains(run) {

@@ -12,17 +12,32 @@ import Persistence
 ///
 /// The command deletes the row once the path is gone (published under its final name, or
 /// removed). Should its process die first, the next sweep of any process removes the path
-/// and the row, once the lock of the row's ``owner`` is free: a killed export leaves
-/// nothing beside its target after the next command.
+/// and the row, once the row's ``owner`` is gone (``OwnerLiveness``): a killed export leaves
+/// nothing beside its target after the next command. On a catalog that several hosts share,
+/// only a process of the row's ``host`` does: the path is on that host's file system.
 final class PendingTemporary: ManagedObject {
-    /// The staging folder (``ContentStore/owner``) of the process that made the path.
+    /// The process that made the path (``OwnerLiveness/owner``).
     @Attribute var owner = ""
+    /// The host of that process (``HostIdentity``); rows made before hosts were recorded get
+    /// the host of the first process that opened the catalog since (``hostOfEarlierRows``).
+    @Attribute var host = ""
     /// The absolute path.
     @Attribute var path = ""
     @Attribute var created = Date(timeIntervalSince1970: 0)
 
     override func awakeFromInsert() {
         setPrimitiveValue(Date(), for: \.created)
+    }
+
+    /// Gives the rows made before ``host`` existed the host of the process that opens the
+    /// catalog first since then. They were made when a catalog was used from one host at a
+    /// time (a SQLite catalog, or one in PostgreSQL before hosts shared it), most likely by
+    /// this one; without a host, no process of a shared catalog would ever remove them.
+    static func hostOfEarlierRows(_ host: @escaping @Sendable () -> String = { HostIdentity.current() }) -> Migration {
+        Migration("2026-11-pending-temporary-host", phase: .afterSchema) { db in
+            let literal = "'" + host().replacingOccurrences(of: "'", with: "''") + "'"
+            try db.execute(#"UPDATE "PendingTemporary" SET "host" = \#(literal) WHERE "host" = ''"#)
+        }
     }
 
     /// For a bundle moved aside to be replaced (`/…/.name.replaced-N`), the path it had.
@@ -62,7 +77,8 @@ extension Catalog {
         try storeErrors {
             try withContext { context in
                 let row = PendingTemporary(context: context)
-                row.owner = content.owner
+                row.owner = runtime.liveness.owner
+                row.host = runtime.liveness.sharedHost ?? HostIdentity.current()
                 row.path = path
                 try context.save()
                 return row.objectID.rowID
@@ -87,11 +103,30 @@ extension Catalog {
 }
 
 extension CatalogRuntime {
-    /// Removes the temporaries of processes that are gone, and their rows. Returns the
+    /// Removes the temporaries of processes that are gone, and their rows: on a catalog that
+    /// several hosts share, only this host's (``OwnerLiveness/sharedHost``). Returns the
     /// first error met (the other rows are still carried out).
     func removeAbandonedTemporaries(in context: ManagedObjectContext) throws -> (any Error)? {
+        try removeAbandonedTemporaries(in: context, FetchRequest<PendingTemporary>())
+    }
+
+    /// ``removeAbandonedTemporaries(in:)`` for the rows of `owner`, gone, only: a reaper's.
+    func removeAbandonedTemporaries(of owner: String) throws -> (any Error)? {
+        guard let container else { return nil }
+        let context = container.newBackgroundContext(name: "reaper")
+        context.userInfo[Self.key] = self
+        return try context.performAndWait {
+            try removeAbandonedTemporaries(in: context, FetchRequest<PendingTemporary>(predicate: \.owner == owner))
+        }
+    }
+
+    private func removeAbandonedTemporaries(
+        in context: ManagedObjectContext, _ request: FetchRequest<PendingTemporary>
+    ) throws -> (any Error)? {
         var firstError: (any Error)?
-        for row in try context.fetch(FetchRequest<PendingTemporary>()) where !content.isOwnerAlive(row.owner) {
+        let host = liveness.sharedHost
+        for row in try context.fetch(request) where host == nil || row.host == host {
+            guard !liveness.isAlive(row.owner) else { continue }
             if PendingTemporary.isTemporaryName(row.path) {
                 var info = stat()
                 do {

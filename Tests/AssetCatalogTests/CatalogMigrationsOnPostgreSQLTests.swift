@@ -60,4 +60,34 @@ import Testing
         #expect(counts.sorted() == ["blue=2", "green=1", "red=2", "unicode-\u{e9}=1"])
         #expect(try container.checkIntegrity() == [])
     }
+
+    /// ``PendingTemporary/hostOfEarlierRows(_:)``, on both stores: the rows made before
+    /// temporaries named their host get the host of the process that opens first, and rows
+    /// that name one keep it.
+    @Test(arguments: [false, true])
+    func temporariesMadeBeforeHostsGetTheHostThatOpensFirst(onPostgreSQL: Bool) throws {
+        let url =
+            onPostgreSQL
+            ? try Self.newStoreURL() : try ScratchDirectory.make("migration").appending(path: "catalog.sqlite")
+        let made = try PersistentContainer.open(url: url, schema: try Schema(Catalog.entities))
+        let context = made.newBackgroundContext()
+        try context.performAndWait {
+            for (owner, host) in [("123-abcdef12", ""), ("s7", "h2")] {
+                let row = PendingTemporary(context: context)
+                row.owner = owner
+                row.path = "/out/.b.partial-\(owner.count)"
+                row.host = host
+            }
+            try context.save()
+        }
+        made.close()
+        let container = try PersistentContainer.open(
+            url: url, schema: try Schema(Catalog.entities, migrations: [PendingTemporary.hostOfEarlierRows { "h'9" }]))
+        defer { container.close() }
+        let reader = container.newBackgroundContext()
+        let rows = try reader.performAndWait {
+            try reader.fetch(FetchRequest<PendingTemporary>()).map { "\($0.owner) \($0.host)" }.sorted()
+        }
+        #expect(rows == ["123-abcdef12 h'9", "s7 h2"])
+    }
 }
