@@ -125,58 +125,63 @@ final class CatalogRuntime: Sendable {
     func sweep() throws -> Int {
         guard let container else { return 0 }
         sweepsRun.add(1, ordering: .relaxed)
-        return try sweeping.withLock { _ in
-            let context = container.newBackgroundContext(name: "sweeper")
-            context.userInfo[Self.key] = self
-            context.mergePolicy = .overwrite  // another process may have swept a row already
-            return try context.performAndWait {
-                // Plans in batches of 10,000 per transaction, each synced once (the folders, or
-                // the file system): a removal of 10,000 files syncs once, as `rm -rf` + `sync`
-                // does. A batch that fails is retried one plan at a time, so a plan that cannot
-                // be carried out (an I/O error) stays pending without holding up the others.
-                var done = 0
-                // Hidden files of exports whose process is gone.
-                var firstError = try removeAbandonedTemporaries(in: context)
-                // Journals of imports whose process is gone (or that gave up) become plans first.
-                for pending in try context.fetch(FetchRequest<PendingImport>())
-                where pending.owner.isEmpty || !liveness.isAlive(pending.owner) {
-                    pending.giveUp()
+        // One look at the owners for the whole sweep (a killed import leaves a journal row
+        // per file): see OwnerLiveness.pass(_:).
+        return try sweeping.withLock { _ in try liveness.pass { try sweepOnce(container) } }
+    }
+
+    /// ``sweep()``, holding its lock, within one pass of ``OwnerLiveness``.
+    private func sweepOnce(_ container: PersistentContainer) throws -> Int {
+        let context = container.newBackgroundContext(name: "sweeper")
+        context.userInfo[Self.key] = self
+        context.mergePolicy = .overwrite  // another process may have swept a row already
+        return try context.performAndWait {
+            // Plans in batches of 10,000 per transaction, each synced once (the folders, or
+            // the file system): a removal of 10,000 files syncs once, as `rm -rf` + `sync`
+            // does. A batch that fails is retried one plan at a time, so a plan that cannot
+            // be carried out (an I/O error) stays pending without holding up the others.
+            var done = 0
+            // Hidden files of exports whose process is gone.
+            var firstError = try removeAbandonedTemporaries(in: context)
+            // Journals of imports whose process is gone (or that gave up) become plans first.
+            for pending in try context.fetch(FetchRequest<PendingImport>())
+            where pending.owner.isEmpty || !liveness.isAlive(pending.owner) {
+                pending.giveUp()
+                do {
+                    try context.save()
+                } catch {
+                    context.rollback()
+                    firstError = firstError ?? error
+                }
+            }
+            // A page of plans at a time, by row ID (a failed import of a million files
+            // leaves a million), deleted as rows — no objects — whose deletion carries them
+            // out (`RemovalPlan.willBatchDelete`): a plan that stays pending is not met again.
+            var last: Int64 = 0
+            while true {
+                // Read first: a sweep with nothing to do (every open runs one) writes nothing.
+                let page = FetchRequest<RemovalPlan>(
+                    predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000)
+                let ids = try context.fetchObjectIDs(page)
+                guard let end = ids.last?.rowID else { break }
+                last = end
+                do {
+                    done += try context.batchDelete(page).deletedObjectIDs.count
+                    continue
+                } catch {
+                    // Retried one plan at a time.
+                }
+                for id in ids {
                     do {
-                        try context.save()
+                        done += try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs([id])))
+                            .deletedObjectIDs.count
                     } catch {
-                        context.rollback()
                         firstError = firstError ?? error
                     }
                 }
-                // A page of plans at a time, by row ID (a failed import of a million files
-                // leaves a million), deleted as rows — no objects — whose deletion carries them
-                // out (`RemovalPlan.willBatchDelete`): a plan that stays pending is not met again.
-                var last: Int64 = 0
-                while true {
-                    // Read first: a sweep with nothing to do (every open runs one) writes nothing.
-                    let page = FetchRequest<RemovalPlan>(
-                        predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000)
-                    let ids = try context.fetchObjectIDs(page)
-                    guard let end = ids.last?.rowID else { break }
-                    last = end
-                    do {
-                        done += try context.batchDelete(page).deletedObjectIDs.count
-                        continue
-                    } catch {
-                        // Retried one plan at a time.
-                    }
-                    for id in ids {
-                        do {
-                            done += try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs([id])))
-                                .deletedObjectIDs.count
-                        } catch {
-                            firstError = firstError ?? error
-                        }
-                    }
-                }
-                if let firstError { throw firstError }
-                return done
             }
+            if let firstError { throw firstError }
+            return done
         }
     }
 }

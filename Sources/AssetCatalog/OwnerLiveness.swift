@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Logging
 import Persistence
 
@@ -27,6 +28,9 @@ protocol OwnerLiveness: Sendable {
     func runsInSlots(of owner: String) -> Set<Int64>?
     /// Ends this process's ownership: its staging folder goes (the catalog closes).
     func end()
+    /// Runs `body` as one pass over many records (a sweep, a reap): liveness is told from
+    /// one look at the owners for the whole pass, not one per record.
+    func pass<T>(_ body: () throws -> T) rethrows -> T
 }
 
 /// ``OwnerLiveness`` by file locks in `staging/` (a SQLite catalog, on one host): the
@@ -39,6 +43,8 @@ struct FileLockLiveness: OwnerLiveness {
     func isAlive(_ owner: String) -> Bool { content.isOwnerAlive(owner) }
     func runsInSlots(of owner: String) -> Set<Int64>? { content.runsInSlots(of: owner) }
     func end() { content.release() }
+    /// A lock file is asked where it lies: nothing to share across the pass.
+    func pass<T>(_ body: () throws -> T) rethrows -> T { try body() }
 }
 
 /// ``OwnerLiveness`` by the sessions of a store that several hosts share.
@@ -58,6 +64,24 @@ final class SessionLiveness: OwnerLiveness {
     /// This host (``HostIdentity``).
     let host: String
     private weak let container: PersistentContainer?
+    /// The pass in progress (``pass(_:)``), if any.
+    private let passState = Locked(PassState())
+    /// How many times this process asked the store for its sessions (a test's count).
+    let sessionQueries = Locked(0)
+
+    /// What a pass knows: the sessions as its last look listed them, and the sessions no
+    /// look made since they were asked about listed (their rows are gone: never again).
+    private struct PassState {
+        var depth = 0
+        var listed: [Int64: SessionInfo]?
+        var gone: Set<Int64> = []
+    }
+
+    /// What the store says of a session: listed (alive or dead), or not listed at all.
+    private enum Listing {
+        case listed(SessionInfo)
+        case gone
+    }
 
     init(content: ContentStore, session: StoreSession, host: String, container: PersistentContainer) {
         self.content = content
@@ -85,19 +109,75 @@ final class SessionLiveness: OwnerLiveness {
     func isAlive(_ owner: String) -> Bool {
         if owner == self.owner { return true }
         guard let id = Self.session(of: owner) else { return content.isOwnerAlive(owner) }
-        guard let container, let listed = try? container.sessions() else { return true }
-        return listed.contains { $0.id == id && $0.isAlive }
+        switch listing(id) {
+        case nil: return true
+        case .gone: return false
+        case .listed(let info): return info.isAlive
+        }
     }
 
     /// Read only for a session of this host that is still listed: a slots file written by
     /// another host may reach this one late, or never (a host that lost power), and a stale
     /// file would read as "no run started" — a job that crashes hosts would never fail.
     func runsInSlots(of owner: String) -> Set<Int64>? {
-        guard let id = Self.session(of: owner),
-            let listed = try? container?.sessions().first(where: { $0.id == id }),
-            HostIdentity.host(ofLabel: listed.label) == host
+        guard let id = Self.session(of: owner), case .listed(let info) = listing(id),
+            HostIdentity.host(ofLabel: info.label) == host
         else { return nil }
         return content.runsInSlots(of: owner)
+    }
+
+    /// Within a pass, the store is asked once, at the first question, and again only for a
+    /// session its last look did not list (one may have started since; its records can be
+    /// read after that look). What a look told is sound for the whole pass: a session seen
+    /// alive is treated as alive (its work is left, as if the question came a moment
+    /// earlier); one seen dead never lives again; one not listed by a look made after it was
+    /// asked about has its row gone (reaped), and session IDs are never reused. Work taken
+    /// over from a dead session goes through the paths that are safe when re-counted, as
+    /// without a pass (a journal given up becomes plans, a reap fences first).
+    func pass<T>(_ body: () throws -> T) rethrows -> T {
+        passState.withLock { $0.depth += 1 }
+        defer {
+            passState.withLock { state in
+                state.depth -= 1
+                if state.depth == 0 { state = PassState() }
+            }
+        }
+        return try body()
+    }
+
+    /// The sessions of the store, as one query lists them (counted).
+    private func listSessions() throws -> [SessionInfo] {
+        guard let container else { throw CancellationError() }
+        sessionQueries.withLock { $0 += 1 }
+        let listed = try container.sessions()
+        passState.withLock { state in
+            guard state.depth > 0 else { return }
+            state.listed = Dictionary(listed.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        return listed
+    }
+
+    /// What the store says of session `id` (from the pass's look when it tells), or `nil`
+    /// when the store cannot be asked.
+    private func listing(_ id: Int64) -> Listing? {
+        let known = passState.withLock { state -> Listing? in
+            guard state.depth > 0 else { return nil }
+            if let info = state.listed?[id] { return .listed(info) }
+            return state.gone.contains(id) ? .gone : nil
+        }
+        if let known { return known }
+        guard let listed = try? listSessions() else { return nil }
+        guard let info = listed.first(where: { $0.id == id }) else {
+            passState.withLock { state in if state.depth > 0 { state.gone.insert(id) } }
+            return .gone
+        }
+        return .listed(info)
+    }
+
+    /// Records, for the pass in progress, that session `id` is gone: its reaper fenced it
+    /// (deleted its row).
+    func fenced(_ id: Int64) {
+        passState.withLock { state in if state.depth > 0 { state.gone.insert(id) } }
     }
 
     /// The sessions whose work is to be taken over: those the store lists dead, and those
@@ -105,8 +185,8 @@ final class SessionLiveness: OwnerLiveness {
     /// earlier reaper fenced them and died before its cleanup ended), each with its host
     /// when it is listed. Not this process's. Other entries of `staging/` are left alone.
     func deadSessions() throws -> [(id: Int64, host: String?)] {
-        guard let container else { return [] }
-        let listed = try container.sessions()
+        guard container != nil else { return [] }
+        let listed = try listSessions()
         var dead = listed.filter { !$0.isAlive && $0.id != session.id }.map {
             (id: $0.id, host: Optional(HostIdentity.host(ofLabel: $0.label)))
         }
@@ -146,6 +226,11 @@ extension CatalogRuntime {
     /// A session that is alive, or being reaped by another process, is left alone; a failure
     /// is logged and the session left for the next open.
     func reapDeadSessions(_ sessions: SessionLiveness) {
+        sessions.pass { reapDeadSessions(sessions, container) }
+    }
+
+    /// ``reapDeadSessions(_:)`` within its pass: one look at the sessions for all of them.
+    private func reapDeadSessions(_ sessions: SessionLiveness, _ container: PersistentContainer?) {
         guard let container else { return }
         let dead: [(id: Int64, host: String?)]
         do {
@@ -158,6 +243,7 @@ extension CatalogRuntime {
             let owner = SessionLiveness.owner(of: id)
             do {
                 let outcome = try container.reap(session: id) {
+                    sessions.fenced(id)
                     let sameHost = host == sessions.host
                     let content = content
                     jobs?.recoverAbandoned(of: owner) { sameHost ? content.runsInSlots(of: $0) : nil }

@@ -125,7 +125,13 @@ final class PostgreSQLStore: PersistentStore {
                 try writer.withLock { try transaction(writer) { try requireCurrent() } }
             } else {
                 try writer.withLock {
-                    try transaction(writer) { try createSchema(createsStore: options.createsStore) }
+                    // A store already as the schema declares it is only read: no DDL, no
+                    // upsert, no lock that waits for another host's saves (CREATE INDEX
+                    // takes a SHARE lock on its table even when the index is there).
+                    try transaction(writer) {
+                        guard try !schemaIsCurrent() else { return }
+                        try createSchema(createsStore: options.createsStore)
+                    }
                 }
             }
         } catch let error as PersistenceError {
@@ -239,6 +245,111 @@ final class PostgreSQLStore: PersistentStore {
                 FROM \(sql[entity.name]!.table))) WHERE entity = $1
                 """, [.text(entity.name)])
         }
+    }
+
+    /// Whether the store already has everything ``createSchema(createsStore:)`` would make
+    /// or record: every migration applied (and none unknown), the bookkeeping tables, each
+    /// entity's table, columns, indexes, sequence row, links and tallies' functions. Reads
+    /// the server's catalog and the store's own tables only, in a few statements, and takes
+    /// no lock an ordinary save conflicts with. `false` sends the open to
+    /// ``createSchema(createsStore:)``, which checks again under the schema lock.
+    private func schemaIsCurrent() throws -> Bool {
+        let name = location.schema
+        var relations: [String: String] = [:]
+        for row in try writer.run(
+            """
+            SELECT c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+            WHERE n.nspname = $1
+            """, [.text(name)]
+        ).rows {
+            let (relation, kind) = try row.decode((String, String).self)
+            relations[relation] = kind
+        }
+        let bookkeeping = [
+            Self.migrationsTable, Self.sequenceTable, Self.commitsTable, Self.sessionsTable, Self.linksTable,
+            Self.talliesTable,
+        ]
+        guard bookkeeping.allSatisfy({ relations[$0] == "r" }), relations[Self.sessionSequence] == "S" else {
+            return false
+        }
+        let applied = try appliedMigrations()
+        guard applied == Set(schema.migrations.map(\.id)) else { return false }
+        var columns: [String: Set<String>] = [:]
+        for row in try writer.run(
+            """
+            SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+            JOIN pg_namespace n ON n.oid = c.relnamespace \
+            WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+            """, [.text(name)]
+        ).rows {
+            let (table, column) = try row.decode((String, String).self)
+            columns[table, default: []].insert(column)
+        }
+        let constraints = Set(
+            try writer.run(
+                """
+                SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+                WHERE n.nspname = $1
+                """, [.text(name)]
+            ).rows.map { try $0.decode(String.self) })
+        let sequenced = Set(
+            try writer.run("SELECT entity FROM \(Self.sequenceTable)", []).rows.map { try $0.decode(String.self) })
+        var links: Set<[String]> = []
+        for row in try writer.run("SELECT entity, property, destination, rule FROM \(Self.linksTable)", []).rows {
+            let (entity, property, destination, rule) = try row.decode((String, String, String, String).self)
+            guard schema.entity(named: entity) != nil else { continue }
+            links.insert([entity, property, destination, rule])
+        }
+        var expectedLinks: Set<[String]> = []
+        var functions: [String: String] = [:]
+        for row in try writer.run(
+            """
+            SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+            WHERE n.nspname = $1
+            """, [.text(name)]
+        ).rows {
+            let (function, body) = try row.decode((String, String).self)
+            functions[function] = body
+        }
+        for entity in schema.entities {
+            guard relations[entity.name] == "r", sequenced.contains(entity.name),
+                let existing = columns[entity.name],
+                entity.storedProperties.allSatisfy({ existing.contains($0.name) })
+            else { return false }
+            for property in entity.storedProperties {
+                if property.isIndexed || property.isUnique || !property.isAttribute {
+                    let index = "\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")"
+                    guard relations[index] == "i" else { return false }
+                }
+                guard case .toOne = property.kind else { continue }
+                guard constraints.contains("\(entity.name)_\(property.name)_link") else { return false }
+            }
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                expectedLinks.insert([entity.name, property.name, destination, rule.rawValue])
+            }
+            for composite in try entity.compositeIndexDescriptions() {
+                let partial = composite.filter.map { "_where_\($0.column)" } ?? ""
+                let index =
+                    "\(entity.name)_\(composite.columns.joined(separator: "_"))\(partial)_"
+                    + (composite.isUnique ? "unique" : "index")
+                guard relations[index] == "i" else { return false }
+            }
+            for function in Self.functions(entity.name, try entity.resolvedTallies(), schema: name)
+            where functions[function.name] != function.body {
+                return false
+            }
+        }
+        guard links == expectedLinks else { return false }
+        // Each sequence ahead of its table's rows (rows written with their IDs by another
+        // program, or copied in, are followed by the slow path's repair): a plain read.
+        let behind = schema.entities.map { entity in
+            "SELECT 1 FROM \(Self.sequenceTable) WHERE entity = \(Self.literal(.text(entity.name), type: "")) "
+                + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity.name]!.table))"
+        }
+        return try behind.isEmpty || writer.run(behind.joined(separator: " UNION ALL "), []).rows.isEmpty
     }
 
     /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
