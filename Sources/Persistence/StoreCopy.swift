@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 
 /// The rows of a store held still for a copy (``PersistentStore/holdingStill(_:)``).
 package protocol StoreRowSource {

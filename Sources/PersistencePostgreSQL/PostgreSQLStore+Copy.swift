@@ -74,7 +74,7 @@ extension PostgreSQLStore {
                         after = last.id
                         progress(page.count)
                     }
-                    try mapErrors(nil) {
+                    _ = try mapErrors(nil) {
                         try writer.run(
                             """
                             INSERT INTO \(Self.sequenceTable) (entity, next) VALUES ($1, $2) \
@@ -83,7 +83,7 @@ extension PostgreSQLStore {
                     }
                 }
                 try beforeCommit()
-                try mapErrors(nil) {
+                _ = try mapErrors(nil) {
                     try writer.run(
                         """
                         INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
