@@ -219,6 +219,13 @@ extension Catalog {
                     return
                 }
                 guard let info = rows.first else { throw noCatalog(root, location) }
+                if let moved = info.movedTo {
+                    throw CatalogError(
+                        .store,
+                        "The catalog at \(root.path) moved back to SQLite at \(moved) (`assetcat migrate-store "
+                            + "--to sqlite`): \(location) is no longer its store. Use it from one host (SQLite over "
+                            + "NFS is unsafe). Nothing was changed", path: root.path)
+                }
                 guard info.catalogID == identity.id.uuidString else {
                     throw CatalogError(
                         .store,

@@ -20,6 +20,9 @@ final class CatalogInfo: ManagedObject {
     @Attribute var catalogID = ""
     /// When the catalog was made.
     @Attribute var created = Date(timeIntervalSince1970: 0)
+    /// Set on a PostgreSQL store whose catalog `migrate-store --to sqlite` moved back into the
+    /// `catalog.sqlite` of this directory: opens through the store are refused, saying so.
+    @Attribute var movedTo: String?
 }
 
 /// Where a catalog's records are kept when they are not in `catalog.sqlite`: a PostgreSQL

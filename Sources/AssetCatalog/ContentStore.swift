@@ -972,6 +972,15 @@ enum FaultPoint: String {
     /// Not a crash: saves do not take the content lock (``CatalogRuntime/contentLock``), so
     /// a test can show the removal it keeps from racing an add.
     case skipContentLock = "skip-content-lock"
+    /// `migrate-store` has copied every row into the new store, not committed yet.
+    case beforeStoreCommit = "before-store-commit"
+    /// `migrate-store`'s copy committed; catalog.json does not name the new store yet.
+    case afterStoreCommit = "after-store-commit"
+    /// `migrate-store` to SQLite: the copy is `catalog.sqlite`; catalog.json still names the store.
+    /// To PostgreSQL: the old `catalog.sqlite` is moved aside, the stub not written yet.
+    case afterStoreMoved = "after-store-moved"
+    /// `migrate-store`: catalog.json names the new store; the old one is not let go of yet.
+    case afterStoreSwitch = "after-store-switch"
 
     /// The points chosen: `ASSETCAT_FAULT=name` (or several, `name,name`).
     private static let active = Set(

@@ -293,6 +293,19 @@ package protocol PersistentStore: AnyObject, Sendable {
     /// each from `update` (slots and values, in the rows' order), writes them with `_version`
     /// + 1, and commits. Returns the rows as written.
     func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow]
+    /// Runs `body` with a reader of every row that sees one state of the store and keeps
+    /// every other writer out until it returns (``PersistentContainer/copyAll(to:progress:beforeCommit:afterCommit:)``).
+    func holdingStill<T>(_ body: (any StoreRowSource) throws -> T) throws -> T
+    /// Writes the rows of `entities` that `source` reads, with their IDs and versions, into
+    /// this store's empty tables in one transaction; sets each entity's next ID to at least
+    /// the source's; keeps the tallies exact; calls `progress` with the rows of each page
+    /// written and `beforeCommit` before it commits. Writes nothing if anything throws.
+    func load(
+        _ entities: [EntityDescription], from source: any StoreRowSource, progress: (Int) -> Void,
+        beforeCommit: () throws -> Void
+    ) throws
+    /// The names of the store's tables, its own bookkeeping tables included.
+    func tableNames() throws -> [String]
 }
 
 /// The change of one row of ``PersistentStore/claimRows(_:update:)``: its values at these slots.

@@ -610,7 +610,7 @@ final class SQLiteStore: PersistentStore {
 
     /// Runs a query and decodes its rows straight from SQLite (text by its
     /// byte length: a string with a NUL inside comes back whole).
-    fileprivate static func readRows(_ db: Database, _ query: String, _ arguments: [StoreValue], _ entitySQL: EntitySQL)
+    static func readRows(_ db: Database, _ query: String, _ arguments: [StoreValue], _ entitySQL: EntitySQL)
         throws -> [StoreRow]
     {
         try Self.query(db, query, arguments) { entitySQL.decode($0) }
@@ -1006,7 +1006,7 @@ final class SQLiteStore: PersistentStore {
     static let rangeTallyMinimum = 32
 
     /// Whether `entity`'s table has a trigger the store did not make (its triggers then stay on).
-    private static func hasOthersTriggers(_ db: Database, _ entity: EntityDescription) throws -> Bool {
+    static func hasOthersTriggers(_ db: Database, _ entity: EntityDescription) throws -> Bool {
         try Int.fetchOne(
             db,
             sql: """
@@ -1074,7 +1074,7 @@ final class SQLiteStore: PersistentStore {
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    private static func bind(_ value: StoreValue, to handle: OpaquePointer, at index: Int32) {
+    static func bind(_ value: StoreValue, to handle: OpaquePointer, at index: Int32) {
         switch value {
         case .null: sqlite3_bind_null(handle, index)
         case .integer(let v): sqlite3_bind_int64(handle, index, v)
@@ -1140,7 +1140,7 @@ final class SQLiteStore: PersistentStore {
         injectedFault.withLock { $0 = { throw error } }
     }
 
-    private func runInjectedFault() throws {
+    func runInjectedFault() throws {
         if let fault = injectedFault.withLock({ f in
             defer { f = nil }; return f
         }) {
@@ -1169,7 +1169,7 @@ final class SQLiteStore: PersistentStore {
     }
 
     /// `body` in a write transaction; a read-only store refuses at once.
-    private func writing<T>(_ body: (Database) throws -> T) throws -> T {
+    func writing<T>(_ body: (Database) throws -> T) throws -> T {
         guard !isReadOnly else {
             throw PersistenceError(.readOnly, "The store \(url.path) was opened read-only: it cannot be changed")
         }

@@ -72,10 +72,10 @@ final class PostgreSQLStore: PersistentStore {
     let isReadOnly: Bool
     let writer: PostgreSQLConnection
     let reader: PostgreSQLConnection
-    fileprivate let sql: [String: EntityStatements]
+    let sql: [String: EntityStatements]
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
-    private let writerID = UUID().uuidString
-    private let injectedFault = FaultSlot()
+    let writerID = UUID().uuidString
+    let injectedFault = FaultSlot()
     /// The columns of each unique index, by index name, as SQLite names them in its
     /// messages (`Folder.name`): a constraint error reads the same on both stores.
     private let uniqueColumns: [String: String]
@@ -1012,7 +1012,7 @@ final class PostgreSQLStore: PersistentStore {
 }
 
 /// The fault ``PostgreSQLStore/failNextCommit(with:)`` plants, run once before a commit.
-private final class FaultSlot: @unchecked Sendable {
+final class FaultSlot: @unchecked Sendable {
     private let lock = NSLock()
     private var fault: (@Sendable () throws -> Void)?
 

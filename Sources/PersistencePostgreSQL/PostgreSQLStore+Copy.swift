@@ -1,0 +1,137 @@
+import Foundation
+import Persistence
+import PostgresNIO
+
+// The two ends of `PersistentContainer.copyAll(to:progress:beforeCommit:)` on PostgreSQL.
+extension PostgreSQLStore {
+    /// A `REPEATABLE READ` transaction on the writer that first locks every entity's table
+    /// `IN SHARE MODE`: one state of the rows, read after every earlier write committed, and
+    /// every other writer (a save, a claim, a batch delete, on any host) waits until `body`
+    /// returns. Readers go on.
+    func holdingStill<T>(_ body: (any StoreRowSource) throws -> T) throws -> T {
+        try writer.withLock {
+            try transaction(writer) {
+                try mapErrors(nil) {
+                    try writer.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", [])
+                    let tables = schema.entities.map { sql[$0.name]!.table }.joined(separator: ", ")
+                    try writer.run("LOCK TABLE \(tables) IN SHARE MODE", [])
+                }
+                return try body(PostgreSQLRowSource(store: self))
+            }
+        }
+    }
+
+    /// One transaction on the writer, rows in multi-row `INSERT`s; the tally triggers count
+    /// them as they go in.
+    func load(
+        _ entities: [EntityDescription], from source: any StoreRowSource, progress: (Int) -> Void,
+        beforeCommit: () throws -> Void
+    ) throws {
+        try requireWritable()
+        try refuseIfSessionLost()
+        try writer.withLock {
+            try transaction(writer) {
+                try fenceSave()
+                for entity in entities {
+                    let table = sql[entity.name]!.table
+                    let any = try mapErrors(nil) { try writer.run("SELECT 1 FROM \(table) LIMIT 1", []).rows }
+                    guard any.isEmpty else {
+                        throw PersistenceError(
+                            .misuse,
+                            "\(url.absoluteString) already holds rows of \(entity.name): a copy goes into an empty "
+                                + "store; nothing was copied")
+                    }
+                }
+                for entity in entities {
+                    let statements = sql[entity.name]!
+                    let width = statements.columns.count + 2
+                    // The protocol allows 65,535 parameters a statement.
+                    let perStatement = max(1, 60_000 / width)
+                    let names = (["\"id\"", "\"_version\""] + statements.columns).joined(separator: ", ")
+                    var after = Int64.min
+                    while true {
+                        let page = try source.page(entity, after: after, limit: PersistentContainer.copyPageSize)
+                        guard let last = page.last else { break }
+                        for start in stride(from: 0, to: page.count, by: perStatement) {
+                            let rows = page[start..<min(start + perStatement, page.count)]
+                            var arguments: [StoreValue] = []
+                            arguments.reserveCapacity(rows.count * width)
+                            var tuples: [String] = []
+                            tuples.reserveCapacity(rows.count)
+                            for row in rows {
+                                let first = arguments.count
+                                arguments.append(.integer(row.id))
+                                arguments.append(.integer(row.version))
+                                arguments.append(contentsOf: row.values)
+                                tuples.append("(" + (1...width).map { "$\(first + $0)" }.joined(separator: ", ") + ")")
+                            }
+                            _ = try mapErrors(nil) {
+                                try writer.run(
+                                    "INSERT INTO \(statements.table) (\(names)) VALUES \(tuples.joined(separator: ", "))",
+                                    arguments)
+                            }
+                        }
+                        after = last.id
+                        progress(page.count)
+                    }
+                    _ = try mapErrors(nil) {
+                        try writer.run(
+                            """
+                            INSERT INTO \(Self.sequenceTable) (entity, next) VALUES ($1, $2) \
+                            ON CONFLICT (entity) DO UPDATE SET next = GREATEST(\(Self.sequenceTable).next, EXCLUDED.next)
+                            """, [.text(entity.name), .integer(try source.nextID(entity))])
+                    }
+                }
+                try beforeCommit()
+                _ = try mapErrors(nil) {
+                    try writer.run(
+                        """
+                        INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
+                        ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
+                        """, [.text(writerID)])
+                }
+                try injectedFault.run()
+            }
+        }
+    }
+
+    func tableNames() throws -> [String] {
+        try mapErrors(nil) {
+            try reader.run(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", [.text(location.schema)]
+            ).rows.map { try $0.decode(String.self) }
+        }
+    }
+}
+
+/// Rows read in the transaction that holds the tables.
+private struct PostgreSQLRowSource: StoreRowSource {
+    let store: PostgreSQLStore
+
+    func page(_ entity: EntityDescription, after: Int64, limit: Int) throws -> [StoreRow] {
+        let statements = store.sql[entity.name]!
+        return try store.mapErrors(nil) {
+            try statements.decode(
+                try store.writer.run(
+                    "SELECT \(statements.selectList) FROM \(statements.table) WHERE \"id\" > $1 ORDER BY \"id\" LIMIT $2",
+                    [.integer(after), .integer(Int64(limit))]
+                ).rows)
+        }
+    }
+
+    func nextID(_ entity: EntityDescription) throws -> Int64 {
+        try store.mapErrors(nil) {
+            try store.writer.run(
+                "SELECT next FROM \(PostgreSQLStore.sequenceTable) WHERE entity = $1", [.text(entity.name)]
+            ).rows.first?.decode(Int64.self) ?? 1
+        }
+    }
+
+    func count(_ entity: EntityDescription) throws -> Int {
+        try store.mapErrors(nil) {
+            Int(
+                try store.writer.run("SELECT count(*) FROM \(store.sql[entity.name]!.table)", []).rows.first?.decode(
+                    Int64.self) ?? 0)
+        }
+    }
+}
