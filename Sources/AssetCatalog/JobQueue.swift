@@ -45,10 +45,11 @@ public struct JobRetention: Sendable, Hashable {
 /// - `prepareForDeletion` of an asset calls ``cancelAll(for:)``: its running
 ///   jobs are cancelled at once (processors see it at their next
 ///   `checkCancellation()`), and its queued jobs are held.
-/// - A result is written in a transaction that first checks, under the
-///   store's write lock, that the asset still exists and the job is still
-///   this process's: no result or metadata ever lands for an asset whose
-///   deletion committed, even one finishing in the instant before.
+/// - A result is written in a transaction that checks, before its commit and
+///   with the asset locked against deletion until then, that the asset still
+///   exists and the job is still this process's: no result or metadata ever
+///   lands for an asset whose deletion committed, even one finishing in the
+///   instant before, or one committing on another host at the same time.
 /// - When the deletion commits, the asset's unfinished jobs are marked
 ///   cancelled. When it ends without a commit (rolled back, reset, a context
 ///   thrown away), ``resume(for:)`` queues the interrupted jobs again, once
@@ -324,8 +325,9 @@ public final class JobQueue: JobProvider, Sendable {
     ///
     /// All or nothing: when a kind has no processor registered in this process
     /// (``CatalogError/Code/invalidArgument``) or an asset does not exist
-    /// (``CatalogError/Code/notFound``, checked for the whole batch under the store's write
-    /// lock, so an asset deleted meanwhile counts as missing), nothing is queued.
+    /// (``CatalogError/Code/notFound``, checked for the whole batch before the commit, each
+    /// asset locked against deletion until then, so an asset deleted meanwhile — by any
+    /// process or host — counts as missing), nothing is queued.
     @discardableResult
     public func submit(_ kinds: [String], for assetIDs: [AssetID]) throws -> [Int64] {
         guard let catalog else { throw Self.closed }
@@ -1120,11 +1122,12 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// Writes succeeded runs' outputs and marks their jobs succeeded, in one transaction
-    /// that checks, under the store's write lock, that every one of their assets still
-    /// exists; each row must still be its run's (else it is left as it is). An asset
-    /// found deleted before the commit has its job cancelled in the same transaction. When
-    /// the transaction fails (an asset deleted in the instant before the commit, a result
-    /// that cannot be applied), each result is written on its own (``writeResult(_:token:_:)``).
+    /// that checks before its commit, each asset locked against deletion until then, that
+    /// every one of their assets still exists; each row must still be its run's (else it is
+    /// left as it is). An asset found deleted before the commit has its job cancelled in the
+    /// same transaction. When the transaction fails (an asset deleted in the instant before
+    /// the commit, a result that cannot be applied), each result is written on its own
+    /// (``writeResult(_:token:_:)``).
     private func writeResults(_ group: [PendingResult]) -> [JobRecord?] {
         guard let catalog else { return group.map { _ in nil } }
         if group.count == 1 { return [writeResult(group[0].job, token: group[0].token, group[0].output)] }
