@@ -159,6 +159,19 @@ public struct JobRecord: Sendable, Codable, Hashable {
         try c.encode(updated, forKey: .updated)
     }
 
+    /// The job as a claim wrote its row (``ManagedObjectContext/claimRows(_:limit:update:)``).
+    init(claimed row: ObjectSnapshot) {
+        id = row.objectID.rowID
+        kind = row.value(for: \Job.kind) ?? ""
+        asset = AssetID(row.value(for: \Job.assetID) ?? 0)
+        state = row.value(for: \Job.state) ?? .running
+        attempts = row.value(for: \Job.attempts) ?? 0
+        progress = row.value(for: \Job.progress) ?? 0
+        error = row.value(for: \Job.lastError) ?? nil
+        created = row.value(for: \Job.created) ?? Date(timeIntervalSince1970: 0)
+        updated = row.value(for: \Job.updated) ?? Date(timeIntervalSince1970: 0)
+    }
+
     init(_ job: Job) {
         id = job.objectID.rowID
         kind = job.kind

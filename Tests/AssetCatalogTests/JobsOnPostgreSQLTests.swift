@@ -66,6 +66,15 @@ final class HeldJob: JobProcessor {
     }
 }
 
+/// A processor that does nothing but note which job it ran.
+final class NotedJob: JobProcessor {
+    let ran = Mutex<[Int64]>([])
+    func run(_ job: JobContext) async throws -> JobOutput {
+        ran.withLock { $0.append(job.jobID) }
+        return JobOutput()
+    }
+}
+
 /// Jobs of a catalog in PostgreSQL, with the catalog opened twice in this process (as two
 /// processes of one host open it): each opening has its own connections, so a save of one
 /// runs while a transaction of the other is open — what another host's save does.
@@ -279,5 +288,38 @@ final class HeldJob: JobProcessor {
             #expect((error as? CatalogError)?.message == "No asset with ID \(asset.id) (no job was queued)")
         }
         #expect(try a.jobs.list(asset: asset.id).isEmpty)
+    }
+
+    /// Four workers (four openings of the catalog, each with its own connections, as four
+    /// processes have) work 2,000 no-op jobs at once: each job runs once, all succeed, and no
+    /// claim fails — each claim takes rows no other claim holds (`FOR UPDATE SKIP LOCKED`),
+    /// where workers that fetched the same first rows and then saved them conflicted, and
+    /// all but one of them claimed nothing.
+    @Test func fourWorkersClaimEveryJobOnceWithoutConflicts() async throws {
+        let (shared, first) = try SharedCatalog.make()
+        var workers = [first]
+        defer { for worker in workers { worker.close() } }
+        for _ in 1..<4 { workers.append(try shared.open()) }
+        for n in 0..<100 { _ = try shared.t.file("files/a\(n).dat", "asset \(n)") }
+        let added = try await first.add(
+            [shared.t.sources.appending(path: "files").path], options: AddOptions(mode: .reference, recursive: true))
+        #expect(added.added.count == 100)
+        let kinds = (0..<20).map { "noop-\($0)" }
+        let processor = NotedJob()
+        for worker in workers { for kind in kinds { worker.jobs.register(processor, as: kind) } }
+        let jobIDs = try first.jobs.submit(kinds, for: added.added.map(\.id))
+        #expect(jobIDs.count == 2_000)
+
+        let all = workers
+        try await withThrowingTaskGroup(of: JobRunSummary.self) { group in
+            for worker in all { group.addTask { try await worker.jobs.runUntilIdle() } }
+            try await group.waitForAll()
+        }
+        let ran = processor.ran.withLock { $0 }
+        #expect(ran.count == jobIDs.count, "\(ran.count) runs of \(jobIDs.count) jobs")
+        #expect(Set(ran) == Set(jobIDs))
+        #expect(try first.jobs.list([.succeeded]).count == jobIDs.count)
+        let failed = workers.map(\.jobs.failedClaimCount)
+        #expect(failed == [0, 0, 0, 0], "claims that failed, by worker: \(failed)")
     }
 }
