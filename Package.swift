@@ -127,6 +127,8 @@ let package = Package(
                 "assetcat",
                 // To run the catalog's migrations on a PostgreSQL store.
                 "PersistencePostgreSQL",
+                // To ask the PostgreSQL server which connections wait for a lock.
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

@@ -40,10 +40,12 @@ public final class Job: ManagedObject {
     @Attribute(.indexed) public var updated = Date(timeIntervalSince1970: 0)
 
     /// Not persistent: set when this save writes the job's result; the save
-    /// then commits only if that asset still exists (checked under the write lock).
+    /// then commits only if that asset still exists (checked with the asset locked against
+    /// deletion until the commit: see `lowestMissingAsset`).
     var resultRequiresAsset: Int64?
     /// Not persistent: set on the jobs that `JobQueue.submit` queues; the
-    /// save then commits only if their assets all exist (checked under the write lock).
+    /// save then commits only if their assets all exist (checked with the assets locked
+    /// against deletion until the commit).
     var submitRequiresAsset = false
 
     override public func awakeFromInsert() {
@@ -87,23 +89,33 @@ final class SubmittedAssets {
 
 /// The lowest of `ids` that no asset has, counted 500 at a time (one ID at a time only in a
 /// chunk that misses one); `nil` when every asset is there.
+///
+/// Each asset counted is locked against deletion until the transaction ends
+/// (``RowLock/keyShare``): on PostgreSQL, where another host's deletion can be under way as
+/// the check runs, the count waits for that deletion's transaction and misses the asset if it
+/// committed; and a deletion that comes after the count waits for this transaction. Either
+/// way the save and the deletion commit one after the other — the result (or the submitted
+/// job) before the deletion, whose commit then cancels what is unfinished, or not at all. On
+/// SQLite the store's one write lock gives that already.
 private func lowestMissingAsset(among ids: Set<Int64>, _ reader: TransactionReader) throws -> Int64? {
     let sorted = ids.sorted()
     for start in stride(from: 0, to: sorted.count, by: 500) {
         let chunk = sorted[start..<min(start + 500, sorted.count)]
         let objectIDs = chunk.map { ManagedObjectID(entityName: Asset.entityName, rowID: $0) }
-        guard try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs))) < chunk.count else {
-            continue
-        }
-        for id in objectIDs where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id]))) == 0 {
+        let present = try reader.count(
+            for: FetchRequest<Asset>(predicate: .objectIDs(objectIDs)), lockingRows: .keyShare)
+        guard present < chunk.count else { continue }
+        for id in objectIDs
+        where try reader.count(for: FetchRequest<Asset>(predicate: .objectIDs([id])), lockingRows: .keyShare) == 0 {
             return id.rowID
         }
     }
     return nil
 }
 
-/// The assets of the results one save writes, checked once for the whole save under the
-/// store's write lock: when one is gone, the save fails and no result of it lands.
+/// The assets of the results one save writes, checked once for the whole save, each asset
+/// locked against deletion until the commit: when one is gone, the save fails and no result
+/// of it lands.
 final class ResultAssets {
     static let key = "AssetCatalog.resultAssets"
     var ids: Set<Int64> = []
@@ -145,6 +157,19 @@ public struct JobRecord: Sendable, Codable, Hashable {
         try c.encode(error, forKey: .error)
         try c.encode(created, forKey: .created)
         try c.encode(updated, forKey: .updated)
+    }
+
+    /// The job as a claim wrote its row (``ManagedObjectContext/claimRows(_:limit:update:)``).
+    init(claimed row: ObjectSnapshot) {
+        id = row.objectID.rowID
+        kind = row.value(for: \Job.kind) ?? ""
+        asset = AssetID(row.value(for: \Job.assetID) ?? 0)
+        state = row.value(for: \Job.state) ?? .running
+        attempts = row.value(for: \Job.attempts) ?? 0
+        progress = row.value(for: \Job.progress) ?? 0
+        error = row.value(for: \Job.lastError) ?? nil
+        created = row.value(for: \Job.created) ?? Date(timeIntervalSince1970: 0)
+        updated = row.value(for: \Job.updated) ?? Date(timeIntervalSince1970: 0)
     }
 
     init(_ job: Job) {

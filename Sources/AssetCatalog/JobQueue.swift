@@ -45,10 +45,11 @@ public struct JobRetention: Sendable, Hashable {
 /// - `prepareForDeletion` of an asset calls ``cancelAll(for:)``: its running
 ///   jobs are cancelled at once (processors see it at their next
 ///   `checkCancellation()`), and its queued jobs are held.
-/// - A result is written in a transaction that first checks, under the
-///   store's write lock, that the asset still exists and the job is still
-///   this process's: no result or metadata ever lands for an asset whose
-///   deletion committed, even one finishing in the instant before.
+/// - A result is written in a transaction that checks, before its commit and
+///   with the asset locked against deletion until then, that the asset still
+///   exists and the job is still this process's: no result or metadata ever
+///   lands for an asset whose deletion committed, even one finishing in the
+///   instant before, or one committing on another host at the same time.
 /// - When the deletion commits, the asset's unfinished jobs are marked
 ///   cancelled. When it ends without a commit (rolled back, reset, a context
 ///   thrown away), ``resume(for:)`` queues the interrupted jobs again, once
@@ -60,7 +61,10 @@ public struct JobRetention: Sendable, Hashable {
 ///   polled every 0.1 s while jobs run), and the jobs are cancelled.
 /// - Jobs are claimed many per transaction: as many as run at once plus about
 ///   100 ms of work ahead (judged by the recent rate, at most
-///   `maxClaimAhead`); the ones ahead wait as `running` for a free slot.
+///   `maxClaimAhead`); the ones ahead wait as `running` for a free slot. A claim
+///   takes only rows no other claim holds (on PostgreSQL `FOR UPDATE SKIP
+///   LOCKED`), so workers in several processes or on several hosts claim
+///   different jobs at once, and no job runs twice.
 ///   Results of runs that end together are committed in one transaction, and
 ///   a success is reported (event, summary) only once its commit is durable.
 /// - A process killed while running jobs leaves them `running`, with those it
@@ -120,6 +124,8 @@ public final class JobQueue: JobProvider, Sendable {
         var holdsResults = false
         /// Claim transactions and result transactions committed (for tests).
         var claimCommits = 0
+        /// Claim transactions that failed and claimed nothing (for tests).
+        var failedClaims = 0
         var resultCommits = 0
         /// The watch on the store's `-wal` that wakes the queue when another process commits.
         var watch: StoreWatch?
@@ -180,6 +186,10 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// The claim and result transactions committed so far (for tests).
     var commitCounts: (claims: Int, results: Int) { state.withLock { ($0.claimCommits, $0.resultCommits) } }
+
+    /// The claim transactions that failed, claiming nothing, so far (for tests: claims of
+    /// several workers that get in each other's way).
+    var failedClaimCount: Int { state.withLock { $0.failedClaims } }
 
     /// Whether the queue may watch the store's `-wal` for other processes' commits, and how
     /// often it polls for them while jobs run (for tests: set before `start()`).
@@ -324,8 +334,9 @@ public final class JobQueue: JobProvider, Sendable {
     ///
     /// All or nothing: when a kind has no processor registered in this process
     /// (``CatalogError/Code/invalidArgument``) or an asset does not exist
-    /// (``CatalogError/Code/notFound``, checked for the whole batch under the store's write
-    /// lock, so an asset deleted meanwhile counts as missing), nothing is queued.
+    /// (``CatalogError/Code/notFound``, checked for the whole batch before the commit, each
+    /// asset locked against deletion until then, so an asset deleted meanwhile — by any
+    /// process or host — counts as missing), nothing is queued.
     @discardableResult
     public func submit(_ kinds: [String], for assetIDs: [AssetID]) throws -> [Int64] {
         guard let catalog else { throw Self.closed }
@@ -839,6 +850,10 @@ public final class JobQueue: JobProvider, Sendable {
     /// most ``maxClaimAhead``), less those this process holds claimed already. Jobs
     /// claimed ahead wait, as `running` with their own run tokens, for a free slot
     /// (``concurrency``); a killed process leaves them to the next open, like its running ones.
+    ///
+    /// The claim is ``ManagedObjectContext/claimRows(_:limit:update:)``: rows that another
+    /// worker's claim (or any other transaction) holds are passed over, not fought for. A
+    /// claimed job whose asset is gone is cancelled right after the claim.
     private func claimAndStart(
         summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?, only selection: FetchPredicate<Job>? = nil
     ) throws -> Int {
@@ -867,52 +882,76 @@ public final class JobQueue: JobProvider, Sendable {
             }
             if recheck { checkExternalChanges() }
         }
-        let claimed: [(JobRecord, AssetRecord, String)]
+        // Rows no other worker's claim holds, claimed in one transaction of their own: workers on
+        // other connections (processes, hosts) claim others, and none has to try again.
+        let owner = self.owner
+        let rows: [ObjectSnapshot]
         do {
-            claimed = try catalog.storeErrors {
-                try catalog.withRetriedContext { context in
-                    let now = Date()
-                    var runnable: FetchPredicate<Job> =
-                        \.state == JobState.queued && \.runAfter <= now && .in(\.kind, Array(processors.keys))
-                        && !(.in(\.assetID, held)) && !(.objectIDs(running))
-                    if let selection { runnable = runnable && selection }
-                    let jobs = try context.fetch(FetchRequest<Job>(predicate: runnable, limit: wanted))
-                    guard !jobs.isEmpty else { return [] }
-                    let assetIDs = Set(jobs.map(\.assetID)).map {
-                        ManagedObjectID(entityName: Asset.entityName, rowID: $0)
-                    }
-                    var assets: [Int64: Asset] = [:]
-                    for asset in try context.fetch(FetchRequest<Asset>(predicate: .objectIDs(assetIDs))) {
-                        assets[asset.objectID.rowID] = asset
-                    }
-                    var claimed: [(Job, Asset, String)] = []
-                    for (index, job) in jobs.enumerated() {
-                        guard let asset = assets[job.assetID] else {
-                            job.state = .cancelled
-                            job.owner = nil
-                            job.lastError = "its asset was deleted"
-                            continue
-                        }
-                        let token = "\(owner)#\(firstRun + index)"
-                        job.state = .running
-                        job.owner = token
-                        job.attempts += 1
-                        claimed.append((job, asset, token))
-                    }
-                    do {
-                        try context.save()  // conflicts if another process claimed one first: then again
-                    } catch let error as PersistenceError where error.code == .conflict {
-                        throw error
-                    } catch {
-                        // As a claim always did: a store that refuses it (read-only) leaves nothing to run.
-                        logger.warning("could not claim jobs: \(error)")
-                        return []
-                    }
-                    return claimed.map { (JobRecord($0.0), AssetRecord($0.1), $0.2) }
+            rows = try catalog.withContext { context in
+                let now = Date()
+                var runnable: FetchPredicate<Job> =
+                    \.state == JobState.queued && \.runAfter <= now && .in(\.kind, Array(processors.keys))
+                    && !(.in(\.assetID, held)) && !(.objectIDs(running))
+                if let selection { runnable = runnable && selection }
+                // Read first: a worker with nothing to claim takes no write transaction (SQLite's one
+                // write lock, a PostgreSQL connection held while another transaction of it waits).
+                guard try !context.fetchObjectIDs(FetchRequest<Job>(predicate: runnable, limit: 1)).isEmpty else {
+                    return []
+                }
+                var index = 0
+                return try context.claimRows(FetchRequest<Job>(predicate: runnable), limit: wanted) { _, row in
+                    row[\.state] = .running
+                    row[\.owner] = "\(owner)#\(firstRun + index)"
+                    row[\.attempts] += 1
+                    row[\.updated] = now
+                    index += 1
                 }
             }
-        } catch let error as CatalogError where (error.cause as? PersistenceError)?.code == .conflict {
-            return 0  // other processes keep claiming the same rows: the next turn tries again
+        } catch let error as PersistenceError where error.code == .readOnly {
+            state.withLock { $0.failedClaims += 1 }
+            // As a claim always did: a store that refuses it (read-only) leaves nothing to run.
+            logger.warning("could not claim jobs: \(error)")
+            return 0
+        } catch {
+            state.withLock { $0.failedClaims += 1 }
+            return try catalog.storeErrors { () -> Int in throw error }  // as every store error is thrown
+        }
+        guard !rows.isEmpty else { return 0 }
+        let jobs = rows.map(JobRecord.init(claimed:))
+        let tokens = rows.map { ($0.value(for: \Job.owner) ?? nil) ?? "" }
+        let assets: [Int64: AssetRecord]
+        do {
+            assets = try catalog.storeErrors {
+                try catalog.withContext { context in
+                    let ids = Set(jobs.map(\.asset.rawValue)).map {
+                        ManagedObjectID(entityName: Asset.entityName, rowID: $0)
+                    }
+                    var assets: [Int64: AssetRecord] = [:]
+                    for asset in try context.fetch(FetchRequest<Asset>(predicate: .objectIDs(ids))) {
+                        assets[asset.objectID.rowID] = AssetRecord(asset)
+                    }
+                    return assets
+                }
+            }
+        } catch {
+            requeue(Dictionary(uniqueKeysWithValues: zip(jobs.map(\.id), tokens)))  // claimed, never started
+            throw error
+        }
+        var claimed: [(JobRecord, AssetRecord, String)] = []
+        for (job, token) in zip(jobs, tokens) {
+            guard let asset = assets[job.asset.rawValue] else {
+                // Its asset was deleted before the claim: cancelled, the claim's attempt given back
+                // (unless the row changed meanwhile: the deletion's own cancellation came first).
+                _ = try? changeJob(job.id) { row in
+                    guard row.state == .running, row.owner == token else { return }
+                    row.state = .cancelled
+                    row.owner = nil
+                    row.lastError = "its asset was deleted"
+                    row.attempts = max(0, row.attempts - 1)
+                }
+                continue
+            }
+            claimed.append((job, asset, token))
         }
         if !claimed.isEmpty {
             let hook = state.withLock { s -> (@Sendable () -> Void)? in
@@ -1120,11 +1159,12 @@ public final class JobQueue: JobProvider, Sendable {
     }
 
     /// Writes succeeded runs' outputs and marks their jobs succeeded, in one transaction
-    /// that checks, under the store's write lock, that every one of their assets still
-    /// exists; each row must still be its run's (else it is left as it is). An asset
-    /// found deleted before the commit has its job cancelled in the same transaction. When
-    /// the transaction fails (an asset deleted in the instant before the commit, a result
-    /// that cannot be applied), each result is written on its own (``writeResult(_:token:_:)``).
+    /// that checks before its commit, each asset locked against deletion until then, that
+    /// every one of their assets still exists; each row must still be its run's (else it is
+    /// left as it is). An asset found deleted before the commit has its job cancelled in the
+    /// same transaction. When the transaction fails (an asset deleted in the instant before
+    /// the commit, a result that cannot be applied), each result is written on its own
+    /// (``writeResult(_:token:_:)``).
     private func writeResults(_ group: [PendingResult]) -> [JobRecord?] {
         guard let catalog else { return group.map { _ in nil } }
         if group.count == 1 { return [writeResult(group[0].job, token: group[0].token, group[0].output)] }
