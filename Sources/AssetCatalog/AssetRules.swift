@@ -205,6 +205,11 @@ struct AssetRules {
         static func of(_ effects: SaveEffects, _ runtime: CatalogRuntime) -> DeletedAssets {
             effects.shared(key) {
                 let deleted = DeletedAssets()
+                // Announced from the transaction, so heard only if it commits: every other process
+                // and host stops its runs of these assets' jobs at once (``JobQueue/heard(_:)``).
+                effects.beforeCommit { [weak effects, deleted] _ in
+                    try effects?.announce(JobQueue.deletionTopic, payload: JobQueue.deletionPayload(deleted.ids))
+                }
                 effects.afterCommit { [deleted, weak runtime] in
                     runtime?.jobs?.assetsDeleted(deleted.ids)
                     if deleted.removeContent { runtime?.didCommitRemovals() }

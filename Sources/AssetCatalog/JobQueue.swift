@@ -55,10 +55,14 @@ public struct JobRetention: Sendable, Hashable {
 ///   thrown away), ``resume(for:)`` queues the interrupted jobs again, once
 ///   the last context holding the deletion let go (``JobProvider`` states the
 ///   rule of holds).
-/// - A deletion committed by another process is noticed as it commits (an
-///   inotify watch on the store's `-wal` wakes the queue, which then reads the
-///   store's change counter; where the watch is unavailable, the counter is
-///   polled every 0.1 s while jobs run), and the jobs are cancelled.
+/// - A deletion committed by another process or host is heard as it commits:
+///   it announces the deleted assets (``PersistentContainer/announcements()``;
+///   on PostgreSQL `LISTEN`/`NOTIFY`), and their running jobs here are
+///   cancelled without reading the store. On SQLite, and when announcements
+///   may have been missed (a lost connection, a deletion of too many assets to
+///   name), the queue reads the store instead: an inotify watch on the store's
+///   `-wal` wakes it at another process's commit. Besides, the store's change
+///   counter is polled every 0.1 s while jobs run.
 /// - Jobs are claimed many per transaction: as many as run at once plus about
 ///   100 ms of work ahead (judged by the recent rate, at most
 ///   `maxClaimAhead`); the ones ahead wait as `running` for a free slot. A claim
@@ -127,9 +131,10 @@ public final class JobQueue: JobProvider, Sendable {
         /// Claim transactions that failed and claimed nothing (for tests).
         var failedClaims = 0
         var resultCommits = 0
-        /// The watch on the store's `-wal` that wakes the queue when another process commits.
-        var watch: StoreWatch?
-        /// Whether the queue may watch the store (tests turn it off to see the polling alone).
+        /// What hears the store's announcements (``heard(_:)``): other processes' and hosts'
+        /// deletions, and other connections' commits.
+        var listener: Task<Void, Never>?
+        /// Whether the queue may listen to the store (tests turn it off to see the polling alone).
         var watchesStore = true
         /// How often other processes' commits are polled for while jobs run (also with a watch).
         var externalCheckInterval = JobQueue.externalCheckInterval
@@ -191,8 +196,9 @@ public final class JobQueue: JobProvider, Sendable {
     /// several workers that get in each other's way).
     var failedClaimCount: Int { state.withLock { $0.failedClaims } }
 
-    /// Whether the queue may watch the store's `-wal` for other processes' commits, and how
-    /// often it polls for them while jobs run (for tests: set before `start()`).
+    /// Whether the queue may listen to the store's announcements (other processes' deletions
+    /// and commits), and how often it polls for other processes' commits while jobs run (for
+    /// tests: set before `start()`).
     var watchesStore: Bool {
         get { state.withLock { $0.watchesStore } }
         set { state.withLock { $0.watchesStore = newValue } }
@@ -739,7 +745,7 @@ public final class JobQueue: JobProvider, Sendable {
                 self.pruneIfDue()
                 let started = (try? self.claimAndStart(summary: summary, progress: nil)) ?? 0
                 let (pollInterval, watched, busy) = self.state.withLock {
-                    ($0.externalCheckInterval, $0.watch != nil, !$0.running.isEmpty)
+                    ($0.externalCheckInterval, $0.listener != nil, !$0.running.isEmpty)
                 }
                 if Date().timeIntervalSince(lastCheck) >= pollInterval {
                     self.checkExternalChanges()
@@ -1325,54 +1331,111 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Takes the store's change counter as it is now, before any job is
     /// claimed: a commit by another process after this point is noticed. And
-    /// watches the store's `-wal` (which every commit writes), if it can, so
-    /// that such a commit is looked at as it happens instead of at the next poll.
+    /// listens to the store's announcements, so that another process's deletion
+    /// (and, on SQLite, any commit of another connection) is acted on as it
+    /// commits instead of at the next poll.
     private func markExternalBaseline() {
         _ = try? catalog?.container.storeChangedExternally()
         startWatching()
     }
 
-    /// Starts the watch on the store's `-wal`, unless there is one (or watching is off).
+    /// Starts listening to the store's announcements, unless the queue listens already (or
+    /// listening is off).
     private func startWatching() {
-        guard let catalog, state.withLock({ $0.watch == nil && $0.watchesStore }) else { return }
-        let wal = Catalog.storeURL(in: catalog.root).path + "-wal"
-        let watch = StoreWatch(path: wal) { [weak self] in self?.storeChanged() }
-        let extra = state.withLock { s -> StoreWatch? in
-            if s.watch == nil {
-                s.watch = watch
+        guard let catalog, state.withLock({ $0.listener == nil && $0.watchesStore }) else { return }
+        // Asked for here, before any claim: every deletion that commits after it is heard.
+        let announcements = catalog.container.announcements()
+        let listener = Task.detached { [weak self] in
+            for await announcement in announcements {
+                guard let self else { return }
+                self.heard(announcement)
+            }
+        }
+        let extra = state.withLock { s -> Task<Void, Never>? in
+            if s.listener == nil {
+                s.listener = listener
                 return nil
             }
-            return watch  // another call started one meanwhile
+            return listener  // another call started one meanwhile
         }
-        extra?.stop()
+        extra?.cancel()
     }
 
-    /// Ends the watch on the store.
+    /// Stops listening to the store.
     private func stopWatching() {
-        state.withLock { s -> StoreWatch? in
-            defer { s.watch = nil }
-            return s.watch
-        }?.stop()
+        state.withLock { s -> Task<Void, Never>? in
+            defer { s.listener = nil }
+            return s.listener
+        }?.cancel()
+    }
+
+    /// The topic of the announcement of committed deletions of assets (``deletionPayload(_:)``).
+    static let deletionTopic = "assetcat.assets-deleted"
+
+    /// What a save that deletes `ids` announces: their ranges (`7`, `9-12`, comma-separated),
+    /// or `*` when they would not fit in an announcement (receivers then read the store).
+    static func deletionPayload(_ ids: RowIDSet) -> String {
+        let payload = ids.ranges.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound - 1)" }
+            .joined(separator: ",")
+        return Announcement.fits(topic: deletionTopic, payload: payload) ? payload : "*"
+    }
+
+    /// The assets a ``deletionPayload(_:)`` names; `nil` for `*` or a payload that is not one.
+    static func deletedAssets(in payload: String) -> RowIDSet? {
+        var ids = RowIDSet()
+        for part in payload.split(separator: ",", omittingEmptySubsequences: false) {
+            let bounds = part.split(separator: "-", omittingEmptySubsequences: false)
+            guard (1...2).contains(bounds.count), let low = Int64(bounds[0]),
+                let high = Int64(bounds[bounds.count - 1]), low <= high, high < .max
+            else { return nil }
+            ids.insert(low..<(high + 1))
+        }
+        return ids
+    }
+
+    /// An announcement of the store: another process's (or host's) deletion of assets
+    /// stops this process's runs of their jobs, without reading the store; the re-read
+    /// marker (another connection's commit on SQLite, announcements missed on PostgreSQL)
+    /// and a deletion too large to name make the queue read the store.
+    func heard(_ announcement: Announcement) {
+        if announcement.isReread {
+            storeChanged(force: true)
+            return
+        }
+        guard announcement.topic == Self.deletionTopic else { return }
+        guard let ids = Self.deletedAssets(in: announcement.payload) else {
+            storeChanged(force: true)
+            return
+        }
+        let tasks = state.withLock { s -> [Task<Void, Never>] in
+            // A claim under way has jobs not registered yet: the next check reads them.
+            if s.claimsUnderWay > 0 { s.recheckExternal = true }
+            let gone = s.running.values.filter { ids.contains($0.assetID) }
+            for run in gone { s.assetGoneRuns.insert(run.token) }
+            return gone.map(\.task)
+        }
+        for task in tasks { task.cancel() }
     }
 
     /// A commit was written to the store (by any process): another process may have
-    /// deleted an asset whose job runs here, or queued work.
-    private func storeChanged() {
-        checkExternalChanges()
+    /// deleted an asset whose job runs here, or queued work. `force`: look even if the
+    /// store's change counter has not moved.
+    private func storeChanged(force: Bool = false) {
+        checkExternalChanges(force: force)
         wakeWorker()
     }
 
-    /// Whether the store is watched (for tests).
-    var isWatchingStore: Bool { state.withLock { $0.watch != nil } }
+    /// Whether the queue listens to the store's announcements (for tests).
+    var isWatchingStore: Bool { state.withLock { $0.listener != nil } }
 
     /// Cancels running jobs whose asset another process deleted, or whose row
     /// another process cancelled or re-queued.
     ///
     /// A commit is seen once (the store's change counter moves on): a check while a claim is
     /// under way, whose jobs are not registered yet, leaves the next check to look again.
-    func checkExternalChanges() {
+    func checkExternalChanges(force: Bool = false) {
         guard let catalog else { return }
-        let changed = (try? catalog.container.storeChangedExternally()) == true
+        let changed = (try? catalog.container.storeChangedExternally()) == true || force
         let running = state.withLock { s -> [Int64: Running]? in
             guard changed || s.recheckExternal else { return nil }
             s.recheckExternal = s.claimsUnderWay > 0

@@ -75,6 +75,24 @@ final class NotedJob: JobProcessor {
     }
 }
 
+/// A processor that runs until it is cancelled, and notes that it saw its cancellation.
+final class EndlessJob: JobProcessor {
+    private let started = Mutex(false)
+    private let cancelled = Mutex(false)
+    var hasStarted: Bool { started.withLock { $0 } }
+    var sawCancellation: Bool { cancelled.withLock { $0 } }
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        started.withLock { $0 = true }
+        do {
+            while true { try await Task.sleep(for: .milliseconds(5)) }
+        } catch {
+            cancelled.withLock { $0 = true }
+            throw error
+        }
+    }
+}
+
 /// Jobs of a catalog in PostgreSQL, with the catalog opened twice in this process (as two
 /// processes of one host open it): each opening has its own connections, so a save of one
 /// runs while a transaction of the other is open — what another host's save does.
@@ -321,5 +339,64 @@ final class NotedJob: JobProcessor {
         #expect(try first.jobs.list([.succeeded]).count == jobIDs.count)
         let failed = workers.map(\.jobs.failedClaimCount)
         #expect(failed == [0, 0, 0, 0], "claims that failed, by worker: \(failed)")
+    }
+
+    /// Another connection's deletion (another host's) of an asset whose job runs here: the
+    /// deletion announces the asset as it commits (`NOTIFY`), and the run here stops on
+    /// hearing it — the queue's poll of the store is set to an hour, so nothing else can
+    /// stop it. The row says why, and no result lands. Before deletions were announced, the
+    /// run went on until the next poll (and a PostgreSQL store had no `-wal` to watch).
+    @Test func anotherHostsDeletionStopsARunningJobByItsAnnouncement() async throws {
+        let (shared, a) = try SharedCatalog.make()
+        defer { a.close() }
+        let b = try shared.open()
+        defer { b.close() }
+        try await Self.deletionElsewhereStopsTheRun(a, b, try await Self.asset(shared, in: a))
+    }
+
+    /// The same on SQLite, two openings of one catalog: another connection's commit wakes
+    /// the queue (the store's re-read marker), which reads the store and stops the run.
+    @Test func anotherProcessesDeletionStopsARunningJobOnSQLite() async throws {
+        let t = try TestCatalog()
+        let a = try t.create()
+        defer { a.close() }
+        let b = try t.open()
+        defer { b.close() }
+        let file = try t.file("a.dat", "the asset")
+        let asset = try #require(try await a.add([file], options: AddOptions(mode: .reference)).added.first)
+        try await Self.deletionElsewhereStopsTheRun(a, b, asset)
+    }
+
+    /// `a` runs an endless job for `asset`, polling the store only hourly; `b` removes the asset.
+    static func deletionElsewhereStopsTheRun(_ a: Catalog, _ b: Catalog, _ asset: AssetRecord) async throws {
+        let processor = EndlessJob()
+        a.jobs.register(processor, as: "endless")
+        a.jobs.externalPollInterval = 3_600
+        let jobID = try a.jobs.submit("endless", for: asset.id)
+        a.jobs.start()
+        defer { a.jobs.stop() }
+        #expect(try await waitUntil { processor.hasStarted })
+        _ = try await offThePool { try b.remove([asset.id]) }
+        #expect(
+            try await waitUntil(atMost: .seconds(120)) { processor.sawCancellation && !a.jobs.isRunningAnything },
+            "the run went on after its asset's deletion committed")
+        let job = try #require(try a.jobs.job(id: jobID))
+        #expect(job.state == .cancelled)
+        #expect(job.error == "its asset was deleted")
+        #expect(try a.assets().isEmpty)
+    }
+
+    /// What a deletion announces: its assets as ranges, and `*` when they would not fit in an
+    /// announcement; and what a receiver reads back (nothing it can use from `*` or garbage).
+    @Test func aDeletionAnnouncesItsAssetsAsRangesOrAStar() throws {
+        let ids = RowIDSet([3..<4, 7..<11, 20..<21])
+        #expect(JobQueue.deletionPayload(ids) == "3,7-10,20")
+        #expect(JobQueue.deletedAssets(in: "3,7-10,20") == ids)
+        var scattered = RowIDSet()
+        for n in stride(from: Int64(1), to: 4_000, by: 2) { scattered.insert(n) }
+        #expect(JobQueue.deletionPayload(scattered) == "*")
+        for payload in ["*", "", "x", "7-", "-7", "9-3", "1,,2", "1-2-3"] {
+            #expect(JobQueue.deletedAssets(in: payload) == nil, "\(payload)")
+        }
     }
 }
