@@ -376,11 +376,7 @@ extension CatalogIdentity {
     /// Writes this identity over the one in `root`: a temporary file synced, renamed over
     /// it, the folder synced. A kill leaves the old file or the new one, whole.
     func replace(in root: URL) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        var bytes = try encoder.encode(self)
-        bytes.append(UInt8(ascii: "\n"))
+        let bytes = try fileBytes()
         let target = Self.url(in: root).path
         let temporary = root.appending(path: ".\(Self.fileName).new-\(getpid())").path
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)

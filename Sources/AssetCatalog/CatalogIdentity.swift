@@ -75,13 +75,8 @@ struct CatalogIdentity: Codable, Sendable {
     /// Writes this identity into `root` as ``write(in:)`` does a new one (an identity
     /// already there is kept).
     func write(in root: URL) throws {
-        let identity = self
         let fileName = Self.fileName
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        var bytes = try encoder.encode(identity)
-        bytes.append(UInt8(ascii: "\n"))
+        let bytes = try fileBytes()
         let target = Self.url(in: root).path
         var temporary: String?
         var fd = cfilesync_open_unnamed(root.path, 0o644)
@@ -109,5 +104,17 @@ struct CatalogIdentity: Codable, Sendable {
         }
         if let temporary { unlink(temporary) }  // left only when another identity was there first
         try ContentStore.syncDirectory(root.path)
+    }
+}
+
+extension CatalogIdentity {
+    /// The file's bytes: the identity as sorted, indented JSON, dates in ISO 8601, a newline last.
+    func fileBytes() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        var bytes = try encoder.encode(self)
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
     }
 }
