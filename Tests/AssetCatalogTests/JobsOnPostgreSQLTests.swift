@@ -53,15 +53,17 @@ final class ParkedSaveRow: ManagedObject {
 final class HeldJob: JobProcessor {
     let output: JobOutput
     private let started = Mutex(false)
-    private let ended = Mutex(false)
+    /// Finished by ``letEnd()``: the run waits for it, not on a clock.
+    private let end = AsyncStream<Never>.makeStream()
     init(_ output: JobOutput = JobOutput()) { self.output = output }
 
     var hasStarted: Bool { started.withLock { $0 } }
-    func letEnd() { ended.withLock { $0 = true } }
+    func letEnd() { end.continuation.finish() }
 
     func run(_ job: JobContext) async throws -> JobOutput {
         started.withLock { $0 = true }
-        while !ended.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        for await _ in end.stream {}
+        try Task.checkCancellation()  // a cancelled run ends the stream's wait too
         return output
     }
 }
