@@ -137,16 +137,8 @@ extension Catalog {
             finished = true
         } else {
             do {
-                try source.container.copyAll(
-                    to: container,
-                    progress: { report in
-                        rows = report.total
-                        progress(report.copied, report.total)
-                    },
-                    beforeCommit: {
-                        try refuseOtherProcesses(source, root: root)  // one may have opened during the copy
-                        FaultPoint.reach(.beforeStoreCommit)
-                    },
+                rows = try copyRecords(
+                    of: source, to: container, root: root, progress: progress,
                     afterCommit: {
                         FaultPoint.reach(.afterStoreCommit)
                         try switched.replace(in: root)  // with the store still held: no write is lost
@@ -276,16 +268,8 @@ extension Catalog {
             var closed = false
             defer { if !closed { container.close() } }
             do {
-                try source.container.copyAll(
-                    to: container,
-                    progress: { report in
-                        rows = report.total
-                        progress(report.copied, report.total)
-                    },
-                    beforeCommit: {
-                        try refuseOtherProcesses(source, root: root)
-                        FaultPoint.reach(.beforeStoreCommit)
-                    },
+                rows = try copyRecords(
+                    of: source, to: container, root: root, progress: progress,
                     afterCommit: {
                         container.close()
                         closed = true
@@ -350,6 +334,28 @@ extension Catalog {
 
     /// Refuses while another process of this host has the catalog open (a live owner of a
     /// staging folder), or another host (a live session on the store).
+    /// Copies every record of `source` into `container` (``PersistentContainer/copyAll(to:progress:beforeCommit:afterCommit:)``),
+    /// refusing before the commit if another process opened the catalog during the copy;
+    /// `afterCommit` runs with the source still held. Returns the rows copied.
+    private static func copyRecords(
+        of source: Catalog, to container: PersistentContainer, root: URL,
+        progress: (_ copied: Int, _ total: Int) -> Void, afterCommit: () throws -> Void
+    ) throws -> Int {
+        var rows = 0
+        try source.container.copyAll(
+            to: container,
+            progress: { report in
+                rows = report.total
+                progress(report.copied, report.total)
+            },
+            beforeCommit: {
+                try refuseOtherProcesses(source, root: root)  // one may have opened during the copy
+                FaultPoint.reach(.beforeStoreCommit)
+            },
+            afterCommit: afterCommit)
+        return rows
+    }
+
     private static func refuseOtherProcesses(_ catalog: Catalog, root: URL) throws {
         let staging = root.appending(path: "staging").path
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
