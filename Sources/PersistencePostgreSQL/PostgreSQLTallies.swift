@@ -296,8 +296,13 @@ extension PostgreSQLStore {
         tally.sum.map { "COALESCE(\(row).\(quote($0)), 0)" } ?? "0"
     }
 
+    /// Whether `row` is one the tally counts. A plain `=` (never negated here, so unknown is
+    /// false): the planner can then use an index on the column, and match a partial index
+    /// whose `WHERE` is the same filter, as it cannot for `IS NOT DISTINCT FROM`.
     private static func condition(_ tally: ResolvedTally, row: String) -> String {
-        tally.filter.map { "\(row).\(quote($0.column)) IS NOT DISTINCT FROM \(literal($0.value))" } ?? "TRUE"
+        guard let filter = tally.filter else { return "TRUE" }
+        let column = "\(row).\(quote(filter.column))"
+        return filter.value.isNull ? "\(column) IS NULL" : "\(column) = \(literal(filter.value))"
     }
 
     private static func literal(_ value: StoreValue) -> String {

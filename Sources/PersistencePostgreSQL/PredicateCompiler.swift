@@ -5,9 +5,8 @@ import Persistence
 /// is false, never unknown, so that `NOT` means the same in SQL and in memory).
 ///
 /// The tree is the engine-neutral part, shared with SQLite; the SQL differs in nearly every
-/// case (`IS NOT DISTINCT FROM` for SQLite's `IS`, `= ANY($n)` with one array argument
-/// for `IN (?, ?, …)`, numbered arguments, `COALESCE(…, FALSE)` where SQLite's `0`/`1`
-/// results need no care), so it is written here rather than bent into one generator.
+/// case (`IS NULL` or `= $n AND … IS NOT NULL` for SQLite's `IS`, numbered arguments,
+/// `AND … IS NOT NULL` where SQLite's `0`/`1` results need no care), so it is written here rather than bent into one generator.
 struct PredicateCompiler {
     /// The arguments so far, `$1` first.
     private(set) var arguments: [StoreValue] = []
@@ -29,14 +28,26 @@ struct PredicateCompiler {
             return b ? "TRUE" : "FALSE"
         case .compare(let p, let op, let value):
             let column = named(p.column)
+            guard !value.isNull else {
+                // In memory, `NULL` equals only `NULL`, and orders with nothing.
+                switch op {
+                case .equal: return "(\(column) IS NULL)"
+                case .notEqual: return "(\(column) IS NOT NULL)"
+                case .less, .lessOrEqual, .greater, .greaterOrEqual: return "FALSE"
+                }
+            }
             let mark = argument(value)
+            // A plain operator, made two-valued by `AND column IS NOT NULL` (a `NULL`
+            // column then gives false, not unknown): the planner can use an index for it,
+            // as it cannot for `IS NOT DISTINCT FROM` or `COALESCE(…)`, and can match a
+            // partial index's `WHERE column = value` when the argument is that value.
             switch op {
-            case .equal: return "(\(column) IS NOT DISTINCT FROM \(mark))"
+            case .equal: return "(\(column) = \(mark) AND \(column) IS NOT NULL)"
             case .notEqual: return "(\(column) IS DISTINCT FROM \(mark))"
-            case .less: return "COALESCE(\(column) < \(mark), FALSE)"
-            case .lessOrEqual: return "COALESCE(\(column) <= \(mark), FALSE)"
-            case .greater: return "COALESCE(\(column) > \(mark), FALSE)"
-            case .greaterOrEqual: return "COALESCE(\(column) >= \(mark), FALSE)"
+            case .less: return "(\(column) < \(mark) AND \(column) IS NOT NULL)"
+            case .lessOrEqual: return "(\(column) <= \(mark) AND \(column) IS NOT NULL)"
+            case .greater: return "(\(column) > \(mark) AND \(column) IS NOT NULL)"
+            case .greaterOrEqual: return "(\(column) >= \(mark) AND \(column) IS NOT NULL)"
             }
         case .isIn(let p, let list):
             let column = named(p.column)
@@ -45,7 +56,7 @@ struct PredicateCompiler {
             if list.contains(where: \.isNull) { parts.append("\(column) IS NULL") }
             if !present.isEmpty {
                 let marks = present.map { argument($0) }.joined(separator: ", ")
-                parts.append("COALESCE(\(column) IN (\(marks)), FALSE)")
+                parts.append("(\(column) IN (\(marks)) AND \(column) IS NOT NULL)")
             }
             return parts.isEmpty ? "FALSE" : "(" + parts.joined(separator: " OR ") + ")"
         case .text(let p, let op, let s):
