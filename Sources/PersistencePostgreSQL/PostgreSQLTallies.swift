@@ -46,8 +46,9 @@ extension PostgreSQLStore {
             }
             guard changed else { continue }
             for function in functions {
-                for trigger in function.triggers {
-                    try connection.run("DROP TRIGGER IF EXISTS \(quote(trigger.name)) ON \(table)", [])
+                // The row trigger the counts by key once had was named as its function.
+                for trigger in [function.name] + function.triggers.map(\.name) {
+                    try connection.run("DROP TRIGGER IF EXISTS \(quote(trigger)) ON \(table)", [])
                 }
                 try connection.run("DROP FUNCTION IF EXISTS \(quote(function.name))()", [])
             }
@@ -169,58 +170,66 @@ extension PostgreSQLStore {
         var triggers: [(name: String, event: String, then: String)]
     }
 
-    /// The two trigger functions of an entity: one a row for the counts by key (each row
-    /// adds or takes away its own count, whenever the trigger fires), one a statement for
-    /// the distinct counts. PostgreSQL fires after-row triggers at the end of the statement,
-    /// when every row the statement deleted is gone: "is another row holding this value?"
-    /// must then be asked of the statement's rows together (its transition tables).
+    /// The two trigger functions of an entity, both run once a statement, on its old and new
+    /// rows together (transition tables): one for the counts by key, one for the distinct
+    /// counts.
+    ///
+    /// - The counts by key change once a statement for each key, by the statement's net
+    ///   difference. A trigger for each row would update the same few count rows once a row:
+    ///   within one transaction each update leaves a version the next one must step over (none
+    ///   can be pruned before the commit), so a transaction of n rows cost n² — a million-row
+    ///   copy into the store never finished.
+    /// - PostgreSQL fires after-row triggers at the end of the statement anyway, when every
+    ///   row the statement deleted is gone: "is another row holding this value?" must be asked
+    ///   of the statement's rows together.
+    ///
+    /// A trigger with transition tables fires for one event only, hence three of each. Before
+    /// the counts by key were kept this way, they had one row trigger, named as its function:
+    /// ``installTallies(_:)`` drops it too.
     static func functions(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> [TriggerFunction] {
         let byKey = tallies.filter { $0.distinct == nil }
         let distinct = tallies.filter { $0.distinct != nil }
-        let rowName = "_persistence_tally_\(entity)"
-        let statementName = "_persistence_tally_\(entity)_distinct"
+        func statementTriggers(_ name: String) -> [(name: String, event: String, then: String)] {
+            [
+                (name + "_insert", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"),
+                (name + "_delete", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"),
+                (
+                    name + "_update",
+                    "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+                ),
+            ]
+        }
+        let byKeyName = "_persistence_tally_\(entity)"
+        let distinctName = "_persistence_tally_\(entity)_distinct"
         return [
             TriggerFunction(
-                name: rowName, body: byKey.isEmpty ? nil : rowFunctionBody(entity, byKey, schema: schema),
-                triggers: [(rowName, "AFTER INSERT OR DELETE OR UPDATE", "FOR EACH ROW")]),
+                name: byKeyName, body: byKey.isEmpty ? nil : byKeyFunctionBody(entity, byKey, schema: schema),
+                triggers: statementTriggers(byKeyName)),
             TriggerFunction(
-                name: statementName,
+                name: distinctName,
                 body: distinct.isEmpty ? nil : statementFunctionBody(entity, distinct, schema: schema),
-                triggers: [
-                    (statementName + "_insert", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"),
-                    (statementName + "_delete", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"),
-                    (
-                        statementName + "_update",
-                        "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
-                    ),
-                ]),
+                triggers: statementTriggers(distinctName)),
         ]
     }
 
-    /// The PL/pgSQL body of the row trigger of the counts by key: the old row uncounted
-    /// (delete, update), the new one counted (insert, update); an update that changes none
-    /// of the tallies' columns changes nothing.
-    static func rowFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
-        var columns: [String] = []
-        for tally in tallies {
-            for column in [tally.key, tally.sum, tally.filter?.column].compactMap({ $0 })
-            where !columns.contains(column) {
-                columns.append(column)
-            }
+    /// An empty select of the columns of the transition table `table`: what a branch reads
+    /// for the transition table its event does not have.
+    private static func none(_ table: String) -> String { "(SELECT * FROM \(table) WHERE FALSE)" }
+
+    /// The PL/pgSQL body of the statement trigger of the counts by key: for each key, the
+    /// statement's new rows counted and its old rows uncounted, once.
+    static func byKeyFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
+        func branch(old: String, new: String) -> String {
+            tallies.map { keyedDelta(entity, $0, old: old, new: new) }.joined()
         }
-        let changed =
-            columns.isEmpty
-            ? "FALSE" : columns.map { "OLD.\(quote($0)) IS DISTINCT FROM NEW.\(quote($0))" }.joined(separator: " OR ")
-        let remove = tallies.map { removeSQL(entity, $0, row: "OLD") }.joined()
-        let add = tallies.map { addSQL(entity, $0, row: "NEW") }.joined()
         return """
 
             BEGIN
-            IF TG_OP = 'UPDATE' AND NOT (\(changed)) THEN RETURN NULL; END IF;
+            \(returnUnlessCounted(tallies))
             \(lock(schema))
-            IF TG_OP IN ('DELETE', 'UPDATE') THEN\(remove)
-            END IF;
-            IF TG_OP IN ('INSERT', 'UPDATE') THEN\(add)
+            IF TG_OP = 'INSERT' THEN\(branch(old: none("new_rows"), new: "new_rows"))
+            ELSIF TG_OP = 'DELETE' THEN\(branch(old: "old_rows", new: none("old_rows")))
+            ELSE\(branch(old: "old_rows", new: "new_rows"))
             END IF;
             RETURN NULL;
             END;
@@ -228,20 +237,68 @@ extension PostgreSQLStore {
             """
     }
 
+    /// The start of a tally trigger's body: it returns, before it takes the lock, when the
+    /// statement wrote no row, or updated none of the columns `tallies` read. A statement
+    /// trigger fires even for a statement of no rows, and every save's `UPDATE` of other
+    /// columns would otherwise wait for the lock.
+    private static func returnUnlessCounted(_ tallies: [ResolvedTally]) -> String {
+        var columns: [String] = []
+        for tally in tallies {
+            for column in [tally.key, tally.sum, tally.filter?.column, tally.distinct].compactMap({ $0 })
+            where !columns.contains(column) {
+                columns.append(column)
+            }
+        }
+        let changed =
+            columns.isEmpty
+            ? "FALSE" : columns.map { "o.\(quote($0)) IS DISTINCT FROM n.\(quote($0))" }.joined(separator: " OR ")
+        return """
+            IF TG_OP = 'INSERT' THEN
+              IF NOT EXISTS (SELECT 1 FROM new_rows) THEN RETURN NULL; END IF;
+            ELSIF TG_OP = 'DELETE' THEN
+              IF NOT EXISTS (SELECT 1 FROM old_rows) THEN RETURN NULL; END IF;
+            ELSIF NOT EXISTS (SELECT 1 FROM old_rows AS o JOIN new_rows AS n ON n."id" = o."id" WHERE \(changed)) THEN
+              RETURN NULL;
+            END IF;
+            """
+    }
+
+    /// The statements that apply one count by key's change by a statement whose old rows are
+    /// `old` and new rows `new`: one upsert of each key's net difference, then the keys no
+    /// row holds any more taken out.
+    private static func keyedDelta(_ entity: String, _ tally: ResolvedTally, old: String, new: String) -> String {
+        let t = talliesTable
+        let e = literal(.text(entity))
+        let name = literal(.text(tally.name))
+        func rows(_ table: String, sign: String) -> String {
+            "SELECT \(keyExpression(tally.key, row: "o")) AS k, \(sign)1 AS n, \(sign)(\(sumExpression(tally, row: "o"))) AS t "
+                + "FROM \(table) AS o WHERE \(condition(tally, row: "o"))"
+        }
+        return """
+
+              INSERT INTO \(t) (entity, tally, key, n, total) \
+            SELECT \(e), \(name), d.k, sum(d.n), sum(d.t)::BIGINT \
+            FROM (\(rows(new, sign: "")) UNION ALL \(rows(old, sign: "-"))) AS d \
+            GROUP BY d.k HAVING sum(d.n) <> 0 OR sum(d.t) <> 0 \
+            ON CONFLICT (entity, tally, key) DO UPDATE SET n = \(t).n + EXCLUDED.n, total = \(t).total + EXCLUDED.total;
+              DELETE FROM \(t) WHERE entity = \(e) AND tally = \(name) AND n = 0;
+            """
+    }
+
     /// The PL/pgSQL body of the statement trigger of the distinct counts: for each value the
     /// statement's old or new rows hold (not `NULL`), whether a row held it before the
     /// statement and whether one holds it now; the count and total change by the difference.
     static func statementFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
-        let none = "(SELECT * FROM %@ WHERE FALSE)"
         func branch(old: String, new: String) -> String {
             tallies.map { distinctDelta(entity, $0, old: old, new: new) }.joined()
         }
         return """
 
             BEGIN
+            \(returnUnlessCounted(tallies))
             \(lock(schema))
-            IF TG_OP = 'INSERT' THEN\(branch(old: none.replacingOccurrences(of: "%@", with: "new_rows"), new: "new_rows"))
-            ELSIF TG_OP = 'DELETE' THEN\(branch(old: "old_rows", new: none.replacingOccurrences(of: "%@", with: "old_rows")))
+            IF TG_OP = 'INSERT' THEN\(branch(old: none("new_rows"), new: "new_rows"))
+            ELSIF TG_OP = 'DELETE' THEN\(branch(old: "old_rows", new: none("old_rows")))
             ELSE\(branch(old: "old_rows", new: "new_rows"))
             END IF;
             RETURN NULL;
@@ -313,38 +370,6 @@ extension PostgreSQLStore {
         case .text(let v): "'" + v.replacingOccurrences(of: "'", with: "''") + "'"
         case .blob(let v): "'\\x" + v.map { String(format: "%02x", $0) }.joined() + "'::BYTEA"
         }
-    }
-
-    private static func addSQL(_ entity: String, _ tally: ResolvedTally, row: String) -> String {
-        let t = talliesTable
-        let e = literal(.text(entity))
-        let name = literal(.text(tally.name))
-        let sum = sumExpression(tally, row: row)
-        let cond = condition(tally, row: row)
-        let key = keyExpression(tally.key, row: row)
-        return """
-
-              IF \(cond) THEN
-                INSERT INTO \(t) (entity, tally, key, n, total) VALUES (\(e), \(name), \(key), 1, \(sum)) \
-            ON CONFLICT (entity, tally, key) DO UPDATE SET n = \(t).n + 1, total = \(t).total + EXCLUDED.total;
-              END IF;
-            """
-    }
-
-    private static func removeSQL(_ entity: String, _ tally: ResolvedTally, row: String) -> String {
-        let t = talliesTable
-        let e = literal(.text(entity))
-        let name = literal(.text(tally.name))
-        let cond = condition(tally, row: row)
-        let key = keyExpression(tally.key, row: row)
-        let here = "entity = \(e) AND tally = \(name) AND key = \(key)"
-        return """
-
-              IF \(cond) THEN
-                UPDATE \(t) SET n = n - 1, total = total - \(sumExpression(tally, row: row)) WHERE \(here);
-                DELETE FROM \(t) WHERE \(here) AND n = 0;
-              END IF;
-            """
     }
 
     /// `SELECT`s of (entity, tally, key, n, total) that count `entity`'s tallies from its rows.

@@ -1,0 +1,212 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import Persistence
+@testable import PersistencePostgreSQL
+
+/// Items whose digest is indexed, and counted once per distinct value, only while stored:
+/// the shape of the catalog's assets (their content's digest, managed ones only).
+final class DigestedItem: ManagedObject {
+    @Attribute var digest = ""
+    @Attribute var state = "stored"
+    @Attribute var size: Int64 = 0
+
+    override class var tallies: [Persistence.Tally] {
+        [
+            Persistence.Tally("states", by: \DigestedItem.state, summing: \DigestedItem.size),
+            .distinct(
+                "digests", of: \DigestedItem.digest, summing: \DigestedItem.size, where: \DigestedItem.state,
+                is: "stored"),
+        ]
+    }
+
+    override class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(\DigestedItem.digest, where: \DigestedItem.state, is: "stored")]
+    }
+}
+
+/// What a statement costs the PostgreSQL store grows with the statement, not with the table
+/// or the transaction:
+/// - its lookups go through the indexes: an equality PostgreSQL cannot look up in a B-tree
+///   (`IS NOT DISTINCT FROM`) reads the whole table each time, so every add and every tally
+///   of a large catalog cost as much as the catalog;
+/// - its counts are written once a statement: a count row updated once a row is stepped
+///   over by every later update in the transaction (n² for n rows).
+///
+/// Each case reads the server's own counts of the statement's work (`pg_stat_xact_user_tables`)
+/// before and after it, in one transaction (they are not flushed inside one).
+@Suite struct PostgreSQLStatementCostTests {
+    /// A store of 20,000 items, 200 of them stored, and its table's statistics made: the
+    /// planner then knows that the index finds a digest in a few rows.
+    struct Store {
+        let container: PersistentContainer
+        let connection: PostgreSQLConnection
+
+        init() throws {
+            let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+            container = try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self]))
+            connection = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+            _ = try connection.run(
+                """
+                INSERT INTO "DigestedItem" ("id", "_version", "digest", "state", "size") \
+                SELECT g, 1, md5(g::TEXT), CASE WHEN g % 100 = 0 THEN 'stored' ELSE 'dropped' END, g \
+                FROM generate_series(1, 20000) AS g
+                """, [])
+            _ = try connection.run("ANALYZE \"DigestedItem\"", [])
+        }
+
+        /// The sequential scans of the items' table the connection has not reported yet.
+        func sequentialScans() throws -> Int64 {
+            try connection.run(
+                """
+                SELECT seq_scan FROM pg_stat_xact_user_tables \
+                WHERE relname = 'DigestedItem' AND schemaname = current_schema()
+                """, []
+            ).rows.first?.decode(Int64.self) ?? 0
+        }
+
+        /// The rows of the counts' table inserted and updated that the connection has not
+        /// reported yet.
+        func countWrites() throws -> Int64 {
+            try connection.run(
+                """
+                SELECT n_tup_ins + n_tup_upd FROM pg_stat_xact_user_tables \
+                WHERE relname = '_persistence_tallies' AND schemaname = current_schema()
+                """, []
+            ).rows.first?.decode(Int64.self) ?? 0
+        }
+
+        func close() {
+            connection.close()
+            container.close()
+        }
+    }
+
+    @Test func aFetchByAnIndexedEqualityReadsTheIndexNotTheTable() throws {
+        let store = try Store()
+        defer { store.close() }
+        let predicate: FetchPredicate<DigestedItem> =
+            \.digest == "d41d8cd98f00b204e9800998ecf8427e" && \.state == "stored"
+        var compiler = PredicateCompiler()
+        let condition = compiler.compile(predicate.node)
+        _ = try store.connection.run("BEGIN", [])
+        defer { _ = try? store.connection.run("ROLLBACK", []) }
+        let before = try store.sequentialScans()
+        let rows = try store.connection.run(
+            "SELECT \"id\" FROM \"DigestedItem\" WHERE \(condition)", compiler.arguments)
+        #expect(rows.rows.isEmpty)
+        #expect(try store.sequentialScans() == before, "the lookup read the table: \(condition)")
+    }
+
+    @Test func theDistinctTallyFindsAValuesOtherHoldersThroughTheIndex() throws {
+        let store = try Store()
+        defer { store.close() }
+        _ = try store.connection.run("BEGIN", [])
+        defer { _ = try? store.connection.run("ROLLBACK", []) }
+        let before = try store.sequentialScans()
+        // A new stored value, and one that stored rows hold already: the tally's trigger asks,
+        // for each, whether another stored row holds it.
+        _ = try store.connection.run(
+            """
+            INSERT INTO "DigestedItem" ("id", "_version", "digest", "state", "size") \
+            VALUES (30001, 1, 'new', 'stored', 5), (30002, 1, md5('100'), 'stored', 100)
+            """, [])
+        #expect(try store.sequentialScans() == before)
+        let counts = try store.connection.run(
+            "SELECT n, total FROM _persistence_tallies WHERE entity = 'DigestedItem' AND tally = 'digests'", []
+        ).rows.first?.decode((Int64, Int64).self)
+        // 200 stored values before (counted when the open made the tally: the rows were not
+        // there yet, so the trigger counted the 20,000), and one new one.
+        let storedSizes: Int64 = 100 * (1...200).reduce(0, +)
+        #expect(counts?.0 == 201)
+        #expect(counts?.1 == storedSizes + 5)
+    }
+
+    @Test func aStatementOfManyRowsWritesEachCountOnce() throws {
+        let store = try Store()
+        defer { store.close() }
+        _ = try store.connection.run("BEGIN", [])
+        defer { _ = try? store.connection.run("ROLLBACK", []) }
+        let before = try store.countWrites()
+        // 1,000 rows in one statement, of two states, all stored values distinct.
+        _ = try store.connection.run(
+            """
+            INSERT INTO "DigestedItem" ("id", "_version", "digest", "state", "size") \
+            SELECT g, 1, 'n' || g, CASE WHEN g % 2 = 0 THEN 'stored' ELSE 'dropped' END, 1 \
+            FROM generate_series(30001, 31000) AS g
+            """, [])
+        // The two states' counts and the distinct count: three rows written.
+        #expect(try store.countWrites() - before == 3)
+        let states = try store.connection.run(
+            "SELECT key, n FROM _persistence_tallies WHERE entity = 'DigestedItem' AND tally = 'states' ORDER BY key",
+            []
+        ).rows.map { try $0.decode((String, Int64).self) }
+        #expect(states.map(\.0) == ["dropped", "stored"])
+        #expect(states.map(\.1) == [19_800 + 500, 200 + 500])
+        // An update of no counted column writes no count, and a statement of no rows neither.
+        _ = try store.connection.run("UPDATE \"DigestedItem\" SET \"_version\" = 2 WHERE \"id\" > 30500", [])
+        _ = try store.connection.run("DELETE FROM \"DigestedItem\" WHERE \"id\" < 0", [])
+        #expect(try store.countWrites() - before == 3)
+    }
+
+    /// A store whose counts by key were kept by the row trigger of earlier versions (named as
+    /// its function) is moved to the statement triggers at its next open, its counts made
+    /// again: the old trigger would otherwise keep the function from being replaced.
+    @Test func aStoreOfTheOldRowTriggerIsMovedToTheStatementTriggers() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        let connection: PostgreSQLConnection
+        do {
+            let first = try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self]))
+            defer { first.close() }
+            connection = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+            // What an earlier version left: the function counting each row on its own, and its
+            // row trigger under the function's name.
+            for suffix in ["insert", "delete", "update"] {
+                _ = try connection.run(
+                    "DROP TRIGGER \"_persistence_tally_DigestedItem_\(suffix)\" ON \"DigestedItem\"", [])
+            }
+            _ = try connection.run(
+                """
+                CREATE OR REPLACE FUNCTION "_persistence_tally_DigestedItem"() RETURNS trigger LANGUAGE plpgsql AS \
+                $f$ BEGIN IF TG_OP IN ('INSERT', 'UPDATE') THEN \
+                INSERT INTO _persistence_tallies (entity, tally, key, n, total) \
+                VALUES ('DigestedItem', 'states', NEW."state", 1, NEW."size") ON CONFLICT (entity, tally, key) \
+                DO UPDATE SET n = _persistence_tallies.n + 1, total = _persistence_tallies.total + EXCLUDED.total; \
+                END IF; RETURN NULL; END; $f$
+                """, [])
+            _ = try connection.run(
+                """
+                CREATE TRIGGER "_persistence_tally_DigestedItem" AFTER INSERT OR DELETE OR UPDATE ON "DigestedItem" \
+                FOR EACH ROW EXECUTE FUNCTION "_persistence_tally_DigestedItem"()
+                """, [])
+            let context = first.newBackgroundContext()
+            for state in ["stored", "stored", "dropped"] { DigestedItem(context: context).state = state }
+            try context.save()
+        }
+        defer { connection.close() }
+        let later = try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self]))
+        defer { later.close() }
+        let triggers = try connection.run(
+            """
+            SELECT tgname FROM pg_trigger WHERE tgrelid = '"DigestedItem"'::regclass AND NOT tgisinternal \
+            ORDER BY tgname
+            """, []
+        ).rows.map { try $0.decode(String.self) }
+        #expect(
+            triggers
+                == ["insert", "delete", "update"].flatMap { suffix in
+                    ["_persistence_tally_DigestedItem", "_persistence_tally_DigestedItem_distinct"].map {
+                        "\($0)_\(suffix)"
+                    }
+                }.sorted())
+        let context = later.newBackgroundContext()
+        DigestedItem(context: context).state = "dropped"
+        try context.save()
+        #expect(
+            try later.tally("states", of: DigestedItem.self).map { "\($0.key)=\($0.count)" } == [
+                "dropped=2", "stored=2",
+            ])
+    }
+}
