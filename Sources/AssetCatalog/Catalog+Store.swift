@@ -175,8 +175,8 @@ extension Catalog {
 
     /// Opens the PostgreSQL store `location` for the catalog `identity` names, and checks
     /// that it holds that catalog (``CatalogInfo``), making the row when `creating`. A
-    /// writable open opens a session on the store and refuses while another host has one
-    /// (``refuseOtherHosts(_:root:location:)``). Nothing is written to `root` here.
+    /// writable open opens this process's session on the store (``openHostSession(_:)``),
+    /// whatever other hosts have it open. Nothing is written to `root` here.
     static func openStore(
         _ location: CatalogStoreLocation, identity: CatalogIdentity, root: URL, schema: Schema, options: OpenOptions,
         creating: Bool, readOnly: Bool
@@ -233,7 +233,7 @@ extension Catalog {
                             + "\(info.catalogID); nothing was changed", path: root.path)
                 }
             }
-            if !readOnly { try refuseOtherHosts(container, root: root, location: location) }
+            if !readOnly { try openHostSession(container) }
         } catch let error as PersistenceError {
             container.close()
             if error.code == .constraint {
@@ -267,31 +267,14 @@ extension Catalog {
         return message.replacingOccurrences(of: password, with: "…")
     }
 
-    /// Until catalogs coordinate their hosts' writes (the content lock, the checks of
-    /// results), one host at a time: opens this process's session on the store, labelled
-    /// with its host (``HostIdentity``), then refuses if a live session of another host is
-    /// listed. The session is opened before the sessions are listed, so of two hosts opening
-    /// at once, at least one sees the other: neither can miss it. Processes of one host share
-    /// the catalog as on SQLite (their sessions tell each other's liveness,
-    /// ``SessionLiveness``).
-    ///
-    /// For tests only: `ASSETCAT_TEST_SEVERAL_HOSTS=1` turns the refusal off (the session is
-    /// still opened), so that the tests of what several hosts do to each other's work
-    /// (staging, jobs, journals) can run before sharing is supported.
-    static func refuseOtherHosts(_ container: PersistentContainer, root: URL, location: CatalogStoreLocation) throws {
-        let host = HostIdentity.current()
-        guard let session = try container.openSession(label: HostIdentity.label()) else { return }
-        guard ProcessInfo.processInfo.environment["ASSETCAT_TEST_SEVERAL_HOSTS"] != "1" else { return }
-        let others = try container.sessions().filter {
-            $0.isAlive && $0.id != session.id && HostIdentity.host(ofLabel: $0.label) != host
-        }
-        if let other = others.first {
-            session.end()
-            throw CatalogError(
-                .store,
-                "The catalog at \(root.path) is open on host \(HostIdentity.host(ofLabel: other.label)); sharing a "
-                    + "catalog between hosts at once is not supported yet. Nothing was changed", path: root.path)
-        }
+    /// Opens this process's session on the store, labelled with its host and process
+    /// (``HostIdentity``). Every host that mounts the catalog's directory may have the
+    /// catalog open and write at once: the others tell this process's liveness by its
+    /// session (``SessionLiveness``: a dead one's staging, jobs and journals are taken over
+    /// at the next writable open), its saves are fenced by it, and the content lock orders
+    /// its content checks against the removal sweep (``CatalogRuntime/contentLock``).
+    static func openHostSession(_ container: PersistentContainer) throws {
+        _ = try container.openSession(label: HostIdentity.label())
     }
 
     /// Records, at a writable open of a SQLite catalog, which catalog its store holds

@@ -1080,26 +1080,48 @@ public final class JobQueue: JobProvider, Sendable {
                 if assetGone { row.lastError = "its asset was deleted" }
             }
             if final?.state == .cancelled { summary.value.withLock { $0.cancelled += 1 } }
-        case .failure(let error as TransientJobError) where job.attempts < attemptLimit(job.kind, recorded: 1):
-            summary.value.withLock { $0.retried += 1 }
-            let delay = min(30, retryBaseDelay * pow(2, Double(job.attempts - 1)))
-            final = try? changeJob(job.id) { row in
-                guard row.state == .running, row.owner == token else { return }
-                row.state = .queued
-                row.owner = nil
-                row.lastError = error.reason
-                row.runAfter = Date().addingTimeInterval(delay)
-            }
         case .failure(let error):
-            summary.value.withLock { $0.failed += 1 }
+            // A run whose asset another process deleted may fail before it hears of the
+            // deletion (its file unlinked, its archive gone): the deletion's process marks
+            // the row cancelled after its commit, and if it has not (yet, or it died
+            // first), the row is marked so here. Either way the run counts as the row ends.
+            let retry = (error as? TransientJobError).flatMap {
+                job.attempts < attemptLimit(job.kind, recorded: 1) ? $0 : nil
+            }
+            let delay = min(30, retryBaseDelay * pow(2, Double(job.attempts - 1)))
+            let written = Locked<JobState?>(nil)
             final = try? changeJob(job.id) { row in
+                written.withLock { $0 = nil }  // the closure runs again on a conflict
                 guard row.state == .running, row.owner == token else { return }
-                row.state = .failed
                 row.owner = nil
-                row.lastError = (error as? CatalogError)?.message ?? "\(error)"
+                if try Self.assetIsGone(of: row) {
+                    row.state = .cancelled
+                    row.lastError = "its asset was deleted"
+                } else if let retry {
+                    row.state = .queued
+                    row.lastError = retry.reason
+                    row.runAfter = Date().addingTimeInterval(delay)
+                } else {
+                    row.state = .failed
+                    row.lastError = (error as? CatalogError)?.message ?? "\(error)"
+                }
+                written.withLock { $0 = row.state }
+            }
+            switch written.withLock({ $0 }) ?? (final?.state == .cancelled ? .cancelled : nil) {
+            case .queued: summary.value.withLock { $0.retried += 1 }
+            case .failed: summary.value.withLock { $0.failed += 1 }
+            case .cancelled: summary.value.withLock { $0.cancelled += 1 }
+            default: break  // the row is not this run's any more, nor cancelled
             }
         }
         if let final { publish(final, progress: progress) }
+    }
+
+    /// Whether the asset of the job `row` is no longer in the store (as `row`'s context reads it).
+    private static func assetIsGone(of row: Job) throws -> Bool {
+        guard let context = row.managedObjectContext else { return false }
+        let asset = ManagedObjectID(entityName: Asset.entityName, rowID: row.assetID)
+        return try context.count(for: FetchRequest<Asset>(predicate: .objectIDs([asset]))) == 0
     }
 
     /// Whether the run was stopped (``stop()``: queued again by `stopRunning`, whichever of

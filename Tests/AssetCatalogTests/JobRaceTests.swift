@@ -328,3 +328,63 @@ final class SlowToStop: JobProcessor {
         return JobOutput(metadata: ["runs": String(run)])
     }
 }
+
+/// A processor whose run, once started, waits until let go (cancelled or not), then fails
+/// as a run fails whose asset another process has just deleted: its file unlinked, or its
+/// archive gone when it records members.
+final class FailsOnceLetGo: JobProcessor {
+    private let started = Locked(false)
+    private let release = DispatchSemaphore(value: 0)
+    /// The run's token, as its row names its owner while it runs.
+    private let owner = Locked<String?>(nil)
+
+    var hasStarted: Bool { started.withLock { $0 } }
+    var runToken: String? { owner.withLock { $0 } }
+    func letGo() { release.signal() }
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        owner.withLock { $0 = job.runToken }
+        started.withLock { $0 = true }
+        // Not on the concurrency pool, and deaf to cancellation: the run fails whatever it heard.
+        let release = self.release
+        try await offThePool { _ = release.wait(timeout: .now() + 300) }
+        throw CatalogError(.notFound, "the file of asset \(job.asset.id) is gone")
+    }
+}
+
+extension JobRaceTests {
+    /// Another process deletes the asset of a running job, which then fails (its file went
+    /// with the deletion) before it hears of it. Whether the deleting process marked the row
+    /// `cancelled` after its commit (the run's write then changes nothing) or not (it died
+    /// between its commit and the marking: the row still says the run has it), the job ends
+    /// cancelled, and the run counts it so: not a failure, and `jobs run` does not exit 1
+    /// for it.
+    @Test(arguments: [true, false])
+    func aRunThatFailsAfterItsAssetWasDeletedElsewhereEndsCancelled(markedByTheDeletion: Bool) async throws {
+        let (t, catalog, asset) = try await catalogWithAsset()
+        defer { catalog.close() }
+        let processor = FailsOnceLetGo()
+        catalog.jobs.register(processor, as: "fails")
+        let id = try catalog.jobs.submit("fails", for: asset.id)
+        let run = Task { try await catalog.jobs.runUntilIdle() }
+        #expect(try await waitUntil { processor.hasStarted })
+        let token = try #require(processor.runToken)
+        let other = try t.open()  // as another process would
+        try other.remove(asset.id)
+        other.close()
+        #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
+        if !markedByTheDeletion {
+            // The row as the deleting process leaves it if it dies right after its commit.
+            try catalog.jobs.changeJob(id) { row in
+                row.state = .running
+                row.owner = token
+                row.lastError = nil
+            }
+        }
+        processor.letGo()
+        let summary = try await run.value
+        #expect(summary.failed == 0 && summary.cancelled == 1, "\(summary)")
+        let job = try #require(try catalog.jobs.job(id: id))
+        #expect(job.state == .cancelled && job.error == "its asset was deleted", "\(job)")
+    }
+}

@@ -13,10 +13,8 @@ import Testing
 
 /// Several hosts on one catalog in PostgreSQL (``SessionLiveness``): each `assetcat` process
 /// is a host of its own (`ASSETCAT_HOST_ID`), all sharing one directory, and tells the others'
-/// liveness by their sessions, not by file locks. Until sharing is supported, a second host
-/// is refused while one has the catalog open; these tests turn that refusal off
-/// (`ASSETCAT_TEST_SEVERAL_HOSTS=1`, for tests only) to show what hosts do to each other's
-/// work. Run through Scripts/with-postgres.sh.
+/// liveness by their sessions, not by file locks: what hosts do to each other's work
+/// (staging, jobs, journals, temporaries). Run through Scripts/with-postgres.sh.
 @Suite struct SharedCatalogSessionTests {
     /// A catalog made with `init --store` on host h1, and what the tests read of its store.
     struct Shared {
@@ -31,12 +29,10 @@ import Testing
         }
 
         /// The environment of a process of host `host`: one config folder for all (it holds
-        /// the URL with its password), and the one-host refusal turned off.
+        /// the URL with its password).
         func env(_ host: String, _ extra: [String: String] = [:]) -> [String: String] {
-            [
-                "XDG_CONFIG_HOME": t.directory.appending(path: "config").path, "ASSETCAT_HOST_ID": host,
-                "ASSETCAT_TEST_SEVERAL_HOSTS": "1",
-            ].merging(extra) { $1 }
+            ["XDG_CONFIG_HOME": t.directory.appending(path: "config").path, "ASSETCAT_HOST_ID": host]
+                .merging(extra) { $1 }
         }
 
         func run(_ host: String, _ arguments: [String], _ extra: [String: String] = [:]) async throws

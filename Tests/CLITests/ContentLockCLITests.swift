@@ -11,9 +11,9 @@ import Testing
 /// records are in PostgreSQL — where transactions run at once, under `READ COMMITTED`, and
 /// only the content lock (`assetcat.content`: shared by a save that checks its content,
 /// exclusive by a removal) orders a removal's count and unlink against an add's check and
-/// commit. Each interleaving is made exact with pause points (`ASSETCAT_FAULT_PAUSE`), and
-/// the processes are of one host (a catalog in PostgreSQL takes one host at a time, for
-/// now). Run through Scripts/with-postgres.sh.
+/// commit. Each interleaving is made exact with pause points (`ASSETCAT_FAULT_PAUSE`); the
+/// processes are of one host (hosts add and sweep as processes do: MultiHostCrashTests).
+/// Run through Scripts/with-postgres.sh.
 @Suite struct ContentLockCLITests {
     static let text = "the same content\n"
 
