@@ -77,6 +77,7 @@ struct ArchiveIndexProcessor: JobProcessor {
         try withArchiveReaderReporting(path, job: job) { reader in
             var seen: [[UInt8]: Int] = [:]
             var files: [[UInt8]: (digest: String, size: Int64)] = [:]
+            var lastReport = ContinuousClock.now
             while let entry = try reader.nextEntry() {
                 try job.checkCancellation()
                 FaultPoint.reach(.slowJobs)
@@ -89,8 +90,16 @@ struct ArchiveIndexProcessor: JobProcessor {
                     var hasher = DigestAccumulator()
                     var size: Int64 = 0
                     try reader.readData { chunk in
+                        // A member may be gigabytes: a deletion stops the run within a chunk,
+                        // and its progress shows every half second.
+                        try job.checkCancellation()
+                        FaultPoint.reach(.slowJobs)
                         hasher.add(chunk)
                         size += Int64(chunk.count)
+                        if ContinuousClock.now - lastReport > .milliseconds(500) {
+                            lastReport = .now
+                            job.reportProgress(Double(reader.compressedBytesRead) / Double(total))
+                        }
                     }
                     let digest = hasher.hex
                     files[key] = (digest, size)

@@ -85,6 +85,66 @@ import Testing
         #expect(job.state == .cancelled && job.error == "its asset was deleted")
     }
 
+    /// The index job stops inside a member, not only between members: an archive's one
+    /// member is 8 GiB (a ustar header in front of a sparse file), which its index job would
+    /// hash for most of an hour (`slow-jobs`). The worker ends only because the deletion
+    /// reached the run while it read that member.
+    @Test func aDeletionStopsAnIndexJobInsideALargeMember() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let archive = try t.file("huge.tar", Data())
+        let size: Int64 = 8 << 30 - 1  // the largest a ustar header holds
+        var header = [UInt8](repeating: 0, count: 512)
+        func put(_ text: String, at offset: Int) {
+            for (i, byte) in text.utf8.enumerated() { header[offset + i] = byte }
+        }
+        put("zeros.bin", at: 0)
+        put("0000644", at: 100)
+        put("0000000", at: 108)
+        put("0000000", at: 116)
+        put(String(size, radix: 8), at: 124)
+        put("00000000000", at: 136)
+        put("        ", at: 148)  // the checksum counts itself as spaces
+        put("0", at: 156)
+        put("ustar\u{0}00", at: 257)
+        let checksum = header.reduce(0) { $0 + Int($1) }
+        put(String(format: "%06o", checksum) + "\u{0} ", at: 148)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: archive))
+        try handle.write(contentsOf: header)
+        try handle.truncate(atOffset: UInt64(512 + (size + 511) / 512 * 512 + 1024))
+        try handle.close()
+        let asset = try #require(
+            try await catalog.add([archive], options: .init(mode: .reference, defersHashing: true)).added.first)
+        // The digest job would read the 8 GiB too: only the index job is left to run.
+        let digest = try #require(try catalog.jobs.list().first { $0.kind == "digest" })
+        _ = try catalog.jobs.cancel(digest.id)
+        let worker = try ChildProcess(
+            TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
+            environment: ["ASSETCAT_FAULT": "slow-jobs"], stderr: .null)
+        let read = try await offThePool { () -> Bool in
+            let deadline = Date().addingTimeInterval(120)
+            while Date() < deadline {
+                if try catalog.jobs.list([.running]).contains(where: { $0.kind == "index-archive" && $0.progress > 0 })
+                {
+                    return true
+                }
+                usleep(1000)
+            }
+            return false
+        }
+        #expect(read, "the index job never reported reading")
+        try catalog.remove(asset.id)
+        guard let line = try await firstLine(of: worker, within: 120) else {
+            Issue.record("the index job read on after its archive's deletion reached it")
+            worker.signal(SIGTERM)
+            _ = try await worker.finish()
+            return
+        }
+        #expect(try await worker.finish().status == 0)
+        #expect(line == "ran jobs: 0 succeeded, 0 failed, 1 cancelled\n")
+    }
+
     @Test func ctrlCDuringJobsRunQueuesTheRunningJobAgainWithoutCountingIt() async throws {
         let (t, _) = try await catalogWithSlowJob()
         let worker = try ChildProcess(
