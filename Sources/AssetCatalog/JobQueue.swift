@@ -836,15 +836,15 @@ public final class JobQueue: JobProvider, Sendable {
     /// Sleeps until ``wakeWorker()`` is called or `timeout` passes.
     private func waitForWake(upTo timeout: Duration) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let woken = state.withLock { s -> Bool in
+            let (woken, wait) = state.withLock { s -> (Bool, Int) in
                 if s.pendingWake {
                     s.pendingWake = false
-                    return true
+                    return (true, s.workerWaits)
                 }
                 s.waiter = continuation
                 s.workerWaits += 1
                 s.workerWaitTimeout = timeout
-                return false
+                return (false, s.workerWaits)
             }
             if woken {
                 continuation.resume()
@@ -852,13 +852,17 @@ public final class JobQueue: JobProvider, Sendable {
             }
             Task { [weak self] in
                 try? await Task.sleep(for: timeout)
-                self?.resumeWaiter()
+                self?.resumeWaiter(ifWait: wait)
             }
         }
     }
 
-    private func resumeWaiter() {
-        state.withLock { s in
+    /// Resumes the sleeping worker; with `wait`, only if it is still in that sleep (the
+    /// `workerWaits`-th): the timer of a short sleep that was woken early must not cut a later,
+    /// longer one short.
+    private func resumeWaiter(ifWait wait: Int? = nil) {
+        state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard wait == nil || wait == s.workerWaits else { return nil }
             defer { s.waiter = nil }
             return s.waiter
         }?.resume()

@@ -171,8 +171,8 @@ import Testing
             [.text("persistence listen \(schema)")]
         ).rows.count
         #expect(ended >= 1)
-        #expect(try await waitUntil { !a.jobs.hearsAnnouncements })
-        #expect(try await waitUntil { a.jobs.workerSleep.timeout == .milliseconds(20) })
+        #expect(try await waitUntil(atMost: .seconds(120)) { !a.jobs.hearsAnnouncements })
+        #expect(try await waitUntil(atMost: .seconds(120)) { a.jobs.workerSleep.timeout == .milliseconds(20) })
         let pollsBefore = a.jobs.externalPollCount
 
         let first = try b.jobs.submit("noted", for: asset.id)
