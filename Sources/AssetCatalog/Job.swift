@@ -65,6 +65,18 @@ public final class Job: ManagedObject {
             }
             results.ids.insert(assetID)
         }
+        if !isDeleted, let effects = saveEffects {
+            // Work queued or due again (a submit, a retry, a run queued again) and a run
+            // cancelled: other processes' and hosts' workers hear of it as it commits.
+            let changesState = hasChangedValue(for: \.state)
+            let queued = state == .queued && (changesState || hasChangedValue(for: \.runAfter))
+            let cancelled = state == .cancelled && changesState && committedValue(for: \.state) == .running
+            if queued || cancelled {
+                let changes = effects.shared(AnnouncedJobChanges.key) { AnnouncedJobChanges(effects) }
+                if queued { changes.queued = true }
+                if cancelled { changes.cancelled = true }
+            }
+        }
         if submitRequiresAsset, !isDeleted, let effects = saveEffects {
             let submitted = effects.shared(SubmittedAssets.key) {
                 let submitted = SubmittedAssets()
@@ -72,6 +84,24 @@ public final class Job: ManagedObject {
                 return submitted
             }
             submitted.ids.insert(assetID)
+        }
+    }
+}
+
+/// What one save does to jobs that workers elsewhere must hear of, announced once for the
+/// whole save (``JobQueue/jobsTopic``) as it commits — not once per job: on PostgreSQL, every
+/// notifying transaction of the database commits one at a time. A save that claims jobs or
+/// writes results announces nothing.
+final class AnnouncedJobChanges {
+    static let key = "AssetCatalog.announcedJobChanges"
+    var queued = false
+    var cancelled = false
+
+    init(_ effects: SaveEffects) {
+        // Announced from the transaction, so heard only if it commits.
+        effects.beforeCommit { [weak effects, self] _ in
+            try effects?.announce(
+                JobQueue.jobsTopic, payload: JobQueue.jobsPayload(queued: self.queued, cancelled: self.cancelled))
         }
     }
 }

@@ -61,8 +61,17 @@ public struct JobRetention: Sendable, Hashable {
 ///   cancelled without reading the store. On SQLite, and when announcements
 ///   may have been missed (a lost connection, a deletion of too many assets to
 ///   name), the queue reads the store instead: an inotify watch on the store's
-///   `-wal` wakes it at another process's commit. Besides, the store's change
-///   counter is polled every 0.1 s while jobs run.
+///   `-wal` wakes it at another process's commit. While the queue cannot hear
+///   announcements (a lost `LISTEN` connection, until it is made again; a `-wal`
+///   that cannot be watched), it polls the store's change counter every 0.1 s while
+///   jobs run; while it hears them, it looks only every 5 s (for what no commit
+///   announced: a process of an older version).
+/// - Work queued anywhere is heard as it commits: a save that queues jobs (a
+///   submit, an add, a retry, a run queued again) or cancels a running one
+///   announces it, once for the save. An idle background worker (``start()``) in
+///   another process or on another host claims it at once, instead of at its
+///   next look; it sleeps until the next backoff it knows of runs out, or 5 s.
+///   While announcements are interrupted, it looks for work every 250 ms.
 /// - Jobs are claimed many per transaction: as many as run at once plus about
 ///   100 ms of work ahead (judged by the recent rate, at most
 ///   `maxClaimAhead`); the ones ahead wait as `running` for a free slot. A claim
@@ -132,12 +141,26 @@ public final class JobQueue: JobProvider, Sendable {
         var failedClaims = 0
         var resultCommits = 0
         /// What hears the store's announcements (``heard(_:)``): other processes' and hosts'
-        /// deletions, and other connections' commits.
+        /// deletions and changes of jobs, and other connections' commits.
         var listener: Task<Void, Never>?
+        /// The listener heard the interruption marker and not yet the re-read marker that ends
+        /// it: the store's announcements are not delivered, and the queue polls.
+        var announcementsInterrupted = false
         /// Whether the queue may listen to the store (tests turn it off to see the polling alone).
         var watchesStore = true
-        /// How often other processes' commits are polled for while jobs run (also with a watch).
+        /// How often other processes' commits are polled for while jobs run, when the queue
+        /// does not hear the store's announcements.
         var externalCheckInterval = JobQueue.externalCheckInterval
+        /// How long an idle worker that does not hear the store's announcements waits before
+        /// looking for work again.
+        var idlePollInterval = JobQueue.idlePollInterval
+        /// How often the queue looks at the store anyway while it hears the announcements.
+        var listeningLookInterval = JobQueue.listeningLookInterval
+        /// Polls of the store for other processes' commits (``checkExternalChanges(force:)``
+        /// run by the clock, not by an announcement; for tests).
+        var externalPolls = 0
+        /// How long the background worker's current (or last) sleep lasts at most (for tests).
+        var workerWaitTimeout: Duration?
         /// Claims whose jobs are not all registered as running yet.
         var claimsUnderWay = 0
         /// A check of other processes' commits ran while a claim was under way: the jobs it
@@ -166,9 +189,18 @@ public final class JobQueue: JobProvider, Sendable {
     static let maxClaimAhead = 1024
     /// The most results one transaction commits.
     static let maxResultGroup = 512
-    /// How long a worker with a watch on the store sleeps when idle before looking anyway
-    /// (work that no commit announces: a backoff that ran out).
-    static let watchedIdleWait: Duration = .seconds(1)
+    /// How often a queue that hears the store's announcements looks at the store anyway: an
+    /// idle worker for work, a working one for changes of its running jobs. Every commit that
+    /// queues work or stops a run announces it (``jobsTopic``), and a worker waits out the
+    /// backoffs it has read: this look is for what nothing announced — a process of an
+    /// older version, or a commit that SQLite's `-wal` watch saw too early (a sync of over half
+    /// a second) — so it can be slow.
+    static let listeningLookInterval: TimeInterval = 5
+
+    /// How long an idle worker that does not hear the store's announcements (its `LISTEN`
+    /// connection is lost, or the store's `-wal` cannot be watched) waits before looking for
+    /// work again.
+    static let idlePollInterval: Duration = .milliseconds(250)
 
     /// Tests: claims take at least this many jobs beyond the free slots.
     var minimumClaimAhead: Int {
@@ -197,8 +229,8 @@ public final class JobQueue: JobProvider, Sendable {
     var failedClaimCount: Int { state.withLock { $0.failedClaims } }
 
     /// Whether the queue may listen to the store's announcements (other processes' deletions
-    /// and commits), and how often it polls for other processes' commits while jobs run (for
-    /// tests: set before `start()`).
+    /// and commits), and how often it polls for other processes' commits while jobs run and
+    /// it does not hear announcements (for tests: set before `start()`).
     var watchesStore: Bool {
         get { state.withLock { $0.watchesStore } }
         set { state.withLock { $0.watchesStore = newValue } }
@@ -206,6 +238,34 @@ public final class JobQueue: JobProvider, Sendable {
     var externalPollInterval: TimeInterval {
         get { state.withLock { $0.externalCheckInterval } }
         set { state.withLock { $0.externalCheckInterval = newValue } }
+    }
+
+    /// How long an idle worker that does not hear the store's announcements waits before
+    /// looking for work again (for tests).
+    var idlePollInterval: Duration {
+        get { state.withLock { $0.idlePollInterval } }
+        set { state.withLock { $0.idlePollInterval = newValue } }
+    }
+
+    /// How often a queue that hears the store's announcements looks at it anyway (for tests:
+    /// an hour, so that only an announcement can wake it).
+    var listeningLookInterval: TimeInterval {
+        get { state.withLock { $0.listeningLookInterval } }
+        set { state.withLock { $0.listeningLookInterval = newValue } }
+    }
+
+    /// Whether the queue hears the store's announcements now: it listens, and its stream has
+    /// not been interrupted (or the interruption has ended).
+    var hearsAnnouncements: Bool { state.withLock { Self.hears($0) } }
+
+    private static func hears(_ s: State) -> Bool { s.listener != nil && !s.announcementsInterrupted }
+
+    /// The polls of the store for other processes' commits the clock made so far (for tests).
+    var externalPollCount: Int { state.withLock { $0.externalPolls } }
+
+    /// Whether the background worker sleeps until woken, and for how long at most (for tests).
+    var workerSleep: (isAsleep: Bool, timeout: Duration?) {
+        state.withLock { ($0.waiter != nil, $0.workerWaitTimeout) }
     }
 
     /// Runs between each claim's commit and the registration of its jobs as running (for
@@ -229,9 +289,11 @@ public final class JobQueue: JobProvider, Sendable {
     var workerTurns: Int { state.withLock { $0.workerTurns } }
 
     /// How often a working queue polls for commits of other processes (one
-    /// `PRAGMA data_version`), besides the watch on the store that wakes it at
-    /// each commit: where inotify is unavailable, a deletion committed elsewhere
-    /// stops this process's jobs for that asset within this, plus the cancellation.
+    /// `PRAGMA data_version`, or one read of PostgreSQL's commit counters) while it does not
+    /// hear the store's announcements: where inotify is unavailable, or while the `LISTEN`
+    /// connection is lost, a deletion committed elsewhere stops this process's jobs for that
+    /// asset within this, plus the cancellation. While it hears them, it looks every
+    /// ``listeningLookInterval`` instead.
     static let externalCheckInterval: TimeInterval = 0.1
 
     /// A run of this process has not ended yet (for tests).
@@ -695,8 +757,8 @@ public final class JobQueue: JobProvider, Sendable {
             while true {
                 try Task.checkCancellation()
                 let started = try claimAndStart(summary: summary, progress: progress, only: selection)
-                if Date().timeIntervalSince(lastCheck) >= externalPollInterval {
-                    checkExternalChanges()
+                if Date().timeIntervalSince(lastCheck) >= pollInterval {
+                    pollExternalChanges()
                     lastCheck = Date()
                 }
                 let running = state.withLock { $0.running.count }
@@ -744,19 +806,21 @@ public final class JobQueue: JobProvider, Sendable {
                 self.state.withLock { $0.workerTurns += 1 }
                 self.pruneIfDue()
                 let started = (try? self.claimAndStart(summary: summary, progress: nil)) ?? 0
-                let (pollInterval, watched, busy) = self.state.withLock {
-                    ($0.externalCheckInterval, $0.listener != nil, !$0.running.isEmpty)
-                }
-                if Date().timeIntervalSince(lastCheck) >= pollInterval {
-                    self.checkExternalChanges()
+                if Date().timeIntervalSince(lastCheck) >= self.pollInterval {
+                    self.pollExternalChanges()
                     lastCheck = Date()
                 }
                 guard started == 0 else { continue }
-                // Watched, an idle worker sleeps until a commit (any process's) or new work
-                // wakes it, or the next backoff runs out; else it polls.
-                var wait = Duration.milliseconds(250)
-                if watched && !busy {
-                    wait = Self.watchedIdleWait
+                // Hearing the store's announcements, the worker sleeps until one (work queued,
+                // a run stopped, on SQLite any other connection's commit) or this process's
+                // own work wakes it, or the next backoff runs out — looking anyway after
+                // ``listeningLookInterval``; else it polls.
+                let (hears, look, idlePoll) = self.state.withLock {
+                    (Self.hears($0), $0.listeningLookInterval, $0.idlePollInterval)
+                }
+                var wait = idlePoll
+                if hears {
+                    wait = .seconds(look)
                     if let backoff = try? self.nextBackoff() { wait = min(wait, .seconds(backoff)) }
                 }
                 await self.waitForWake(upTo: wait)
@@ -772,14 +836,15 @@ public final class JobQueue: JobProvider, Sendable {
     /// Sleeps until ``wakeWorker()`` is called or `timeout` passes.
     private func waitForWake(upTo timeout: Duration) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let woken = state.withLock { s -> Bool in
+            let (woken, wait) = state.withLock { s -> (Bool, Int) in
                 if s.pendingWake {
                     s.pendingWake = false
-                    return true
+                    return (true, s.workerWaits)
                 }
                 s.waiter = continuation
                 s.workerWaits += 1
-                return false
+                s.workerWaitTimeout = timeout
+                return (false, s.workerWaits)
             }
             if woken {
                 continuation.resume()
@@ -787,13 +852,17 @@ public final class JobQueue: JobProvider, Sendable {
             }
             Task { [weak self] in
                 try? await Task.sleep(for: timeout)
-                self?.resumeWaiter()
+                self?.resumeWaiter(ifWait: wait)
             }
         }
     }
 
-    private func resumeWaiter() {
-        state.withLock { s in
+    /// Resumes the sleeping worker; with `wait`, only if it is still in that sleep (the
+    /// `workerWaits`-th): the timer of a short sleep that was woken early must not cut a later,
+    /// longer one short.
+    private func resumeWaiter(ifWait wait: Int? = nil) {
+        state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard wait == nil || wait == s.workerWaits else { return nil }
             defer { s.waiter = nil }
             return s.waiter
         }?.resume()
@@ -1386,9 +1455,25 @@ public final class JobQueue: JobProvider, Sendable {
     /// Stops listening to the store.
     private func stopWatching() {
         state.withLock { s -> Task<Void, Never>? in
-            defer { s.listener = nil }
+            defer {
+                s.listener = nil
+                s.announcementsInterrupted = false
+            }
             return s.listener
         }?.cancel()
+    }
+
+    /// How long the queue goes between looks at the store for other processes' commits:
+    /// ``externalPollInterval`` while it does not hear the store's announcements,
+    /// ``listeningLookInterval`` while it does.
+    private var pollInterval: TimeInterval {
+        state.withLock { Self.hears($0) ? $0.listeningLookInterval : $0.externalCheckInterval }
+    }
+
+    /// A look at the store for other processes' commits that the clock made.
+    private func pollExternalChanges() {
+        state.withLock { $0.externalPolls += 1 }
+        checkExternalChanges()
     }
 
     /// The topic of the announcement of committed deletions of assets (``deletionPayload(_:)``).
@@ -1415,13 +1500,40 @@ public final class JobQueue: JobProvider, Sendable {
         return ids
     }
 
+    /// The topic of the announcement of a save that queued jobs, or made them due again, or
+    /// stopped a run (``jobsPayload(queued:cancelled:)``): idle workers of other processes and
+    /// hosts look for work at once, and one whose run was cancelled stops it.
+    static let jobsTopic = "assetcat.jobs"
+
+    /// What a save that changes jobs announces: `queued` when it queued some (submitted,
+    /// retried, queued again), `cancelled` when it cancelled a running one, or both,
+    /// space-separated. Receivers read the rest from the store: the payload stays a few bytes,
+    /// one announcement a save however many jobs it changes.
+    static func jobsPayload(queued: Bool, cancelled: Bool) -> String {
+        [queued ? "queued" : nil, cancelled ? "cancelled" : nil].compactMap { $0 }.joined(separator: " ")
+    }
+
     /// An announcement of the store: another process's (or host's) deletion of assets
     /// stops this process's runs of their jobs, without reading the store; the re-read
     /// marker (another connection's commit on SQLite, announcements missed on PostgreSQL)
-    /// and a deletion too large to name make the queue read the store.
+    /// and a deletion too large to name make the queue read the store. Jobs queued
+    /// anywhere wake the worker; a run cancelled anywhere makes the queue read its runs'
+    /// rows. The interruption marker makes the queue poll the store until the re-read
+    /// marker that ends it.
     func heard(_ announcement: Announcement) {
+        if announcement.isInterruption {
+            state.withLock { $0.announcementsInterrupted = true }
+            wakeWorker()  // to sleep no longer than a poll
+            return
+        }
         if announcement.isReread {
+            state.withLock { $0.announcementsInterrupted = false }
             storeChanged(force: true)
+            return
+        }
+        if announcement.topic == Self.jobsTopic {
+            if announcement.payload.split(separator: " ").contains("cancelled") { checkExternalChanges(force: true) }
+            wakeWorker()
             return
         }
         guard announcement.topic == Self.deletionTopic else { return }

@@ -346,6 +346,24 @@ public final class PersistentContainer: Sendable {
     ///   made again (after 50 ms, then up to a second apart while the server is away), and the
     ///   re-read marker is delivered once it listens again. Connection poolers in transaction
     ///   mode (pgbouncer) break `LISTEN`: connect directly or in session mode.
+    ///
+    /// While the store cannot hear other containers' announcements, the stream says so: the
+    /// interruption marker (``Announcement/interruption``) comes first, and the re-read marker
+    /// ends the interruption — announcements are delivered again from then on. A stream asked
+    /// for during an interruption begins with the interruption marker. A receiver that relies
+    /// on announcements polls the store only in between:
+    ///
+    /// ```swift
+    /// for await announcement in container.announcements() {
+    ///     if announcement.isInterruption { startPolling() }   // the LISTEN connection is lost
+    ///     else if announcement.isReread { stopPolling(); lookAtTheStore() }
+    ///     else { handle(announcement) }
+    /// }
+    /// ```
+    ///
+    /// - SQLite: interrupted from the start, for good, where the `-wal` cannot be watched.
+    /// - PostgreSQL: interrupted when the `LISTEN` connection is lost (or its first attempt
+    ///   fails) until it listens again.
     public func announcements() -> AsyncStream<Announcement> {
         core.subscribeAnnouncements()
     }
@@ -401,13 +419,21 @@ final class ContainerCore: Sendable {
     let hooks = Locked<Hooks>(Hooks())
     let lastExternalToken = Locked<Int64?>(nil)
     private let subscribers = Locked<[UUID: AsyncStream<SaveNotification>.Continuation]>([:])
-    private let announcementSubscribers = Locked<[UUID: AsyncStream<Announcement>.Continuation]>([:])
+    private let announcementSubscribers = Locked(AnnouncementSubscribers())
     /// Held while the store's announcements start (once): a second caller waits for them.
     private let announcementsStart = NSLock()
     private let announcementsStarted = Locked(false)
     /// Whether the container has closed: a stream asked for after ends at once.
     private let isFinished = Locked(false)
     private let contexts = Locked<[WeakContextBox]>([])
+
+    /// The streams of ``subscribeAnnouncements()``, and whether the store's announcements
+    /// are interrupted (an interruption marker, not yet followed by a re-read marker): a
+    /// stream asked for meanwhile begins with the interruption marker.
+    struct AnnouncementSubscribers {
+        var continuations: [UUID: AsyncStream<Announcement>.Continuation] = [:]
+        var isInterrupted = false
+    }
 
     struct Hooks {
         var saveError: (@Sendable (any Error, ManagedObjectContext) -> Void)?
@@ -449,9 +475,12 @@ final class ContainerCore: Sendable {
             return stream
         }
         let key = UUID()
-        announcementSubscribers.withLock { $0[key] = continuation }
+        announcementSubscribers.withLock { s in
+            s.continuations[key] = continuation
+            if s.isInterrupted { continuation.yield(.interruption) }
+        }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.announcementSubscribers.withLock { $0.removeValue(forKey: key) }
+            _ = self?.announcementSubscribers.withLock { $0.continuations.removeValue(forKey: key) }
         }
         announcementsStart.lock()
         defer { announcementsStart.unlock() }
@@ -462,9 +491,20 @@ final class ContainerCore: Sendable {
         return stream
     }
 
-    /// Delivers an announcement to every stream of ``subscribeAnnouncements()``.
+    /// Delivers an announcement to every stream of ``subscribeAnnouncements()``; an
+    /// interruption marker only when announcements were not interrupted already. Delivered
+    /// under the lock that a new stream's subscription takes: every stream sees the markers
+    /// in the order the store sent them, the interruption that came before it included.
     private func announce(_ announcement: Announcement) {
-        for continuation in announcementSubscribers.withLock({ Array($0.values) }) { continuation.yield(announcement) }
+        announcementSubscribers.withLock { s in
+            if announcement.isInterruption {
+                guard !s.isInterrupted else { return }
+                s.isInterrupted = true
+            } else if announcement.isReread {
+                s.isInterrupted = false
+            }
+            for continuation in s.continuations.values { continuation.yield(announcement) }
+        }
     }
 
     /// Publishes a committed save and merges it into auto-merging contexts.
@@ -477,7 +517,9 @@ final class ContainerCore: Sendable {
     func finish() {
         isFinished.withLock { $0 = true }
         for continuation in subscribers.withLock({ Array($0.values) }) { continuation.finish() }
-        for continuation in announcementSubscribers.withLock({ Array($0.values) }) { continuation.finish() }
+        for continuation in announcementSubscribers.withLock({ Array($0.continuations.values) }) {
+            continuation.finish()
+        }
     }
 }
 

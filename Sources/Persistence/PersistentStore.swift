@@ -284,8 +284,10 @@ package protocol PersistentStore: AnyObject, Sendable {
     /// saves to `deliver`, and the re-read marker when some may have been missed; called once,
     /// at a container's first ``PersistentContainer/announcements()``. Returns once the
     /// announcements of saves that commit from then on are delivered (or, when that could not
-    /// be set up, will be followed by a re-read marker once it is). `deliver` must not block.
-    /// Ends at ``close()``.
+    /// be set up, after delivering the interruption marker, which the re-read marker follows
+    /// once it is). Whenever other containers' announcements cannot be heard, it delivers the
+    /// interruption marker (``Announcement/interruption``), and the re-read marker once they
+    /// can again. `deliver` must not block. Ends at ``close()``.
     func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void)
     /// Claims rows (``ManagedObjectContext/claimRows(_:limit:update:)``): in one transaction,
     /// selects the rows `fetch` matches, in its order and limit (on PostgreSQL, `FOR UPDATE

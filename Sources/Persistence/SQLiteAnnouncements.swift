@@ -6,6 +6,7 @@ import Locking
 /// announcements go to its container's listeners once it has committed; other connections'
 /// commits (other containers, other processes) are heard through inotify on the store's
 /// `-wal` (``StoreWatch``), which every commit writes, and delivered as the re-read marker.
+/// Where the `-wal` cannot be watched, the listeners get the interruption marker, for good.
 struct SQLiteAnnouncer {
     var deliver: (@Sendable (Announcement) -> Void)?
     var watch: StoreWatch?
@@ -32,7 +33,11 @@ extension SQLiteStore {
             $0.deliver = deliver
             $0.dataVersion = version
         }
-        let watch = StoreWatch(path: url.path + "-wal") { [weak self] in self?.walChanged() }
+        guard let watch = StoreWatch(path: url.path + "-wal", onChange: { [weak self] in self?.walChanged() }) else {
+            // Other connections' commits cannot be heard: only this store's own announcements are.
+            deliver(.interruption)
+            return
+        }
         let extra = announcer.withLock { a -> StoreWatch? in
             guard a.deliver != nil, a.watch == nil else { return watch }  // closed meanwhile
             a.watch = watch

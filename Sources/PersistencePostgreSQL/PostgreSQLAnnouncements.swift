@@ -61,7 +61,8 @@ extension PostgreSQLStore {
 
 /// The `LISTEN` of one container: its own connection (`application_name`
 /// `persistence listen SCHEMA`), made again when lost — after 50 ms, then at doubling
-/// intervals up to a second — and followed, once it listens again, by the re-read marker.
+/// intervals up to a second. Its loss (or a first attempt that failed) is delivered as the
+/// interruption marker, and its return, once it listens again, as the re-read marker.
 final class PostgreSQLListener: @unchecked Sendable {
     private let location: PostgreSQLLocation
     private let channel: String
@@ -73,6 +74,22 @@ final class PostgreSQLListener: @unchecked Sendable {
 
     /// The first wait before a lost connection is made again, and the longest.
     static let retryDelays = (first: 0.05, longest: 1.0)
+
+    /// Tests: the schemas whose listeners do not make a lost connection again (they look
+    /// again every 50 ms) until ``letListenAgain(schema:)`` — an outage of the `LISTEN` alone,
+    /// as long as a test needs it.
+    private static let heldSchemas = Locked<Set<String>>([])
+
+    /// Tests: from now on, the listeners of stores on `schema` do not make a lost
+    /// connection again until ``letListenAgain(schema:)``.
+    static func keepFromListeningAgain(schema: String) {
+        heldSchemas.withLock { _ = $0.insert(schema) }
+    }
+
+    /// Tests: ends ``keepFromListeningAgain(schema:)``.
+    static func letListenAgain(schema: String) {
+        heldSchemas.withLock { _ = $0.remove(schema) }
+    }
 
     init(
         location: PostgreSQLLocation, channel: String, logger: Logger,
@@ -88,7 +105,10 @@ final class PostgreSQLListener: @unchecked Sendable {
     /// attempt that failed (then retried in the background, with a re-read marker once it
     /// works).
     func start() {
-        if !listen() { retry(after: Self.retryDelays.first) }
+        if !listen() {
+            deliver(.interruption)
+            retry(after: Self.retryDelays.first)
+        }
     }
 
     /// Closes the connection; nothing is delivered after it returns but what was under way.
@@ -148,6 +168,7 @@ final class PostgreSQLListener: @unchecked Sendable {
         }
         guard again else { return }
         logger.info("announcements: the LISTEN connection to \(location.host):\(location.port) was lost")
+        deliver(.interruption)
         retry(after: Self.retryDelays.first)
     }
 
@@ -155,7 +176,9 @@ final class PostgreSQLListener: @unchecked Sendable {
     private func retry(after delay: TimeInterval) {
         DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in
             guard let self, !self.isStopped else { return }
-            if self.listen() {
+            if Self.heldSchemas.withLock({ $0.contains(self.location.schema) }) {
+                self.retry(after: Self.retryDelays.first)
+            } else if self.listen() {
                 if !self.isStopped { self.deliver(.reread) }
             } else {
                 self.retry(after: min(delay * 2, Self.retryDelays.longest))

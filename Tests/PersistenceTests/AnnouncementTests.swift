@@ -85,8 +85,9 @@ import Testing
         let context = store.context()
         let refusals = HookLog()
         let tooLarge = String(repeating: "x", count: Announcement.maximumBytes)
+        let refused = [("", "p"), ("*", "p"), ("-", ""), ("t\u{0}", "p"), ("t", "p\u{0}"), ("t", tooLarge)]
         context.userInfo["effects"] = { (effects: SaveEffects) in
-            for (topic, payload) in [("", "p"), ("*", "p"), ("t\u{0}", "p"), ("t", "p\u{0}"), ("t", tooLarge)] {
+            for (topic, payload) in refused {
                 do {
                     try effects.announce(topic, payload: payload)
                     refusals.record("accepted \(topic)")
@@ -101,8 +102,9 @@ import Testing
         try context.save()
         #expect(
             refusals.events == [
-                "misuse: An announcement needs a topic other than \"*\" and the empty one; got \"\"",
-                "misuse: An announcement needs a topic other than \"*\" and the empty one; got \"*\"",
+                "misuse: An announcement needs a topic other than \"*\", \"-\" and the empty one; got \"\"",
+                "misuse: An announcement needs a topic other than \"*\", \"-\" and the empty one; got \"*\"",
+                "misuse: An announcement needs a topic other than \"*\", \"-\" and the empty one; got \"-\"",
                 "misuse: An announcement cannot hold a NUL character (topic \"t\u{0}\")",
                 "misuse: An announcement cannot hold a NUL character (topic \"t\")",
                 "misuse: The announcement \"t\" is 7901 bytes; at most 7900 can be announced "
@@ -111,6 +113,18 @@ import Testing
         #expect(Announcement.fits(topic: "t", payload: String(tooLarge.dropFirst())))
         #expect(!Announcement.fits(topic: "t", payload: tooLarge))
         #expect(!Announcement.fits(topic: "*", payload: ""))
+        #expect(!Announcement.fits(topic: "-", payload: ""))
+    }
+
+    /// A notification on the store's channel that names a marker's topic (sent by hand: no
+    /// save can) is not an announcement: it neither interrupts the stream nor ends an
+    /// interruption.
+    @Test func aMarkersTopicIsNotDecoded() {
+        #expect(Announcement(encoded: "0123 1 t") == Announcement(topic: "t", payload: "", isFromThisProcess: false))
+        #expect(Announcement(encoded: "0123 1 -") == nil)
+        #expect(Announcement(encoded: "0123 1 *") == nil)
+        #expect(Announcement(encoded: "0123 1 -x") == nil)
+        #expect(Announcement(encoded: "0123 2 -x") == Announcement(topic: "-x", payload: "", isFromThisProcess: false))
     }
 
     /// Two containers on one store, as two hosts would have: each hears the other's. On
@@ -161,8 +175,10 @@ import Testing
         #expect(heard.all.allSatisfy { $0 == .reread })
     }
 
-    /// PostgreSQL: the server ends the `LISTEN` connection; the re-read marker follows once
-    /// it listens again, and later announcements arrive.
+    /// PostgreSQL: the server ends the `LISTEN` connection; the stream says so at once (the
+    /// interruption marker), the re-read marker follows once it listens again, and later
+    /// announcements arrive. Until then the store is kept from listening again: a stream asked
+    /// for meanwhile begins with the interruption marker; one asked for after it ended does not.
     @Test func aLostListenConnectionIsMadeAgainAndSaysSo() async throws {
         let store = try TestStore(.postgresql)
         let heard = Heard(store.container)
@@ -171,11 +187,29 @@ import Testing
         try saveAnnouncing(context, "t", "before")
         #expect(try await eventually { heard.payloads == ["before"] })
         let location = try PostgreSQLLocation(store.storeURL)
+        PostgreSQLListener.keepFromListeningAgain(schema: location.schema)
+        defer { PostgreSQLListener.letListenAgain(schema: location.schema) }
         #expect(try endSessions(named: "persistence listen \(location.schema)", of: store.storeURL) == 1)
+        #expect(try await eventually { heard.all.contains(.interruption) })
+        let during = Heard(store.container)
+        defer { during.stop() }
+        #expect(try await eventually { during.all == [.interruption] })
+
+        PostgreSQLListener.letListenAgain(schema: location.schema)
         #expect(try await eventually { heard.all.contains(.reread) })
+        let after = Heard(store.container)
+        defer { after.stop() }
         try saveAnnouncing(context, "t", "after")
-        #expect(try await eventually { heard.payloads.contains("after") })
-        #expect(heard.all.filter { !$0.isReread }.map(\.payload) == ["before", "after"])
+        #expect(try await eventually { heard.payloads.contains("after") && after.payloads == ["after"] })
+        let sent = Announcement(topic: "t", payload: "after", isFromThisProcess: true)
+        #expect(try await eventually { during.all.contains(sent) })
+        #expect(
+            heard.all
+                == [
+                    Announcement(topic: "t", payload: "before", isFromThisProcess: true), .interruption, .reread, sent,
+                ])
+        #expect(during.all == [.interruption, .reread, sent])
+        #expect(after.all == [sent])
     }
 
     /// The channel is an identifier of at most 63 bytes whatever the schema's name, and the
