@@ -130,7 +130,7 @@ struct Figure {
 }
 
 /// One round: `parts` processes add their parts into a fresh catalog on `postgres` or SQLite.
-func round(_ parts: Int, postgres: Bool, number: Int) -> (wall: Double, runs: [Run]) {
+@MainActor func round(_ parts: Int, postgres: Bool, number: Int) -> (wall: Double, runs: [Run]) {
     let name = "\(postgres ? "pg" : "sqlite")-\(parts)-\(number)"
     let catalog = base + "/" + name
     if postgres {
@@ -159,7 +159,7 @@ func round(_ parts: Int, postgres: Bool, number: Int) -> (wall: Double, runs: [R
         "\(name): \(stats["assets"] ?? "?") assets, \(stats["objectFiles"] ?? "?") object files")
     let staged = children.output(
         "find \(quoted(catalog)) -path \(quoted(catalog + "/objects")) -prune -o -type f -print | "
-            + "grep -v -e '/catalog\\.' -e '/locks/' | wc -l")
+            + "{ grep -v -e '/catalog\\.' -e '/locks/' || true; } | wc -l")
     if staged != "0" { say("   note: \(staged) files outside objects/ after \(name)") }
     children.removeTree(catalog)
     return result
@@ -186,7 +186,7 @@ for number in 0..<repeats {
 
 // MARK: Table
 
-func row(_ parts: Int, _ postgres: Bool) -> String {
+@MainActor func row(_ parts: Int, _ postgres: Bool) -> String {
     let figure = figures["\(postgres ? "pg" : "sqlite")-\(parts)"]!
     let sqlite = figures["sqlite-\(parts)"]!
     let ratio = postgres ? String(format: "%.2f×", figure.best / sqlite.best) : "–"
