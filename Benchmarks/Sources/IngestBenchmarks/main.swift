@@ -186,13 +186,24 @@ for number in 0..<repeats {
 
 // MARK: Table
 
+/// `n` with a comma between thousands.
+func grouped(_ n: Int) -> String {
+    let digits = String(n)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+        if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+        out.append(c)
+    }
+    return out
+}
+
 @MainActor func row(_ parts: Int, _ postgres: Bool) -> String {
     let figure = figures["\(postgres ? "pg" : "sqlite")-\(parts)"]!
     let sqlite = figures["sqlite-\(parts)"]!
     let ratio = postgres ? String(format: "%.2f×", figure.best / sqlite.best) : "–"
     return "| \(parts) | \(postgres ? "PostgreSQL, \(parts) host\(parts == 1 ? "" : "s")" : "SQLite, one host") | "
         + String(format: "%.3f s", figure.best) + " | "
-        + String(format: "%.0f", Double(fileCount) / figure.best) + " | \(ratio) | "
+        + grouped(Int(Double(fileCount) / figure.best)) + " | \(ratio) | "
         + String(format: "%.0f MB", Double(figure.peaksKiB.max() ?? 0) / 1024) + " |"
 }
 
