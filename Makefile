@@ -18,7 +18,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 16
 # The build `make install` installs; `make install-check CONFIGURATION=debug` reuses make test's.
 CONFIGURATION ?= release
 
-.PHONY: deps build demo demo-persistence test sanitize sanitize-address fuzz bench lint format install install-check docs
+.PHONY: deps build demo demo-persistence test sanitize sanitize-address fuzz bench bench-postgresql lint format install install-check docs
 
 deps:
 	@./Scripts/install-deps.sh
@@ -58,6 +58,14 @@ bench: deps
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks BundleBenchmarks
 	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks
 	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat $(SWIFT) run -c release --package-path Benchmarks ScaleBenchmarks $(SCALE)
+
+# Several hosts on one PostgreSQL catalog (Benchmarks/README.md), each suite with a private server.
+bench-postgresql: deps
+	$(SWIFT) build -c release --scratch-path .build-bench --product assetcat
+	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat ./Scripts/with-postgres.sh $(SWIFT) run -c release --package-path Benchmarks IngestBenchmarks
+	ASSETCAT_POSTGRESQL_DURABLE=1 ./Scripts/with-postgres.sh $(SWIFT) run -c release --package-path Benchmarks JobBenchmarks --postgresql --workers 4 --repeat 3
+	$(SWIFT) run -c release --package-path Benchmarks JobBenchmarks --workers 4 --repeat 3 --only throughput,workers
+	ASSETCAT=$(CURDIR)/.build-bench/release/assetcat ./Scripts/with-postgres.sh $(SWIFT) run -c release --package-path Benchmarks ScaleBenchmarks --postgresql --assets 1000000
 
 install: deps
 	$(SWIFT) build -c $(CONFIGURATION) --product assetcat

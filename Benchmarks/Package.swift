@@ -33,6 +33,9 @@ let package = Package(
             name: "CatalogBenchmarks",
             dependencies: ["BenchSupport", .product(name: "AssetCatalog", package: "AssetCatalog")]
         ),
+        // `assetcat add` of one corpus by 1, 2, 4 processes at once into one catalog: PostgreSQL
+        // (a host each) against SQLite (one host).
+        .executableTarget(name: "IngestBenchmarks", dependencies: ["BenchSupport"]),
         // `assetcat export` / `import` of BagIt bundles (the release binary, as a child process)
         // against bsdtar + openssl dgst -sha256, with each run's peak memory.
         .executableTarget(name: "BundleBenchmarks", dependencies: ["BenchSupport"]),

@@ -9,9 +9,12 @@
 # owns the directory), makes a database and a password-protected role, and runs COMMAND
 # with ASSETCAT_TEST_POSTGRESQL_URL=postgresql://USER:PASSWORD@127.0.0.1:PORT/DB in its
 # environment. The server also takes TLS, with a certificate for 127.0.0.1 signed by a
-# certificate authority made for the run (ASSETCAT_TEST_POSTGRESQL_CA names its file). Whatever COMMAND does (fails, is interrupted), the server is stopped and
-# the directory removed on the way out; the script exits with COMMAND's status. A cluster
-# a killed run left behind (SIGKILL cannot be trapped) is removed by the next run.
+# certificate authority made for the run (ASSETCAT_TEST_POSTGRESQL_CA names its file). The
+# cluster runs without fsync (a throwaway); ASSETCAT_POSTGRESQL_DURABLE=1 keeps PostgreSQL's
+# durable defaults (fsync, synchronous_commit, full_page_writes), for benchmarks. Whatever
+# COMMAND does (fails, is interrupted), the server is stopped and the directory removed on the
+# way out; the script exits with COMMAND's status. A cluster a killed run left behind (SIGKILL
+# cannot be trapped) is removed by the next run.
 set -euo pipefail
 
 if [ $# -eq 0 ]; then
@@ -103,13 +106,18 @@ chmod 600 "$root/tls/server.key"
 }
 rm -f "$root/password"
 
+durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+if [ "${ASSETCAT_POSTGRESQL_DURABLE:-}" = 1 ]; then
+    durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+fi
 # A free port: asked of the kernel, then tried; another process may take it in between.
 for attempt in 1 2 3 4 5; do
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    # Tests need no durability across a power loss of this throwaway cluster: fsync off.
+    # Tests need no durability across a power loss of this throwaway cluster: fsync off, unless
+    # ASSETCAT_POSTGRESQL_DURABLE=1 (benchmarks that compare with SQLite's synchronous=FULL).
     if "${runas[@]}" "$bin/pg_ctl" -D "$data" -l "$root/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' -c fsync=off \
-            -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c ssl=on \
+        -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='' $durability \
+            -c max_connections=200 -c ssl=on \
             -c ssl_cert_file=$root/tls/server.crt -c ssl_key_file=$root/tls/server.key" \
         start >/dev/null 2>&1; then
         started=1

@@ -91,6 +91,69 @@ public final class ChildProcesses: Sendable {
         return Run(seconds: seconds, peakKiB: peak)
     }
 
+    /// Starts every command of `commands` at once (each under `/usr/bin/time`, its stdout to
+    /// /dev/null, its environment this process's with `environment` set over it), then waits for
+    /// them all. Returns the wall time from the first spawn to the last exit, and each child's
+    /// own run (spawn to exit, peak RSS). A failing child stops the benchmark, showing its stderr.
+    public func spawnAll(_ commands: [(program: String, args: [String], environment: [String: String])]) -> (
+        wall: Double, runs: [Run]
+    ) {
+        struct Started {
+            var pid: pid_t
+            var start: Double
+            var timeFile: String
+            var errorFile: String
+            var argv: [String]
+        }
+        var started: [Started] = []
+        let first = now()
+        for (k, command) in commands.enumerated() {
+            let timeFile = base + "/time-\(k).out"
+            let errorFile = base + "/stderr-\(k).log"
+            let argv = ["/usr/bin/time", "-f", "%M", "-o", timeFile, command.program] + command.args
+            var merged = ProcessInfo.processInfo.environment
+            for (name, value) in command.environment { merged[name] = value }
+            let cEnvironment: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer { cEnvironment.forEach { free($0) } }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+            defer { cArgs.forEach { free($0) } }
+            var pid: pid_t = 0
+            let start = now()
+            let status = posix_spawnp(&pid, argv[0], &actions, nil, cArgs, cEnvironment)
+            guard status == 0 else { fatalError("cannot start \(argv[0]): \(String(cString: strerror(status)))") }
+            started.append(Started(pid: pid, start: start, timeFile: timeFile, errorFile: errorFile, argv: argv))
+        }
+        var runs = [Run](repeating: Run(seconds: 0, peakKiB: 0), count: started.count)
+        var last = first
+        var remaining = started.count
+        while remaining > 0 {
+            var exitStatus: Int32 = 0
+            let pid = waitpid(-1, &exitStatus, 0)
+            if pid < 0 {
+                guard errno == EINTR else { fatalError("waitpid: \(String(cString: strerror(errno)))") }
+                continue
+            }
+            let end = now()
+            last = max(last, end)
+            guard let k = started.firstIndex(where: { $0.pid == pid }) else { continue }
+            remaining -= 1
+            guard exitStatus == 0 else {
+                let log = (try? String(contentsOfFile: started[k].errorFile, encoding: .utf8)) ?? ""
+                fatalError(
+                    "\(started[k].argv.joined(separator: " ")) failed (status \(exitStatus)):\n\(log.suffix(4000))")
+            }
+            let text = (try? String(contentsOfFile: started[k].timeFile, encoding: .utf8)) ?? ""
+            let peak = Int(text.split(separator: "\n").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+            runs[k] = Run(seconds: end - started[k].start, peakKiB: peak)
+        }
+        return (last - first, runs)
+    }
+
     /// Runs a bash script (`set -eo pipefail`).
     @discardableResult
     public func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -> Run {

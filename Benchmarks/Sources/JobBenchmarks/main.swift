@@ -2,6 +2,12 @@
 //
 //   swift run -c release --package-path Benchmarks JobBenchmarks \
 //       [--jobs N] [--samples N] [--cross-samples N] [--idle-seconds N] [--repeat N] [--work DIR]
+//       [--store postgresql://… | --postgresql] [--workers N] [--only throughput,workers,cancel,idle]
+//
+// --store (or --postgresql: the server of $ASSETCAT_TEST_POSTGRESQL_URL, as
+// Scripts/with-postgres.sh sets it) keeps every catalog's records in a fresh schema of that PostgreSQL server (content in
+// --work) instead of catalog.sqlite: the same rows, measured on PostgreSQL. This process is then
+// host `bench-host-a` (ASSETCAT_HOST_ID) and the deleting child of 2. is `bench-host-b`.
 //
 // 1. Throughput. N no-op jobs (default 10,000), one per asset of a catalog of N referenced tiny
 //    files, submitted in one `submit` call and worked to completion by `runUntilIdle()` — jobs
@@ -19,6 +25,12 @@
 //    the same through a deletion committed by another process: this binary, spawned with
 //    --delete-child, opens the catalog and calls `remove([id])`; the sample runs from just before
 //    that call (in the child) to the processor catching the cancellation (in this process).
+// 1b. Several workers (--workers N): the same N no-op jobs queued by this process, then worked by
+//    N worker processes started at once (this binary with --worker-child: `Catalog.open`,
+//    `runUntilIdle()`), each its own host on PostgreSQL (`bench-worker-K`), one host on SQLite.
+//    Timed from the first spawn to the last exit, and from the first worker's `runUntilIdle` call
+//    to the last one's return (CLOCK_MONOTONIC, printed by each worker). Checked: every job
+//    succeeded once (the workers' counts sum to N; N rows `succeeded`).
 // 3. Idle cost. A fresh catalog of N assets and no jobs, the queue started (`start()`): this
 //    process's CPU time (utime + stime of /proc/self/stat) over --idle-seconds (default 10; 0 skips).
 import AssetCatalog
@@ -44,6 +56,33 @@ func now() -> Double {
 
 // MARK: Child mode: delete one asset from another process, print when.
 
+/// This process's peak memory (VmHWM), in MB.
+func peakMemoryMB() -> Double {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Double(Int(line.dropFirst(6).filter(\.isNumber)) ?? 0) / 1024
+    }
+    return 0
+}
+
+struct NoOp: JobProcessor {
+    func run(_ job: JobContext) async throws -> JobOutput { JobOutput() }
+}
+
+// MARK: Child mode: one worker of the several-workers row; prints when it ran and what.
+
+if CommandLine.arguments.count == 3 && CommandLine.arguments[1] == "--worker-child" {
+    let catalog = try Catalog.open(at: URL(fileURLWithPath: CommandLine.arguments[2]))
+    catalog.jobs.register(NoOp(), as: "noop")
+    catalog.jobs.retention = .keepsEverything  // the parent counts the succeeded rows
+    let start = now()
+    let summary = try await catalog.jobs.runUntilIdle()
+    let end = now()
+    catalog.close()
+    say("\(start) \(end) \(summary.succeeded) \(summary.failed + summary.cancelled) \(peakMemoryMB())")
+    exit(0)
+}
+
 if CommandLine.arguments.count == 4 && CommandLine.arguments[1] == "--delete-child" {
     let catalog = try Catalog.open(at: URL(fileURLWithPath: CommandLine.arguments[2]))
     let start = now()
@@ -62,6 +101,10 @@ var crossSamples = 100
 var repeats = 1
 var idleSeconds = 10
 var workRoot = NSTemporaryDirectory()
+var store: String?
+var workers = 0
+let allSections: Set<String> = ["throughput", "workers", "cancel", "idle"]
+var only = allSections
 do {
     var args = Array(CommandLine.arguments.dropFirst())
     func value() -> String {
@@ -76,26 +119,41 @@ do {
         case "--repeat": repeats = max(1, Int(value()) ?? repeats)
         case "--idle-seconds": idleSeconds = max(0, Int(value()) ?? idleSeconds)
         case "--work": workRoot = value()
-        default:
-            say(
-                "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--idle-seconds N (0 skips)] "
-                    + "[--repeat N] [--work DIR]")
-            exit(2)
+        case "--store": store = value()
+        case "--postgresql":
+            guard let url = ProcessInfo.processInfo.environment["ASSETCAT_TEST_POSTGRESQL_URL"] else {
+                say("--postgresql: no ASSETCAT_TEST_POSTGRESQL_URL (run under Scripts/with-postgres.sh)")
+                exit(2)
+            }
+            store = url
+        case "--workers": workers = max(0, Int(value()) ?? workers)
+        case "--only":
+            only = Set(value().split(separator: ",").map(String.init))
+            guard only.isSubset(of: allSections) else { usage() }
+        default: usage()
         }
     }
+    func usage() -> Never {
+        say(
+            "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--idle-seconds N (0 skips)] "
+                + "[--repeat N] [--work DIR] [--store postgresql://… | --postgresql] [--workers N] "
+                + "[--only \(allSections.sorted().joined(separator: ","))]")
+        exit(2)
+    }
 }
+if workers == 0 { only.remove("workers") }
 
 let base = workRoot + "/job-bench-\(getpid())"
 try? FileManager.default.removeItem(atPath: base)
 try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(atPath: base) }
-
-func peakMemoryMB() -> Double {
-    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-        return Double(Int(line.dropFirst(6).filter(\.isNumber)) ?? 0) / 1024
-    }
-    return 0
+// The stores' URLs (with their password) are kept per catalog under XDG_CONFIG_HOME: here, for
+// this process and its children, never in the user's own configuration.
+setenv("XDG_CONFIG_HOME", base + "/config", 1)
+if store != nil {
+    setenv("ASSETCAT_HOST_ID", "bench-host-a", 1)
+    // Until catalogs take several hosts at once (the one-host guard of Catalog+Store.swift).
+    setenv("ASSETCAT_TEST_SEVERAL_HOSTS", "1", 1)
 }
 
 /// This process's CPU time (user + system), in seconds.
@@ -141,18 +199,29 @@ do {
 
 /// A fresh catalog with every file added in reference mode; returns it and the asset IDs.
 @MainActor func makeCatalog(_ name: String) async throws -> (Catalog, [AssetID]) {
-    let catalog = try Catalog.create(at: URL(fileURLWithPath: base + "/" + name))
+    let directory = URL(fileURLWithPath: base + "/" + name)
+    let catalog: Catalog
+    if let store {
+        // A fresh schema per catalog.
+        guard var url = URLComponents(string: store) else { fatalError("--store: not a URL: \(store)") }
+        url.queryItems =
+            (url.queryItems ?? []).filter { $0.name != "schema" } + [
+                URLQueryItem(
+                    name: "schema", value: "job_bench_\(getpid())_\(name.replacingOccurrences(of: "-", with: "_"))")
+            ]
+        catalog = try Catalog.create(at: directory, store: CatalogStoreLocation(url.string!)).catalog
+    } else {
+        catalog = try Catalog.create(at: directory)
+    }
     let result = try await catalog.add([filesRoot], options: AddOptions(mode: .reference, recursive: true))
     precondition(result.failures.isEmpty && result.added.count == jobCount, "add: \(result.added.count) assets")
     precondition(result.queuedJobs.isEmpty, "add queued \(result.queuedJobs.count) jobs of its own")
+    // The checks count the succeeded rows: none pruned (the standard retention keeps 10,000).
+    catalog.jobs.retention = .keepsEverything
     return (catalog, result.added.map(\.id))
 }
 
 // MARK: 1. Throughput
-
-struct NoOp: JobProcessor {
-    func run(_ job: JobContext) async throws -> JobOutput { JobOutput() }
-}
 
 @inline(never) func noOpWork(_ i: Int) async -> Int { i & 1 | 1 }
 
@@ -178,14 +247,16 @@ func plainTasks(_ n: Int, limit: Int) async -> Int {
     }
 }
 
-say("JobBenchmarks: \(grouped(jobCount)) jobs, \(ProcessInfo.processInfo.activeProcessorCount) cores")
-say("1. throughput: no-op jobs through the durable queue vs plain tasks")
+say(
+    "JobBenchmarks: \(grouped(jobCount)) jobs, \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+        + (store == nil ? "SQLite" : "PostgreSQL") + " catalogs")
 var bestSubmit = Double.infinity
 var bestRun = Double.infinity
 var bestPlain = Double.infinity
 var bestRunCPU = 0.0
 var concurrency = 0
-for round in 0..<repeats {
+if only.contains("throughput") { say("1. throughput: no-op jobs through the durable queue vs plain tasks") }
+for round in 0..<(only.contains("throughput") ? repeats : 0) {
     let (catalog, ids) = try await makeCatalog("throughput-\(round)")
     concurrency = catalog.jobs.concurrency
     catalog.jobs.register(NoOp(), as: "noop")
@@ -224,6 +295,84 @@ let queueRate = Double(jobCount) / bestRun
 let queueRateWithSubmit = Double(jobCount) / (bestSubmit + bestRun)
 let plainRate = Double(jobCount) / bestPlain
 
+// MARK: 1b. Several worker processes
+
+/// One round of the several-workers row: wall time from the first spawn to the last exit, the
+/// window from the first `runUntilIdle` call to the last return, and each worker's peak memory.
+struct WorkersRound {
+    var wall: Double
+    var window: Double
+    var peaksMB: [Double]
+}
+var workerRounds: [WorkersRound] = []
+var workerCheckFailures: [String] = []
+if only.contains("workers") {
+    say("1b. throughput: \(grouped(jobCount)) no-op jobs worked by \(workers) worker processes")
+    let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    for round in 0..<repeats {
+        let name = "workers-\(round)"
+        do {
+            let (catalog, ids) = try await makeCatalog(name)
+            catalog.jobs.register(NoOp(), as: "noop")
+            let jobIDs = try catalog.jobs.submit(["noop"], for: ids)
+            precondition(jobIDs.count == jobCount, "submit returned \(jobIDs.count) IDs")
+            catalog.close()
+        }
+        var children: [(Process, Pipe)] = []
+        let t0 = now()
+        for k in 0..<workers {
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: me)
+            child.arguments = ["--worker-child", base + "/" + name]
+            var environment = ProcessInfo.processInfo.environment
+            if store != nil { environment["ASSETCAT_HOST_ID"] = "bench-worker-\(k + 1)" }
+            child.environment = environment
+            let pipe = Pipe()
+            child.standardOutput = pipe
+            try child.run()
+            children.append((child, pipe))
+        }
+        var starts: [Double] = []
+        var ends: [Double] = []
+        var peaks: [Double] = []
+        var counts: [Int] = []
+        for (child, pipe) in children {
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            child.waitUntilExit()
+            precondition(child.terminationStatus == 0, "worker failed (status \(child.terminationStatus))")
+            let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+                .compactMap { Double($0) }
+            precondition(fields.count == 5 && fields[3] == 0, "worker printed \(String(decoding: data, as: UTF8.self))")
+            starts.append(fields[0])
+            ends.append(fields[1])
+            counts.append(Int(fields[2]))
+            peaks.append(fields[4])
+        }
+        let wall = now() - t0
+        let catalog = try Catalog.open(at: URL(fileURLWithPath: base + "/" + name))
+        let rows = try catalog.jobs.list(JobState.allCases)
+        catalog.close()
+        let rowStates = Dictionary(grouping: rows, by: \.state).mapValues(\.count)
+        let attempts = Dictionary(grouping: rows, by: \.attempts).mapValues(\.count)
+        // Every job must have succeeded once, and the workers' summaries must say so; a round
+        // that does not is reported (with the table) rather than hidden.
+        if counts.reduce(0, +) != jobCount || rowStates != [.succeeded: jobCount] {
+            workerCheckFailures.append(
+                "round \(round + 1): the workers' summaries count \(counts) succeeded jobs; the job rows by state: "
+                    + "\(rowStates.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); "
+                    + "by attempts: \(attempts.map { "\($0.key): \($0.value)" }.sorted().joined(separator: ", "))")
+            say("   CHECK FAILED, " + workerCheckFailures.last!)
+        }
+        let window = ends.max()! - starts.min()!
+        workerRounds.append(WorkersRound(wall: wall, window: window, peaksMB: peaks))
+        say(
+            "   round \(round + 1): \(fmt(wall)) s from the first spawn to the last exit, "
+                + "\(fmt(window)) s from the first runUntilIdle to the last return; jobs per worker "
+                + "\(counts.map(String.init).joined(separator: "/")), peaks \(peaks.map { fmt($0, 0) }.joined(separator: "/")) MB"
+        )
+    }
+}
+
 // MARK: 2. Cancel latency under load
 
 final class Tracker: Sendable {
@@ -261,12 +410,7 @@ struct Steps: JobProcessor {
     }
 }
 
-say("2. cancel latency: \(grouped(jobCount)) jobs queued, queue started, deleting assets whose job runs")
 let tracker = Tracker()
-let (catalog, ids) = try await makeCatalog("cancel")
-catalog.jobs.register(Steps(tracker: tracker, maxSteps: 400), as: "steps")
-_ = try catalog.jobs.submit(["steps"], for: ids)
-catalog.jobs.start()
 
 /// Waits for a running job that has done `minSteps` steps and was not targeted before.
 @MainActor func pickRunning(excluding used: Set<Int64>, minSteps: Int = 2) async throws -> Int64 {
@@ -291,76 +435,94 @@ catalog.jobs.start()
     fatalError("asset \(asset)'s job did not see its cancellation within \(timeout) s")
 }
 
-// Idle cost of the running queue: 2 jobs sleeping in 5 ms steps, nothing else to do.
-let idleCPU0 = cpuTime()
-let idleT0 = now()
-try await Task.sleep(for: .seconds(2))
-let idleCPU = (cpuTime() - idleCPU0) / (now() - idleT0)
-say(
-    "   process CPU while the queue runs \(concurrency) sleeping jobs and nothing else happens: "
-        + "\(fmt(idleCPU * 100, 0))% of a core")
-
-var used = Set<Int64>()
+var idleCPU = 0.0
 var local: [Double] = []
 var saves: [Double] = []
 var beforeCommit = 0
-var generator = SystemRandomNumberGenerator()
-for _ in 0..<samples {
-    let target = try await pickRunning(excluding: used)
-    used.insert(target)
-    // Land the delete at a random point within a 5 ms step.
-    try await Task.sleep(for: .microseconds(Int.random(in: 0..<5000, using: &generator)))
-    let context = catalog.newContext()
-    let (t0, saved) = context.performAndWait { () -> (Double, Double) in
-        let object = try! context.existingObject(
-            with: ManagedObjectID(entityName: "Asset", rowID: target))
-        let t0 = now()
-        context.delete(object)  // prepareForDeletion: cancels the job's task
-        try! context.save()
-        return (t0, now())
-    }
-    let observed = try await awaitObserved(target)
-    local.append(observed - t0)
-    saves.append(saved - t0)
-    if observed < saved { beforeCommit += 1 }
-}
-say("   in-process: \(local.count) samples, p50 \(fmt(quantile(local, 0.5) * 1000)) ms")
-
 var cross: [Double] = []
 var childRemoves: [Double] = []
-if crossSamples > 0 {
-    let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    for _ in 0..<crossSamples {
+var stillRunning = 0
+var finishedOnTheirOwn = 0
+var cancelledRows = 0
+if only.contains("cancel") {
+    say("2. cancel latency: \(grouped(jobCount)) jobs queued, queue started, deleting assets whose job runs")
+    let (catalog, ids) = try await makeCatalog("cancel")
+    catalog.jobs.register(Steps(tracker: tracker, maxSteps: 400), as: "steps")
+    _ = try catalog.jobs.submit(["steps"], for: ids)
+    catalog.jobs.start()
+
+    // Idle cost of the running queue: 2 jobs sleeping in 5 ms steps, nothing else to do.
+    let idleCPU0 = cpuTime()
+    let idleT0 = now()
+    try await Task.sleep(for: .seconds(2))
+    idleCPU = (cpuTime() - idleCPU0) / (now() - idleT0)
+    say(
+        "   process CPU while the queue runs \(concurrency) sleeping jobs and nothing else happens: "
+            + "\(fmt(idleCPU * 100, 0))% of a core")
+
+    var used = Set<Int64>()
+    var generator = SystemRandomNumberGenerator()
+    for _ in 0..<samples {
         let target = try await pickRunning(excluding: used)
         used.insert(target)
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: me)
-        child.arguments = ["--delete-child", base + "/cancel", String(target)]
-        let pipe = Pipe()
-        child.standardOutput = pipe
-        try child.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        child.waitUntilExit()
-        precondition(child.terminationStatus == 0, "delete child failed")
-        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-            .compactMap { Double($0) }
-        precondition(fields.count == 2, "delete child printed \(String(decoding: data, as: UTF8.self))")
+        // Land the delete at a random point within a 5 ms step.
+        try await Task.sleep(for: .microseconds(Int.random(in: 0..<5000, using: &generator)))
+        let context = catalog.newContext()
+        let (t0, saved) = context.performAndWait { () -> (Double, Double) in
+            let object = try! context.existingObject(
+                with: ManagedObjectID(entityName: "Asset", rowID: target))
+            let t0 = now()
+            context.delete(object)  // prepareForDeletion: cancels the job's task
+            try! context.save()
+            return (t0, now())
+        }
         let observed = try await awaitObserved(target)
-        cross.append(observed - fields[0])
-        childRemoves.append(fields[1] - fields[0])
+        local.append(observed - t0)
+        saves.append(saved - t0)
+        if observed < saved { beforeCommit += 1 }
     }
-    say("   other process: \(cross.count) samples, p50 \(fmt(quantile(cross, 0.5) * 1000)) ms")
+    say("   in-process: \(local.count) samples, p50 \(fmt(quantile(local, 0.5) * 1000)) ms")
+
+    if crossSamples > 0 {
+        let me =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        for _ in 0..<crossSamples {
+            let target = try await pickRunning(excluding: used)
+            used.insert(target)
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: me)
+            child.arguments = ["--delete-child", base + "/cancel", String(target)]
+            if store != nil {  // another host
+                var environment = ProcessInfo.processInfo.environment
+                environment["ASSETCAT_HOST_ID"] = "bench-host-b"
+                child.environment = environment
+            }
+            let pipe = Pipe()
+            child.standardOutput = pipe
+            try child.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            child.waitUntilExit()
+            precondition(child.terminationStatus == 0, "delete child failed")
+            let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+                .compactMap { Double($0) }
+            precondition(fields.count == 2, "delete child printed \(String(decoding: data, as: UTF8.self))")
+            let observed = try await awaitObserved(target)
+            cross.append(observed - fields[0])
+            childRemoves.append(fields[1] - fields[0])
+        }
+        say("   other process: \(cross.count) samples, p50 \(fmt(quantile(cross, 0.5) * 1000)) ms")
+    }
+    (stillRunning, finishedOnTheirOwn) = tracker.state.withLock { ($0.running.count, $0.finished) }
+    catalog.jobs.stop()
+    // stop() cancels the worker and the running jobs without waiting for them; closing the store
+    // while they still touch it crashed (SIGSEGV in sqlite3, a read on the closed pool), so let
+    // them wind down first.
+    while tracker.state.withLock({ !$0.running.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+    try await Task.sleep(for: .milliseconds(500))
+    cancelledRows = try catalog.jobs.list([.cancelled]).count
+    catalog.close()
+    precondition(cancelledRows >= local.count + cross.count, "only \(cancelledRows) cancelled job rows")
 }
-let (stillRunning, finishedOnTheirOwn) = tracker.state.withLock { ($0.running.count, $0.finished) }
-catalog.jobs.stop()
-// stop() cancels the worker and the running jobs without waiting for them; closing the store
-// while they still touch it crashed (SIGSEGV in sqlite3, a read on the closed pool), so let
-// them wind down first.
-while tracker.state.withLock({ !$0.running.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
-try await Task.sleep(for: .milliseconds(500))
-let cancelledRows = try catalog.jobs.list([.cancelled]).count
-catalog.close()
-precondition(cancelledRows >= local.count + cross.count, "only \(cancelledRows) cancelled job rows")
 
 // MARK: 3. Idle cost
 
@@ -376,7 +538,7 @@ func statCPUTime() -> Double {
 }
 
 var idleWorkerCPU: Double?
-if idleSeconds > 0 {
+if idleSeconds > 0 && only.contains("idle") {
     say("3. idle cost: a started queue with nothing to do, \(idleSeconds) s")
     let (idle, _) = try await makeCatalog("idle")
     idle.jobs.register(NoOp(), as: "noop")
@@ -398,40 +560,60 @@ if idleSeconds > 0 {
 say()
 say("| measure | durable queue | baseline | ratio |")
 say("|---|---:|---|---:|")
-say(
-    "| no-op jobs, \(grouped(jobCount)) over \(grouped(jobCount)) assets (1 each), concurrency \(concurrency): "
-        + "`runUntilIdle` | \(grouped(Int(queueRate))) jobs/s (\(fmt(bestRun)) s) | plain TaskGroup, same limit: "
-        + "\(grouped(Int(plainRate))) tasks/s (\(fmt(bestPlain, 4)) s) | \(fmt(plainRate / queueRate, 0))× slower |")
-say(
-    "| the same, including the one `submit` call (\(fmt(bestSubmit)) s) | \(grouped(Int(queueRateWithSubmit))) jobs/s "
-        + "| – | – |")
-say(
-    "| cancel latency, delete in this process (`ctx.delete` → processor catches `CancellationError`), "
-        + "n = \(local.count) | p50 \(fmt(quantile(local, 0.5) * 1000, 2)) ms, p99 \(fmt(quantile(local, 0.99) * 1000, 2)) ms, "
-        + "max \(fmt(local.max()! * 1000, 2)) ms | – | – |")
-say(
-    "| (the delete's `save()` in the same samples) | p50 \(fmt(quantile(saves, 0.5) * 1000, 2)) ms, "
-        + "p99 \(fmt(quantile(saves, 0.99) * 1000, 2)) ms | – | – |")
-if !cross.isEmpty {
+if only.contains("throughput") {
     say(
-        "| cancel latency, delete committed by another process (`remove([id])` called → processor catches it), "
-            + "n = \(cross.count) | p50 \(fmt(quantile(cross, 0.5) * 1000, 1)) ms, p99 \(fmt(quantile(cross, 0.99) * 1000, 1)) ms, "
-            + "max \(fmt(cross.max()! * 1000, 1)) ms | – | – |")
+        "| no-op jobs, \(grouped(jobCount)) over \(grouped(jobCount)) assets (1 each), concurrency \(concurrency): "
+            + "`runUntilIdle` | \(grouped(Int(queueRate))) jobs/s (\(fmt(bestRun)) s) | plain TaskGroup, same limit: "
+            + "\(grouped(Int(plainRate))) tasks/s (\(fmt(bestPlain, 4)) s) | \(fmt(plainRate / queueRate, 0))× slower |"
+    )
     say(
-        "| (the child's `remove` call itself, same samples) | p50 \(fmt(quantile(childRemoves, 0.5) * 1000, 1)) ms, "
-            + "p99 \(fmt(quantile(childRemoves, 0.99) * 1000, 1)) ms | – | – |")
+        "| the same, including the one `submit` call (\(fmt(bestSubmit)) s) | \(grouped(Int(queueRateWithSubmit))) jobs/s "
+            + "| – | – |")
 }
-say(
-    "| process CPU while the started queue has \(concurrency) jobs sleeping in 5 ms steps (2 s, nothing else "
-        + "happening) | \(fmt(idleCPU * 100, 0))% of a core | – | – |")
+if let best = workerRounds.min(by: { $0.window < $1.window }) {
+    let fastestWall = workerRounds.map(\.wall).min()!
+    let peak = workerRounds.flatMap(\.peaksMB).max()!
+    say(
+        "| no-op jobs, \(grouped(jobCount)) queued, worked by \(workers) worker processes"
+            + (store == nil ? " (one host)" : " (\(workers) hosts)") + ": first `runUntilIdle` → last return | "
+            + "\(grouped(Int(Double(jobCount) / best.window))) jobs/s (\(fmt(best.window)) s) | – | – |")
+    say(
+        "| the same, first spawn → last exit (start-up, open and close included) | "
+            + "\(grouped(Int(Double(jobCount) / fastestWall))) jobs/s (\(fmt(fastestWall)) s); peak RSS per worker "
+            + "\(fmt(peak, 0)) MB | – | – |")
+    for failure in workerCheckFailures { say("| CHECK FAILED (several workers), \(failure) | – | – | – |") }
+}
+if only.contains("cancel") {
+    say(
+        "| cancel latency, delete in this process (`ctx.delete` → processor catches `CancellationError`), "
+            + "n = \(local.count) | p50 \(fmt(quantile(local, 0.5) * 1000, 2)) ms, p99 \(fmt(quantile(local, 0.99) * 1000, 2)) ms, "
+            + "max \(fmt(local.max()! * 1000, 2)) ms | – | – |")
+    say(
+        "| (the delete's `save()` in the same samples) | p50 \(fmt(quantile(saves, 0.5) * 1000, 2)) ms, "
+            + "p99 \(fmt(quantile(saves, 0.99) * 1000, 2)) ms | – | – |")
+    if !cross.isEmpty {
+        say(
+            "| cancel latency, delete committed by another process (`remove([id])` called → processor catches it), "
+                + "n = \(cross.count) | p50 \(fmt(quantile(cross, 0.5) * 1000, 1)) ms, p99 \(fmt(quantile(cross, 0.99) * 1000, 1)) ms, "
+                + "max \(fmt(cross.max()! * 1000, 1)) ms | – | – |")
+        say(
+            "| (the child's `remove` call itself, same samples) | p50 \(fmt(quantile(childRemoves, 0.5) * 1000, 1)) ms, "
+                + "p99 \(fmt(quantile(childRemoves, 0.99) * 1000, 1)) ms | – | – |")
+    }
+    say(
+        "| process CPU while the started queue has \(concurrency) jobs sleeping in 5 ms steps (2 s, nothing else "
+            + "happening) | \(fmt(idleCPU * 100, 0))% of a core | – | – |")
+}
 if let idleWorkerCPU {
     say(
         "| process CPU of a started queue with nothing to do (utime + stime over \(idleSeconds) s) | "
             + "\(fmt(idleWorkerCPU * 100, 2))% of a core | – | – |")
 }
-say(
-    "| process CPU per job in the throughput run | \(fmt(bestRunCPU / Double(jobCount) * 1e6, 0)) µs "
-        + "(\(fmt(bestRunCPU)) s in \(fmt(bestRun)) s) | – | – |")
+if only.contains("throughput") {
+    say(
+        "| process CPU per job in the throughput run | \(fmt(bestRunCPU / Double(jobCount) * 1e6, 0)) µs "
+            + "(\(fmt(bestRunCPU)) s in \(fmt(bestRun)) s) | – | – |")
+}
 say()
 say(
     "In-process cancellations seen before the delete's save() returned: \(beforeCommit) of \(local.count). "

@@ -3,7 +3,12 @@
 //
 //   swift run -c release --package-path Benchmarks ScaleBenchmarks \
 //       [--assetcat PATH] [--assets N] [--files N] [--repeat N] [--heavy-repeat N] [--work DIR] [--markdown FILE]
-//       [--only SECTION,...]
+//       [--only SECTION,...] [--store postgresql://… | --postgresql]
+//
+// --store (or --postgresql: the server of $ASSETCAT_TEST_POSTGRESQL_URL, as
+// Scripts/with-postgres.sh sets it) moves both catalogs, once built, into fresh schemas of that
+// PostgreSQL server with `assetcat migrate-store --to` (timed, with its peak memory: a row of its
+// own), then runs the sections that do not read catalog.sqlite themselves: one-asset and stats.
 //
 // --only runs some of the sections (one-asset, stats, ls, sort, export, add, rm) on the same
 // catalogs, for a closer look at a few rows with more repeats.
@@ -98,6 +103,7 @@ var repeats = 5
 var heavyRepeats = 3
 var work = "/tmp"
 var markdownFile: String?
+var store: String?
 let sections: Set<String> = ["one-asset", "stats", "ls", "sort", "export", "add", "rm"]
 var only = sections
 
@@ -115,7 +121,8 @@ do {
     func usage() -> Never {
         say(
             "usage: ScaleBenchmarks [--assetcat PATH] [--assets N] [--files N] [--repeat N] [--heavy-repeat N] "
-                + "[--work DIR] [--markdown FILE] [--only \(sections.sorted().joined(separator: ","))]")
+                + "[--work DIR] [--markdown FILE] [--only \(sections.sorted().joined(separator: ","))] "
+                + "[--store postgresql://… | --postgresql]")
         exit(2)
     }
     while i < arguments.count {
@@ -127,6 +134,13 @@ do {
         case "--heavy-repeat": heavyRepeats = max(1, Int(value()) ?? heavyRepeats)
         case "--work": work = value()
         case "--markdown": markdownFile = value()
+        case "--store": store = value()
+        case "--postgresql":
+            guard let url = environment["ASSETCAT_TEST_POSTGRESQL_URL"] else {
+                say("--postgresql: no ASSETCAT_TEST_POSTGRESQL_URL (run under Scripts/with-postgres.sh)")
+                exit(2)
+            }
+            store = url
         case "--only":
             only = Set(value().split(separator: ",").map(String.init))
             if !only.isSubset(of: sections) { usage() }
@@ -150,6 +164,14 @@ setenv("LC_ALL", "C", 1)
 let base = work + "/scale-bench-\(getpid())"
 let children = ChildProcesses(base: base)
 mkdir(base, 0o755)
+if store != nil {
+    // The stores' URLs (with their password) are kept per catalog under XDG_CONFIG_HOME: here,
+    // for this run's children, never in the user's own configuration.
+    setenv("XDG_CONFIG_HOME", base + "/config", 1)
+    let kept = only.intersection(["one-asset", "stats"])
+    if kept != only { say("on PostgreSQL: only the one-asset and stats sections run") }
+    only = kept
+}
 let sampleZip = repositoryRoot + "/TestAssets/archives/sample.zip"
 
 @MainActor @discardableResult
@@ -258,6 +280,29 @@ run(["add", "--catalog", large, "--recursive", "--tag", "thousand", thousandFile
 run(["add", "--catalog", large, "--tag", "sample", sampleZip], timed: false)
 run(["jobs", "run", "--catalog", large], timed: false)
 say("  built in \(seconds(now() - started))")
+
+// MARK: 0. Both catalogs moved into PostgreSQL (--store)
+
+if let store {
+    guard let storeURL = URLComponents(string: store) else { fatalError("--store: not a URL") }
+    func schemaURL(_ name: String) -> String {
+        var url = storeURL
+        url.queryItems =
+            (url.queryItems ?? []).filter { $0.name != "schema" } + [URLQueryItem(name: "schema", value: name)]
+        return url.string!
+    }
+    say("moving both catalogs into PostgreSQL (migrate-store --to)")
+    let smallMove = run(["migrate-store", "--catalog", small, "--to", schemaURL("scale_\(getpid())_small")])
+    let largeMove = run(["migrate-store", "--catalog", large, "--to", schemaURL("scale_\(getpid())_large")])
+    report(
+        Row(
+            name: "migrate-store --to postgresql://… of \(assets) assets", ours: largeMove.seconds,
+            oursPeakKiB: largeMove.peakKiB, baseline: nil, baselineName: "", bar: "flat memory (< 200 MB)"))
+    report(
+        Row(
+            name: "migrate-store --to postgresql://… of the ten-asset catalog", ours: smallMove.seconds,
+            oursPeakKiB: smallMove.peakKiB, baseline: nil, baselineName: "", bar: "–"))
+}
 
 /// An asset of each catalog, by what it is.
 @MainActor func ids(_ catalog: String) -> (file: String, member: String) {
@@ -467,7 +512,7 @@ if wanted("rm") {
 // MARK: Table
 
 var table = """
-    | \(assets) assets | ours (median) | baseline (median) | ratio | bar | peak RSS |
+    | \(assets) assets\(store == nil ? "" : ", PostgreSQL") | ours (median) | baseline (median) | ratio | bar | peak RSS |
     |---|---:|---:|---:|---|---:|
 
     """
