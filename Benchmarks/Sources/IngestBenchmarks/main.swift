@@ -100,8 +100,6 @@ mkdir(base, 0o755)
 // The stores' URLs (with their password) are kept per catalog under XDG_CONFIG_HOME: here, for
 // this run's children, never in the user's own configuration.
 setenv("XDG_CONFIG_HOME", base + "/config", 1)
-// Until catalogs take several hosts at once (the one-host guard of Catalog+Store.swift).
-setenv("ASSETCAT_TEST_SEVERAL_HOSTS", "1", 1)
 setenv("LC_ALL", "C", 1)
 
 /// The store URL with schema `name`.

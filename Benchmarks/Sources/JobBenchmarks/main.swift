@@ -152,8 +152,6 @@ defer { try? FileManager.default.removeItem(atPath: base) }
 setenv("XDG_CONFIG_HOME", base + "/config", 1)
 if store != nil {
     setenv("ASSETCAT_HOST_ID", "bench-host-a", 1)
-    // Until catalogs take several hosts at once (the one-host guard of Catalog+Store.swift).
-    setenv("ASSETCAT_TEST_SEVERAL_HOSTS", "1", 1)
 }
 
 /// This process's CPU time (user + system), in seconds.
