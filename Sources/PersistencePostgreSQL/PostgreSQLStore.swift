@@ -669,22 +669,20 @@ final class PostgreSQLStore: PersistentStore {
             let result = try mapErrors(id) { try writer.run(query, arguments) }
             if result.metadata.rows == 0, delete.expectedVersion != nil { conflicts.append(id) }
         }
-        for update in changes.updates {
-            let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
-            let statements = sql[update.entity.name]!
-            var arguments = update.values
-            var assignments = update.slots.enumerated().map { i, slot in "\(statements.columns[slot]) = $\(i + 1)" }
-            assignments.append("\"_version\" = \"_version\" + 1")
-            arguments.append(.integer(update.id))
-            var query =
-                "UPDATE \(statements.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = $\(arguments.count)"
-            if let expected = update.expectedVersion {
-                arguments.append(.integer(expected))
-                query += " AND \"_version\" = $\(arguments.count)"
+        // Runs of updates of one entity that change the same columns: one statement each.
+        for run in Self.runs(changes.updates, by: { [$0.entity.name] + $0.slots.map(String.init) }) {
+            let statements = sql[run[run.startIndex].entity.name]!
+            let chunk = max(1, 60_000 / (run[run.startIndex].slots.count + 2))  // the server's limit: 65,535
+            for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
+                let part = run[start..<min(start + chunk, run.endIndex)]
+                let written = try batched(
+                    part, all: { try updateMany(statements, $0) },
+                    one: { update in try updateOne(statements, update).map { [update.id: $0] } ?? [:] })
+                for update in part {
+                    let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
+                    if let version = written[update.id] { versions[id] = version } else { conflicts.append(id) }
+                }
             }
-            query += " RETURNING \"_version\""
-            let rows = try mapErrors(id) { try writer.run(query, arguments).rows }
-            if let version = try rows.first?.decode(Int64.self) { versions[id] = version } else { conflicts.append(id) }
         }
         if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
         // Rows deleted without objects, before the inserts too; what is written after must
@@ -728,16 +726,145 @@ final class PostgreSQLStore: PersistentStore {
         return result
     }
 
+    /// Inserts `rows` in their order: each run of rows of one entity in multi-row `INSERT`s
+    /// (a statement a row would cost a round trip a row, and fire the statement triggers of
+    /// the tallies once a row).
     fileprivate func insert(_ rows: [StoreChanges.Insert]) throws {
-        for row in rows {
+        for row in rows where row.id <= 0 {
             let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
-            guard row.id > 0 else {
-                throw PersistenceError(
-                    .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
+            throw PersistenceError(
+                .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
+        }
+        for run in Self.runs(rows, by: { [$0.entity.name] }) {
+            let statements = sql[run[run.startIndex].entity.name]!
+            let chunk = max(1, 60_000 / (statements.columns.count + 1))  // the server's limit: 65,535
+            for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
+                _ = try batched(
+                    run[start..<min(start + chunk, run.endIndex)],
+                    all: { part in
+                        var arguments: [StoreValue] = []
+                        var tuples: [String] = []
+                        for row in part {
+                            let first = arguments.count
+                            arguments.append(.integer(row.id))
+                            arguments.append(contentsOf: row.values)
+                            tuples.append(
+                                "(" + (first + 1...arguments.count).map { "$\($0)" }.joined(separator: ", ") + ")")
+                        }
+                        try writer.run(
+                            "INSERT INTO \(statements.table) (\(statements.insertColumns)) VALUES "
+                                + tuples.joined(separator: ", "), arguments)
+                        return [:]
+                    },
+                    one: { row in
+                        let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+                        _ = try mapErrors(id) { try writer.run(statements.insert, [.integer(row.id)] + row.values) }
+                        return [:]
+                    })
             }
-            _ = try mapErrors(id) {
-                try writer.run(sql[row.entity.name]!.insert, [.integer(row.id)] + row.values)
+        }
+    }
+
+    /// The runs of consecutive elements with the same `key`, in order.
+    static func runs<T>(_ elements: [T], by key: (T) -> [String]) -> [ArraySlice<T>] {
+        var runs: [ArraySlice<T>] = []
+        var start = elements.startIndex
+        while start < elements.endIndex {
+            let first = key(elements[start])
+            var end = start + 1
+            while end < elements.endIndex, key(elements[end]) == first { end += 1 }
+            runs.append(elements[start..<end])
+            start = end
+        }
+        return runs
+    }
+
+    /// Writes `rows` with one statement (`all`) inside a savepoint; if it fails, undoes it and
+    /// writes them one at a time (`one`), in order, so that a failure names the row that
+    /// caused it as a statement a row did. Returns the rows' new versions by ID.
+    private func batched<Row>(
+        _ rows: ArraySlice<Row>, all: (ArraySlice<Row>) throws -> [Int64: Int64],
+        one: (Row) throws -> [Int64: Int64]
+    ) throws -> [Int64: Int64] {
+        guard rows.count > 1 else { return try rows.first.map(one) ?? [:] }
+        _ = try mapErrors(nil) { try writer.run("SAVEPOINT \"_persistence_rows\"", []) }
+        let written: [Int64: Int64]
+        do {
+            written = try all(rows)
+        } catch {
+            // A lost connection (the connection's own error) is the save's failure; the
+            // server's refusal of a statement, one of the rows'.
+            if let error = error as? PersistenceError { throw error }
+            guard !PostgreSQLConnection.endsTheConnection(error), !writer.isClosed else { throw mapped(error, nil) }
+            _ = try mapErrors(nil) { try writer.run("ROLLBACK TO SAVEPOINT \"_persistence_rows\"", []) }
+            var written: [Int64: Int64] = [:]
+            for row in rows { written.merge(try one(row)) { $1 } }
+            return written
+        }
+        _ = try mapErrors(nil) { try writer.run("RELEASE SAVEPOINT \"_persistence_rows\"", []) }
+        return written
+    }
+
+    /// One row's update; its new version, or `nil` when its expected version is not the
+    /// stored one (a conflict).
+    private func updateOne(_ statements: EntityStatements, _ update: StoreChanges.Update) throws -> Int64? {
+        let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
+        var arguments = update.values
+        var assignments = update.slots.enumerated().map { i, slot in "\(statements.columns[slot]) = $\(i + 1)" }
+        assignments.append("\"_version\" = \"_version\" + 1")
+        arguments.append(.integer(update.id))
+        var query =
+            "UPDATE \(statements.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = $\(arguments.count)"
+        if let expected = update.expectedVersion {
+            arguments.append(.integer(expected))
+            query += " AND \"_version\" = $\(arguments.count)"
+        }
+        query += " RETURNING \"_version\""
+        return try mapErrors(id) { try writer.run(query, arguments).rows.first?.decode(Int64.self) }
+    }
+
+    /// Updates of rows that change the same slots, in one `UPDATE … FROM (VALUES …)`; each
+    /// changes only if its expected version (if any) is the stored one. Returns the new
+    /// versions of the rows changed.
+    private func updateMany(_ statements: EntityStatements, _ updates: ArraySlice<StoreChanges.Update>) throws
+        -> [Int64: Int64]
+    {
+        let slots = updates[updates.startIndex].slots
+        let properties = statements.entity.storedProperties
+        var arguments: [StoreValue] = []
+        var tuples: [String] = []
+        for update in updates {
+            arguments.append(.integer(update.id))
+            var marks = ["$\(arguments.count)::BIGINT"]
+            arguments.append(update.expectedVersion.map(StoreValue.integer) ?? .null)
+            marks.append("$\(arguments.count)::BIGINT")
+            for (value, slot) in zip(update.values, slots) {
+                arguments.append(value)
+                marks.append("$\(arguments.count)::\(Self.castType(properties[slot]))")
             }
+            tuples.append("(" + marks.joined(separator: ", ") + ")")
+        }
+        let table = statements.table
+        let names = (["\"id\"", "\"_expected\""] + slots.map { "\"_c\($0)\"" }).joined(separator: ", ")
+        var assignments = slots.map { "\(statements.columns[$0]) = \"_v\".\"_c\($0)\"" }
+        assignments.append("\"_version\" = \(table).\"_version\" + 1")
+        let query = """
+            UPDATE \(table) SET \(assignments.joined(separator: ", ")) \
+            FROM (VALUES \(tuples.joined(separator: ", "))) AS "_v"(\(names)) \
+            WHERE \(table)."id" = "_v"."id" \
+            AND ("_v"."_expected" IS NULL OR \(table)."_version" = "_v"."_expected") \
+            RETURNING \(table)."id", \(table)."_version"
+            """
+        return Dictionary(
+            uniqueKeysWithValues: try writer.run(query, arguments).rows.map { try $0.decode((Int64, Int64).self) })
+    }
+
+    /// The type a bound value of `property` is cast to in a `VALUES` list.
+    static func castType(_ property: PropertyDescription) -> String {
+        switch property.kind {
+        case .attribute(.text), .attribute(.uuid): "TEXT"
+        case .attribute(let attribute): columnType(attribute)
+        default: "BIGINT"
         }
     }
 
@@ -830,13 +957,7 @@ final class PostgreSQLStore: PersistentStore {
             var marks = ["$\(arguments.count)::BIGINT"]
             for (value, slot) in zip(row.values, slots) {
                 arguments.append(value)
-                let type: String
-                switch properties[slot].kind {
-                case .attribute(.text), .attribute(.uuid): type = "TEXT"
-                case .attribute(let attribute): type = Self.columnType(attribute)
-                default: type = "BIGINT"
-                }
-                marks.append("$\(arguments.count)::\(type)")
+                marks.append("$\(arguments.count)::\(Self.castType(properties[slot]))")
             }
             tuples.append("(" + marks.joined(separator: ", ") + ")")
         }
@@ -1038,6 +1159,8 @@ struct EntityStatements {
     /// Quoted column names, by slot.
     let columns: [String]
     let selectList: String
+    /// `"id"` and the columns, quoted, as an `INSERT` names them.
+    let insertColumns: String
     let insert: String
 
     init(_ entity: EntityDescription) {
@@ -1047,6 +1170,7 @@ struct EntityStatements {
         selectList = (["\"id\"", "\"_version\""] + columns).joined(separator: ", ")
         let names = (["\"id\""] + columns).joined(separator: ", ")
         let marks = (1...columns.count + 1).map { "$\($0)" }.joined(separator: ", ")
+        insertColumns = names
         insert = "INSERT INTO \(table) (\(names)) VALUES (\(marks))"
     }
 

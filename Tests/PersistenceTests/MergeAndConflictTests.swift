@@ -75,6 +75,32 @@ import Testing
         #expect(try store.stored(FetchRequest<Note>())[0].title == "a wins the race")
     }
 
+    /// A save of many changed objects (one statement on PostgreSQL) names exactly the one
+    /// another context changed meanwhile, and writes none of them.
+    @Test(arguments: StoreKind.allCases) func aConflictAmongManyUpdatesNamesItsObjectAndWritesNone(_ kind: StoreKind)
+        throws
+    {
+        let store = try TestStore(kind)
+        let seed = store.context("seed")
+        let notes = (0..<50).map { i in
+            let note = Note(context: seed)
+            note.title = "v\(i)"
+            return note
+        }
+        try seed.save()
+        let a = store.context("a")
+        let b = store.context("b")
+        let mine = try notes.map { try b.existingObject(with: $0.objectID, as: Note.self) }
+        try a.existingObject(with: notes[25].objectID, as: Note.self).title = "a was first"
+        try a.save()
+        for note in mine { note.title += " by b" }
+        let error = #expect(throws: PersistenceError.self) { try b.save() }
+        #expect(error?.code == .conflict)
+        #expect(error?.objectIDs == [notes[25].objectID])
+        let stored = try store.stored(FetchRequest<Note>()).map(\.title)
+        #expect(stored == (0..<50).map { $0 == 25 ? "a was first" : "v\($0)" })
+    }
+
     @Test(arguments: [
         (MergePolicy.mergeByPropertyStoreTrump, "from a", "from b"),
         (MergePolicy.mergeByPropertyObjectTrump, "b title", "from b"),
