@@ -963,6 +963,8 @@ enum FaultPoint: String {
     /// can act while one runs.
     case slowJobs = "slow-jobs"
 
+    /// A group of jobs' results committed, the runs not counted in their summaries yet.
+    case beforeCountingResults = "before-counting-results"
     /// Not a crash: an export takes 20 ms longer per payload file, so a test can interrupt it.
     case slowExport = "slow-export"
     /// A save's content check passed (``ContentStore/requireObject(_:for:pin:)``, under the

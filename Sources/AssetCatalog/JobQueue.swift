@@ -1235,11 +1235,9 @@ public final class JobQueue: JobProvider, Sendable {
             }
             if group.isEmpty && dropped.isEmpty { return }
             let finals = writeResults(group)
-            state.withLock { s in
-                for r in group + dropped where s.running[r.job.id]?.token == r.token { s.running[r.job.id] = nil }
-                s.finishedInWindow += group.count
-                s.resultCommits += group.isEmpty ? 0 : 1
-            }
+            FaultPoint.reach(.beforeCountingResults)
+            // Counted before the runs stop being `running`: a `runUntilIdle` that then finds
+            // nothing running returns its summary at once, and must find them in it.
             for (r, final) in zip(group, finals) {
                 r.summary.value.withLock {
                     switch final?.state {
@@ -1248,6 +1246,13 @@ public final class JobQueue: JobProvider, Sendable {
                     default: $0.cancelled += 1
                     }
                 }
+            }
+            state.withLock { s in
+                for r in group + dropped where s.running[r.job.id]?.token == r.token { s.running[r.job.id] = nil }
+                s.finishedInWindow += group.count
+                s.resultCommits += group.isEmpty ? 0 : 1
+            }
+            for (r, final) in zip(group, finals) {
                 if let final { publish(final, progress: r.progress) }
             }
             state.withLock { $0.tasksInFlight -= group.count + dropped.count }
