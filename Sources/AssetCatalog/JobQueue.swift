@@ -40,6 +40,8 @@ public struct JobRetention: Sendable, Hashable {
 /// The default ``JobProvider``: runs jobs with Swift concurrency, a bounded
 /// number at a time (the core count by default), keeping their state in the
 /// catalog so that a restarted process resumes what was queued or running.
+/// Runs execute on threads of the queue's own, never on the concurrency pool: a
+/// processor that blocks its thread cannot starve the queue's worker or listener.
 ///
 /// Cancellation semantics, as implemented:
 /// - `prepareForDeletion` of an asset calls ``cancelAll(for:)``: its running
@@ -325,6 +327,9 @@ public final class JobQueue: JobProvider, Sendable {
     private var catalog: Catalog? { catalogBox.withLock { $0.value } }
     private let state = Locked(State())
     private let slots: RunSlots
+    /// Where runs execute: threads of the queue's own, never the concurrency pool, which
+    /// processors that block their thread would otherwise fill (``JobRunThreads``).
+    let runThreads: JobRunThreads
     private let logger: Logger
 
     struct WeakCatalog: @unchecked Sendable {
@@ -335,6 +340,7 @@ public final class JobQueue: JobProvider, Sendable {
         self.owner = owner
         self.concurrency = max(1, concurrency)
         self.slots = RunSlots(max(1, concurrency))
+        self.runThreads = JobRunThreads(width: max(1, concurrency))
         self.logger = logger
     }
 
@@ -1087,7 +1093,10 @@ public final class JobQueue: JobProvider, Sendable {
             let slots = self.slots
             let content = catalog.content
             let run = Self.runNumber(of: token) ?? 0
-            let task = Task { [weak self] in
+            // On the queue's own threads: a processor that blocks its thread (a synchronous
+            // read, as the built-in ones do) cannot starve the pool that the worker loop and
+            // the listener of other processes' deletions run on.
+            let task = runThreads.task { [weak self] in
                 let outcome: Result<JobOutput, any Error>
                 if let slot = await slots.acquire() {
                     // Marked where a process that finds this one dead looks: the run started.

@@ -85,14 +85,10 @@ import Testing
         #expect(job.state == .cancelled && job.error == "its asset was deleted")
     }
 
-    /// The index job stops inside a member, not only between members: an archive's one
-    /// member is 8 GiB (a ustar header in front of a sparse file), which its index job would
-    /// hash for most of an hour (`slow-jobs`). The worker ends only because the deletion
-    /// reached the run while it read that member.
-    @Test func aDeletionStopsAnIndexJobInsideALargeMember() async throws {
-        let t = try TestCatalog()
-        let catalog = try t.create()
-        defer { catalog.close() }
+    /// An archive whose one member is 8 GiB (a ustar header in front of a sparse file, the
+    /// largest size a ustar header holds): its index job, and its digest job, would read for
+    /// most of an hour (`slow-jobs`).
+    func hugeArchive(in t: TestCatalog) throws -> String {
         let archive = try t.file("huge.tar", Data())
         let size: Int64 = 8 << 30 - 1  // the largest a ustar header holds
         var header = [UInt8](repeating: 0, count: 512)
@@ -114,6 +110,18 @@ import Testing
         try handle.write(contentsOf: header)
         try handle.truncate(atOffset: UInt64(512 + (size + 511) / 512 * 512 + 1024))
         try handle.close()
+        return archive
+    }
+
+    /// The index job stops inside a member, not only between members: an archive's one
+    /// member is 8 GiB (a ustar header in front of a sparse file), which its index job would
+    /// hash for most of an hour (`slow-jobs`). The worker ends only because the deletion
+    /// reached the run while it read that member.
+    @Test func aDeletionStopsAnIndexJobInsideALargeMember() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let archive = try hugeArchive(in: t)
         let asset = try #require(
             try await catalog.add([archive], options: .init(mode: .reference, defersHashing: true)).added.first)
         // The digest job would read the 8 GiB too: only the index job is left to run.
@@ -158,6 +166,46 @@ import Testing
         let outcome = try await paused.process.finish()
         #expect(outcome.status == 0)
         #expect(outcome.stdoutText == "ran jobs: 1 succeeded, 0 failed, 0 cancelled\n")
+    }
+
+    /// Both of the huge archive's jobs run at once (the digest and the index, each reading
+    /// the 8 GiB member with a synchronous loop), as many as the worker runs at once on
+    /// two cores: were they run on the concurrency pool, whose threads are as many as the
+    /// cores, they would hold all of them, and the listener that hears the deletion could
+    /// never run. They block threads of the queue's own instead: the deletion committed here
+    /// reaches the worker, which stops both and ends.
+    @Test func aDeletionStopsJobsThatHoldAsManyThreadsAsTheWorkerRunsJobs() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        let archive = try hugeArchive(in: t)
+        let asset = try #require(
+            try await catalog.add([archive], options: .init(mode: .reference, defersHashing: true)).added.first)
+        #expect(Set(try catalog.jobs.list().map(\.kind)) == ["digest", "index-archive"])
+        let worker = try ChildProcess(
+            TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
+            environment: ["ASSETCAT_FAULT": "slow-jobs"], stderr: .null)
+        let reading = try await offThePool { () -> Bool in
+            let deadline = Date().addingTimeInterval(120)
+            while Date() < deadline {
+                let running = try catalog.jobs.list([.running])
+                if running.count == 2 && running.allSatisfy({ $0.progress > 0 }) { return true }
+                usleep(1000)
+            }
+            return false
+        }
+        try #require(reading, "the two jobs never both reported reading")
+        try catalog.remove(asset.id)
+        // A worker that never heard the deletion would read on for most of an hour: the
+        // deadline only turns that hang into a failure.
+        guard let line = try await firstLine(of: worker, within: 120) else {
+            Issue.record("the worker's two jobs read on after their archive's deletion reached it")
+            worker.signal(SIGTERM)
+            _ = try await worker.finish()
+            return
+        }
+        #expect(try await worker.finish().status == 0)
+        #expect(line == "ran jobs: 0 succeeded, 0 failed, 2 cancelled\n")
     }
 
     @Test func ctrlCDuringJobsRunQueuesTheRunningJobAgainWithoutCountingIt() async throws {
