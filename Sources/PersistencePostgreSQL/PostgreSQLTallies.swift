@@ -202,12 +202,19 @@ extension PostgreSQLStore {
         let byKeyName = "_persistence_tally_\(entity)"
         let distinctName = "_persistence_tally_\(entity)_distinct"
         return [
+            // For each key, the statement's new rows counted and its old rows uncounted, once.
             TriggerFunction(
-                name: byKeyName, body: byKey.isEmpty ? nil : byKeyFunctionBody(entity, byKey, schema: schema),
+                name: byKeyName,
+                body: byKey.isEmpty
+                    ? nil : functionBody(byKey, schema: schema) { keyedDelta(entity, $0, old: $1, new: $2) },
                 triggers: statementTriggers(byKeyName)),
+            // For each value the statement's old or new rows hold (not `NULL`), whether a row
+            // held it before the statement and whether one holds it now; the count and total
+            // change by the difference.
             TriggerFunction(
                 name: distinctName,
-                body: distinct.isEmpty ? nil : statementFunctionBody(entity, distinct, schema: schema),
+                body: distinct.isEmpty
+                    ? nil : functionBody(distinct, schema: schema) { distinctDelta(entity, $0, old: $1, new: $2) },
                 triggers: statementTriggers(distinctName)),
         ]
     }
@@ -216,12 +223,13 @@ extension PostgreSQLStore {
     /// for the transition table its event does not have.
     private static func none(_ table: String) -> String { "(SELECT * FROM \(table) WHERE FALSE)" }
 
-    /// The PL/pgSQL body of the statement trigger of the counts by key: for each key, the
-    /// statement's new rows counted and its old rows uncounted, once.
-    static func byKeyFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
-        func branch(old: String, new: String) -> String {
-            tallies.map { keyedDelta(entity, $0, old: old, new: new) }.joined()
-        }
+    /// The PL/pgSQL body of a statement trigger of `tallies`: `delta` writes one tally's change
+    /// by a statement whose old rows are `old` and new rows `new` (transition tables, or an
+    /// empty select), for each event.
+    static func functionBody(
+        _ tallies: [ResolvedTally], schema: String, delta: (ResolvedTally, _ old: String, _ new: String) -> String
+    ) -> String {
+        func branch(old: String, new: String) -> String { tallies.map { delta($0, old, new) }.joined() }
         return """
 
             BEGIN
@@ -282,28 +290,6 @@ extension PostgreSQLStore {
             GROUP BY d.k HAVING sum(d.n) <> 0 OR sum(d.t) <> 0 \
             ON CONFLICT (entity, tally, key) DO UPDATE SET n = \(t).n + EXCLUDED.n, total = \(t).total + EXCLUDED.total;
               DELETE FROM \(t) WHERE entity = \(e) AND tally = \(name) AND n = 0;
-            """
-    }
-
-    /// The PL/pgSQL body of the statement trigger of the distinct counts: for each value the
-    /// statement's old or new rows hold (not `NULL`), whether a row held it before the
-    /// statement and whether one holds it now; the count and total change by the difference.
-    static func statementFunctionBody(_ entity: String, _ tallies: [ResolvedTally], schema: String) -> String {
-        func branch(old: String, new: String) -> String {
-            tallies.map { distinctDelta(entity, $0, old: old, new: new) }.joined()
-        }
-        return """
-
-            BEGIN
-            \(returnUnlessCounted(tallies))
-            \(lock(schema))
-            IF TG_OP = 'INSERT' THEN\(branch(old: none("new_rows"), new: "new_rows"))
-            ELSIF TG_OP = 'DELETE' THEN\(branch(old: "old_rows", new: none("old_rows")))
-            ELSE\(branch(old: "old_rows", new: "new_rows"))
-            END IF;
-            RETURN NULL;
-            END;
-
             """
     }
 
