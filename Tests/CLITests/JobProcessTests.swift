@@ -124,7 +124,8 @@ import Testing
         let archive = try hugeArchive(in: t)
         let asset = try #require(
             try await catalog.add([archive], options: .init(mode: .reference, defersHashing: true)).added.first)
-        // The digest job would read the 8 GiB too: only the index job is left to run.
+        // The digest job would read the 8 GiB too: cancelled, so that this checks the index
+        // job's own reading (both at once: aDeletionStopsJobsThatHoldAsManyThreadsAsTheWorkerRunsJobs).
         let digest = try #require(try catalog.jobs.list().first { $0.kind == "digest" })
         _ = try catalog.jobs.cancel(digest.id)
         let worker = try ChildProcess(
