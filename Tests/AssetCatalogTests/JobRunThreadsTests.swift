@@ -66,8 +66,10 @@ private func block(on semaphore: DispatchSemaphore, limit: Double) -> Bool {
         ).added.sorted { $0.id.rawValue < $1.id.rawValue }
         try #require(assets.count == width + 1)
         // Without threads of the queue's own, the runs block the pool, this test's waits
-        // included, until `limit`: then they fail, and the test with them.
-        let blocker = BlocksItsThread(limit: 20, threads: catalog.jobs.runThreads)
+        // included, until `limit`: then they fail, and the test with them. Generous: under
+        // AddressSanitizer, with the whole suite sharing two cores, hearing the deletion
+        // took longer than 20 s once; only a starved queue takes five minutes.
+        let blocker = BlocksItsThread(limit: 300, threads: catalog.jobs.runThreads)
         catalog.jobs.register(blocker, as: "block")
         catalog.jobs.register(RunCounter(), as: "count")
         let blocked = try catalog.jobs.submit(["block"], for: assets.prefix(width).map(\.id))
@@ -76,7 +78,7 @@ private func block(on semaphore: DispatchSemaphore, limit: Double) -> Bool {
         let run = Task { try await catalog.jobs.runUntilIdle() }
         let started = blocker.started
         let allStarted = try await offThePool { () -> Bool in
-            (0..<width).allSatisfy { _ in started.wait(timeout: .now() + 60) == .success }
+            (0..<width).allSatisfy { _ in started.wait(timeout: .now() + 300) == .success }
         }
         try #require(allStarted, "the blocking runs never all started")
 
