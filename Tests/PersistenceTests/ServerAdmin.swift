@@ -15,16 +15,21 @@ func serverAdmin(for url: URL) throws -> PostgreSQLConnection {
 
 /// Ends the test server's connections whose `application_name` is `name`, as
 /// `pg_terminate_backend` from `admin` does, and returns how many there were once the
-/// server lists none of them.
+/// server lists none of them, nor any lock they held (a backend leaves the list of
+/// activity and releases its session's advisory locks at different moments of its exit: a
+/// test that then takes such a lock must not find it still held).
 @discardableResult
 func endServerConnections(named name: String, from admin: PostgreSQLConnection) throws -> Int {
-    let ended = try admin.run(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [.text(name)]
-    ).rows.count
+    let pids = try admin.run("SELECT pid FROM pg_stat_activity WHERE application_name = $1", [.text(name)]).rows
+        .map { try $0.decode(Int32.self) }
+    for pid in pids { _ = try admin.run("SELECT pg_terminate_backend($1::INTEGER)", [.integer(Int64(pid))]) }
     let deadline = Date().addingTimeInterval(60)
-    while try admin.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [.text(name)]).rows.count > 0 {
+    let list = pids.map(String.init).joined(separator: ", ")
+    while try admin.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [.text(name)]).rows.count > 0
+        || (!pids.isEmpty && (try admin.run("SELECT 1 FROM pg_locks WHERE pid IN (\(list))", []).rows.count) > 0)
+    {
         guard Date() < deadline else { throw ValidationMessage("the server still lists the ended sessions") }
         Thread.sleep(forTimeInterval: 0.01)
     }
-    return ended
+    return pids.count
 }
