@@ -59,6 +59,21 @@ import Testing
         return result
     }
 
+    /// Whether the running jobs come to satisfy `condition`, looked at every millisecond off
+    /// the concurrency pool (at most 120 s: only a hang meets that).
+    func untilRunning(_ catalog: Catalog, _ condition: @escaping @Sendable ([JobRecord]) -> Bool) async throws
+        -> Bool
+    {
+        try await offThePool {
+            let deadline = Date().addingTimeInterval(120)
+            while Date() < deadline {
+                if condition(try catalog.jobs.list([.running])) { return true }
+                usleep(1000)
+            }
+            return false
+        }
+    }
+
     /// The worker's job would read for hours: the worker ends only because a deletion
     /// committed in this process reached it and stopped the job. How soon it does is a
     /// latency, for a benchmark; the test waits for the event itself.
@@ -131,16 +146,8 @@ import Testing
         let worker = try ChildProcess(
             TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
             environment: ["ASSETCAT_FAULT": "slow-jobs"], stderr: .null)
-        let read = try await offThePool { () -> Bool in
-            let deadline = Date().addingTimeInterval(120)
-            while Date() < deadline {
-                if try catalog.jobs.list([.running]).contains(where: { $0.kind == "index-archive" && $0.progress > 0 })
-                {
-                    return true
-                }
-                usleep(1000)
-            }
-            return false
+        let read = try await untilRunning(catalog) { running in
+            running.contains { $0.kind == "index-archive" && $0.progress > 0 }
         }
         #expect(read, "the index job never reported reading")
         try catalog.remove(asset.id)
@@ -186,14 +193,8 @@ import Testing
         let worker = try ChildProcess(
             TestCatalog.executable().path, ["jobs", "run", "--catalog", t.root.path],
             environment: ["ASSETCAT_FAULT": "slow-jobs"], stderr: .null)
-        let reading = try await offThePool { () -> Bool in
-            let deadline = Date().addingTimeInterval(120)
-            while Date() < deadline {
-                let running = try catalog.jobs.list([.running])
-                if running.count == 2 && running.allSatisfy({ $0.progress > 0 }) { return true }
-                usleep(1000)
-            }
-            return false
+        let reading = try await untilRunning(catalog) { running in
+            running.count == 2 && running.allSatisfy { $0.progress > 0 }
         }
         try #require(reading, "the two jobs never both reported reading")
         try catalog.remove(asset.id)
