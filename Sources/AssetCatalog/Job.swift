@@ -39,6 +39,13 @@ public final class Job: ManagedObject {
     /// prunes by it, hence the index).
     @Attribute(.indexed) public var updated = Date(timeIntervalSince1970: 0)
 
+    /// The queued jobs' row IDs, in order: a claim takes the oldest queued jobs by walking
+    /// these alone, not every job in ID order past the finished ones a catalog keeps (which
+    /// PostgreSQL's planner chooses while its statistics say most jobs are queued).
+    override public class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(rowIDsWhere: \Job.state, is: .queued)]
+    }
+
     /// Not persistent: set when this save writes the job's result; the save
     /// then commits only if that asset still exists (checked with the asset locked against
     /// deletion until the commit: see `lowestMissingAsset`).

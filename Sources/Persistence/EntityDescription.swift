@@ -127,8 +127,8 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
         try compositeIndexDescriptions().map { ($0.columns, $0.isUnique) }
     }
 
-    /// The entity's ``ManagedObject/compositeIndexes``: their columns, and for a partial
-    /// index the column and value of the rows it holds.
+    /// The entity's ``ManagedObject/compositeIndexes``: their columns (`id` for an index of
+    /// row IDs), and for a partial index the column and value of the rows it holds.
     ///
     /// - Throws: ``PersistenceError/Code/misuse`` when a key path is not a stored
     ///   property of the entity (a to-many relationship, a plain property).
@@ -144,7 +144,7 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
                 }
                 return property.name
             }
-            let columns = try index.keyPaths.map(column)
+            let columns = index.keyPaths.isEmpty ? ["id"] : try index.keyPaths.map(column)
             let filter = try index.filter.map { (column: try column($0.keyPath), value: $0.value) }
             return (columns, index.isUnique, filter)
         }

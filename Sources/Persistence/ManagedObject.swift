@@ -412,7 +412,8 @@ extension ManagedObject: Sendable {}
 /// (``ManagedObject/compositeIndexes``): a lookup by the first, or by the first few,
 /// uses it.
 public struct CompositeIndex {
-    /// The properties, as key paths of the entity (attributes or to-one relationships).
+    /// The properties, as key paths of the entity (attributes or to-one relationships);
+    /// none for an index of row IDs (``init(rowIDsWhere:is:)``).
     let keyPaths: [AnyKeyPath]
     /// Whether no two rows may hold the same values in all of them.
     let isUnique: Bool
@@ -442,6 +443,25 @@ public struct CompositeIndex {
         _ keyPaths: PartialKeyPath<Root>..., where filter: KeyPath<Root, Filter>, is value: Filter
     ) {
         self.keyPaths = keyPaths
+        isUnique = false
+        self.filter = (filter, value.storeValue)
+    }
+
+    /// A partial index of the row IDs of the rows whose `filter` is `value`: a fetch that
+    /// requires `filter == value` and reads in ID order (the default order, as a queue's
+    /// oldest first) walks only those rows, however many others the table holds. Without
+    /// it such a fetch walks the rows in ID order and steps over every other one, or reads
+    /// all of that value's rows to sort them.
+    ///
+    /// ```swift
+    /// override class var compositeIndexes: [CompositeIndex] {
+    ///     [CompositeIndex(rowIDsWhere: \Task.state, is: .waiting)]
+    /// }
+    /// ```
+    public init<Root: ManagedObject, Filter: AttributeValue>(
+        rowIDsWhere filter: KeyPath<Root, Filter>, is value: Filter
+    ) {
+        keyPaths = []
         isUnique = false
         self.filter = (filter, value.storeValue)
     }

@@ -28,6 +28,18 @@ final class PartiallyIndexedItem: ManagedObject {
     }
 }
 
+/// Rows waiting in a queue, taken oldest first: the index of their row IDs holds the
+/// waiting ones alone.
+final class QueuedRow: ManagedObject {
+    @Attribute var state = "queued"
+    /// Who takes it (a queue's claim names the kinds it takes); indexed, as a job's is.
+    @Attribute(.indexed) var kind = "work"
+
+    override class var compositeIndexes: [CompositeIndex] {
+        [CompositeIndex(rowIDsWhere: \QueuedRow.state, is: "queued")]
+    }
+}
+
 /// An index that names a to-many relationship, which has no column.
 final class BadlyIndexedNote: ManagedObject {
     @Attribute var title = ""
@@ -113,6 +125,38 @@ final class BadlyIndexedNote: ManagedObject {
             outcome.stdoutText
                 == "CREATE INDEX \"PartiallyIndexedItem_digest_where_state_index\" ON \"PartiallyIndexedItem\" "
                 + "(\"digest\") WHERE \"state\" IS 'stored'\n")
+    }
+
+    /// An index of row IDs is made over `id`, with its condition; a fetch in ID order of the
+    /// rows it holds walks it (SQLite's plan), and a claim takes the oldest of them.
+    @Test func anIndexOfRowIDsHoldsTheRowIDsOfItsCondition() throws {
+        let url = try temporaryStore()
+        let container = try PersistentContainer(storeURL: url, schema: try Schema([QueuedRow.self]))
+        let context = container.newBackgroundContext()
+        for state in ["done", "queued", "done", "queued", "queued"] { QueuedRow(context: context).state = state }
+        try context.save()
+        let claimed = try context.claimRows(FetchRequest<QueuedRow>(predicate: \.state == "queued"), limit: 2) {
+            _, row in row[\.state] = "taken"
+        }
+        #expect(claimed.map(\.objectID.rowID) == [2, 4])
+        container.close()
+
+        let outcome = try ChildProcess(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "print(c.execute('SELECT sql FROM sqlite_master WHERE name = ?', (sys.argv[2],)).fetchone()[0]); "
+                    + "[print(r[3]) for r in c.execute("
+                    + "'EXPLAIN QUERY PLAN SELECT id FROM QueuedRow WHERE state IS ? ORDER BY id LIMIT 10', ('queued',))]",
+                url.path, "QueuedRow_id_where_state_index",
+            ]
+        ).wait()
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+        #expect(
+            outcome.stdoutText
+                == "CREATE INDEX \"QueuedRow_id_where_state_index\" ON \"QueuedRow\" (\"id\") WHERE \"state\" IS 'queued'\n"
+                + "SCAN QueuedRow USING INDEX QueuedRow_id_where_state_index\n")
     }
 
     @Test func anIndexOnSomethingThatIsNotAColumnIsRefused() throws {
