@@ -53,16 +53,22 @@ extension PostgreSQLStore {
     /// The fence of a save, first in its transaction on the writer: the session's row,
     /// locked `FOR SHARE` until the transaction ends. When the row is gone (a reaper took
     /// over), the session is marked reaped and the save fails. Nothing without a session.
-    func fenceSave() throws {
-        guard let session = currentSession else { return }
-        guard session.isAlive else {
-            if session.ending?.reason == .ended { return }
-            throw sessionEnded(session.id)
+    ///
+    /// With `countingCommit`, the same statement counts the transaction's commit in
+    /// `_persistence_commits` (``countCommit()``): one round trip for both, in every save.
+    func fenceSave(countingCommit: Bool = false) throws {
+        guard let session = currentSession, session.isAlive else {
+            if let session = currentSession, session.ending?.reason != .ended { throw sessionEnded(session.id) }
+            if countingCommit { try countCommit() }
+            return
         }
-        let rows = try writer.run(
-            "SELECT 1 FROM \(Self.sessionsTable) WHERE id = $1 FOR SHARE", [.integer(session.id)]
-        ).rows
-        guard rows.isEmpty else { return }
+        let fence = "SELECT 1 FROM \(Self.sessionsTable) WHERE id = $1 FOR SHARE"
+        let rows =
+            try countingCommit
+            ? writer.run(
+                "WITH \"_counted\" AS (\(Self.commitCount("$2"))) \(fence)", [.integer(session.id), .text(writerID)])
+            : writer.run(fence, [.integer(session.id)])
+        guard rows.rows.isEmpty else { return }
         let ending = StoreSession.Ending(
             reason: .reaped, message: "session \(session.id) was reaped by another process: its row is gone")
         if session.markEnded(ending) { sessionSlot.withLock { $0.connection }?.close() }

@@ -83,13 +83,7 @@ extension PostgreSQLStore {
                     }
                 }
                 try beforeCommit()
-                _ = try mapErrors(nil) {
-                    try writer.run(
-                        """
-                        INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
-                        ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
-                        """, [.text(writerID)])
-                }
+                try mapErrors(nil) { try countCommit() }
                 try injectedFault.run()
             }
         }

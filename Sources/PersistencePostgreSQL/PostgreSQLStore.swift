@@ -88,6 +88,19 @@ final class PostgreSQLStore: PersistentStore {
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
     static let commitsTable = "_persistence_commits"
+
+    /// The statement that counts a commit of this store's writer, its ID bound as `parameter`.
+    static func commitCount(_ parameter: String) -> String {
+        """
+        INSERT INTO \(commitsTable) (writer, commits) VALUES (\(parameter), 1) \
+        ON CONFLICT (writer) DO UPDATE SET commits = \(commitsTable).commits + 1
+        """
+    }
+
+    /// Counts the commit of the writer's transaction.
+    func countCommit() throws {
+        try writer.run(Self.commitCount("$1"), [.text(writerID)])
+    }
     /// The to-one relationships with an `onDestinationDelete` rule, as in the SQLite store:
     /// an open without their entity still honours them (``ForeignLink``).
     static let linksTable = "_persistence_links"
@@ -563,10 +576,10 @@ final class PostgreSQLStore: PersistentStore {
     /// the transaction ends (`FOR KEY SHARE`: a row being deleted is waited for, and not
     /// counted if it goes).
     private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
-        // Unordered, as the SQLite store counts, unless a limit or an offset needs the order,
-        // or rows are locked (in ID order, as every locker takes them).
-        let ordered = locking != nil || fetch.limit != nil || fetch.offset > 0
-        var (inner, arguments) = select("1", fetch, ordered: ordered)
+        // Unordered, as the SQLite store counts (a limit and an offset change which rows are
+        // counted, not how many), unless rows are locked (in ID order, as every locker takes
+        // them).
+        var (inner, arguments) = select("1", fetch, ordered: locking != nil)
         switch locking {
         case .keyShare?: inner += " FOR KEY SHARE"
         case nil: break
@@ -646,8 +659,9 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
-        // Every write of the store is a save, and every save begins here: fenced first.
-        try fenceSave()
+        // Every write of the store is a save, and every save begins here: fenced first, and
+        // counted (the commit counter other connections poll: ``externalChangeToken()``).
+        try fenceSave(countingCommit: true)
         for lock in effects.locksToTakeFirst { try takeNamedLock(lock.name, shared: lock.shared, on: writer) }
         let rules = DeleteRules(
             schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects)
@@ -716,11 +730,6 @@ final class PostgreSQLStore: PersistentStore {
                 lock: { name, shared in try self.takeNamedLock(name, shared: shared, on: self.writer) })
             for work in effects.beforeCommitWork { try work(reader) }
         }
-        try writer.run(
-            """
-            INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
-            ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
-            """, [.text(writerID)])
         try notify(effects.announcements)
         try injectedFault.run()
         return result
@@ -909,7 +918,18 @@ final class PostgreSQLStore: PersistentStore {
         do {
             return try writer.withLock {
                 try transaction(writer) {
-                    try fenceSave()
+                    try fenceSave(countingCommit: true)  // counted even if it claims nothing: rare
+                    // A claim takes the first few of many candidates: walked along an index in
+                    // the fetch's order, it stops at the limit. A planner without statistics (a
+                    // table just filled: autovacuum analyzes it only after its nap) reads every
+                    // candidate instead, with a bitmap, and sorts them all: each claim then costs
+                    // as much as the queue is long. This transaction alone (`is_local`) turns
+                    // sorting and bitmap scans off, so the claim walks the index that gives its
+                    // order: the primary key's, or a partial index of the candidates' row IDs
+                    // (``CompositeIndex/init(rowIDsWhere:is:)``).
+                    try writer.run(
+                        "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
+                        [])
                     let rows = try statements.decode(try writer.run(query, arguments).rows)
                     guard !rows.isEmpty else { return [] }
                     let updates = update(rows)
@@ -927,11 +947,6 @@ final class PostgreSQLStore: PersistentStore {
                             }
                         }
                     }
-                    try writer.run(
-                        """
-                        INSERT INTO \(Self.commitsTable) (writer, commits) VALUES ($1, 1) \
-                        ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + 1
-                        """, [.text(writerID)])
                     try injectedFault.run()
                     return zip(rows, updates).map { row, change in
                         change.applied(to: row, version: versions[row.id] ?? row.version + 1)

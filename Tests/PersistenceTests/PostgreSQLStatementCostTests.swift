@@ -209,4 +209,58 @@ final class DigestedItem: ManagedObject {
                 "dropped=2", "stored=2",
             ])
     }
+
+    /// A claim walks its candidates in ID order along the index of the queued rows' IDs and
+    /// stops at its limit, even on a table the planner has no statistics of (just filled,
+    /// before autovacuum's nap ends). Without the claim's own planner settings, PostgreSQL
+    /// read every queued row's entry, with a bitmap, to sort them all; without that index,
+    /// it walked the primary key past every row already done. A count with a limit (is there
+    /// one?) reads no more rows than that: unordered, it sorted every match for the first.
+    @Test func aClaimAndALookForCandidatesReadNoMoreRowsThanTheyNeed() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        let location = try PostgreSQLLocation(url)
+        // Named as another store's connections: not among those ended below.
+        let admin = try PostgreSQLConnection(
+            try PostgreSQLLocation(try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))),
+            logger: Logger(label: "test"))
+        defer { admin.close() }
+        /// The index entries and the rows that the store's connections read, once they are
+        /// closed (a connection reports what it read as it ends).
+        func reads(of container: PersistentContainer) throws -> (entries: Int64, rows: Int64) {
+            container.close()
+            _ = try endServerConnections(named: "persistence \(location.schema)", from: admin)
+            let row = try admin.run(
+                """
+                SELECT COALESCE(idx_tup_fetch, 0) + seq_tup_read, \
+                (SELECT SUM(idx_tup_read) FROM pg_stat_user_indexes WHERE relid = t.relid)::BIGINT \
+                FROM pg_stat_user_tables t WHERE schemaname = $1 AND relname = 'QueuedRow'
+                """, [.text(location.schema)]
+            ).rows.first
+            let (rows, entries) = try #require(try row?.decode((Int64, Int64).self))
+            return (entries, rows)
+        }
+        let first = try PersistentContainer.open(url: url, schema: try Schema([QueuedRow.self]))
+        // 20,000 rows done, then 20,000 queued; no ANALYZE.
+        _ = try admin.run(
+            """
+            INSERT INTO "\(location.schema)"."QueuedRow" ("id", "_version", "state", "kind") \
+            SELECT g, 1, CASE WHEN g <= 20000 THEN 'done' ELSE 'queued' END, 'work' \
+            FROM generate_series(1, 40000) AS g
+            """, [])
+        // As a job queue asks: queued, and of a kind it takes.
+        let candidates: FetchPredicate<QueuedRow> = \.state == "queued" && .in(\.kind, ["work", "other"])
+        let claimed = try first.newBackgroundContext().claimRows(FetchRequest(predicate: candidates), limit: 10) {
+            _, row in row[\.state] = "taken"
+        }
+        #expect(claimed.map(\.objectID.rowID) == Array(20_001...20_010))
+        let claim = try reads(of: first)
+        #expect(claim.entries < 1_000 && claim.rows < 1_000, "the claim read \(claim)")
+
+        let second = try PersistentContainer.open(url: url, schema: try Schema([QueuedRow.self]))
+        let found = try second.newBackgroundContext().count(
+            for: FetchRequest(predicate: candidates, limit: 1))
+        #expect(found == 1)
+        let look = try reads(of: second)
+        #expect(look.rows - claim.rows < 1_000, "the count read \(look.rows - claim.rows) rows")
+    }
 }
