@@ -129,6 +129,8 @@ public final class JobQueue: JobProvider, Sendable {
         /// run is committing them now.
         var pendingResults: [PendingResult] = []
         var committing = false
+        /// How long a lone result waits for other runs' before its commit (``resultGroupDelay``).
+        var resultGroupDelay = JobQueue.resultGroupDelay
         /// Jobs whose results committed since `rateWindowStart`, and in the window before:
         /// how far ahead of its running jobs a claim takes more (about 100 ms of work).
         var finishedInWindow = 0
@@ -171,6 +173,10 @@ public final class JobQueue: JobProvider, Sendable {
         var recheckExternal = false
         /// Runs between a claim's commit and the registration of its jobs (for tests).
         var afterClaim: (@Sendable () -> Void)?
+        /// Runs between a claim's commit and the read of its jobs' assets (for tests).
+        var afterClaimCommit: (@Sendable () -> Void)?
+        /// Runs once ``cancel(_:)`` has cancelled the job's run in this process (for tests).
+        var afterCancellingRun: (@Sendable () -> Void)?
         /// Runs between a resume's taking of its interrupted runs and their queueing (for tests).
         var beforeResumeQueues: (@Sendable () -> Void)?
         /// Runs (by token) stopped because another process deleted their asset: their row
@@ -191,6 +197,11 @@ public final class JobQueue: JobProvider, Sendable {
     static let maxClaimAhead = 1024
     /// The most results one transaction commits.
     static let maxResultGroup = 512
+    /// How long a result that would be committed alone waits for the results of other runs
+    /// of this process, when some are running (as PostgreSQL's `commit_delay`): runs that
+    /// end microseconds apart (short jobs, the first of a claim's jobs to end) then share a
+    /// transaction and its sync. Each commit, on PostgreSQL, costs about ten statements.
+    static let resultGroupDelay: Duration = .milliseconds(1)
     /// How often a queue that hears the store's announcements looks at the store anyway: an
     /// idle worker for work, a working one for changes of its running jobs. Every commit that
     /// queues work or stops a run announces it (``jobsTopic``), and a worker waits out the
@@ -222,6 +233,12 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Results waiting for a grouped commit (for tests).
     var pendingResultCount: Int { state.withLock { $0.pendingResults.count } }
+
+    /// How long a lone result waits for other runs' results before its commit (for tests).
+    var resultGroupDelay: Duration {
+        get { state.withLock { $0.resultGroupDelay } }
+        set { state.withLock { $0.resultGroupDelay = newValue } }
+    }
 
     /// The claim and result transactions committed so far (for tests).
     var commitCounts: (claims: Int, results: Int) { state.withLock { ($0.claimCommits, $0.resultCommits) } }
@@ -277,6 +294,18 @@ public final class JobQueue: JobProvider, Sendable {
         set { state.withLock { $0.afterClaim = newValue } }
     }
 
+    /// Tests: runs between a claim's commit and the read of its jobs' assets.
+    var afterClaimCommit: (@Sendable () -> Void)? {
+        get { state.withLock { $0.afterClaimCommit } }
+        set { state.withLock { $0.afterClaimCommit = newValue } }
+    }
+
+    /// Tests: runs once ``cancel(_:)`` has cancelled the job's run in this process.
+    var afterCancellingRun: (@Sendable () -> Void)? {
+        get { state.withLock { $0.afterCancellingRun } }
+        set { state.withLock { $0.afterCancellingRun = newValue } }
+    }
+
     /// Runs when ``resume(for:)`` has taken an asset's interrupted runs, before it queues them
     /// again (for tests: a cancelled run ending in that window).
     var beforeResumeQueues: (@Sendable () -> Void)? {
@@ -326,6 +355,8 @@ public final class JobQueue: JobProvider, Sendable {
     private let catalogBox = Locked(WeakCatalog())
     private var catalog: Catalog? { catalogBox.withLock { $0.value } }
     private let state = Locked(State())
+    /// Signalled when a result becomes pending (``waitForCompanions(upTo:)``).
+    private let resultArrived = NSCondition()
     private let slots: RunSlots
     /// Where runs execute: threads of the queue's own, never the concurrency pool, which
     /// processors that block their thread would otherwise fill (``JobRunThreads``).
@@ -530,9 +561,9 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Cancels one job (queued or running, in this process or another).
     public func cancel(_ jobID: Int64) throws -> JobRecord {
-        let task = state.withLock { $0.running[jobID]?.task }
-        task?.cancel()
-        return try changeJob(jobID) { job in
+        // The row first, then the run here: a run stopped first writes its row itself, as
+        // cancelled, and the job was then no longer one this call could cancel.
+        let record = try changeJob(jobID) { job in
             guard job.state == .queued || job.state == .running else {
                 throw CatalogError(
                     .invalidArgument,
@@ -542,6 +573,10 @@ public final class JobQueue: JobProvider, Sendable {
             job.lastError = "cancelled"
             job.owner = nil
         }
+        let (task, hook) = state.withLock { ($0.running[jobID]?.task, $0.afterCancellingRun) }
+        task?.cancel()
+        hook?()
+        return record
     }
 
     /// Queues a failed or cancelled job again, with its attempts reset.
@@ -947,7 +982,12 @@ public final class JobQueue: JobProvider, Sendable {
                 s.finishedInWindow = 0
                 s.rateWindowStart = now
             }
-            let wanted = concurrency + max(s.claimAhead, s.minimumClaimAhead) - s.running.count
+            let ahead = max(s.claimAhead, s.minimumClaimAhead)
+            var wanted = concurrency + ahead - s.running.count
+            // Each claim is a transaction: topped up as jobs end, a few at a time, they would
+            // cost more than short jobs do. While every slot has a run and over half of the
+            // jobs claimed ahead still wait for one, none is made.
+            if s.running.count >= concurrency && wanted * 2 < ahead { wanted = 0 }
             let first = s.runs + 1
             s.runs += max(0, wanted)
             return (s.processors, Array(s.held.keys), s.running.keys.map(jobObjectID), first, wanted)
@@ -976,7 +1016,8 @@ public final class JobQueue: JobProvider, Sendable {
                 if let selection { runnable = runnable && selection }
                 // Read first: a worker with nothing to claim takes no write transaction (SQLite's one
                 // write lock, a PostgreSQL connection held while another transaction of it waits).
-                guard try !context.fetchObjectIDs(FetchRequest<Job>(predicate: runnable, limit: 1)).isEmpty else {
+                // A count, unordered: any runnable job will do, not the oldest of them all.
+                guard try context.count(for: FetchRequest<Job>(predicate: runnable, limit: 1)) > 0 else {
                     return []
                 }
                 var index = 0
@@ -998,6 +1039,7 @@ public final class JobQueue: JobProvider, Sendable {
             return try catalog.storeErrors { () -> Int in throw error }  // as every store error is thrown
         }
         guard !rows.isEmpty else { return 0 }
+        state.withLock { $0.afterClaimCommit }?()
         let jobs = rows.map(JobRecord.init(claimed:))
         let tokens = rows.map { ($0.value(for: \Job.owner) ?? nil) ?? "" }
         let assets: [Int64: AssetRecord]
@@ -1023,13 +1065,15 @@ public final class JobQueue: JobProvider, Sendable {
             guard let asset = assets[job.asset.rawValue] else {
                 // Its asset was deleted before the claim: cancelled, the claim's attempt given back
                 // (unless the row changed meanwhile: the deletion's own cancellation came first).
-                _ = try? changeJob(job.id) { row in
+                // Either way this run claimed it, and counts it as it ends.
+                let final = try? changeJob(job.id) { row in
                     guard row.state == .running, row.owner == token else { return }
                     row.state = .cancelled
                     row.owner = nil
                     row.lastError = "its asset was deleted"
                     row.attempts = max(0, row.attempts - 1)
                 }
+                if final?.state == .cancelled { summary.value.withLock { $0.cancelled += 1 } }
                 continue
             }
             claimed.append((job, asset, token))
@@ -1218,17 +1262,21 @@ public final class JobQueue: JobProvider, Sendable {
     /// is published, only once its result is committed.
     private func commitResult(_ result: PendingResult) {
         state.withLock { $0.pendingResults.append(result) }
+        resultArrived.lock()
+        resultArrived.signal()
+        resultArrived.unlock()
         commitPendingResults()
     }
 
     /// Commits the results waiting, unless another run is committing them.
     private func commitPendingResults() {
-        let leads = state.withLock { s -> Bool in
-            if s.committing || s.holdsResults || s.pendingResults.isEmpty { return false }
+        let (leads, delay) = state.withLock { s -> (Bool, Duration) in
+            if s.committing || s.holdsResults || s.pendingResults.isEmpty { return (false, .zero) }
             s.committing = true
-            return true
+            return (true, s.resultGroupDelay)
         }
         guard leads else { return }
+        waitForCompanions(upTo: delay)
         while true {
             // Runs stopped or interrupted meanwhile write nothing, as if they had ended then.
             let (group, dropped) = state.withLock { s -> ([PendingResult], [PendingResult]) in
@@ -1267,6 +1315,23 @@ public final class JobQueue: JobProvider, Sendable {
             state.withLock { $0.tasksInFlight -= group.count + dropped.count }
             wakeWorker()
         }
+    }
+
+    /// Waits, at most `delay`, while a lone result is pending and other runs of this process
+    /// are under way (running, or waiting for a slot): one of them ending joins the commit
+    /// (``resultGroupDelay``). Not with one slot: the run that waits holds one of the queue's
+    /// `concurrency` threads, and no other run could go on meanwhile.
+    private func waitForCompanions(upTo delay: Duration) {
+        guard concurrency > 1 else { return }
+        let deadline = Date().addingTimeInterval(
+            Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+        resultArrived.lock()
+        defer { resultArrived.unlock() }
+        // Checked under `resultArrived`, which a run takes to signal once its result is pending:
+        // an arrival between the check and the wait is not missed.
+        while state.withLock({ $0.pendingResults.count == 1 && $0.tasksInFlight > 1 }),
+            resultArrived.wait(until: deadline)
+        {}
     }
 
     /// Writes succeeded runs' outputs and marks their jobs succeeded, in one transaction

@@ -270,6 +270,56 @@ final class Gate: JobProcessor {
         #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
     }
 
+    /// A job whose asset another process deletes between the claim's commit and the read of
+    /// its asset never starts: it ends cancelled, and the run that claimed it counts it so
+    /// (`jobs run` printed "0 cancelled" for it).
+    @Test func aClaimedJobWhoseAssetGoesBeforeItStartsCountsAsCancelled() async throws {
+        let (t, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        let counter = RunCounter()
+        catalog.jobs.register(counter, as: "count")
+        let id = try catalog.jobs.submit("count", for: assets[0].id)
+        let other = try t.open()
+        defer { other.close() }
+        let fired = Mutex(false)
+        catalog.jobs.afterClaimCommit = {
+            guard !fired.withLock({ $0 }) else { return }
+            fired.withLock { $0 = true }
+            _ = try? other.remove(assets[0].id)
+        }
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(fired.withLock { $0 })
+        #expect(summary.cancelled == 1 && summary.succeeded == 0 && summary.failed == 0)
+        #expect(counter.runs.withLock { $0.isEmpty })
+        let job = try catalog.jobs.job(id: id)
+        #expect(job?.state == .cancelled && job?.error == "its asset was deleted")
+    }
+
+    /// Cancelling a job that runs in this process cancels it, whichever writes its row first:
+    /// this call, or the run it stops (here given all the time it needs to end first). The
+    /// run was stopped before the row was written, and when the run wrote it first the call
+    /// failed with "Job 1 is cancelled; only queued or running jobs can be cancelled".
+    @Test func cancellingARunningJobCancelsItWhateverItsRunDoes() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(1)
+        defer { catalog.close() }
+        let processor = UntilCancelled()
+        catalog.jobs.register(processor, as: "until-cancelled")
+        let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
+        catalog.jobs.start()
+        defer { catalog.jobs.stop() }
+        try await eventually("the job running") { processor.runs.withLock { $0 } == 1 }
+        catalog.jobs.afterCancellingRun = { [jobs = catalog.jobs] in
+            let deadline = Date().addingTimeInterval(10)
+            while jobs.tasksInFlight > 0 && Date() < deadline { usleep(1000) }  // the run has ended
+        }
+        let record = try catalog.jobs.cancel(id)
+        #expect(record.state == .cancelled && record.error == "cancelled")
+        try await eventually("the run ended") { catalog.jobs.tasksInFlight == 0 }
+        #expect(processor.cancellations.withLock { $0 } == 1)
+        let job = try catalog.jobs.job(id: id)
+        #expect(job?.state == .cancelled && job?.error == "cancelled")
+    }
+
     /// A run stopped because another process deleted its asset says so in its row, even when
     /// this process writes the row before that one marks it — here, never: the deletion is
     /// made as a process that dies right after its commit leaves it (the row not marked).
@@ -298,6 +348,120 @@ final class Gate: JobProcessor {
         let job = try catalog.jobs.job(id: id)
         #expect(job?.state == .cancelled)
         #expect(job?.error == "its asset was deleted")
+    }
+
+    /// A result that would be committed alone waits a moment for a run that ends just after
+    /// it (``JobQueue/resultGroupDelay``, here long enough for any machine): both results
+    /// share one transaction. Without the wait the first run's result was committed at once,
+    /// alone, and the first two runs of every claim cost two commits.
+    @Test(.enabled(if: ProcessInfo.processInfo.activeProcessorCount >= 2))
+    func aLoneResultWaitsForARunThatEndsJustAfterIt() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(2)
+        defer { catalog.close() }
+        catalog.jobs.register(EndsAfterAnother(queue: catalog.jobs, leader: assets[0].id), as: "pair")
+        catalog.jobs.minimumClaimAhead = 8  // both claimed at once, and run together
+        catalog.jobs.resultGroupDelay = .seconds(60)
+        _ = try catalog.jobs.submit(["pair"], for: assets.map(\.id))
+        let commits = catalog.jobs.commitCounts.results
+        let summary = try await catalog.jobs.runUntilIdle()
+        #expect(summary.succeeded == 2)
+        #expect(catalog.jobs.commitCounts.results == commits + 1, "the two results were not one commit")
+    }
+
+    /// Claims are not made a few jobs at a time as runs end: while every slot has a run and
+    /// over half of the jobs claimed ahead still wait for one, the worker claims nothing;
+    /// then it tops them up in one claim. Before, each run that ended made a claim of one.
+    @Test func aClaimWaitsUntilHalfTheJobsClaimedAheadHaveStarted() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(30)
+        defer { catalog.close() }
+        let turnstile = Turnstile()
+        catalog.jobs.register(turnstile, as: "turn")
+        catalog.jobs.minimumClaimAhead = 8
+        let ahead = 8
+        let slots = catalog.jobs.concurrency
+        _ = try catalog.jobs.submit(["turn"], for: assets.map(\.id))
+        catalog.jobs.start()
+        defer {
+            turnstile.openForGood()
+            catalog.jobs.stopAndWait()
+        }
+        try await eventually("the first claim") { catalog.jobs.commitCounts.claims == 1 }
+        func claimedRows() throws -> Int { try catalog.jobs.list().filter { $0.state != .queued }.count }
+        #expect(try claimedRows() == slots + ahead)
+        // Let runs end one at a time; after each, the worker wakes, and decides.
+        for ended in 1...(ahead / 2) {
+            let waits = catalog.jobs.workerTurnsAndWaits.waits
+            turnstile.letOneThrough()
+            try await eventually("run \(ended) committed") { catalog.jobs.commitCounts.results == ended }
+            try await eventually("the worker's turn after run \(ended)") {
+                catalog.jobs.workerTurnsAndWaits.waits > waits
+            }
+            if ended < ahead / 2 {
+                try await Task.sleep(for: .milliseconds(50))  // a claim it made would be committed by now
+                #expect(catalog.jobs.commitCounts.claims == 1, "a claim after \(ended) of \(ahead) ended")
+            }
+        }
+        // Half of them have started: the next claim tops them up, at once.
+        try await eventually("the second claim") { catalog.jobs.commitCounts.claims == 2 }
+        #expect(try claimedRows() == slots + ahead + ahead / 2)
+    }
+}
+
+/// The run for `leader`'s asset ends at once; every other run ends once a result waits
+/// for its commit (or after 20 s).
+final class EndsAfterAnother: JobProcessor {
+    let queue: JobQueue
+    let leader: AssetID
+    init(queue: JobQueue, leader: AssetID) {
+        self.queue = queue
+        self.leader = leader
+    }
+    func run(_ job: JobContext) async throws -> JobOutput {
+        if job.asset.id != leader {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while queue.pendingResultCount == 0 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        return JobOutput()
+    }
+}
+
+/// Runs wait in line until the test lets them through, one at a time or all.
+final class Turnstile: JobProcessor {
+    private let state = Mutex<(passes: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>])>((0, false, []))
+    func run(_ job: JobContext) async throws -> JobOutput {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let go = state.withLock { s -> Bool in
+                if s.open { return true }
+                if s.passes > 0 {
+                    s.passes -= 1
+                    return true
+                }
+                s.waiting.append(continuation)
+                return false
+            }
+            if go { continuation.resume() }
+        }
+        return JobOutput()
+    }
+    /// Lets the longest-waiting run through (or the next one to come).
+    func letOneThrough() {
+        state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard !s.waiting.isEmpty else {
+                s.passes += 1
+                return nil
+            }
+            return s.waiting.removeFirst()
+        }?.resume()
+    }
+    /// Lets every run through, now and from now on.
+    func openForGood() {
+        for c in state.withLock({ s -> [CheckedContinuation<Void, Never>] in
+            s.open = true
+            defer { s.waiting = [] }
+            return s.waiting
+        }) { c.resume() }
     }
 }
 
