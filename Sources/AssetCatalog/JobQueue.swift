@@ -855,14 +855,19 @@ public final class JobQueue: JobProvider, Sendable {
                 // Hearing the store's announcements, the worker sleeps until one (work queued,
                 // a run stopped, on SQLite any other connection's commit) or this process's
                 // own work wakes it, or the next backoff runs out — looking anyway after
-                // ``listeningLookInterval``; else it polls.
-                let (hears, look, idlePoll) = self.state.withLock {
-                    (Self.hears($0), $0.listeningLookInterval, $0.idlePollInterval)
+                // ``listeningLookInterval``; else it polls. With every slot taken, no backoff
+                // counts: the end of a run wakes it (and jobs runnable now, waiting for a
+                // slot, would wake it every 10 ms).
+                let (hears, look, idlePoll, full) = self.state.withLock {
+                    (
+                        Self.hears($0), $0.listeningLookInterval, $0.idlePollInterval,
+                        $0.running.count >= self.concurrency
+                    )
                 }
                 var wait = idlePoll
                 if hears {
                     wait = .seconds(look)
-                    if let backoff = try? self.nextBackoff() { wait = min(wait, .seconds(backoff)) }
+                    if !full, let backoff = try? self.nextBackoff() { wait = min(wait, .seconds(backoff)) }
                 }
                 await self.waitForWake(upTo: wait)
             }
@@ -1706,10 +1711,10 @@ public final class JobQueue: JobProvider, Sendable {
             var waiting: FetchPredicate<Job> =
                 \.state == JobState.queued && .in(\.kind, Array(processors.keys)) && !(.in(\.assetID, held))
             if let selection { waiting = waiting && selection }
-            guard let soonest = try context.fetch(FetchRequest<Job>(predicate: waiting)).map(\.runAfter).min() else {
-                return nil
-            }
-            return max(0.01, soonest.timeIntervalSinceNow)
+            // The soonest only: a fetch of every queued job read them all, at each look.
+            let soonest = FetchRequest<Job>(predicate: waiting, sortBy: [.init(\.runAfter)], limit: 1)
+            guard let job = try context.fetch(soonest).first else { return nil }
+            return max(0.01, job.runAfter.timeIntervalSinceNow)
         }
     }
 

@@ -295,6 +295,28 @@ final class Gate: JobProcessor {
         #expect(job?.state == .cancelled && job?.error == "its asset was deleted")
     }
 
+    /// A started queue whose slots all hold runs, with jobs queued behind them, sleeps until a
+    /// run ends (or its next look). It looked every 10 ms instead — the "backoff" of a job
+    /// runnable now — and read every queued job each time: 57% of a core for two runs that
+    /// sleep, with 10,000 jobs queued.
+    @Test func aWorkerWhoseSlotsAreAllTakenSleepsUntilARunEnds() async throws {
+        let (_, catalog, assets) = try await catalogWithAssets(12)
+        defer { catalog.close() }
+        let turnstile = Turnstile()
+        catalog.jobs.register(turnstile, as: "turn")
+        _ = try catalog.jobs.submit(["turn"], for: assets.map(\.id))
+        catalog.jobs.start()
+        defer {
+            turnstile.openForGood()
+            catalog.jobs.stopAndWait()
+        }
+        try await eventually("every slot running") { catalog.jobs.tasksInFlight >= catalog.jobs.concurrency }
+        let turns = catalog.jobs.workerTurnsAndWaits.turns
+        try await Task.sleep(for: .milliseconds(500))
+        let more = catalog.jobs.workerTurnsAndWaits.turns - turns
+        #expect(more <= 3, "the worker turned \(more) times in 0.5 s with every slot taken")
+    }
+
     /// Cancelling a job that runs in this process cancels it, whichever writes its row first:
     /// this call, or the run it stops (here given all the time it needs to end first). The
     /// run was stopped before the row was written, and when the run wrote it first the call
