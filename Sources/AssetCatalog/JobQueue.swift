@@ -76,7 +76,8 @@ public struct JobRetention: Sendable, Hashable {
 ///   While announcements are interrupted, it looks for work every 250 ms.
 /// - Jobs are claimed many per transaction: as many as run at once plus about
 ///   100 ms of work ahead (judged by the recent rate, at most
-///   `maxClaimAhead`); the ones ahead wait as `running` for a free slot. A claim
+///   `maxClaimAhead`), topped up once half of those ahead have started; the ones
+///   ahead wait as `running` for a free slot. A claim
 ///   takes only rows no other claim holds (on PostgreSQL `FOR UPDATE SKIP
 ///   LOCKED`), so workers in several processes or on several hosts claim
 ///   different jobs at once, and no job runs twice.
@@ -968,7 +969,8 @@ public final class JobQueue: JobProvider, Sendable {
 
     /// Claims queued jobs, in one transaction, and starts them: as many as run at once
     /// plus about 100 ms of work ahead (the rate at which results recently committed, at
-    /// most ``maxClaimAhead``), less those this process holds claimed already. Jobs
+    /// most ``maxClaimAhead``), less those this process holds claimed already; none while
+    /// every slot has a run and over half of those ahead still wait. Jobs
     /// claimed ahead wait, as `running` with their own run tokens, for a free slot
     /// (``concurrency``); a killed process leaves them to the next open, like its running ones.
     ///
