@@ -26,14 +26,15 @@ extension PostgreSQLStore {
     var sessionLockSpace: String { "persistence-session:" + location.schema }
 
     /// Creates the sessions' table and sequence (at every writable open: a store made by an
-    /// earlier version gets them too).
+    /// earlier version gets them too, and the column of the session's writer).
     func createSessionTables() throws {
         try writer.run("CREATE SEQUENCE IF NOT EXISTS \(Self.sessionSequence) AS integer", [])
         try writer.run(
             """
             CREATE TABLE IF NOT EXISTS \(Self.sessionsTable) \
-            (id BIGINT PRIMARY KEY, label TEXT NOT NULL, started TIMESTAMPTZ NOT NULL)
+            (id BIGINT PRIMARY KEY, label TEXT NOT NULL, started TIMESTAMPTZ NOT NULL, writer TEXT)
             """, [])
+        try writer.run("ALTER TABLE \(Self.sessionsTable) ADD COLUMN IF NOT EXISTS writer TEXT", [])
     }
 
     /// The message of a save refused because session `id` has ended.
@@ -92,9 +93,9 @@ extension PostgreSQLStore {
                 "SELECT pg_advisory_lock(hashtext($1), $2::integer)", [.text(sessionLockSpace), .integer(id)])
             let started = try connection.run(
                 """
-                INSERT INTO \(Self.sessionsTable) (id, label, started) VALUES ($1, $2, now()) \
+                INSERT INTO \(Self.sessionsTable) (id, label, started, writer) VALUES ($1, $2, now(), $3) \
                 RETURNING EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
-                """, [.integer(id), .text(label)]
+                """, [.integer(id), .text(label), .text(writerID)]
             ).rows.first!.decode(Double.self)
             let session = StoreSession(
                 id: id, label: label, started: Date(timeIntervalSince1970: started),
@@ -184,9 +185,22 @@ extension PostgreSQLStore {
         }
         guard locked else { return .alive }
         defer { _ = try? connection.run("SELECT pg_advisory_unlock(hashtext($1), $2::integer)", key) }
-        // The fence, committed on its own: waits for the session's save in progress.
+        // The fence, committed on its own: waits for the session's save in progress. The same
+        // statement folds the session's count of commits into the retired row (as a store's
+        // close does): the sum other stores poll stays the same, and the table keeps no row
+        // for each process that was killed.
         let deleted = try mapErrors(nil) {
-            try connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)]).metadata.rows ?? 0
+            try connection.run(
+                """
+                WITH gone AS (DELETE FROM \(Self.sessionsTable) WHERE id = $1 RETURNING writer), \
+                counted AS (DELETE FROM \(Self.commitsTable) WHERE writer IN (SELECT writer FROM gone) \
+                RETURNING commits), \
+                folded AS (INSERT INTO \(Self.commitsTable) (writer, commits) \
+                SELECT $2, SUM(commits) FROM counted HAVING COUNT(*) > 0 \
+                ON CONFLICT (writer) DO UPDATE SET commits = \(Self.commitsTable).commits + EXCLUDED.commits) \
+                SELECT COUNT(*) FROM gone
+                """, [.integer(id), .text(Self.retiredWriter)]
+            ).rows.first?.decode(Int64.self) ?? 0
         }
         let outcome: ReapOutcome
         if deleted > 0 {

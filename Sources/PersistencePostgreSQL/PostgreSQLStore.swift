@@ -298,6 +298,8 @@ final class PostgreSQLStore: PersistentStore {
             let (table, column) = try row.decode((String, String).self)
             columns[table, default: []].insert(column)
         }
+        // The sessions' writers (a reap folds a dead session's count of commits).
+        guard columns[Self.sessionsTable]?.contains("writer") == true else { return false }
         let constraints = Set(
             try writer.run(
                 """

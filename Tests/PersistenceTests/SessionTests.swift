@@ -1,10 +1,10 @@
 import Foundation
 import Logging
-import Persistence
 import PostgresNIO
 import TestScratch
 import Testing
 
+@testable import Persistence
 @testable import PersistencePostgreSQL
 
 /// Store sessions (``PersistentContainer/openSession(label:)``): liveness seen from another
@@ -231,6 +231,37 @@ import Testing
         #expect(never == 0)
     }
 
+    /// Reaping a dead session folds its writer's count of commits into the retired row, as a
+    /// store's close does: the sum other stores poll stays the same, and the table does not
+    /// keep a row for every process that was ever killed (one more row in every poll's sum).
+    @Test func reapingADeadSessionFoldsItsCountOfCommits() async throws {
+        let hosts = try Hosts()
+        defer { hosts.close() }
+        let admin = try Admin(hosts.store.storeURL)
+        defer { admin.close() }
+        let context = hosts.a.newBackgroundContext()
+        Note(context: context).title = "saved before the end"
+        try context.save()
+        let writer = try #require(hosts.a.core.store as? PostgreSQLStore).writerID
+        let schema = try hosts.schema
+        func commits() throws -> [String: Int64] {
+            Dictionary(
+                uniqueKeysWithValues: try admin.connection.run(
+                    "SELECT writer, commits FROM \"\(schema)\"._persistence_commits", []
+                ).rows.map { try $0.decode((String, Int64).self) })
+        }
+        let before = try commits()
+        #expect((before[writer] ?? 0) > 0)
+        try admin.endSessionConnections(of: schema)
+        #expect(try await eventually { try hosts.other.sessions().first?.isAlive == false })
+        _ = try #require(try hosts.other.openSession(label: "host-b 202"))
+        #expect(try hosts.other.reap(session: hosts.session.id) {} == .reaped)
+        let after = try commits()
+        #expect(after[writer] == nil)
+        #expect(after.values.reduce(0, +) == before.values.reduce(0, +))
+        #expect(after["retired"] == (before["retired"] ?? 0) + before[writer]!)
+    }
+
     /// Reaping needs a session of one's own, which holds the dead one's lock.
     @Test func reapingWithoutASessionIsRefused() throws {
         let hosts = try Hosts()
@@ -421,6 +452,21 @@ import Testing
         let reopened = try store.reopen()
         defer { reopened.close() }
         #expect(try reopened.checkIntegrity() == [])
+        let session = try #require(try reopened.openSession(label: "after"))
+        #expect(try reopened.sessions().map(\.id) == [session.id])
+    }
+
+    /// A store whose sessions' table is an earlier version's (no column for the session's
+    /// writer) gets the column at its next open, and sessions open in it.
+    @Test func aStoreOfAnEarlierSessionsTableGetsTheWriterColumnAtOpen() throws {
+        let store = try TestStore(.postgresql)
+        defer { store.container.close() }
+        let admin = try Admin(store.storeURL)
+        defer { admin.close() }
+        let schema = quote(try PostgreSQLLocation(store.storeURL).schema)
+        try admin.connection.run("ALTER TABLE \(schema)._persistence_sessions DROP COLUMN writer", [])
+        let reopened = try store.reopen()
+        defer { reopened.close() }
         let session = try #require(try reopened.openSession(label: "after"))
         #expect(try reopened.sessions().map(\.id) == [session.id])
     }
