@@ -6,9 +6,10 @@ package protocol DeletionStatements {
     /// The rows of `entity` with these IDs that exist, in any order.
     func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow]
     /// At most `limit` rows of `entity` whose `link` (a to-one relationship) is one of
-    /// `owners`, in ID order.
-    func members(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int)
-        throws -> [StoreRow]
+    /// `owners` and whose ID is above `after` (any ID when `nil`), in ID order.
+    func members(
+        _ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int, after: Int64?
+    ) throws -> [StoreRow]
     /// The rows `fetch` matches, in its order and limit.
     func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow]
     /// The IDs of the rows `fetch` matches, in its order, offset and limit.
@@ -153,7 +154,9 @@ package struct DeleteRules<Statements: DeletionStatements> {
                 case .nullify:
                     tally.nullified += try nullify(destination, inverse, owners: ids)
                 case .cascade:
-                    let members = ids.chunked(Self.pageSize).map { DeletionWork.members(destination, inverse, $0) }
+                    let members = ids.chunked(Self.pageSize).map {
+                        DeletionWork.members(destination, inverse, $0, after: nil)
+                    }
                     try deleteWithRules(members, &tally)
                 }
             }
@@ -169,7 +172,8 @@ package struct DeleteRules<Statements: DeletionStatements> {
     private func refuseDeniedLinks(_ entity: EntityDescription, _ ids: [Int64]) throws {
         for link in schema.incomingLinks(into: entity) where link.rule == .deny {
             for chunk in ids.chunked(Self.pageSize) {
-                let first = try statements.members(link.source, link: link.property, owners: chunk, limit: 1)
+                let first = try statements.members(
+                    link.source, link: link.property, owners: chunk, limit: 1, after: nil)
                 if let member = first.first, case .integer(let target) = member.values[link.property.slot!] {
                     throw PersistenceError.linkDenial(
                         ManagedObjectID(entityName: entity.name, rowID: target),
@@ -219,7 +223,9 @@ package struct DeleteRules<Statements: DeletionStatements> {
             case .deny: continue
             case .nullify: tally.nullified += try nullify(link.source, link.property, owners: ids)
             case .cascade:
-                work += ids.chunked(Self.pageSize).map { DeletionWork.members(link.source, link.property, $0) }
+                work += ids.chunked(Self.pageSize).map {
+                    DeletionWork.members(link.source, link.property, $0, after: nil)
+                }
             }
         }
         return work
@@ -239,10 +245,16 @@ package struct DeleteRules<Statements: DeletionStatements> {
         var work = work
         while let next = work.popLast() {
             switch next {
-            case .members(let destination, let inverse, let owners):
-                let page = try statements.members(destination, link: inverse, owners: owners, limit: Self.pageSize)
-                guard !page.isEmpty else { continue }
-                work.append(next)  // read again once this page is gone
+            case .members(let destination, let inverse, let owners, let after):
+                let page = try statements.members(
+                    destination, link: inverse, owners: owners, limit: Self.pageSize, after: after)
+                guard let last = page.last else { continue }
+                // Read on past this page once it is gone: every member up to it is deleted by
+                // then (a page goes whole, or the save fails), and none can be added to an owner
+                // deleted already. Read again from the first, each page stepped over every row
+                // deleted before it, which PostgreSQL keeps in its indexes until the
+                // transaction ends: quadratic in the size of an archive.
+                work.append(.members(destination, inverse, owners, after: last.id))
                 work.append(.rows(destination, page))
             case .rows(let entity, let rows):
                 try deletePage(entity, rows, &tally, then: &work)
@@ -254,9 +266,9 @@ package struct DeleteRules<Statements: DeletionStatements> {
     private enum DeletionWork {
         /// Rows read, to delete with their rules.
         case rows(EntityDescription, [StoreRow])
-        /// The members of `owners` through `inverse`, to delete a page at a time: each page
-        /// deleted leaves the query, until none is left.
-        case members(EntityDescription, PropertyDescription, ArraySlice<Int64>)
+        /// The members of `owners` through `inverse` with IDs above `after`, to delete a page
+        /// at a time, in ID order, until none is left.
+        case members(EntityDescription, PropertyDescription, ArraySlice<Int64>, after: Int64?)
     }
 
     /// Deletes one page of rows; what their cascade rules reach goes to `work`.
@@ -315,7 +327,9 @@ package struct DeleteRules<Statements: DeletionStatements> {
                 if property.deleteRule == .nullify {
                     tally.nullified += try nullify(destination, inverse, owners: ids)
                 } else {
-                    for chunk in ids.chunked(Self.pageSize) { work.append(.members(destination, inverse, chunk)) }
+                    for chunk in ids.chunked(Self.pageSize) {
+                        work.append(.members(destination, inverse, chunk, after: nil))
+                    }
                 }
             }
         }
@@ -327,7 +341,7 @@ package struct DeleteRules<Statements: DeletionStatements> {
         throws -> Int64?
     {
         for chunk in owners.chunked(Self.pageSize) {
-            let first = try statements.members(destination, link: inverse, owners: chunk, limit: 1)
+            let first = try statements.members(destination, link: inverse, owners: chunk, limit: 1, after: nil)
             if let member = first.first, case .integer(let owner) = member.values[inverse.slot!] { return owner }
         }
         return nil

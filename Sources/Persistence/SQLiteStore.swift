@@ -1160,14 +1160,21 @@ final class SQLiteStore: PersistentStore {
     }
 
     fileprivate static func members(
-        _ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: ArraySlice<Int64>, limit: Int
+        _ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: ArraySlice<Int64>, limit: Int,
+        after: Int64?
     ) throws -> [StoreRow] {
         let marks = Array(repeating: "?", count: owners.count).joined(separator: ",")
+        var arguments: [StoreValue] = owners.map { .integer($0) }
+        var above = ""
+        if let after {
+            above = " AND \"id\" > ?"
+            arguments.append(.integer(after))
+        }
         let query = """
-            SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks)) \
+            SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks))\(above) \
             ORDER BY "id" LIMIT \(limit)
             """
-        return try readRows(db, query, owners.map { .integer($0) }, entitySQL)
+        return try readRows(db, query, arguments, entitySQL)
     }
 
     /// `body` in a write transaction; a read-only store refuses at once.
@@ -1363,10 +1370,10 @@ struct SQLiteStatements: DeletionStatements {
         try SQLiteStore.rows(db, store.sql[entity.name]!, ids: Array(ids))
     }
 
-    func members(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int)
-        throws -> [StoreRow]
-    {
-        try SQLiteStore.members(db, store.sql[entity.name]!, inverse: link, owners: owners, limit: limit)
+    func members(
+        _ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int, after: Int64?
+    ) throws -> [StoreRow] {
+        try SQLiteStore.members(db, store.sql[entity.name]!, inverse: link, owners: owners, limit: limit, after: after)
     }
 
     func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {

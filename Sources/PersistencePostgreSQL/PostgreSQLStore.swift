@@ -1231,16 +1231,21 @@ struct PostgreSQLStatements: DeletionStatements {
         try store.rows(connection, entity, ids: Array(ids))
     }
 
-    func members(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int)
-        throws -> [StoreRow]
-    {
+    func members(
+        _ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int, after: Int64?
+    ) throws -> [StoreRow] {
         let statements = store.sql[entity.name]!
         var bindings = PostgresBindings()
         bindings.append(Array(owners))
         bindings.append(Int64(limit))
+        var above = ""
+        if let after {
+            bindings.append(after)
+            above = " AND \"id\" > $3"
+        }
         let query = PostgresQuery(
             unsafeSQL: """
-                SELECT \(statements.selectList) FROM \(statements.table) WHERE \(quote(link.name)) = ANY($1) \
+                SELECT \(statements.selectList) FROM \(statements.table) WHERE \(quote(link.name)) = ANY($1)\(above) \
                 ORDER BY "id" LIMIT $2
                 """, binds: bindings)
         return try statements.decode(try connection.run(query).rows)
