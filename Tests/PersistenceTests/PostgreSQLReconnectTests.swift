@@ -88,11 +88,15 @@ import Testing
         #expect(error.code == .io)
         // The loss is seen before COMMIT is sent, or as the server's answer to it (its
         // "terminating connection due to administrator command" then follows the message).
+        // On a loaded machine COMMIT may be on its way when the connection closes: the client
+        // cannot tell then, and says so; the table below shows it was not committed.
         let port = try #require(url.port)
+        let lost = "The connection to PostgreSQL at 127.0.0.1:\(port) was lost"
         #expect(
-            error.message.hasPrefix(
-                "The connection to PostgreSQL at 127.0.0.1:\(port) was lost during a transaction, which was not "
-                    + "committed"), "\(error.message)")
+            error.message.hasPrefix("\(lost) during a transaction, which was not committed")
+                || error.message.hasPrefix(
+                    "\(lost) while committing: the transaction may or may not have been committed"),
+            "\(error.message)")
         try connection.begin()
         try connection.run("INSERT INTO kept VALUES (2)", [])
         try connection.commit()
