@@ -247,7 +247,10 @@ extension JobRaceTests {
     @Test func aStoppedRunIsQueuedAgainNeverCancelled() async throws {
         let (_, catalog, asset) = try await catalogWithAsset()
         let log = StepLog()
-        catalog.jobs.register(Stepper(log: log, steps: 1, stepDuration: .seconds(30)), as: "stepper")
+        // A step that lasts until stop() cancels it: runs go on their own threads, so a test
+        // whose task waits long for the concurrency pool (as under AddressSanitizer, in the
+        // whole suite) must not find a run that ended by itself (a 30 s step did: "succeeded").
+        catalog.jobs.register(Stepper(log: log, steps: 1, stepDuration: .seconds(3_600)), as: "stepper")
         for round in 1...25 {
             let id = try catalog.jobs.submit("stepper", for: asset.id)
             catalog.jobs.start()
