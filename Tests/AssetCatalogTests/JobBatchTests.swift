@@ -304,17 +304,20 @@ final class Gate: JobProcessor {
         defer { catalog.close() }
         let turnstile = Turnstile()
         catalog.jobs.register(turnstile, as: "turn")
+        catalog.jobs.listeningLookInterval = 3_600  // only a wake can end its sleep
         _ = try catalog.jobs.submit(["turn"], for: assets.map(\.id))
         catalog.jobs.start()
         defer {
             turnstile.openForGood()
             catalog.jobs.stopAndWait()
         }
-        try await eventually("every slot running") { catalog.jobs.tasksInFlight >= catalog.jobs.concurrency }
-        let turns = catalog.jobs.workerTurnsAndWaits.turns
-        try await Task.sleep(for: .milliseconds(500))
-        let more = catalog.jobs.workerTurnsAndWaits.turns - turns
-        #expect(more <= 3, "the worker turned \(more) times in 0.5 s with every slot taken")
+        // Asleep with every slot taken, for as long as nothing wakes it: before, each of its
+        // sleeps lasted 10 ms at most.
+        try await eventually("the worker asleep until woken, every slot running") {
+            let sleep = catalog.jobs.workerSleep
+            return catalog.jobs.tasksInFlight >= catalog.jobs.concurrency && sleep.isAsleep
+                && sleep.timeout == .seconds(3_600)
+        }
     }
 
     /// Cancelling a job that runs in this process cancels it, whichever writes its row first:
