@@ -31,7 +31,7 @@ extension PostgreSQLStore {
         try refuseIfSessionLost()
         try writer.withLock {
             try transaction(writer) {
-                try fenceSave()
+                try fenceSave(countingCommit: true)  // a write, fenced and counted as a save is
                 for entity in entities {
                     let table = sql[entity.name]!.table
                     let any = try mapErrors(nil) { try writer.run("SELECT 1 FROM \(table) LIMIT 1", []).rows }
@@ -89,7 +89,6 @@ extension PostgreSQLStore {
                 let tables = entities.map { sql[$0.name]!.table }.joined(separator: ", ")
                 _ = try mapErrors(nil) { try writer.run("ANALYZE \(tables)", []) }
                 try beforeCommit()
-                try mapErrors(nil) { try countCommit() }
                 try injectedFault.run()
             }
         }
