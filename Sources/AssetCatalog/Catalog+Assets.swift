@@ -100,7 +100,8 @@ extension Catalog {
     /// Deletes assets (and the members of archives among them). Managed
     /// files whose content no other asset uses are removed — only after the
     /// deletion has committed. With `dryRun`, reports what would go and
-    /// changes nothing. A change to the same assets committed meanwhile (a
+    /// changes nothing; a deletion the real removal would refuse (a program's deny rule)
+    /// is refused with the same error. A change to the same assets committed meanwhile (a
     /// job's result) does not refuse the removal: it runs again on the new rows.
     ///
     /// The assets are deleted as objects: every hook runs (`prepareForDeletion`, `willSave`),
@@ -118,6 +119,13 @@ extension Catalog {
                 let records = doomed.map(AssetRecord.init)
                 let candidates = Set(doomed.filter { $0.storage == .managed }.map(\.sha256))
                 if dryRun {
+                    // What the save would refuse (a program's deny rule), the dry run refuses.
+                    do {
+                        try context.validateDeletion(of: context.deletedObjects)
+                    } catch {
+                        context.rollback()
+                        throw error
+                    }
                     // Content still used by an asset that stays is not removed.
                     let removable = try candidates.filter { digest in
                         let users = try context.count(

@@ -18,7 +18,7 @@ extension Catalog {
     /// Deletes every asset `query` selects, as ``removeAll(_:)`` does (one transaction,
     /// archive members with their archives, files only after the commit), and says how many
     /// assets and members went (the selection counted just before the deletion). With `dryRun`, changes nothing and says what would go,
-    /// files in `objects/` included.
+    /// files in `objects/` included, or refuses as the deletion would (a program's deny rule).
     ///
     /// Both read the selection a page at a time: memory does not grow with the number of
     /// assets selected. A dry run reads it twice — by ID for the assets and the archives'
@@ -51,12 +51,25 @@ extension Catalog {
                             predicate: selected && .objectIDs(after: after), sortBy: [.objectID()], limit: 500))
                     guard let last = page.last else { break }
                     result.assets += page.count
-                    for asset in page where asset.kind == "archive" {
-                        result.members += try context.count(
-                            for: FetchRequest<Asset>(predicate: \.archive == asset && !selected))
-                    }
+                    // What the deletion would refuse (a program's deny rule), the dry run refuses.
+                    try context.validateDeletion(of: page)
+                    let archives = page.filter { $0.kind == "archive" }.map(\.objectID)
                     after = last.objectID.rowID
                     context.reset()  // objects of one page at a time
+                    for archive in archives {
+                        var afterMember: Int64 = 0
+                        while true {
+                            let members = try context.fetch(
+                                FetchRequest<Asset>(
+                                    predicate: \.archive == archive && !selected && .objectIDs(after: afterMember),
+                                    sortBy: [.objectID()], limit: 500))
+                            guard let lastMember = members.last else { break }
+                            result.members += members.count
+                            try context.validateDeletion(of: members)
+                            afterMember = lastMember.objectID.rowID
+                            context.reset()
+                        }
+                    }
                 }
                 // The selection's managed contents in order, each once: removed if no asset
                 // outside the selection uses it.

@@ -161,6 +161,7 @@ extension Catalog {
                         + "Nothing was changed",
                     path: storeURL.path, cause: error)
             }
+            if error.code == .diskFull { throw CatalogError.diskFull(root.path, cause: error) }
             if error.code == .notFound {
                 throw CatalogError(
                     .store,

@@ -270,8 +270,10 @@ public final class Catalog: Sendable {
         /// read-only file system. Removals left pending stay pending
         /// (``Catalog/pendingRemovalCount()``).
         case readOnly
-        /// ``readWrite`` where the catalog can be written, else ``readOnly``: for commands
-        /// that only read, so that they still finish an earlier process's work where they can.
+        /// ``readWrite`` where the catalog can be written, else ``readOnly`` (a read-only
+        /// mount or folder, or a full disk: ``Catalog/openedReadOnlyOnAFullDisk``): for
+        /// commands that only read, so that they still finish an earlier process's work where
+        /// they can.
         case readWriteIfPossible
     }
 
@@ -296,14 +298,16 @@ public final class Catalog: Sendable {
     /// The catalog's schema: its own entities, then a program's (``OpenOptions/entities``).
     ///
     /// - Throws: ``CatalogError/Code/invalidArgument`` when a program's entity takes the
-    ///   name of one of the catalog's, or has a to-one relationship to one of the catalog's
+    ///   name of one of the catalog's (in any case), or has a to-one relationship to one of the catalog's
     ///   entities with no `onDestinationDelete` rule, or the schema is refused.
     static func schema(with extra: [ManagedObject.Type], catalogInfo: Bool = true) throws -> Schema {
         let reserved = Set(entities.map(\.entityName))
+        // The stores' names ignore case: `asset` would be the catalog's `Asset` table.
+        let folded = Set(reserved.map { $0.lowercased() })
         let own = Set(entities.map(ObjectIdentifier.init))
         for type in extra where !own.contains(ObjectIdentifier(type)) {
             let name = type.entityName
-            guard !reserved.contains(name) else {
+            guard !folded.contains(name.lowercased()) else {
                 throw CatalogError(
                     .invalidArgument,
                     "The entity \(type) cannot be added to the catalog: its name \(name) is taken by the catalog's own "
@@ -480,7 +484,7 @@ public final class Catalog: Sendable {
     ) throws {
         self.root = root
         var schema = try Self.schema(with: options.entities)  // refused before anything is made
-        let readOnly: Bool
+        var readOnly: Bool
         switch options.access {
         case .readOnly: readOnly = true
         case .readWrite, .readWriteIfPossible:
@@ -499,15 +503,26 @@ public final class Catalog: Sendable {
         }
         // A read-only open of a SQLite catalog made before CatalogInfo could not make its table.
         if store == nil && readOnly { schema = try Self.schema(with: options.entities, catalogInfo: false) }
+        var diskIsFull = false
         if let store {
             container = try Self.openStore(
                 store.location, identity: store.identity, root: root, schema: schema, options: options,
                 creating: creating, readOnly: readOnly)
         } else {
             if !readOnly { try ContentStore.makeDirectory(root.path) }
-            container = try Self.openSQLite(
-                root: root, schema: schema, options: options, creating: creating, readOnly: readOnly)
+            do {
+                container = try Self.openSQLite(
+                    root: root, schema: schema, options: options, creating: creating, readOnly: readOnly)
+            } catch let error as CatalogError where error.code == .diskFull && options.access == .readWriteIfPossible {
+                // SQLite's log cannot start on a full disk; a read-only open writes nothing.
+                readOnly = true
+                diskIsFull = true
+                schema = try Self.schema(with: options.entities, catalogInfo: false)
+                container = try Self.openSQLite(
+                    root: root, schema: schema, options: options, creating: creating, readOnly: true)
+            }
         }
+        self.openedReadOnlyOnAFullDisk = diskIsFull
         let content: ContentStore
         do {
             if let store {
@@ -578,6 +593,15 @@ public final class Catalog: Sendable {
     /// Whether the catalog was opened read-only (``Access/readOnly``, or
     /// ``Access/readWriteIfPossible`` where it cannot be written).
     public var isReadOnly: Bool { container.isReadOnly }
+
+    /// Whether an open with ``Access/readWriteIfPossible`` found the catalog's file system
+    /// full, and opened it read-only: SQLite cannot start its log on a full disk, a read-only
+    /// open writes nothing. Removals left pending stay pending.
+    public let openedReadOnlyOnAFullDisk: Bool
+
+    /// The file system holding the catalog, as messages name it: where it is mounted, its
+    /// type and the space left (`the file system mounted at /srv (ext4, 0 bytes free)`).
+    public var fileSystemDescription: String { FileSystemSpace(of: root.path).description }
 
     /// How many committed removals are still to be carried out (a crash, a failed sweep,
     /// or a read-only open that could not finish them).
@@ -661,6 +685,7 @@ public final class Catalog: Sendable {
         } catch let error as PersistenceError {
             if let inner = error.cause as? CatalogError { throw inner }
             if error.code == .readOnly { throw CatalogError.readOnlyCatalog(root.path) }
+            if error.code == .diskFull { throw CatalogError.diskFull(root.path, cause: error) }
             if error.code == .storeDamaged {
                 throw CatalogError.damagedStore(error, message: error.message, store: Self.storeURL(in: root).path)
             }

@@ -25,6 +25,9 @@ public struct CatalogError: Error, Sendable, CustomStringConvertible {
         /// The catalog cannot be changed: it was opened read-only, or it is on a
         /// file system (or in a folder) that this process cannot write.
         public static let readOnly = Code(name: "readOnly")
+        /// The file system holding the catalog has no space left for what the change must
+        /// write: nothing was changed. Commands that only read still work.
+        public static let diskFull = Code(name: "diskFull")
     }
 
     public var code: Code
@@ -53,6 +56,16 @@ extension CatalogError {
             .store,
             "\(message). Run `assetcat verify --store-only` to see the damage, and restore the catalog from a backup",
             path: store, cause: error)
+    }
+
+    /// A change the catalog at `root` could not write: its file system is full. Names the
+    /// file system, and says that nothing was changed and what to do.
+    static func diskFull(_ root: String, cause: any Error) -> CatalogError {
+        CatalogError(
+            .diskFull,
+            "The disk is full: \(FileSystemSpace(of: root).description) has no space left for the catalog at "
+                + "\(root) to write its change. Nothing was changed; free space on it, then run the command again "
+                + "(commands that only read the catalog still work)", path: root, cause: cause)
     }
 
     /// A change asked of a catalog opened read-only.

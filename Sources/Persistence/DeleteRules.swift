@@ -65,11 +65,22 @@ package struct DeleteRules<Statements: DeletionStatements> {
     package let schema: Schema
     package let statements: Statements
     package let effects: SaveEffects
+    /// The links the save writes, checked by ``requireLinkTargets()`` before its commit.
+    package let links = LinkTargets()
 
     package init(schema: Schema, statements: Statements, effects: SaveEffects) {
         self.schema = schema
         self.statements = statements
         self.effects = effects
+    }
+
+    /// Refuses the save if a link it writes points at a row the store no longer holds (see
+    /// ``LinkTargets``): the last step of a save's writes, before its commit.
+    package func requireLinkTargets() throws {
+        try links.requireTargets { name, ids in
+            guard let entity = schema.entity(named: name) else { return Set(ids) }  // another program's
+            return Set(try statements.rows(entity, ids: ids).map(\.id))
+        }
     }
 
     /// The rows a batch deletion reads and deletes at a time.
@@ -181,6 +192,13 @@ package struct DeleteRules<Statements: DeletionStatements> {
                 }
             }
         }
+    }
+
+    /// Refuses the deletion of the rows `ids` of `entity` as a save would for the links the
+    /// store holds (``refuseForeignLinks(_:_:)``, then the deny rules), deleting nothing.
+    package func refuseDeletion(_ entity: EntityDescription, _ ids: [Int64]) throws {
+        try refuseForeignLinks(entity, ids)
+        try refuseDeniedLinks(entity, ids)
     }
 
     /// The IDs of `deletes`, by entity.
@@ -404,6 +422,7 @@ package struct DeleteRules<Statements: DeletionStatements> {
             let row = effects.rows[i]
             try Self.requireNoLink(row.entity, row.id, row.values, into: deleted)
         }
+        links.rows(Array(effects.rows[first...]))
         try statements.insert(Array(effects.rows[first...]))
         if start != nil { effects.rows.removeSubrange(first...) }
     }

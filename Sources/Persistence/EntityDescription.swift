@@ -150,6 +150,28 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The name of the store's index of `property` (indexed, unique or a to-one
+    /// relationship), the same in every store.
+    package func indexName(of property: PropertyDescription) -> String {
+        "\(name)_\(property.name)_\(property.isUnique ? "unique" : "index")"
+    }
+
+    /// The name of the store's index for a ``ManagedObject/compositeIndexes`` entry: named
+    /// by its columns, and for a partial index by its filter's column too.
+    package func indexName(columns: [String], isUnique: Bool, filterColumn: String?) -> String {
+        let partial = filterColumn.map { "_where_\($0)" } ?? ""
+        return "\(name)_\(columns.joined(separator: "_"))\(partial)_\(isUnique ? "unique" : "index")"
+    }
+
+    /// The names of every index the stores make for this entity.
+    package func indexNames() throws -> [String] {
+        let single = storedProperties.filter { $0.isIndexed || $0.isUnique || !$0.isAttribute }.map(indexName(of:))
+        let composite = try compositeIndexDescriptions().map {
+            indexName(columns: $0.columns, isUnique: $0.isUnique, filterColumn: $0.filter?.column)
+        }
+        return single + composite
+    }
+
     init(type: ManagedObject.Type) throws {
         name = type.entityName
         objectType = type

@@ -25,6 +25,38 @@ extension ManagedObjectContext {
         try save(runCleanUp: true)
     }
 
+    /// Throws what the next ``save()`` would throw, before writing anything, if it deleted
+    /// `objects`: a deny rule that refuses one of their deletions (the object's own, or a
+    /// to-one link's `onDestinationDelete: .deny` from an object that stays), and their
+    /// ``ManagedObject/validateForDelete()``; then, in the store, a row this context never
+    /// read that points at one of them through a deny rule, or through a link of an entity
+    /// this schema lacks. Neither marks them deleted nor changes anything: what a dry run of
+    /// a deletion asks. Objects pending deletion already count
+    /// as gone, so deleting the objects first and passing ``deletedObjects`` checks a whole
+    /// cascade.
+    ///
+    /// - Throws: ``PersistenceError/Code/validation``, all refusals together.
+    public func validateDeletion(of objects: [ManagedObject]) throws {
+        var refusals: [PersistenceError] = []
+        for o in objects {
+            do {
+                try checkDenyRules(o)
+                try o.validateForDelete()
+            } catch let error as PersistenceError {
+                refusals.append(error)
+            } catch {
+                refusals.append(
+                    PersistenceError(.validation, "\(o.objectID): \(error)", objectIDs: [o.objectID], cause: error))
+            }
+        }
+        try Self.throwRefusals(refusals)
+        // The links the store holds that this context never read: deny rules, and links of
+        // entities this schema lacks.
+        for (entity, objects) in Dictionary(grouping: objects.filter { !$0.pendingInsert }, by: \.entity.name) {
+            try core.store.refuseDeletion(entity: objects[0].entity, ids: objects.map(\.objectID.rowID))
+        }
+    }
+
     private func save(runCleanUp: Bool) throws {
         guard !isSaving else {
             throw PersistenceError(.misuse, "save() was called on a context that is already saving (from a save hook)")
@@ -221,6 +253,11 @@ extension ManagedObjectContext {
                     PersistenceError(.validation, "\(o.objectID): \(error)", objectIDs: [o.objectID], cause: error))
             }
         }
+        try Self.throwRefusals(refusals)
+    }
+
+    /// Throws the one refusal, or one error holding them all; nothing if there is none.
+    private static func throwRefusals(_ refusals: [PersistenceError]) throws {
         guard !refusals.isEmpty else { return }
         if refusals.count == 1 { throw refusals[0] }
         throw PersistenceError(

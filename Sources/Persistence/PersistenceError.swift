@@ -33,6 +33,10 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         /// The store was opened read-only (``PersistentContainer/Options/readOnly``), or its
         /// file cannot be written: nothing was changed.
         public static let readOnly = Code(name: "readOnly")
+        /// The file system holding the store has no space left for what the store must
+        /// write (SQLite's "database or disk is full", from an open whose log cannot start,
+        /// or a save): nothing was changed. A read-only open still reads the store.
+        public static let diskFull = Code(name: "diskFull")
         /// The store could not be migrated to the current schema.
         public static let migration = Code(name: "migration")
         /// The store records a ``Migration`` this program does not declare: a newer version

@@ -184,7 +184,9 @@ public final class PersistentContainer: Sendable {
                 let causeCode = (c as? PersistenceError)?.code
                 let code: PersistenceError.Code =
                     causeCode == .newerStore
-                    ? .newerStore : options.readOnly && causeCode == .migration ? .migration : .io
+                    ? .newerStore
+                    : options.readOnly && causeCode == .migration
+                        ? .migration : SQLiteStore.isDiskFull(c, in: directory) ? .diskFull : .io
                 throw PersistenceError(code, "Could not open the store \(storeURL.path): \(r)", cause: c)
             case .missing:
                 throw PersistenceError(.notFound, "There is no store at \(storeURL.path)")

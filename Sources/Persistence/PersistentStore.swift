@@ -247,6 +247,10 @@ package protocol PersistentStore: AnyObject, Sendable {
     func count(_ fetch: StoreFetch) throws -> Int
     /// The rows of `entity` with these IDs that exist, in any order.
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow]
+    /// Throws what a save deleting the rows `ids` of `entity` would refuse for the links
+    /// the store holds: a row that points at one through a deny rule, or through a link of
+    /// an entity the schema lacks (``ForeignLink``). Reads only.
+    func refuseDeletion(entity: EntityDescription, ids: [Int64]) throws
     /// Applies `changes` and the rows of `effects` in one transaction; returns
     /// the new version of every updated row, the rows its row deletions removed,
     /// and the rows the transaction's completion of delete rules removed or
@@ -473,25 +477,48 @@ public struct Schema: Sendable {
     ///   relationship points at an entity that is not in the schema or its
     ///   inverse is not a to-one relationship, when a to-one relationship has both
     ///   an inverse and an `onDestinationDelete` rule, when two types have the same
-    ///   entity name, or when a ``ManagedObject/compositeIndexes`` names what is not a
-    ///   stored property.
+    ///   entity name in any case (the stores' names ignore case), when an entity's name
+    ///   begins with `_`, `sqlite_` or `pg_` or is that of another entity's index, or when
+    ///   a ``ManagedObject/compositeIndexes`` names what is not a stored property.
     public init(_ types: [ManagedObject.Type], migrations: [Migration] = []) throws {
         entities = types.map { $0.entityDescription }
         self.migrations = migrations
         var byName: [String: EntityDescription] = [:]
+        // SQLite's names, and PostgreSQL's unless quoted, ignore case: one name for the store
+        // is one name whatever its case. A table shares its names with the indexes.
+        var byFoldedName: [String: EntityDescription] = [:]
         for entity in entities {
-            if let other = byName[entity.name],
+            if let other = byFoldedName[entity.name.lowercased()],
                 ObjectIdentifier(other.objectType) != ObjectIdentifier(entity.objectType)
             {
+                let names =
+                    other.name == entity.name
+                    ? "named \(entity.name) (\(other.objectType) and \(entity.objectType))"
+                    : "named \(other.name) and \(entity.name) (\(other.objectType) and \(entity.objectType)), one "
+                        + "name for the store, which ignores case"
+                throw PersistenceError(
+                    .misuse, "Two entities of the schema are \(names); give one another `entityName`")
+            }
+            let folded = entity.name.lowercased()
+            if let prefix = Self.reservedPrefixes.first(where: { folded.hasPrefix($0) }) {
                 throw PersistenceError(
                     .misuse,
-                    "Two entities of the schema are named \(entity.name) (\(other.objectType) and "
-                        + "\(entity.objectType)); give one another `entityName`")
+                    "The entity \(entity.objectType) cannot be named \(entity.name): names that begin with "
+                        + "'\(prefix)' (in any case) are the store's own; give it another `entityName`")
             }
             byName[entity.name] = entity
+            byFoldedName[folded] = entity
         }
         entityByName = byName
-        for entity in entities { _ = try entity.compositeIndexColumns() }
+        for entity in entities {
+            for index in try entity.indexNames() {
+                guard let table = byFoldedName[index.lowercased()] else { continue }
+                throw PersistenceError(
+                    .misuse,
+                    "The entity \(table.objectType) cannot be named \(table.name): the store names an index of "
+                        + "\(entity.name) so; give it another `entityName`")
+            }
+        }
         var inverses: Set<String> = []
         for entity in entities {
             for property in entity.properties {
@@ -532,6 +559,10 @@ public struct Schema: Sendable {
     }
 
     package func entity(named name: String) -> EntityDescription? { entityByName[name] }
+
+    /// The beginnings of the names of the store's own tables (`_persistence_…`) and of
+    /// SQLite's and PostgreSQL's, which no entity's name may have, in any case.
+    static let reservedPrefixes = ["_", "sqlite_", "pg_"]
 
     /// The to-one relationships whose `onDestinationDelete` rule applies when an object of
     /// `entity` is deleted.

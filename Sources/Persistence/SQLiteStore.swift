@@ -7,8 +7,8 @@ import Locking
 /// The SQLite store: GRDB's `DatabasePool` in WAL mode with
 /// `synchronous=FULL` (a committed deletion survives power loss) and a busy
 /// timeout, so that several processes can write one store in turn. A
-/// read-only store is one read-only connection; on a read-only file system
-/// whose store has no `-wal` file it reads the file as immutable.
+/// read-only store is one read-only connection; on a read-only or full file system
+/// whose store has no `-wal` file to read it reads the file as immutable.
 final class SQLiteStore: PersistentStore {
     let url: URL
     let isReadOnly: Bool
@@ -171,8 +171,8 @@ final class SQLiteStore: PersistentStore {
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: url.path, configuration: checkConfig)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {
-                // A read-only file system, with no -wal/-shm to read beside the file.
+            } catch let error as DatabaseError where Self.mayReadImmutable(after: error, url) {
+                // A read-only or full file system, with no -wal to read beside the file.
                 guard let immutable = try immutableQueue(url, configuration: checkConfig) else { throw error }
                 queue = immutable
             }
@@ -270,8 +270,8 @@ final class SQLiteStore: PersistentStore {
     }
 
     /// One read-only connection; where the file system refuses the `-shm`
-    /// a WAL reader needs and there is no `-wal` to read, the file opened as
-    /// immutable (nothing else can write a read-only file system).
+    /// a WAL reader needs (read-only, or full) and there is no `-wal` to read, the file
+    /// opened as immutable (nothing else can write it).
     private static func openReadOnly(_ url: URL, busyTimeout: TimeInterval) throws(StoreOpenFailure) -> DatabaseQueue {
         var config = Configuration()
         config.readonly = true
@@ -280,7 +280,7 @@ final class SQLiteStore: PersistentStore {
         do {
             do {
                 return try DatabaseQueue(path: url.path, configuration: config)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {
+            } catch let error as DatabaseError where Self.mayReadImmutable(after: error, url) {
                 guard let immutable = try immutableQueue(url, configuration: config) else { throw error }
                 return immutable
             }
@@ -289,19 +289,31 @@ final class SQLiteStore: PersistentStore {
         }
     }
 
-    /// `url` opened as immutable, when nothing can be writing it: its folder
-    /// is on a read-only file system and there is no `-wal` holding commits
-    /// that the file does not have yet. `nil` otherwise.
+    /// Whether a read-only open that failed with `error` may read the file as immutable
+    /// instead (``immutableQueue(_:configuration:)`` says whether it can): SQLite could not
+    /// open the `-shm` a WAL reader needs (a read-only file system), or could not size it (a
+    /// full one).
+    private static func mayReadImmutable(after error: DatabaseError, _ url: URL) -> Bool {
+        error.resultCode == .SQLITE_CANTOPEN
+            || (error.resultCode.primaryResultCode == .SQLITE_IOERR && hasNoSpace(url.deletingLastPathComponent()))
+    }
+
+    /// `url` opened as immutable, when nothing can be writing it: its folder is on a
+    /// read-only file system, or on one with no space left (where no writer can start a
+    /// log), and there is no `-wal` holding commits that the file does not have yet. `nil`
+    /// otherwise.
     private static func immutableQueue(_ url: URL, configuration: Configuration) throws -> DatabaseQueue? {
         var fs = statvfs()
-        let folder = url.deletingLastPathComponent().path
-        guard statvfs(folder, &fs) == 0, fs.f_flag & UInt(ST_RDONLY) != 0 else { return nil }
+        let folder = url.deletingLastPathComponent()
+        guard statvfs(folder.path, &fs) == 0 else { return nil }
+        let readOnly = fs.f_flag & UInt(ST_RDONLY) != 0
+        guard readOnly || hasNoSpace(folder) else { return nil }
         var info = stat()
         if stat(url.path + "-wal", &info) == 0, info.st_size > 0 {
             throw PersistenceError(
                 .io,
-                "The store \(url.path) is on a read-only file system and has commits not yet written into it "
-                    + "(\(url.lastPathComponent)-wal); open it once where it can be written")
+                "The store \(url.path) is on a \(readOnly ? "read-only" : "full") file system and has commits not yet "
+                    + "written into it (\(url.lastPathComponent)-wal); open it once where it can be written")
         }
         var components = URLComponents()
         components.scheme = "file"
@@ -429,7 +441,7 @@ final class SQLiteStore: PersistentStore {
                 let isRelationship = !property.isAttribute
                 guard property.isIndexed || property.isUnique || isRelationship else { continue }
                 let unique = property.isUnique ? "UNIQUE " : ""
-                let index = quote("\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")")
+                let index = quote(entity.indexName(of: property))
                 try db.execute(
                     sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))")
             }
@@ -438,10 +450,10 @@ final class SQLiteStore: PersistentStore {
                 // A partial index is named by its filter's column too; its condition is written
                 // with `IS`, as predicates and tallies compile `==`, so that the planner sees a
                 // fetch's `column IS ?` (bound to the value) imply it.
-                let partial = composite.filter.map { "_where_\($0.column)" } ?? ""
                 let index = quote(
-                    "\(entity.name)_\(composite.columns.joined(separator: "_"))\(partial)_"
-                        + (composite.isUnique ? "unique" : "index"))
+                    entity.indexName(
+                        columns: composite.columns, isUnique: composite.isUnique,
+                        filterColumn: composite.filter?.column))
                 let condition = composite.filter.map { " WHERE \(quote($0.column)) IS \(literal($0.value))" } ?? ""
                 try db.execute(
                     sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) "
@@ -595,6 +607,17 @@ final class SQLiteStore: PersistentStore {
         return try mapErrors(nil) {
             try pool.read { db in
                 try Self.rows(db, entitySQL, ids: ids)
+            }
+        }
+    }
+
+    func refuseDeletion(entity: EntityDescription, ids: [Int64]) throws {
+        try mapErrors(nil) {
+            try pool.read { db in
+                try DeleteRules(
+                    schema: schema, statements: SQLiteStatements(store: self, db: db),
+                    effects: SaveEffects(commitsToStore: false)
+                ).refuseDeletion(entity, ids)
             }
         }
     }
@@ -810,7 +833,9 @@ final class SQLiteStore: PersistentStore {
             throw error
         } catch {
             guard changes.wrapsCommitFailures else { throw error }
-            throw PersistenceError(.io, "Could not commit to \(url.path): \(error)", cause: error)
+            throw PersistenceError(
+                Self.isDiskFull(error, in: url.deletingLastPathComponent()) ? .diskFull : .io,
+                "Could not commit to \(url.path): \(error)", cause: error)
         }
     }
 
@@ -863,10 +888,12 @@ final class SQLiteStore: PersistentStore {
                 for update in changes.updates {
                     try DeleteRules<SQLiteStatements>.requireNoLink(
                         update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
+                    rules.links.object(update.entity, update.id, update.values, slots: update.slots)
                 }
                 for insert in changes.inserts {
                     try DeleteRules<SQLiteStatements>.requireNoLink(
                         insert.entity, insert.id, insert.values, into: paged.deleted)
+                    rules.links.object(insert.entity, insert.id, insert.values)
                 }
                 try Self.insertRows(db, changes.inserts, sql: sql)
                 for insertion in changes.rows.insertions {
@@ -884,6 +911,7 @@ final class SQLiteStore: PersistentStore {
                     for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
                 }
                 try rules.insertEffectRows(refusingLinksInto: deleted)
+                try rules.requireLinkTargets()
                 try runBeforeCommit(db, effects)
                 try runInjectedFault()
                 return result
@@ -967,6 +995,7 @@ final class SQLiteStore: PersistentStore {
             for insert in inserts {
                 try DeleteRules<SQLiteStatements>.requireNoLink(insert.entity, insert.id, insert.values, into: deleted)
             }
+            rules.links.rows(inserts)
             try insertTallyingOnce(db, insertion.entity, inserts)
             try rules.insertEffectRows(from: planned, refusingLinksInto: deleted)
         }
@@ -1245,6 +1274,31 @@ final class SQLiteStore: PersistentStore {
         return findings
     }
 
+    /// Whether `error` (or the error it wraps) is a write the file system of `directory` had
+    /// no space for: SQLite's "database or disk is full", or — on a file system with no space
+    /// left — the I/O error of a write that could not start (the shared memory of the log
+    /// cannot be sized, its header cannot be written) or of a file that could not be made.
+    static func isDiskFull(_ error: any Error, in directory: URL) -> Bool {
+        if let error = error as? PersistenceError {
+            return error.code == .diskFull || error.cause.map { isDiskFull($0, in: directory) } == true
+        }
+        guard let error = error as? DatabaseError else { return false }
+        switch error.resultCode.primaryResultCode {
+        case .SQLITE_FULL: return true
+        case .SQLITE_IOERR, .SQLITE_CANTOPEN: return hasNoSpace(directory)
+        default: return false
+        }
+    }
+
+    /// Whether the file system of `directory` has (almost) no space left for this process: less
+    /// than a few pages, counting the blocks kept for root when it is root.
+    static func hasNoSpace(_ directory: URL) -> Bool {
+        var stats = statvfs()
+        guard statvfs(directory.path, &stats) == 0 else { return false }
+        let blocks = geteuid() == 0 ? stats.f_bfree : stats.f_bavail
+        return UInt64(blocks) * UInt64(stats.f_frsize) < 64 * 1024
+    }
+
     /// Whether SQLite's result says the file is damaged.
     private static func isDamage(_ code: ResultCode) -> Bool {
         code == .SQLITE_CORRUPT || code == .SQLITE_NOTADB
@@ -1264,6 +1318,10 @@ final class SQLiteStore: PersistentStore {
             if error.resultCode == .SQLITE_READONLY {
                 throw PersistenceError(
                     .readOnly, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
+            }
+            if Self.isDiskFull(error, in: url.deletingLastPathComponent()) {
+                throw PersistenceError(
+                    .diskFull, "\(what): \(message)", objectIDs: id.map { [$0] } ?? [], cause: error)
             }
             if Self.isDamage(error.resultCode) {
                 throw PersistenceError(

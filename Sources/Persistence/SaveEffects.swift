@@ -68,7 +68,7 @@ public final class SaveEffects {
     package var announcements: [Announcement] = []
     private var sharedValues: [String: AnyObject] = [:]
 
-    init(commitsToStore: Bool, userInfo: [String: Any] = [:]) {
+    package init(commitsToStore: Bool, userInfo: [String: Any] = [:]) {
         self.commitsToStore = commitsToStore
         self.userInfo = userInfo
     }

@@ -115,10 +115,10 @@ final class PostgreSQLStore: PersistentStore {
         var unique: [String: String] = [:]
         for entity in schema.entities {
             for property in entity.storedProperties where property.isUnique {
-                unique["\(entity.name)_\(property.name)_unique"] = "\(entity.name).\(property.name)"
+                unique[entity.indexName(of: property)] = "\(entity.name).\(property.name)"
             }
             for composite in try entity.compositeIndexColumns() where composite.isUnique {
-                unique["\(entity.name)_\(composite.columns.joined(separator: "_"))_unique"] =
+                unique[entity.indexName(columns: composite.columns, isUnique: true, filterColumn: nil)] =
                     composite.columns.map { "\(entity.name).\($0)" }.joined(separator: ", ")
             }
         }
@@ -203,15 +203,15 @@ final class PostgreSQLStore: PersistentStore {
             for property in entity.storedProperties {
                 guard property.isIndexed || property.isUnique || !property.isAttribute else { continue }
                 let unique = property.isUnique ? "UNIQUE " : ""
-                let index = quote("\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")")
+                let index = quote(entity.indexName(of: property))
                 try writer.run("CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))", [])
             }
             for composite in try entity.compositeIndexDescriptions() {
                 let unique = composite.isUnique ? "UNIQUE " : ""
-                let partial = composite.filter.map { "_where_\($0.column)" } ?? ""
                 let index = quote(
-                    "\(entity.name)_\(composite.columns.joined(separator: "_"))\(partial)_"
-                        + (composite.isUnique ? "unique" : "index"))
+                    entity.indexName(
+                        columns: composite.columns, isUnique: composite.isUnique,
+                        filterColumn: composite.filter?.column))
                 let condition =
                     composite.filter.map { " WHERE \(quote($0.column)) = \(Self.literal($0.value, type: ""))" } ?? ""
                 try writer.run(
@@ -333,8 +333,7 @@ final class PostgreSQLStore: PersistentStore {
             else { return false }
             for property in entity.storedProperties {
                 if property.isIndexed || property.isUnique || !property.isAttribute {
-                    let index = "\(entity.name)_\(property.name)_\(property.isUnique ? "unique" : "index")"
-                    guard relations[index] == "i" else { return false }
+                    guard relations[entity.indexName(of: property)] == "i" else { return false }
                 }
                 guard case .toOne = property.kind else { continue }
                 guard constraints.contains("\(entity.name)_\(property.name)_link") else { return false }
@@ -346,10 +345,8 @@ final class PostgreSQLStore: PersistentStore {
                 expectedLinks.insert([entity.name, property.name, destination, rule.rawValue])
             }
             for composite in try entity.compositeIndexDescriptions() {
-                let partial = composite.filter.map { "_where_\($0.column)" } ?? ""
-                let index =
-                    "\(entity.name)_\(composite.columns.joined(separator: "_"))\(partial)_"
-                    + (composite.isUnique ? "unique" : "index")
+                let index = entity.indexName(
+                    columns: composite.columns, isUnique: composite.isUnique, filterColumn: composite.filter?.column)
                 guard relations[index] == "i" else { return false }
             }
             for function in Self.functions(entity.name, try entity.resolvedTallies(), schema: name)
@@ -594,6 +591,15 @@ final class PostgreSQLStore: PersistentStore {
         try mapErrors(nil) { try rows(reader, entity, ids: ids) }
     }
 
+    func refuseDeletion(entity: EntityDescription, ids: [Int64]) throws {
+        try mapErrors(nil) {
+            try DeleteRules(
+                schema: schema, statements: PostgreSQLStatements(store: self, connection: reader),
+                effects: SaveEffects(commitsToStore: false)
+            ).refuseDeletion(entity, ids)
+        }
+    }
+
     fileprivate func rows(_ connection: PostgreSQLConnection, _ entity: EntityDescription, ids: [Int64]) throws
         -> [StoreRow]
     {
@@ -708,10 +714,12 @@ final class PostgreSQLStore: PersistentStore {
         for update in changes.updates {
             try DeleteRules<PostgreSQLStatements>.requireNoLink(
                 update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
+            rules.links.object(update.entity, update.id, update.values, slots: update.slots)
         }
         for insert in changes.inserts {
             try DeleteRules<PostgreSQLStatements>.requireNoLink(
                 insert.entity, insert.id, insert.values, into: paged.deleted)
+            rules.links.object(insert.entity, insert.id, insert.values)
         }
         try insert(changes.inserts)
         for insertion in changes.rows.insertions { try insertRows(insertion, rules, deleted: paged.deleted) }
@@ -726,6 +734,7 @@ final class PostgreSQLStore: PersistentStore {
             for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
         }
         try mapErrors(nil) { try rules.insertEffectRows(refusingLinksInto: deleted) }
+        try mapErrors(nil) { try rules.requireLinkTargets() }
         if !effects.beforeCommitWork.isEmpty {
             let reader = TransactionReader(
                 countRows: { fetch, locking in try self.count(self.writer, fetch, locking: locking) },
@@ -900,6 +909,7 @@ final class PostgreSQLStore: PersistentStore {
                 try DeleteRules<PostgreSQLStatements>.requireNoLink(
                     insert.entity, insert.id, insert.values, into: deleted)
             }
+            rules.links.rows(inserts)
             try insert(inserts)
             try mapErrors(nil) { try rules.insertEffectRows(from: planned, refusingLinksInto: deleted) }
         }

@@ -64,7 +64,14 @@ struct CatalogOption: ParsableArguments {
         let catalog = try Catalog.open(
             at: CatalogLocator.locate(explicit: catalog),
             options: .init(access: .readWriteIfPossible, logger: output.logger))
-        if catalog.isReadOnly, let pending = try? catalog.pendingRemovalCount(), pending > 0 {
+        if catalog.openedReadOnlyOnAFullDisk {
+            let pending = (try? catalog.pendingRemovalCount()) ?? 0
+            Terminal.note(
+                "note: the disk is full (\(catalog.fileSystemDescription)): the catalog is open read-only"
+                    + (pending > 0
+                        ? "; \(plural(pending, "committed removal")) could not be finished (the next command that can "
+                            + "write the catalog finishes them)" : ""))
+        } else if catalog.isReadOnly, let pending = try? catalog.pendingRemovalCount(), pending > 0 {
             Terminal.note(
                 "note: the catalog is read-only; \(plural(pending, "committed removal")) could not be finished "
                     + "(the next command that can write the catalog finishes them)")

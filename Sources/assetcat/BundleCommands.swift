@@ -41,7 +41,10 @@ extension AssetCat {
         var compressionLevel: Int?
         @Flag(help: "Leave out missing or damaged assets (listed on stderr) instead of stopping.") var skipDamaged =
             false
-        @Flag(help: "Replace a file, or a folder that is not empty, at the bundle's path.") var force = false
+        @Flag(
+            name: [.customShort("f"), .long],
+            help: "Replace a file, or a folder that is not empty, at the bundle's path.")
+        var force = false
         @Flag(help: "Print a JSON summary.") var json = false
 
         func validate() throws {

@@ -26,7 +26,7 @@ extension AssetCat {
         @Argument(help: "Files, directories or archives to add.") var paths: [String]
         @Flag(help: "Record files where they are instead of copying them.") var reference = false
         @Option(name: .customLong("tag"), help: "Tag the added assets (repeatable).") var tags: [String] = []
-        @Flag(help: "Add the files under directories.") var recursive = false
+        @Flag(name: [.customShort("r"), .long], help: "Add the files under directories.") var recursive = false
         @Flag(help: "With --reference: record files without reading them; a digest job hashes them later.")
         var deferHash = false
         @Flag(help: "Queue the jobs (archive indexing, metadata, digests) and return without running them.")
@@ -259,7 +259,7 @@ extension AssetCat {
                 "Read asset IDs or names from FILE, one a line ('-' reads standard input); empty lines are skipped.",
                 valueName: "FILE"))
         var fromFile: String?
-        @Flag(help: "Show what would be removed; change nothing.") var dryRun = false
+        @Flag(name: [.customShort("n"), .long], help: "Show what would be removed; change nothing.") var dryRun = false
 
         func validate() throws {
             if fromFile != nil {
@@ -285,12 +285,13 @@ extension AssetCat {
                 // Listed a page at a time; deleted in one transaction, a page of rows at a time
                 // (no objects loaded); the counts are the library's.
                 let query = AssetQuery(tags: tags, excludingTags: notTags)
+                // A dry run refuses what the removal would, before it lists anything.
+                let result = try catalog.removeAll(query, dryRun: dryRun)
                 if dryRun {
                     try catalog.forEachAsset(query) { a in
                         print("would remove \(a.id)  \(DisplayText.quoted(a.name))")
                     }
                 }
-                let result = try catalog.removeAll(query, dryRun: dryRun)
                 let tagged = tags.map(DisplayText.quoted).joined(separator: " and ")
                 let excluded =
                     notTags.isEmpty ? "" : " but not " + notTags.map(DisplayText.quoted).joined(separator: " or ")

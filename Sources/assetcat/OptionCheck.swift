@@ -34,7 +34,7 @@ enum OptionCheck {
             if argument == "--" { break }
             if argument.hasPrefix("-") && argument != "-" {
                 let name = argument.hasPrefix("--") ? String(argument.prefix { $0 != "=" }) : argument
-                if !names.contains(name) {
+                if !names.contains(name) && !isGroupOfFlags(name, of: names, valued: command.valued) {
                     let quoted = DisplayText.quoted(argument)
                     // An option of the command named after it (`assetcat -q ls`).
                     let later = laterCommand(arguments[(index + 1)...], from: command)
@@ -53,6 +53,16 @@ enum OptionCheck {
             }
         }
         return nil
+    }
+
+    /// Whether `argument` is short flags typed together (`-rq` for `-r -q`), each one a flag
+    /// `names` holds: ArgumentParser reads it so. `-dash.txt` is not (no `-d` flag).
+    static func isGroupOfFlags(_ argument: String, of names: Set<String>, valued: Set<String>) -> Bool {
+        guard argument.count > 2, argument.hasPrefix("-"), !argument.hasPrefix("--") else { return false }
+        return argument.dropFirst().allSatisfy { letter in
+            let flag = "-\(letter)"
+            return names.contains(flag) && !valued.contains(flag)
+        }
     }
 
     /// The subcommands `arguments` name below `command` (options skipped), and the option

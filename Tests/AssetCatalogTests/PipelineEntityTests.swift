@@ -49,6 +49,12 @@ final class ImpostorAsset: ManagedObject {
     @Attribute var name = ""
 }
 
+/// Takes the name of the catalog's own entity in lower case: the same table for the store.
+final class LowerCaseAsset: ManagedObject {
+    override class var entityName: String { "asset" }
+    @Attribute var label = ""
+}
+
 /// Points at an asset without saying what removing it does.
 final class UnruledLink: ManagedObject {
     @ToOne var asset: Asset?
@@ -206,7 +212,31 @@ final class UnruledLink: ManagedObject {
                 + "(deny rule)")
         let batch = #expect(throws: CatalogError.self) { try catalog.removeAll(AssetQuery()) }
         #expect(batch?.message.hasPrefix("Asset \(asset.id) cannot be deleted: PipelineHold") == true)
+        // A dry run says what the removal would do: refuse, with the same error.
+        let dryRun = #expect(throws: CatalogError.self) { try catalog.remove(asset.id, dryRun: true) }
+        #expect(dryRun?.message == error?.message)
+        let batchDryRun = #expect(throws: CatalogError.self) { try catalog.removeAll(AssetQuery(), dryRun: true) }
+        #expect(batchDryRun?.message == error?.message)
         #expect(try catalog.assets().map(\.id) == [asset.id])
+        #expect(t.hasObject(asset.sha256))
+        catalog.close()
+
+        // assetcat, which does not know the pipeline's entity, refuses the dry run as it
+        // refuses the removal: the store holds the link and its rule.
+        let message =
+            "assetcat: Asset \(asset.id) cannot be deleted: PipelineHold \(holdID.rowID) points at it through "
+            + "PipelineHold.asset, whose delete rule (deny) this store cannot apply: it was opened without the entity "
+            + "PipelineHold. Open it with PipelineHold in its schema to delete Asset \(asset.id)\n"
+        #expect(try await t.run(["tag", "\(asset.id)", "--add", "held"]).status == 0)
+        for arguments in [
+            ["rm", "-n", "\(asset.id)"], ["rm", "\(asset.id)"], ["rm", "--tag", "held", "--dry-run"],
+            ["rm", "--tag", "held"],
+        ] {
+            let rm = try await t.run(arguments)
+            #expect(rm.status == 1, "\(arguments)")
+            #expect(rm.stdout == "", "\(arguments)")
+            #expect(rm.stderr == message, "\(arguments)")
+        }
         #expect(t.hasObject(asset.sha256))
     }
 
@@ -339,6 +369,86 @@ final class UnruledLink: ManagedObject {
                 + "own entity (reserved: AddMark, Asset, AssetTag, CatalogInfo, Job, PendingImport, PendingTemporary, RemovalPlan); "
                 + "give it another `entityName`")
         #expect(!FileManager.default.fileExists(atPath: t.root.path), "nothing was made")
+    }
+
+    /// An extractor read an asset; another context removed it and committed; the extractor
+    /// then saves a document linking to it. The save fails (the link is a foreign key,
+    /// checked in the store), nothing of it is written, and no document points at nothing.
+    @Test(arguments: [false, true]) func aDocumentLinkedToAnAssetRemovedMeanwhileIsNotSaved(onPostgreSQL: Bool)
+        async throws
+    {
+        let t = try TestCatalog()
+        let catalog =
+            onPostgreSQL
+            ? try Catalog.create(
+                at: t.root, store: MigrateStoreTests.newLocation(), options: .init(entities: Self.entities)
+            ).catalog
+            : try Catalog.create(at: t.root, options: .init(entities: Self.entities))
+        defer { catalog.close() }
+        let asset = try #require(try await catalog.add([try t.file("a.txt", "late \(UUID())")]).added.first)
+        let extractor = catalog.newContext()
+        let name = try extractor.performAndWait {
+            try extractor.existingObject(with: asset.objectID, as: Asset.self).name
+        }
+        #expect(name == "a.txt")
+        try catalog.remove(asset.id)
+        let title = "late-\(UUID())"
+        let (documentID, error) = extractor.performAndWait {
+            let document = PipelineDocument(context: extractor)
+            document.title = title
+            do {
+                document.asset = try extractor.existingObject(with: asset.objectID, as: Asset.self)
+                try extractor.save()
+                return (document.objectID, nil as (any Error)?)
+            } catch {
+                return (document.objectID, error)
+            }
+        }
+        let message = try #require(error.map { ($0 as? PersistenceError)?.message ?? "\($0)" })
+        #expect(
+            message
+                == "\(documentID).asset points at \(asset.objectID), which is not in the store: another save deleted "
+                + "it. Nothing was saved")
+        #expect(try documents(catalog).isEmpty)
+        #expect(pipelineHooks(title) == ["willSave"])
+    }
+
+    /// `asset` is the catalog's `Asset` table for SQLite: refused at create and at the open of
+    /// an existing catalog, which is left as it was (no column added, no row listed).
+    @Test func anEntityNamedLikeOneOfTheCatalogsInAnotherCaseIsRefused() async throws {
+        let t = try TestCatalog()
+        let message =
+            "The entity LowerCaseAsset cannot be added to the catalog: its name asset is taken by the catalog's own "
+            + "entity (reserved: AddMark, Asset, AssetTag, CatalogInfo, Job, PendingImport, PendingTemporary, "
+            + "RemovalPlan); give it another `entityName`"
+        let create = #expect(throws: CatalogError.self) {
+            try Catalog.create(at: t.root, options: .init(entities: [LowerCaseAsset.self]))
+        }
+        #expect(create?.code == .invalidArgument)
+        #expect(create?.message == message)
+        #expect(!FileManager.default.fileExists(atPath: t.root.path), "nothing was made")
+
+        let catalog = try t.create()
+        _ = try await catalog.add([try t.file("a.txt", "a \(UUID())")])
+        catalog.close()
+        let open = #expect(throws: CatalogError.self) {
+            try Catalog.open(at: t.root, options: .init(entities: [LowerCaseAsset.self]))
+        }
+        #expect(open?.message == message)
+        let columns = try ChildProcess(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                    + "print(' '.join(r[1] for r in c.execute('PRAGMA table_info(\"Asset\")')))",
+                t.root.appending(path: "catalog.sqlite").path,
+            ]
+        ).wait()
+        #expect(columns.termination == .exited(0), "\(columns.stderrText)")
+        #expect(!columns.stdoutText.split(separator: " ").contains("label"), "the catalog's table was not altered")
+        let reopened = try t.open()
+        defer { reopened.close() }
+        #expect(try reopened.assets().map(\.name) == ["a.txt"])
     }
 
     @Test func aLinkToAnAssetWithoutADeleteRuleIsRefused() throws {

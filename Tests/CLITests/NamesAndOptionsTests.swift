@@ -135,4 +135,35 @@ import Testing
         #expect(rm.status == 0)
         #expect(rm.stdout == "removed 1  -h\nremoved 1 asset and 1 file from objects/\n")
     }
+
+    /// The short options `cp -r`, `rm -n` and `mv -f` users type first, alone and typed
+    /// together with `-q`; a group holding a letter no flag has is still refused.
+    @Test func theShortOptionsPeopleTypeFirstAreTaken() async throws {
+        let t = try TestCatalog()
+        try t.create().close()
+        try t.file("photos/a.txt", "a\n")
+        try t.file("photos/deep/b.txt", "b\n")
+        let add = try await t.run(["add", "-r", "photos"], in: t.sources)
+        #expect(add.status == 0)
+        #expect(add.stdout == "added 2 files\n")
+        try t.file("more/c.txt", "c\n")
+        let grouped = try await t.run(["add", "-rq", "more"], in: t.sources)
+        #expect(grouped.status == 0)
+        #expect(grouped.stdout == "")
+        #expect(try await t.run(["ls", "--jsonl", "--fields", "id"]).stdout == "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n")
+        let dryRun = try await t.run(["rm", "-n", "1"])
+        #expect(dryRun.stdout == "would remove 1  a.txt\nwould remove 1 asset and 1 file from objects/\n")
+        #expect(try await t.run(["show", "1"]).status == 0)  // the dry run changed nothing
+        let bundle = t.sources.appending(path: "out.tar").path
+        #expect(try await t.run(["export", bundle]).status == 0)
+        let again = try await t.run(["export", bundle])
+        #expect(again.status != 0)
+        let forced = try await t.run(["export", "-f", bundle])
+        #expect(forced.status == 0, "\(forced.stderr)")
+        let unknown = try await t.run(["add", "-rx", "photos"], in: t.sources)
+        #expect(unknown.status == 64)
+        #expect(
+            unknown.stderr
+                == "assetcat: unknown option '-rx'; a name that begins with '-' goes after '--': assetcat add -- -rx\n")
+    }
 }

@@ -39,6 +39,21 @@ final class OtherPaper: ManagedObject {
     override class var entityName: String { "Paper" }
 }
 
+/// Takes `Paper`'s name in lower case: one table for SQLite, and for PostgreSQL unquoted.
+final class LowerPaper: ManagedObject {
+    override class var entityName: String { "paper" }
+}
+
+/// Takes the name of the store's own tables.
+final class PrivateTable: ManagedObject {
+    override class var entityName: String { "_Persistence_Links" }
+}
+
+/// Takes the name of the index of `Review.paper`, in upper case.
+final class IndexNamed: ManagedObject {
+    override class var entityName: String { "REVIEW_PAPER_INDEX" }
+}
+
 /// `@ToOne(onDestinationDelete:)`: a to-one relationship that says what deleting its
 /// destination does to it, for destinations that cannot declare the to-many.
 @Suite struct DestinationDeleteRuleTests {
@@ -140,6 +155,58 @@ final class OtherPaper: ManagedObject {
         #expect(try c.count(for: FetchRequest<Paper>()) == 1)
     }
 
+    /// A link is a foreign key: a save that links to a row another save deleted and
+    /// committed since fails, whether it links by object or by row, and saves nothing. The
+    /// saving context cannot know: the store looks in the save's transaction.
+    @Test(arguments: StoreKind.allCases) func aLinkToARowAnotherSaveDeletedFails(_ kind: StoreKind) throws {
+        let container = try store(kind: kind)
+        defer { container.close() }
+        let setup = container.newBackgroundContext()
+        let paper = Paper(context: setup)
+        paper.title = "gone"
+        try setup.save()
+        let extractor = container.newBackgroundContext(name: "extractor")
+        let read = try extractor.existingObject(with: paper.objectID, as: Paper.self)
+        #expect(read.title == "gone")
+        // Another context deletes the paper and commits.
+        let remover = container.newBackgroundContext()
+        remover.delete(try remover.existingObject(with: paper.objectID, as: Paper.self))
+        try remover.save()
+
+        let review = Review(context: extractor)
+        review.text = "late"
+        review.paper = read
+        let byObject = #expect(throws: PersistenceError.self) { try extractor.save() }
+        #expect(byObject?.code == .validation)
+        #expect(
+            byObject?.message
+                == "\(review.objectID).paper points at \(paper.objectID), which is not in the store: another save "
+                + "deleted it. Nothing was saved")
+        extractor.rollback()
+
+        let citation = Citation(context: extractor)  // written beside the rows: nothing of it is saved
+        _ = citation
+        try extractor.insertRows(Review.self, count: 3) { i, row in
+            row[\.text] = "row \(i)"
+            row[\.paper] = paper.objectID
+        }
+        let byRow = #expect(throws: PersistenceError.self) { try extractor.save() }
+        #expect(
+            byRow?.message
+                == "A row of Review saved points at \(paper.objectID) through Review.paper, which is not in the store: "
+                + "another save deleted it. Nothing was saved")
+        let fresh = container.newBackgroundContext()
+        #expect(try fresh.count(for: FetchRequest<Review>()) == 0)
+        #expect(try fresh.count(for: FetchRequest<Citation>()) == 0)
+
+        // A link to a row the same save inserts needs no look, and saves.
+        let next = container.newBackgroundContext()
+        let kept = Paper(context: next)
+        let ids = try next.insertRows(Review.self, count: 2) { _, row in row[\.paper] = kept.objectID }
+        try next.save()
+        #expect(try fresh.count(for: FetchRequest<Review>()) == ids.count)
+    }
+
     @Test func aSchemaRefusesARuleBesideAnInverseAndTwoEntitiesOfOneName() throws {
         let both = #expect(throws: PersistenceError.self) { try Schema([Shelved.self, Rack.self]) }
         #expect(
@@ -150,5 +217,28 @@ final class OtherPaper: ManagedObject {
         #expect(
             twice?.message
                 == "Two entities of the schema are named Paper (Paper and OtherPaper); give one another `entityName`")
+    }
+
+    /// A name the store would take for another, whatever its case, is refused before the
+    /// store is touched: SQLite's names ignore case, and PostgreSQL folds unquoted ones.
+    @Test func aSchemaRefusesANameTheStoreWouldTakeForAnother() throws {
+        let folded = #expect(throws: PersistenceError.self) { try Schema([Paper.self, LowerPaper.self]) }
+        #expect(
+            folded?.message
+                == "Two entities of the schema are named Paper and paper (Paper and LowerPaper), one name for the "
+                + "store, which ignores case; give one another `entityName`")
+        let own = #expect(throws: PersistenceError.self) { try Schema([Paper.self, PrivateTable.self]) }
+        #expect(
+            own?.message
+                == "The entity PrivateTable cannot be named _Persistence_Links: names that begin with '_' (in any "
+                + "case) are the store's own; give it another `entityName`")
+        let index = #expect(throws: PersistenceError.self) {
+            try Schema([Paper.self, Review.self, IndexNamed.self])
+        }
+        #expect(
+            index?.message
+                == "The entity IndexNamed cannot be named REVIEW_PAPER_INDEX: the store names an index of Review so; "
+                + "give it another `entityName`")
+        _ = try Schema([Paper.self, Review.self])
     }
 }
