@@ -564,13 +564,71 @@ final class PostgreSQLConnection: @unchecked Sendable {
         try? connection.close().wait()
     }
 
-    /// The server's message for a server error, else the error.
+    /// What `error` says, in words: the server's message for a server error, else what
+    /// went wrong — never a bare name of a postgres-nio error code (`connectionError`).
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] { return message }
-            return "\(error.code)"
+            return describe(code: error.code, serverMessage: error.serverInfo?[.message], underlying: error.underlying)
         }
-        return "\(error)"
+        return describeNetwork(error)
+    }
+
+    /// What a postgres-nio error of `code` says, in words: the server's message if there is
+    /// one, else what went wrong (for `connectionError`, what the network said).
+    static func describe(code: PSQLError.Code, serverMessage: String?, underlying: (any Error)?) -> String {
+        if let serverMessage { return serverMessage }
+        switch code {
+        case .connectionError: return underlying.map(describeNetwork) ?? "the connection failed"
+        case .serverClosedConnection: return "the server closed the connection"
+        case .clientClosedConnection: return "the connection was closed by this process"
+        case .uncleanShutdown: return "the connection ended without a clean TLS shutdown"
+        case .sslUnsupported: return "the server does not accept TLS (sslmode=disable connects without it)"
+        case .failedToAddSSLHandler: return "TLS could not be set up"
+        case .receivedUnencryptedDataAfterSSLRequest: return "the server answered the TLS request with unencrypted data"
+        case .server: return "the server reported an error"
+        case .messageDecodingFailure: return "the server sent a message that could not be read"
+        case .unexpectedBackendMessage: return "the server sent a message out of turn"
+        case .unsupportedAuthMechanism:
+            return "the server asks for an authentication method this client does not support"
+        case .authMechanismRequiresPassword:
+            return "the server asks for a password and none was given (the URL, PGPASSWORD or ~/.pgpass)"
+        case .saslError: return "password authentication (SCRAM) failed"
+        case .invalidCommandTag: return "the server sent a command tag that could not be read"
+        case .queryCancelled: return "the statement was cancelled"
+        case .tooManyParameters: return "the statement has more parameters than PostgreSQL takes (65,535)"
+        case .listenFailed: return "LISTEN failed"
+        case .unlistenFailed: return "UNLISTEN failed"
+        case .poolClosed: return "the connection pool is closed"
+        default: return "the PostgreSQL client failed (error code \(code))"
+        }
+    }
+
+    /// What a network error says, in words: `connection refused` for a connect's
+    /// `ECONNREFUSED`, `the connection was closed`, `no answer within 10 s`.
+    static func describeNetwork(_ error: any Error) -> String {
+        switch error {
+        case let error as NIOConnectionError:
+            if let first = error.connectionErrors.first { return describeNetwork(first.error) }
+            return error.dnsAError != nil || error.dnsAAAAError != nil
+                ? "the host name \(error.host) could not be resolved" : "the connection could not be made"
+        case let error as IOError:
+            return String(cString: strerror(error.errnoCode)).lowercased()
+        case let error as ChannelError:
+            switch error {
+            case .connectTimeout(let time):
+                return "no answer within \((Double(time.nanoseconds) / 1e9).formatted(.number.grouping(.never))) s"
+            case .alreadyClosed, .ioOnClosedChannel, .eof, .inputClosed, .outputClosed:
+                return "the connection was closed"
+            default:
+                return "the network connection failed (\(error))"
+            }
+        case let error as PSQLError:
+            return describe(error)
+        case let error where String(reflecting: type(of: error)).hasPrefix("NIOSSL."):
+            return "TLS failed (\(error))"
+        default:
+            return "\(error)"
+        }
     }
 
     /// The SQLSTATE of a server error (`23505`: unique violation), if it is one.
