@@ -58,4 +58,23 @@ import Testing
             error.message == "Could not connect to PostgreSQL at 127.0.0.1:1 (database catalog, user someone): "
                 + "connection refused")
     }
+
+    @Test func theReconnectTimeoutIsAURLParameter() throws {
+        #expect(try PostgreSQLLocation(URL(string: "postgresql://u@h/d")!, environment: [:]).reconnectTimeout == 10)
+        #expect(
+            try PostgreSQLLocation(URL(string: "postgresql://u@h/d?reconnect_timeout=2.5")!, environment: [:])
+                .reconnectTimeout == 2.5)
+        #expect(
+            try PostgreSQLLocation(URL(string: "postgresql://u@h/d?reconnect_timeout=0")!, environment: [:])
+                .reconnectTimeout == 0)
+        for bad in ["-1", "soon", "", "1e9"] {
+            let error = try #require(throws: PersistenceError.self, "\(bad)") {
+                try PostgreSQLLocation(URL(string: "postgresql://u@h/d?reconnect_timeout=\(bad)")!, environment: [:])
+            }
+            #expect(
+                error.message
+                    == "postgresql://u@h/d?reconnect_timeout=\(bad): `reconnect_timeout` needs a number of seconds "
+                    + "from 0 to 86400")
+        }
+    }
 }
