@@ -271,7 +271,8 @@ extension PostgreSQLStore {
 
     /// Ends session `id` cleanly (``StoreSession/end()``): its row deleted, its lock given
     /// back, its connection closed. Best effort: a connection already lost has given the
-    /// lock back, and the row is then a dead session's, for a reaper.
+    /// lock back, and its row is deleted through the writer; should that fail too, the row
+    /// is a dead session's, for a reaper.
     func endSession(_ id: Int64) {
         let connection: PostgreSQLConnection? = sessionSlot.withLock { slot in
             guard slot.session?.id == id else { return nil }
@@ -279,7 +280,12 @@ extension PostgreSQLStore {
             return slot.connection
         }
         guard let connection else { return }
-        _ = try? connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)])
+        let delete = "DELETE FROM \(Self.sessionsTable) WHERE id = $1"
+        if (try? connection.run(delete, [.integer(id)])) == nil {
+            // Its connection was lost and not taken up yet (``takeUp(_:after:)``): the row
+            // goes through the store's writer, which reconnects, rather than wait for a reaper.
+            _ = try? writer.run(delete, [.integer(id)])
+        }
         _ = try? connection.run(
             "SELECT pg_advisory_unlock(hashtext($1), $2::integer)", [.text(sessionLockSpace), .integer(id)])
         connection.close()
