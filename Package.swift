@@ -116,6 +116,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // To ask the PostgreSQL server what it sees of a connection (TLS).
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // To word the network's errors as postgres-nio passes them on.
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO", "TestScratch"]),

@@ -131,7 +131,6 @@ public struct AddResult: Sendable {
                 queuedJobIDs.append(id...id)
             }
         }
-        failures += batch.failures
         if keepingRecords {
             added += batch.added
             queuedJobs += batch.queuedJobs
@@ -190,7 +189,12 @@ extension Catalog {
     ///   without `recursive` — before anything is added. Per-file read errors
     ///   do not stop the add: they are in ``AddResult/failures``, as is each file or
     ///   folder inside a directory whose name is not UTF-8 (which the catalog cannot
-    ///   record; it is not added).
+    ///   record; it is not added). A batch that cannot be recorded — the store failed, or
+    ///   could not be reached (a PostgreSQL store retries a lost connection for its URL's
+    ///   `reconnect_timeout` first) — stops the add: the batches committed before it stay,
+    ///   nothing is left in staging, and it throws one error (``CatalogError/Code/store``)
+    ///   saying how many files were recorded and that the same add run again records the
+    ///   rest.
     public func add(
         _ paths: [String], options: AddOptions = AddOptions(), progress: (@Sendable (AddProgress) -> Void)? = nil
     ) async throws -> AddResult {
@@ -304,6 +308,8 @@ extension Catalog {
             try content.makeStagingFolder()
         }
         defer { for lane in lanes { content.removeStagingFolder(lane) } }
+        // The failure of a batch's commit, which stops the add.
+        var failure: CatalogError?
         try await withThrowingTaskGroup(of: Outcome.self) { group in
             var next = 0
             var launched = 0
@@ -334,7 +340,7 @@ extension Catalog {
                 }
             }
             func launchCommit() {
-                guard !stopped, !committing, !ready.isEmpty else { return }
+                guard !stopped, failure == nil, !committing, !ready.isEmpty else { return }
                 let batch = ready.removeFirst()
                 committing = true
                 group.addTask { [self] in .batch(self.commitBatch(batch, options: options, resumption: resumption)) }
@@ -365,6 +371,12 @@ extension Catalog {
                 case .batch(let batch):
                     committing = false
                     result.merge(batch, keepingRecords: options.keepsRecords)
+                    if let batchFailure = batch.failure, failure == nil {
+                        // Nothing more is read or recorded; what is staged goes with its lanes.
+                        failure = batchFailure
+                        stopped = true
+                        group.cancelAll()
+                    }
                 }
                 if Task.isCancelled {
                     result.wasCancelled = true
@@ -374,6 +386,7 @@ extension Catalog {
                 launchReads()
             }
         }
+        if let failure { throw Self.stopped(at: failure, after: result) }
         // What is complete and not committed yet (when cancelled, also what completed past a
         // gap: it is complete too), in order.
         ready.append(pending + completed.sorted { $0.key < $1.key }.map(\.value))
@@ -381,10 +394,10 @@ extension Catalog {
         // An add that went through all its files clears its mark, in its last transaction.
         let isComplete = !result.wasCancelled && lookupFailure == nil
         for (i, batch) in ready.enumerated() {
-            result.merge(
-                commitBatch(
-                    batch, options: options, resumption: resumption, clearsMark: isComplete && i == ready.count - 1),
-                keepingRecords: options.keepsRecords)
+            let outcome = commitBatch(
+                batch, options: options, resumption: resumption, clearsMark: isComplete && i == ready.count - 1)
+            result.merge(outcome, keepingRecords: options.keepsRecords)
+            if let failure = outcome.failure { throw Self.stopped(at: failure, after: result) }
         }
         if isComplete && ready.isEmpty { clearMark(resumption) }
         if let lookupFailure { throw lookupFailure }
@@ -453,24 +466,36 @@ extension Catalog {
     struct BatchOutcome: Sendable {
         var added: [AssetRecord] = []
         var queuedJobs: [Int64] = []
-        var failures: [CatalogError] = []
+        /// Why the batch could not be recorded (nothing of it was): the add stops.
+        var failure: CatalogError?
     }
 
-    /// Commits a batch; a batch that cannot be recorded becomes one failure
-    /// per file, and the add goes on (earlier batches stay committed).
+    /// Commits a batch. A batch that cannot be recorded — the store failed, or could not be
+    /// reached — is no problem of its files: the add stops there (``stopped(at:after:)``),
+    /// earlier batches committed, rather than report the same failure for every file left.
     private func commitBatch(
         _ files: [IngestedFile], options: AddOptions, resumption: AddResumption, clearsMark: Bool = false
     ) -> BatchOutcome {
         do {
             let (added, jobs) = try commit(files, options: options, resumption: resumption, clearsMark: clearsMark)
             return BatchOutcome(added: added, queuedJobs: jobs)
+        } catch let error as CatalogError {
+            return BatchOutcome(failure: error)
         } catch {
-            let reason = (error as? CatalogError)?.message ?? "\(error)"
-            return BatchOutcome(
-                failures: files.map { file in
-                    CatalogError(.store, "Could not record \(file.source): \(reason)", path: file.source, cause: error)
-                })
+            return BatchOutcome(failure: CatalogError(.store, "\(error)", cause: error))
         }
+    }
+
+    /// The error of an add that stopped at a batch it could not record (`failure`), with
+    /// `result` what it had recorded: one message, saying how far it got and that the same
+    /// add run again records the rest (``AddOptions/resumesInterrupted``).
+    static func stopped(at failure: CatalogError, after result: AddResult) -> CatalogError {
+        let reason = failure.message.hasSuffix(".") ? failure.message : failure.message + "."
+        let recorded = result.addedCount + result.skippedCount
+        return CatalogError(
+            failure.code,
+            "The add stopped after recording \(recorded) of \(result.filesFound) files: \(reason) Run the same "
+                + "`assetcat add` again to record the rest", path: failure.path, cause: failure)
     }
 
     /// Records ingested files in one transaction. Their content is journaled first, as an
@@ -494,7 +519,9 @@ extension Catalog {
             return try record(
                 files, options: options, journal: journal, resumption: resumption, clearsMark: clearsMark)
         } catch {
-            if !journal.isEmpty { giveUp(journal) }
+            // A store that failed is the add's error, which stops it: its content is given up
+            // here, else by the next open, without a line of its own.
+            if !journal.isEmpty { giveUp(journal, warns: (error as? CatalogError)?.code != .store) }
             throw error
         }
     }

@@ -691,8 +691,9 @@ extension Catalog {
     /// Turns the journal of an import (or an add) that did not commit into removal plans, a
     /// row at a time, and sweeps: its content goes, unless another asset uses it by now.
     /// Should that fail for a row, the row loses its owner, so that the next sweep (from any
-    /// process) takes it up.
-    func giveUp(_ journal: Range<Int64>) {
+    /// process) takes it up. Without `warns`, that failure is logged at `info`: the caller's
+    /// own error (a store that failed) says the same, and a warning would be a second line.
+    func giveUp(_ journal: Range<Int64>, warns: Bool = true) {
         var failure: (any Error)?
         for rowID in journal {
             let id = ManagedObjectID(entityName: PendingImport.entityName, rowID: rowID)
@@ -714,7 +715,9 @@ extension Catalog {
         }
         do { _ = try runtime.sweep() } catch { failure = failure ?? error }
         if let failure {
-            runtime.logger.warning("content of a failed import stays in objects/ until the next sweep: \(failure)")
+            let message: Logger.Message =
+                "content of a failed import stays in objects/ until the next sweep: \(failure)"
+            if warns { runtime.logger.warning(message) } else { runtime.logger.info(message) }
         }
     }
 

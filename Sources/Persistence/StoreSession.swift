@@ -17,11 +17,14 @@ import Locking
 ///
 /// A session ends when the program ends it (``end()``, or closing the container), or
 /// when its connection is lost (the server restarted or was unreachable, the network
-/// dropped it, an administrator ended it): it is never made again, since another process
-/// may already be reaping it. Then ``state`` says so, the handlers of ``onEnd(_:)`` run
-/// and the streams of ``endings()`` yield. After a loss, every further save of the
-/// container fails: the program stops its work and opens the store again (a new
-/// container, a new session).
+/// dropped it, an administrator ended it) and cannot be taken up again safely: on
+/// PostgreSQL a new connection takes the session's lock again and then finds its row still
+/// there — no other process reaped it, nor can while the lock is held — tried while the
+/// server cannot be reached for the store URL's `reconnect_timeout` (default 10 s; 0:
+/// never); the session stays alive meanwhile, its saves still fenced by its row. When it
+/// ends, ``state`` says so, the handlers of ``onEnd(_:)`` run and the streams of
+/// ``endings()`` yield. After that, every further save of the container fails: the
+/// program stops its work and opens the store again (a new container, a new session).
 ///
 /// On PostgreSQL, the lock is a session-level advisory lock on a dedicated connection
 /// with TCP keepalives, so a dead host is detected by the server in about 10 seconds. The
@@ -204,8 +207,10 @@ extension PersistentContainer {
     /// server in about 8 to 10 seconds), holds a session-level advisory lock keyed by the
     /// session's ID, and the session's row is inserted into `_persistence_sessions`. From
     /// then on every save of this container is fenced by the session (see
-    /// ``StoreSession``). The connection is never made again: when it is lost the session
-    /// ends. It needs a direct connection to the server, or a pooler in session mode:
+    /// ``StoreSession``). When the connection is lost, the session is taken up again on a new
+    /// one only if its lock can be taken again and its row is still there (within the
+    /// store URL's `reconnect_timeout`); otherwise it ends. It needs a direct connection to
+    /// the server, or a pooler in session mode:
     /// pgbouncer's transaction mode would give the lock to whichever client came next.
     ///
     /// On SQLite it returns `nil`: one file on one host, whose processes keep their own

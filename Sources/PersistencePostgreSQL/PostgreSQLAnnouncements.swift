@@ -12,8 +12,9 @@ import PostgresNIO
 ///
 /// Why a connection of its own rather than the session's (PostgreSQLSessions.swift): a
 /// container without a session gets announcements too, and the session's connection is
-/// never made again once lost (its loss ends the session), whereas a lost `LISTEN` must be
-/// made again and announced as missed announcements (the re-read marker). It costs one more
+/// made again only under its lock's checks (PostgreSQLSessions.swift), whereas a lost
+/// `LISTEN` must be made again at once and announced as missed announcements (the re-read
+/// marker). It costs one more
 /// connection a container, only once `announcements()` is called.
 extension PostgreSQLStore {
     /// The channel of the store's announcements: `persistence_` and 8 hex digits of a hash

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Logging
 import NIOCore
 import NIOPosix
@@ -7,14 +8,16 @@ import Persistence
 import PostgresNIO
 
 /// Where a PostgreSQL store lives, read from its URL:
-/// `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME&sslmode=MODE&sslrootcert=FILE]`.
+/// `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME&sslmode=MODE&sslrootcert=FILE&reconnect_timeout=SECONDS]`.
 ///
 /// As libpq does: a part the URL leaves out comes from `PGHOST`, `PGPORT`, `PGUSER`,
 /// `PGDATABASE`, `PGSSLMODE` or `PGSSLROOTCERT`; the password from the URL, else
 /// `PGPASSWORD`, else the password file (`PGPASSFILE`, default `~/.pgpass`), which is
 /// ignored, with a warning, unless only its owner may read it. `schema` (default `public`)
 /// is the PostgreSQL schema that holds the store's tables: several stores can share one
-/// database. ``redacted`` is the URL without its password, for messages.
+/// database. `reconnect_timeout` (default 10; 0: never) is how long a lost connection is
+/// tried again (``reconnectTimeout``). ``redacted`` is the URL without its password, for
+/// messages.
 struct PostgreSQLLocation: Sendable {
     /// libpq's `sslmode`: whether the connection uses TLS, and what it checks of the
     /// server's certificate.
@@ -43,6 +46,12 @@ struct PostgreSQLLocation: Sendable {
     var rootCertificates: String
     /// Whether ``rootCertificates`` was named (`sslrootcert`, `PGSSLROOTCERT`).
     var namesRootCertificates: Bool
+    /// How long, in seconds, a connection the server closed is tried again — a restart, a
+    /// failover — before the call that needs it fails (`reconnect_timeout`, default
+    /// ``defaultReconnectTimeout``; 0: tried once). See ``PostgreSQLConnection``.
+    var reconnectTimeout: Double
+    /// The `reconnect_timeout` of a URL that names none.
+    static let defaultReconnectTimeout = 10.0
     /// What the open should warn of (a password file others may read).
     var warnings: [String] = []
     /// The URL without its password.
@@ -66,6 +75,7 @@ struct PostgreSQLLocation: Sendable {
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         database = path.isEmpty ? (environment["PGDATABASE"] ?? user) : path
         var schema = "public"
+        var reconnectTimeout = Self.defaultReconnectTimeout
         var sslmode = environment["PGSSLMODE"]
         var rootCertificates = environment["PGSSLROOTCERT"]
         for item in components.queryItems ?? [] {
@@ -77,13 +87,22 @@ struct PostgreSQLLocation: Sendable {
                 schema = value
             case "sslmode": sslmode = item.value ?? ""
             case "sslrootcert": rootCertificates = item.value ?? ""
+            case "reconnect_timeout":
+                guard let value = item.value.flatMap(Double.init), value.isFinite, value >= 0, value <= 86_400 else {
+                    throw PersistenceError(
+                        .misuse,
+                        "\(redacted.absoluteString): `reconnect_timeout` needs a number of seconds from 0 to 86400")
+                }
+                reconnectTimeout = value
             default:
                 throw PersistenceError(
                     .misuse,
-                    "\(redacted.absoluteString): unknown parameter '\(item.name)' (known: schema, sslmode, sslrootcert)"
+                    "\(redacted.absoluteString): unknown parameter '\(item.name)' (known: schema, sslmode, sslrootcert, "
+                        + "reconnect_timeout)"
                 )
             }
         }
+        self.reconnectTimeout = reconnectTimeout
         switch sslmode {
         case nil: tls = .prefer
         case "allow": tls = .prefer
@@ -225,10 +244,17 @@ struct SmallFile {
 ///
 /// A connection the server closed (a restart, `pg_terminate_backend`, a network that
 /// dropped it) is made again by the next statement outside a transaction, or the next
-/// ``begin()``, with the settings of ``configure(_:)``. A transaction whose connection is
-/// lost fails, and nothing of it was committed — unless the loss came during ``commit()``,
-/// whose error says that the outcome is unknown. State of the server session other than the
-/// settings (session locks, `LISTEN`) does not survive the loss.
+/// ``begin()``, with the settings of ``configure(_:)`` — before anything of that statement
+/// or transaction is sent, the one moment a retry is safe. While the server cannot be
+/// reached (refused, starting up, shutting down), that is tried again with backoff (50 ms,
+/// doubling to 1 s) for ``PostgreSQLLocation/reconnectTimeout`` from the first failed
+/// attempt of the outage (``ServerOutage``, shared by a store's connections); past it the
+/// call fails with one message naming the server, and later calls try once each until a
+/// connection is made. A refusal that waiting does not cure (a password, a database, TLS)
+/// fails at once. A transaction whose connection is lost fails, and nothing of it was
+/// committed — unless the loss came during ``commit()``, whose error says that the outcome
+/// is unknown: neither is retried. State of the server session other than the settings
+/// (session locks, `LISTEN`) does not survive the loss.
 final class PostgreSQLConnection: @unchecked Sendable {
     private var connection: PostgresConnection
     private let configuration: PostgresConnection.Configuration
@@ -240,19 +266,27 @@ final class PostgreSQLConnection: @unchecked Sendable {
     private var settings: [String] = []
     /// Whether a transaction is open: its statements are never sent on a new connection.
     private var inTransaction = false
-    /// Whether a connection the server closed is made again (see ``init(_:logger:session:)``).
+    /// Whether a connection the server closed is made again (see ``init(_:logger:session:outage:)``).
     private let reconnects: Bool
+    /// Since when the server has not answered a reconnect, shared with the store's other connections.
+    private let outage: ServerOutage
 
     private static let nextID = LockedCounter()
 
     /// A connection to `location`. A `session` connection (a store session's, see
     /// `PostgreSQLSessions.swift`) is never made again once lost — its session lock and
-    /// identity would not survive — and its socket has TCP keepalives (``keepalive``), so
+    /// identity would not survive; the store replaces it, under checks, with a new one —
+    /// and its socket has TCP keepalives (``keepalive``), so
     /// that the client too notices a server it can no longer reach. `pg_stat_activity`
-    /// shows it as `persistence session SCHEMA`, the others as `persistence SCHEMA`.
-    init(_ location: PostgreSQLLocation, logger: Logger, session: Bool = false) throws {
+    /// shows it as `persistence session SCHEMA`, the others as `persistence SCHEMA`. `outage`
+    /// is shared by a store's connections: a reconnect of one while the server is down
+    /// waits out what is left of the time another's already waited.
+    init(_ location: PostgreSQLLocation, logger: Logger, session: Bool = false, outage: ServerOutage = ServerOutage())
+        throws
+    {
         self.location = location
         self.logger = logger
+        self.outage = outage
         reconnects = !session
         let configuration = try Self.configuration(
             location, application: "persistence \(session ? "session " : "")\(location.schema)")
@@ -380,10 +414,40 @@ final class PostgreSQLConnection: @unchecked Sendable {
         }
     }
 
+    /// The first wait before a reconnect is tried again, and the longest.
+    static let retryDelays = (first: 0.05, longest: 1.0)
+
     /// Makes the connection again if the server closed it; outside a transaction only.
+    /// While the server cannot be reached, tried again with backoff until the outage has
+    /// lasted ``PostgreSQLLocation/reconnectTimeout``.
+    ///
+    /// - Throws: `PersistenceError` with code `io` naming the server and saying for how long
+    ///   it was tried; the connect's own error for a refusal that waiting does not cure.
     private func reconnectIfLost() throws {
         guard connection.isClosed, !inTransaction, reconnects else { return }
         logger.info("reconnecting to PostgreSQL at \(location.host):\(location.port): the connection was closed")
+        let bound = Duration.seconds(location.reconnectTimeout)
+        var delay = Self.retryDelays.first
+        while true {
+            do {
+                connection = try makeAgain()
+                outage.end()
+                return
+            } catch  where Self.isUnavailable(error) {
+                let waited = ContinuousClock.now - outage.begin()
+                guard waited < bound else { throw unreachable(error) }
+                let wait = min(Duration.seconds(delay), bound - waited)
+                logger.info(
+                    "PostgreSQL at \(location.host):\(location.port) cannot be reached (\(Self.reason(error))); trying again in \(wait)"
+                )
+                Thread.sleep(forTimeInterval: wait / .seconds(1))
+                delay = min(delay * 2, Self.retryDelays.longest)
+            }
+        }
+    }
+
+    /// A new connection with the settings of ``configure(_:)``.
+    private func makeAgain() throws -> PostgresConnection {
         let fresh = try Self.connect(configuration, location, logger: logger)
         do {
             for setting in settings { _ = try fresh.query(PostgresQuery(unsafeSQL: setting), logger: logger).wait() }
@@ -391,7 +455,45 @@ final class PostgreSQLConnection: @unchecked Sendable {
             try? fresh.close().wait()
             throw error
         }
-        connection = fresh
+        return fresh
+    }
+
+    /// The error of a reconnect that the server did not answer for ``PostgreSQLLocation/reconnectTimeout``.
+    private func unreachable(_ error: any Error) -> PersistenceError {
+        let timeout = location.reconnectTimeout
+        let tried =
+            timeout > 0
+            ? " within \(timeout.formatted(.number.grouping(.never))) s (the store URL's reconnect_timeout)" : ""
+        return PersistenceError(
+            .io,
+            "The connection to PostgreSQL at \(location.host):\(location.port) (database \(location.database), user "
+                + "\(location.user)) was lost and could not be made again\(tried): \(Self.reason(error))",
+            cause: (error as? PersistenceError)?.cause ?? error)
+    }
+
+    /// What a connect's failure says, in words (``describe(_:)`` of its cause).
+    static func reason(_ error: any Error) -> String {
+        describe((error as? PersistenceError)?.cause ?? error)
+    }
+
+    /// Whether `error`, a connect's failure, says that the server cannot be reached now —
+    /// refused, reset, timed out, closed, starting up or shutting down (SQLSTATE classes 57P
+    /// and 08) — which waiting may cure; not a refusal of this client (a password, a
+    /// database, TLS).
+    static func isUnavailable(_ error: any Error) -> Bool {
+        if let error = error as? PersistenceError { return error.cause.map(isUnavailable) ?? false }
+        guard let error = error as? PSQLError else { return isNetworkFailure(error) }
+        if let state = error.serverInfo?[.sqlState] { return state.hasPrefix("57P") || state.hasPrefix("08") }
+        switch error.code {
+        case .connectionError: return error.underlying.map(isNetworkFailure) ?? true
+        case .serverClosedConnection, .uncleanShutdown: return true
+        default: return false
+        }
+    }
+
+    /// Whether `error` is the network's or the socket's (not TLS's).
+    private static func isNetworkFailure(_ error: any Error) -> Bool {
+        error is IOError || error is NIOConnectionError || error is ChannelError
     }
 
     /// Starts a transaction (`BEGIN`), on a connection made again if the server closed it.
@@ -564,19 +666,99 @@ final class PostgreSQLConnection: @unchecked Sendable {
         try? connection.close().wait()
     }
 
-    /// The server's message for a server error, else the error.
+    /// What `error` says, in words: the server's message for a server error, else what
+    /// went wrong — never a bare name of a postgres-nio error code (`connectionError`).
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] { return message }
-            return "\(error.code)"
+            return describe(code: error.code, serverMessage: error.serverInfo?[.message], underlying: error.underlying)
         }
-        return "\(error)"
+        return describeNetwork(error)
+    }
+
+    /// What a postgres-nio error of `code` says, in words: the server's message if there is
+    /// one, else what went wrong (for `connectionError`, what the network said).
+    static func describe(code: PSQLError.Code, serverMessage: String?, underlying: (any Error)?) -> String {
+        if let serverMessage { return serverMessage }
+        switch code {
+        case .connectionError: return underlying.map(describeNetwork) ?? "the connection failed"
+        case .serverClosedConnection: return "the server closed the connection"
+        case .clientClosedConnection: return "the connection was closed by this process"
+        case .uncleanShutdown: return "the connection ended without a clean TLS shutdown"
+        case .sslUnsupported: return "the server does not accept TLS (sslmode=disable connects without it)"
+        case .failedToAddSSLHandler: return "TLS could not be set up"
+        case .receivedUnencryptedDataAfterSSLRequest: return "the server answered the TLS request with unencrypted data"
+        case .server: return "the server reported an error"
+        case .messageDecodingFailure: return "the server sent a message that could not be read"
+        case .unexpectedBackendMessage: return "the server sent a message out of turn"
+        case .unsupportedAuthMechanism:
+            return "the server asks for an authentication method this client does not support"
+        case .authMechanismRequiresPassword:
+            return "the server asks for a password and none was given (the URL, PGPASSWORD or ~/.pgpass)"
+        case .saslError: return "password authentication (SCRAM) failed"
+        case .invalidCommandTag: return "the server sent a command tag that could not be read"
+        case .queryCancelled: return "the statement was cancelled"
+        case .tooManyParameters: return "the statement has more parameters than PostgreSQL takes (65,535)"
+        case .listenFailed: return "LISTEN failed"
+        case .unlistenFailed: return "UNLISTEN failed"
+        case .poolClosed: return "the connection pool is closed"
+        default: return "the PostgreSQL client failed (error code \(code))"
+        }
+    }
+
+    /// What a network error says, in words: `connection refused` for a connect's
+    /// `ECONNREFUSED`, `the connection was closed`, `no answer within 10 s`.
+    static func describeNetwork(_ error: any Error) -> String {
+        switch error {
+        case let error as NIOConnectionError:
+            if let first = error.connectionErrors.first { return describeNetwork(first.error) }
+            return error.dnsAError != nil || error.dnsAAAAError != nil
+                ? "the host name \(error.host) could not be resolved" : "the connection could not be made"
+        case let error as IOError:
+            return String(cString: strerror(error.errnoCode)).lowercased()
+        case let error as ChannelError:
+            switch error {
+            case .connectTimeout(let time):
+                return "no answer within \((Double(time.nanoseconds) / 1e9).formatted(.number.grouping(.never))) s"
+            case .alreadyClosed, .ioOnClosedChannel, .eof, .inputClosed, .outputClosed:
+                return "the connection was closed"
+            default:
+                return "the network connection failed (\(error))"
+            }
+        case let error as PSQLError:
+            return describe(error)
+        case let error where String(reflecting: type(of: error)).hasPrefix("NIOSSL."):
+            return "TLS failed (\(error))"
+        default:
+            return "\(error)"
+        }
     }
 
     /// The SQLSTATE of a server error (`23505`: unique violation), if it is one.
     static func sqlState(_ error: any Error) -> String? {
         (error as? PSQLError)?.serverInfo?[.sqlState]
     }
+}
+
+/// Since when a store's server has not answered a reconnect, shared by the store's
+/// connections: the bound of their retries (``PostgreSQLLocation/reconnectTimeout``) counts
+/// from the first failed attempt of an outage, not from each call's — a command that meets a
+/// server down for good fails after that bound once, not once for each statement it tries.
+final class ServerOutage: Sendable {
+    private let started = Locked<ContinuousClock.Instant?>(nil)
+
+    init() {}
+
+    /// When the outage began: now, if the server answered until now.
+    func begin() -> ContinuousClock.Instant {
+        started.withLock { started in
+            let instant = started ?? .now
+            started = instant
+            return instant
+        }
+    }
+
+    /// The server answered: the next failure begins a new outage.
+    func end() { started.withLock { $0 = nil } }
 }
 
 /// Connection IDs for postgres-nio's logs.

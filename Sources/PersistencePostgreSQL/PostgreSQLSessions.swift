@@ -5,7 +5,9 @@ import PostgresNIO
 
 /// Store sessions (`PersistentContainer.openSession(label:)`) on PostgreSQL: a row of
 /// ``PostgreSQLStore/sessionsTable`` and a session-level advisory lock, both taken on a
-/// connection of the session's own, which is never made again once lost.
+/// connection of the session's own. That connection is never made again as the store's
+/// are (its lock would not follow); a lost one is replaced only under the checks of
+/// ``takeUp(_:after:)``: the lock taken again, then the row found still there.
 ///
 /// The lock's key is in the two-`int4` form: (`hashtext('persistence-session:' || schema)`,
 /// the session's ID); the named locks' space is `persistence-lock:`, the store's own locks
@@ -37,9 +39,14 @@ extension PostgreSQLStore {
         try writer.run("ALTER TABLE \(Self.sessionsTable) ADD COLUMN IF NOT EXISTS writer TEXT", [])
     }
 
-    /// The message of a save refused because session `id` has ended.
-    func sessionEnded(_ id: Int64) -> PersistenceError {
-        PersistenceError(
+    /// The message of a save refused because session `id` has ended: another process
+    /// reaped it, or (`ending`) its connection was lost and could not be taken up again.
+    func sessionEnded(_ id: Int64, _ ending: StoreSession.Ending? = nil) -> PersistenceError {
+        if let ending, ending.reason == .connectionLost {
+            return PersistenceError(
+                .sessionEnded, "This process's \(ending.message); nothing was saved. Open the store again.")
+        }
+        return PersistenceError(
             .sessionEnded,
             "This process's session \(id) with the store at \(url.absoluteString) ended (another process took over "
                 + "its work); nothing was saved. Open the store again.")
@@ -48,7 +55,7 @@ extension PostgreSQLStore {
     /// Refuses a save before it starts when this store's session has been lost (or reaped).
     func refuseIfSessionLost() throws {
         guard let session = currentSession, let ending = session.ending, ending.reason != .ended else { return }
-        throw sessionEnded(session.id)
+        throw sessionEnded(session.id, ending)
     }
 
     /// The fence of a save, first in its transaction on the writer: the session's row,
@@ -59,7 +66,9 @@ extension PostgreSQLStore {
     /// `_persistence_commits` (``countCommit()``): one round trip for both, in every save.
     func fenceSave(countingCommit: Bool = false) throws {
         guard let session = currentSession, session.isAlive else {
-            if let session = currentSession, session.ending?.reason != .ended { throw sessionEnded(session.id) }
+            if let session = currentSession, session.ending?.reason != .ended {
+                throw sessionEnded(session.id, session.ending)
+            }
             if countingCommit { try countCommit() }
             return
         }
@@ -85,7 +94,7 @@ extension PostgreSQLStore {
                 "The container of the store at \(url.absoluteString) \(state): one session a container"
                     + (session.isAlive ? "" : "; open the store again"))
         }
-        let connection = try PostgreSQLConnection(location, logger: logger, session: true)
+        let connection = try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
         do {
             try connection.run(PostgreSQLConnection.keepaliveSettings, [])
             let id = try connection.run("SELECT nextval('\(Self.sessionSequence)')", []).rows.first!.decode(Int64.self)
@@ -113,13 +122,7 @@ extension PostgreSQLStore {
                     .misuse,
                     "The container of the store at \(url.absoluteString) has a session: one session a container")
             }
-            let place = "\(location.host):\(location.port)"
-            connection.onClose { [weak session] in
-                session?.markEnded(
-                    StoreSession.Ending(
-                        reason: .connectionLost,
-                        message: "session \(id) lost its connection to PostgreSQL at \(place)"))
-            }
+            watch(session, on: connection)
             return session
         } catch let error as PersistenceError {
             connection.close()
@@ -130,9 +133,146 @@ extension PostgreSQLStore {
         }
     }
 
+    /// Watches the connection of `session`: when it closes while it is the session's, the
+    /// session is taken up again on a new one (``takeUp(_:after:)``), off the event loop.
+    private func watch(_ session: StoreSession, on connection: PostgreSQLConnection) {
+        connection.onClose { [weak self, weak session] in
+            guard let session else { return }
+            guard let self, self.sessionSlot.withLock({ $0.session === session && $0.connection === connection }),
+                session.isAlive
+            else {
+                // Ended by its program, or fenced: nothing to take up.
+                session.markEnded(self?.lostEnding(session.id, because: nil) ?? Self.lost(session.id, "PostgreSQL"))
+                return
+            }
+            DispatchQueue.global().async { self.takeUp(session, after: connection) }
+        }
+    }
+
+    /// Takes `session` up again after its connection `lost` closed: on a new connection,
+    /// its lock taken again and its row found still there — so no other process reaped it,
+    /// nor can while the lock is held (a reaper holds the lock from before it deletes the
+    /// row until its cleanup ends). While the server cannot be reached, tried again with
+    /// backoff for ``PostgreSQLLocation/reconnectTimeout`` from the first failed attempt of
+    /// the outage (the store's ``PostgreSQLStore/outage``). The session
+    /// stays alive meanwhile: a save still checks its row in its transaction (the fence),
+    /// so one that commits before a reaper's deletion is the reaper's to see. Otherwise the
+    /// session ends: `connectionLost` when the server could not be reached in time (or
+    /// refused this client), `reaped` when another process holds its lock or deleted its row.
+    private func takeUp(_ session: StoreSession, after lost: PostgreSQLConnection) {
+        let started = ContinuousClock.now
+        let bound = Duration.seconds(location.reconnectTimeout)
+        var delay = PostgreSQLConnection.retryDelays.first
+        while true {
+            guard bound > .zero else {
+                session.markEnded(lostEnding(session.id, because: nil))
+                return
+            }
+            do {
+                let fresh: PostgreSQLConnection
+                switch try lockAgain(session) {
+                case .locked(let connection): fresh = connection
+                case .rowGone:
+                    let ending = StoreSession.Ending(
+                        reason: .reaped,
+                        message: "session \(session.id) lost its connection to PostgreSQL at \(place), and another "
+                            + "process took over its work meanwhile")
+                    session.markEnded(ending)
+                    return
+                case .lockHeld:
+                    // Still held by the lost connection's server process (the server has not
+                    // seen the loss yet), or by a reaper, which deletes the row: tried again.
+                    throw LockStillHeld()
+                }
+                let installed = sessionSlot.withLock { slot in
+                    guard slot.session === session, slot.connection === lost, session.isAlive else { return false }
+                    slot.connection = fresh
+                    return true
+                }
+                guard installed else {  // ended (or fenced) meanwhile: the lock goes with the connection
+                    fresh.close()
+                    return
+                }
+                outage.end()
+                logger.info("session \(session.id): its connection to PostgreSQL at \(place) was made again")
+                watch(session, on: fresh)
+                return
+            } catch  where PostgreSQLConnection.isUnavailable(error) || error is LockStillHeld {
+                // The store's outage: its connections, once the session has given up, try once.
+                let waited = ContinuousClock.now - (error is LockStillHeld ? started : outage.begin())
+                guard waited < bound, session.isAlive else {
+                    session.markEnded(lostEnding(session.id, because: error))
+                    return
+                }
+                Thread.sleep(forTimeInterval: min(Duration.seconds(delay), bound - waited) / .seconds(1))
+                delay = min(delay * 2, PostgreSQLConnection.retryDelays.longest)
+            } catch {
+                session.markEnded(lostEnding(session.id, because: error))
+                return
+            }
+        }
+    }
+
+    /// What ``lockAgain(_:)`` found.
+    private enum LockAgain {
+        /// A new session connection that holds the session's lock, its row still there.
+        case locked(PostgreSQLConnection)
+        /// The session's row is gone: another process reaped it.
+        case rowGone
+        /// Another server process holds the lock.
+        case lockHeld
+    }
+
+    private struct LockStillHeld: Error, CustomStringConvertible {
+        var description: String { "its lock is still held, by its lost connection or by another process" }
+    }
+
+    /// Takes the lock of `session` on a new session connection, and then looks for its row.
+    private func lockAgain(_ session: StoreSession) throws -> LockAgain {
+        let connection = try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
+        do {
+            try connection.run(PostgreSQLConnection.keepaliveSettings, [])
+            let locked = try connection.run(
+                "SELECT pg_try_advisory_lock(hashtext($1), $2::integer)",
+                [.text(sessionLockSpace), .integer(session.id)]
+            ).rows.first!.decode(Bool.self)
+            let row = "SELECT 1 FROM \(Self.sessionsTable) WHERE id = $1"
+            let rowThere = try !connection.run(row, [.integer(session.id)]).rows.isEmpty
+            guard locked, rowThere else {
+                connection.close()  // and the lock with it
+                return rowThere ? .lockHeld : .rowGone
+            }
+            return .locked(connection)
+        } catch {
+            connection.close()
+            throw error
+        }
+    }
+
+    /// The server, as messages name it.
+    private var place: String { "\(location.host):\(location.port)" }
+
+    /// How a session ends whose connection was lost and not made again (`error`: why).
+    private func lostEnding(_ id: Int64, because error: (any Error)?) -> StoreSession.Ending {
+        guard let error else { return Self.lost(id, "PostgreSQL at \(place)") }
+        let timeout = location.reconnectTimeout
+        let within =
+            PostgreSQLConnection.isUnavailable(error) || error is LockStillHeld
+            ? " within \(timeout.formatted(.number.grouping(.never))) s (the store URL's reconnect_timeout)" : ""
+        return StoreSession.Ending(
+            reason: .connectionLost,
+            message: "session \(id) lost its connection to PostgreSQL at \(place), which could not be made again"
+                + "\(within): \(PostgreSQLConnection.reason(error))")
+    }
+
+    private static func lost(_ id: Int64, _ server: String) -> StoreSession.Ending {
+        StoreSession.Ending(reason: .connectionLost, message: "session \(id) lost its connection to \(server)")
+    }
+
     /// Ends session `id` cleanly (``StoreSession/end()``): its row deleted, its lock given
     /// back, its connection closed. Best effort: a connection already lost has given the
-    /// lock back, and the row is then a dead session's, for a reaper.
+    /// lock back, and its row is deleted through the writer; should that fail too, the row
+    /// is a dead session's, for a reaper.
     func endSession(_ id: Int64) {
         let connection: PostgreSQLConnection? = sessionSlot.withLock { slot in
             guard slot.session?.id == id else { return nil }
@@ -140,7 +280,12 @@ extension PostgreSQLStore {
             return slot.connection
         }
         guard let connection else { return }
-        _ = try? connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)])
+        let delete = "DELETE FROM \(Self.sessionsTable) WHERE id = $1"
+        if (try? connection.run(delete, [.integer(id)])) == nil {
+            // Its connection was lost and not taken up yet (``takeUp(_:after:)``): the row
+            // goes through the store's writer, which reconnects, rather than wait for a reaper.
+            _ = try? writer.run(delete, [.integer(id)])
+        }
         _ = try? connection.run(
             "SELECT pg_advisory_unlock(hashtext($1), $2::integer)", [.text(sessionLockSpace), .integer(id)])
         connection.close()

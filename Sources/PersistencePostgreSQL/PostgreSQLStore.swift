@@ -33,18 +33,21 @@ extension PersistentContainer {
     /// off, as SQLite's one writer does: saves that must not interleave take a named lock,
     /// `SaveEffects.lockFirst(_:shared:)` or `TransactionReader.lock(_:shared:)`, an advisory
     /// lock here); text cannot hold a NUL character (a save of one fails). A connection the
-    /// server closes (a restart, an administrator, the network) is made again by the next
-    /// save or fetch; the save it was lost under throws, and nothing of it was committed —
-    /// but for a loss while the server was committing, which the error says may or may not
-    /// have committed. A session's connection (`PersistentContainer.openSession(label:)`) is
-    /// the exception: it is never made again, and its loss ends the session and fences the
-    /// container's saves.
+    /// server closes (a restart, a failover, an administrator, the network) is made again by
+    /// the next save or fetch, tried again with backoff while the server cannot be reached,
+    /// for up to `reconnect_timeout` seconds (a URL parameter; default 10, 0 for one try);
+    /// past that the call throws `io`, naming the server. The save the connection was lost
+    /// under throws, and nothing of it was committed — but for a loss while the server was
+    /// committing, which the error says may or may not have committed; neither is retried. A
+    /// session's connection (`PersistentContainer.openSession(label:)`) is made again only
+    /// if its lock can be taken again and its row is still there (no other process reaped
+    /// it); otherwise its loss ends the session and fences the container's saves.
     ///
     /// - Throws: `PersistenceError` with code `io` when the server cannot be reached (the
     ///   message names the host and port), `notFound` when the store has no schema and may
-    ///   not create one, `misuse` for a URL it cannot read (an unknown parameter or `sslmode`,
-    ///   a root certificate file that is needed and missing), `newerStore`, or what the
-    ///   SQLite open throws.
+    ///   not create one, `misuse` for a URL it cannot read (an unknown parameter, `sslmode` or
+    ///   `reconnect_timeout`, a root certificate file that is needed and missing),
+    ///   `newerStore`, or what the SQLite open throws.
     public static func open(url: URL, schema: Schema, options: Options = Options()) throws -> PersistentContainer {
         guard PostgreSQLLocation.names(url) else {
             return try PersistentContainer(storeURL: url, schema: schema, options: options)
@@ -72,6 +75,10 @@ final class PostgreSQLStore: PersistentStore {
     let isReadOnly: Bool
     let writer: PostgreSQLConnection
     let reader: PostgreSQLConnection
+    /// Since when the server has not answered a reconnect, shared by the store's
+    /// connections: a server down for good fails a command after one bound, not after one
+    /// for each connection (``PostgreSQLLocation/reconnectTimeout``).
+    let outage: ServerOutage
     let sql: [String: EntityStatements]
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     let writerID = UUID().uuidString
@@ -125,8 +132,10 @@ final class PostgreSQLStore: PersistentStore {
         uniqueColumns = unique
         logger = options.logger
         for warning in location.warnings { options.logger.warning("\(warning)") }
-        writer = try PostgreSQLConnection(location, logger: options.logger)
-        reader = try PostgreSQLConnection(location, logger: options.logger)
+        let outage = ServerOutage()
+        self.outage = outage
+        writer = try PostgreSQLConnection(location, logger: options.logger, outage: outage)
+        reader = try PostgreSQLConnection(location, logger: options.logger, outage: outage)
         do {
             // A reaper's fence waits for this connection's transaction: a host cut off in the
             // middle of a save is let go by the server as soon as a session's would be.

@@ -12,7 +12,9 @@ extension AssetCat {
                 Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
                 complete, and the same command run again (after a kill too) adds the rest: it skips the files the \
                 interrupted add recorded, unless they changed since. A file whose name is not UTF-8 is named on stderr and \
-                not added (exit 1).
+                not added (exit 1). A store that fails, or cannot be reached (a PostgreSQL connection lost is tried \
+                again for the store URL's reconnect_timeout, default 10 s), stops the add with one line (exit 1); what \
+                it recorded stays, and the same command run again adds the rest.
 
                 Then add runs the jobs it queued — indexing archives (one record per member), reading image \
                 metadata — and only those, before it returns: a job that fails is named on stderr with its asset and \
@@ -43,6 +45,8 @@ extension AssetCat {
             let paths = paths
             // Deferred digests are deferred: --defer-hash leaves its jobs queued, as --queue-only does.
             let runsJobs = !queueOnly && !deferHash
+            // An add that stops at a store error ends its bar before the error's line.
+            defer { Terminal.endProgress() }
             // One interruptible task for both phases: the files, then the jobs they queued.
             let (result, jobs) = try await Interrupt().run { () async throws -> (AddResult, QueuedJobs.Outcome?) in
                 let result = try await catalog.add(paths, options: addOptions) { p in

@@ -109,8 +109,8 @@ enum ExitStatus {
                 + "path or ID and saying what to do (no catalog found, no such asset, a file that cannot be read, "
                 + "a read-only or damaged catalog, a catalog written by a newer version). Also: `verify` found "
                 + "something missing, damaged or unused; `validate` found an invalid bag; `add` could not add a "
-                + "file; `add` or `import` ran a job that failed (what they added stays); `jobs run` had a job "
-                + "that failed."
+                + "file, or stopped at a store error (what it recorded stays); `add` or `import` ran a job that "
+                + "failed (what they added stays); `jobs run` had a job that failed."
         ),
         (
             64,

@@ -13,14 +13,17 @@ import Testing
 /// shows (a lock not granted), never by time.
 @Suite struct SessionTests {
     /// Two containers on one new PostgreSQL store, `a` opened with a session (cancelled
-    /// without a server).
+    /// without a server). `a` plays a host cut off from the server: a session connection
+    /// the server ends is not taken up again (`reconnect_timeout=0`; SessionTakeUpTests
+    /// shows what a host that can still reach the server does).
     struct Hosts {
         let store: TestStore
         let other: PersistentContainer
         let session: StoreSession
 
         init() throws {
-            store = try TestStore(.postgresql, options: .patient)
+            store = try TestStore(
+                .postgresql, options: .patient, query: [URLQueryItem(name: "reconnect_timeout", value: "0")])
             other = try store.reopen(options: .patient)
             session = try #require(try store.container.openSession(label: "host-a 101"))
         }
@@ -67,6 +70,13 @@ import Testing
     static func endedMessage(_ session: StoreSession, _ store: TestStore) -> String {
         "This process's session \(session.id) with the store at \(store.storeName) ended (another process took "
             + "over its work); nothing was saved. Open the store again."
+    }
+
+    /// The message of a save refused because the connection of `session` was lost (and,
+    /// with `reconnect_timeout=0`, not made again), whether or not it was reaped since.
+    static func lostMessage(_ session: StoreSession, _ store: TestStore) -> String {
+        "This process's session \(session.id) lost its connection to PostgreSQL at 127.0.0.1:"
+            + "\(store.storeURL.port ?? 0); nothing was saved. Open the store again."
     }
 
     /// The titles of the notes `container` reads from the store.
@@ -160,9 +170,10 @@ import Testing
 
     // MARK: - A lost connection
 
-    /// A lost session connection ends the session — the state says so, `onEnd` and
-    /// `endings()` tell — and is not made again; every later save of the container fails
-    /// with the message and commits nothing, although its own connections are fine.
+    /// A lost session connection (of a host cut off: `reconnect_timeout=0`) ends the
+    /// session — the state says so, `onEnd` and `endings()` tell — and is not made again;
+    /// every later save of the container fails with the message and commits nothing,
+    /// although its own connections are fine.
     @Test func aLostSessionConnectionEndsTheSessionAndFailsLaterSaves() async throws {
         let hosts = try Hosts()
         defer { hosts.close() }
@@ -187,7 +198,7 @@ import Testing
         note.title = "after the loss"
         let error = try #require(throws: PersistenceError.self) { try context.save() }
         #expect(error.code == .sessionEnded)
-        #expect(error.message == Self.endedMessage(hosts.session, hosts.store))
+        #expect(error.message == Self.lostMessage(hosts.session, hosts.store))
         #expect(note.isInserted && context.hasChanges)  // as any failed save leaves it
         #expect(try Self.notes(hosts.other).isEmpty)
         // Not made again: the server lists no session connection, the session stays ended.
@@ -385,7 +396,7 @@ import Testing
         context.userInfo["beforeCommit"] = nil
         Note(context: context).title = "too late"
         let error = try #require(throws: PersistenceError.self) { try context.save() }
-        #expect(error.message == Self.endedMessage(hosts.session, hosts.store))
+        #expect(error.message == Self.lostMessage(hosts.session, hosts.store))
         #expect(try Self.notes(hosts.other) == ["in flight"])
     }
 

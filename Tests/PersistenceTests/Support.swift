@@ -191,11 +191,16 @@ struct TestStore {
     let log = HookLog()
     let storeURL: URL
 
-    init(_ kind: StoreKind = .sqlite, options: PersistentContainer.Options = .init()) throws {
+    /// A new store; `query`: parameters added to a PostgreSQL store's URL.
+    init(_ kind: StoreKind = .sqlite, options: PersistentContainer.Options = .init(), query: [URLQueryItem] = [])
+        throws
+    {
         self.kind = kind
         directory = ScratchDirectory.path("persistence-tests")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        storeURL = try kind.newStoreURL(in: directory)
+        var url = try kind.newStoreURL(in: directory)
+        if kind == .postgresql, !query.isEmpty { url.append(queryItems: query) }
+        storeURL = url
         container = try PersistentContainer.open(url: storeURL, schema: try Schema(allEntities), options: options)
     }
 
