@@ -131,6 +131,8 @@ let package = Package(
                 "PersistencePostgreSQL",
                 // To ask the PostgreSQL server which connections wait for a lock.
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // To read what the catalog logs.
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

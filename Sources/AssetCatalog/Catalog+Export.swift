@@ -126,7 +126,10 @@ extension Catalog {
     /// next open of the catalog removes them.
     ///
     /// The folders above `path` are created if missing (as `mkdir -p` would); an export that
-    /// fails or is cancelled removes those it created, if they are still empty.
+    /// fails or is cancelled removes those it created, if they are still empty. Each is
+    /// recorded in the catalog before it is made, so that those of an export whose process
+    /// is killed are removed by the next open, if they are empty (the bundle, once
+    /// published, keeps them).
     ///
     /// - Throws: ``CatalogError/Code/exists`` when `path` holds a file or a folder that is
     ///   not empty, unless ``ExportOptions/replacesExisting``; ``CatalogError/Code/io`` when
@@ -147,7 +150,8 @@ extension Catalog {
         // writer is gone (the bundle published, or its work removed), so are they.
         let temporaries = TemporaryRows()
         defer { forgetTemporaries(temporaries.rows) }
-        let createdFolders = try Self.createMissingFolders(above: path)
+        let createdFolders = try createMissingFolders(above: path, temporaries: temporaries)
+        FaultPoint.reach(.afterExportFolders)
         do {
             return try await export(
                 to: path, selection: selection, options: options, temporaries: temporaries, progress: progress)
@@ -158,7 +162,11 @@ extension Catalog {
     }
 
     /// Creates the missing folders above `path`, outermost first; returns those it created.
-    static func createMissingFolders(above path: String) throws -> [String] {
+    /// They are recorded first (``PendingTemporary/createdFolderRow(_:)``, in `temporaries`,
+    /// in one transaction), so that the next open removes those a killed export leaves, if
+    /// they are empty; one made meanwhile by someone else is not the export's, and is forgotten.
+    /// A read-only catalog records none (it cannot).
+    func createMissingFolders(above path: String, temporaries: TemporaryRows) throws -> [String] {
         var missing: [String] = []
         var folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         var info = stat()
@@ -167,15 +175,25 @@ extension Catalog {
             missing.append(folder)
             folder = URL(fileURLWithPath: folder).deletingLastPathComponent().path
         }
+        missing.reverse()
+        guard !missing.isEmpty else { return [] }
+        let rows = isReadOnly ? [] : try recordTemporaries(missing.map(PendingTemporary.createdFolderRow))
+        temporaries.rows += rows
         var created: [String] = []
-        for folder in missing.reversed() {
+        for (index, folder) in missing.enumerated() {
             if mkdir(folder, 0o777) == 0 {
                 created.append(folder)
                 continue
             }
             let code = errno
-            if code == EEXIST { continue }  // made meanwhile, by someone else
-            removeEmptyFolders(created)
+            if code == EEXIST {  // made meanwhile, by someone else
+                if index < rows.count {
+                    forgetTemporaries([rows[index]])
+                    temporaries.rows.removeAll { $0 == rows[index] }
+                }
+                continue
+            }
+            Self.removeEmptyFolders(created)
             throw CatalogError(
                 .io,
                 "Cannot export to \(path): could not create the folder \(folder): \(String(cString: strerror(code)))",

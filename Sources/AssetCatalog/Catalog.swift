@@ -572,6 +572,11 @@ public final class Catalog: Sendable {
         let runtime = runtime
         container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         jobs.attach(self)
+        if let sessions = liveness as? SessionLiveness {
+            // A session lost or reaped: another host runs its jobs now, not this process.
+            let queue = jobs
+            sessions.session.onEnd { [weak queue] ending in queue?.sessionEnded(ending) }
+        }
         BuiltInProcessors.register(on: jobs)
         options.logger.debug("opened the catalog \(root.path) \(readOnly ? "read-only" : "to read and write")")
         guard !readOnly else { return }

@@ -949,6 +949,8 @@ enum FaultPoint: String {
     case beforeAddCommit = "before-add-commit"
     /// Where ``JobQueue/runUntilIdle(jobs:progress:)`` starts (an add's jobs, after its files).
     case beforeRunningJobs = "before-running-jobs"
+    /// An export has created the missing folders above its bundle's path, nothing else yet.
+    case afterExportFolders = "after-export-folders"
     /// An export has written a payload file into its bundle, not published yet.
     case afterExportPayload = "after-export-payload"
     /// An export has written its whole bundle, not published yet.

@@ -87,6 +87,11 @@ public struct JobRetention: Sendable, Hashable {
 ///   had claimed ahead; the next open, in any process, queues them again (each
 ///   such crash counts as an attempt for the jobs that had started, not for those
 ///   only claimed ahead).
+/// - On a catalog that several hosts share (PostgreSQL), a process whose session with
+///   the store is lost (its connection ended) or reaped by another host stops every run at
+///   once: each is cancelled and writes nothing, its result included, and no job it had
+///   claimed starts. The host that reaps the session queues those jobs again and runs
+///   them, and the store refuses whatever this process would still write.
 public final class JobQueue: JobProvider, Sendable {
     struct Running {
         var assetID: Int64
@@ -183,6 +188,9 @@ public final class JobQueue: JobProvider, Sendable {
         /// Runs (by token) stopped because another process deleted their asset: their row
         /// says so, whichever of the two processes writes it first.
         var assetGoneRuns: Set<String> = []
+        /// How this process's session with the store was lost or reaped
+        /// (``sessionEnded(_:)``): no claimed job starts any more.
+        var sessionLost: StoreSession.Ending?
     }
 
     /// A succeeded run whose result waits for a grouped commit.
@@ -713,6 +721,10 @@ public final class JobQueue: JobProvider, Sendable {
     /// for a deletion still pending in this process are not waited for.
     /// Cancelling the calling task stops: running jobs are queued again (the
     /// attempt not counted) and the summary says it was interrupted.
+    ///
+    /// - Throws: ``CatalogError/Code/store`` when the store fails, and when this process's
+    ///   session with a shared store (PostgreSQL) is lost or reaped meanwhile: its runs
+    ///   are then stopped, for the host that takes over its work (see ``JobQueue``).
     public func runUntilIdle(progress: (@Sendable (JobRecord) -> Void)? = nil) async throws -> JobRunSummary {
         try await work(only: nil, progress: progress)
     }
@@ -803,8 +815,10 @@ public final class JobQueue: JobProvider, Sendable {
                     pollExternalChanges()
                     lastCheck = Date()
                 }
-                let running = state.withLock { $0.running.count }
+                let (running, lost) = state.withLock { ($0.running.count, $0.sessionLost) }
                 if started == 0 && running == 0 {
+                    // Its runs stopped, for another host: this run has not worked the queue.
+                    if let lost { throw Self.sessionLost(lost) }
                     if let wait = try nextBackoff(only: selection) {
                         try await Task.sleep(for: .seconds(min(wait, 1)))
                         continue
@@ -939,6 +953,38 @@ public final class JobQueue: JobProvider, Sendable {
         }
         for run in runs.values { run.task.cancel() }
         requeue(runs.mapValues(\.token))
+    }
+
+    /// This process's session with the store (a catalog that several hosts share) ended.
+    /// When its program did not end it — its connection was lost, or another host reaped it
+    /// — other hosts take its running jobs over: the reaper queues them again, and the store
+    /// refuses whatever this process writes. So every run of this process stops now: each
+    /// is cancelled (processors see it at their next `checkCancellation()`) and writes
+    /// nothing when it ends, not even a result it had already; no job claimed ahead, nor
+    /// any claimed from now on, starts. The rows are left as they are, for the reaper.
+    func sessionEnded(_ ending: StoreSession.Ending) {
+        guard ending.reason != .ended else { return }  // closed by its program: stop() did the work
+        let runs = state.withLock { s -> [Running] in
+            s.sessionLost = ending
+            for (jobID, run) in s.running {
+                s.interrupted[run.assetID]?[jobID] = nil
+                s.stopping[jobID] = run.token  // its end writes nothing (isInterrupted)
+            }
+            return Array(s.running.values)
+        }
+        for run in runs { run.task.cancel() }
+        let message =
+            "\(ending.message): this process's \(runs.count) running jobs are stopped, for the host that takes "
+            + "over its work to run; open the catalog again to run jobs here"
+        logger.error("\(message)")
+    }
+
+    /// What ``runUntilIdle(progress:)`` throws once this process's session was lost or reaped.
+    static func sessionLost(_ ending: StoreSession.Ending) -> CatalogError {
+        CatalogError(
+            .store,
+            "The jobs were not run: \(ending.message), and another host takes over this process's work (its running "
+                + "jobs were stopped). Open the catalog again")
     }
 
     /// Wakes the background worker (new work was queued).
@@ -1140,6 +1186,9 @@ public final class JobQueue: JobProvider, Sendable {
                 stopped = true
                 return false
             }
+            // The session is gone: the row is another host's to queue again (this process's
+            // writes are refused), and the job must not run here as well.
+            if s.sessionLost != nil { return false }
             s.tasksInFlight += 1
             let slots = self.slots
             let content = catalog.content

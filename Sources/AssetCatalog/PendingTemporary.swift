@@ -8,12 +8,15 @@ import Persistence
 
 /// A hidden file or folder that a command is about to create outside the catalog (a
 /// directory bag under construction, an archive bundle on a file system without unnamed
-/// files, a replaced bundle on its way out), recorded before it exists.
+/// files, a replaced bundle on its way out), or a missing folder above an export's target
+/// that it is about to create (``createdFolderRow(_:)``), recorded before it exists.
 ///
 /// The command deletes the row once the path is gone (published under its final name, or
-/// removed). Should its process die first, the next sweep of any process removes the path
-/// and the row, once the row's ``owner`` is gone (``OwnerLiveness``): a killed export leaves
-/// nothing beside its target after the next command. On a catalog that several hosts share,
+/// removed), or, for a folder it created, once its bundle is published in it or the folder
+/// removed. Should its process die first, the next sweep of any process removes the path
+/// and the row, once the row's ``owner`` is gone (``OwnerLiveness``) — a created folder
+/// only if it is empty, after the hidden files inside it: a killed export leaves
+/// nothing at, beside or above its target after the next command. On a catalog that several hosts share,
 /// only a process of the row's ``host`` does: the path is on that host's file system.
 final class PendingTemporary: ManagedObject {
     /// The process that made the path (``OwnerLiveness/owner``).
@@ -57,6 +60,21 @@ final class PendingTemporary: ManagedObject {
         return (String(Substring(path.utf8[..<slash])), String(Substring(path.utf8[path.utf8.index(after: slash)...])))
     }
 
+    /// The row's ``path`` for `folder`, an absolute path, which an export is about to
+    /// create above its bundle: `folder` followed by `/` (a name no writer's temporary has,
+    /// which versions before it leave alone). Carried out only by `rmdir(2)`: never
+    /// anything that is in it.
+    static func createdFolderRow(_ folder: String) -> String { folder + "/" }
+
+    /// The folder a row of ``createdFolderRow(_:)`` names; `nil` for any other row.
+    static func createdFolder(_ path: String) -> String? {
+        let bytes = path.utf8
+        guard bytes.count > 2, bytes.first == UInt8(ascii: "/"), bytes.last == UInt8(ascii: "/"),
+            bytes.dropLast().last != UInt8(ascii: "/")
+        else { return nil }
+        return String(Substring(bytes.dropLast()))
+    }
+
     /// Whether `path` is one that a writer makes (`/…/.name.partial-N`, `.replaced-N`,
     /// `.replacing-N`): a row whose path is not is never carried out.
     static func isTemporaryName(_ path: String) -> Bool {
@@ -74,14 +92,23 @@ extension Catalog {
     /// Records `path` as a temporary of this process (``PendingTemporary``), committed
     /// before the caller creates it; returns the row's ID.
     func recordTemporary(_ path: String) throws -> Int64 {
+        try recordTemporaries([path])[0]
+    }
+
+    /// Records `paths` as temporaries of this process, in one transaction; returns the
+    /// rows' IDs, in the order of `paths`.
+    func recordTemporaries(_ paths: [String]) throws -> [Int64] {
         try storeErrors {
             try withContext { context in
-                let row = PendingTemporary(context: context)
-                row.owner = runtime.liveness.owner
-                row.host = runtime.liveness.sharedHost ?? HostIdentity.current()
-                row.path = path
+                let rows = paths.map { path in
+                    let row = PendingTemporary(context: context)
+                    row.owner = runtime.liveness.owner
+                    row.host = runtime.liveness.sharedHost ?? HostIdentity.current()
+                    row.path = path
+                    return row
+                }
                 try context.save()
-                return row.objectID.rowID
+                return rows.map(\.objectID.rowID)
             }
         }
     }
@@ -125,9 +152,23 @@ extension CatalogRuntime {
     ) throws -> (any Error)? {
         var firstError: (any Error)?
         let host = liveness.sharedHost
-        for row in try context.fetch(request) where host == nil || row.host == host {
+        // The folders exports created go last, the innermost first: the hidden files of a
+        // killed export are inside them, and each is removed only once it is empty.
+        let rows = try context.fetch(request)
+        let folders = rows.filter { PendingTemporary.createdFolder($0.path) != nil }
+            .sorted { $0.path.utf8.count > $1.path.utf8.count }
+        for row in rows.filter({ PendingTemporary.createdFolder($0.path) == nil }) + folders
+        where host == nil || row.host == host {
             guard !liveness.isAlive(row.owner) else { continue }
-            if PendingTemporary.isTemporaryName(row.path) {
+            if let folder = PendingTemporary.createdFolder(row.path) {
+                // Only if empty: a bundle published in it, or anything put there since, keeps it.
+                let code = rmdir(folder) == 0 ? 0 : errno
+                if ![0, ENOENT, ENOTEMPTY, EEXIST, ENOTDIR].contains(code) {
+                    let reason = String(cString: strerror(code))
+                    firstError = firstError ?? CatalogError(.io, "Could not remove \(folder): \(reason)", path: folder)
+                    continue  // stays recorded: the next sweep tries again
+                }
+            } else if PendingTemporary.isTemporaryName(row.path) {
                 var info = stat()
                 do {
                     if lstat(row.path, &info) != 0 {

@@ -51,9 +51,9 @@ public struct Announcement: Sendable, Equatable {
     /// The interruption marker: the store cannot deliver other containers' announcements
     /// from now until the re-read marker that ends the interruption (on PostgreSQL, the
     /// `LISTEN` connection is lost or could not be made; on SQLite, the store's `-wal`
-    /// cannot be watched, for good). A stream asked for during an interruption begins with
-    /// it. Meanwhile, a receiver that must learn of other containers' changes looks at the
-    /// store itself.
+    /// cannot be watched, or its watch failed, for good). A stream asked for during an
+    /// interruption begins with it. Meanwhile, a receiver that must learn of other
+    /// containers' changes looks at the store itself.
     public static let interruption = Announcement(topic: interruptionTopic, payload: "", isFromThisProcess: false)
 
     /// Whether this is the re-read marker.

@@ -174,7 +174,7 @@ public final class PersistentContainer: Sendable {
             store = try SQLiteStore(
                 url: storeURL, schema: schema, busyTimeout: options.busyTimeout,
                 checksIntegrity: options.checksIntegrityOnOpen,
-                mode: StoreOpenMode(createsSchema: mayCreate, readOnly: options.readOnly))
+                mode: StoreOpenMode(createsSchema: mayCreate, readOnly: options.readOnly), logger: options.logger)
         } catch {
             let (code, reason, cause): (PersistenceError.Code, String, any Error)
             switch error {
@@ -208,7 +208,8 @@ public final class PersistentContainer: Sendable {
             }
             do {
                 store = try SQLiteStore(
-                    url: storeURL, schema: schema, busyTimeout: options.busyTimeout, checksIntegrity: false)
+                    url: storeURL, schema: schema, busyTimeout: options.busyTimeout, checksIntegrity: false,
+                    logger: options.logger)
             } catch {
                 throw PersistenceError(.io, "Could not create a new store at \(storeURL.path): \(error)", cause: error)
             }
@@ -338,8 +339,9 @@ public final class PersistentContainer: Sendable {
     /// - SQLite: another process's (or container's) commit — any commit, announcing or
     ///   not — wakes the stream with the re-read marker, through inotify on the store's
     ///   `-wal`; this container's own announcements arrive as sent. Where the `-wal` cannot
-    ///   be watched (not Linux, no inotify instance left), only this container's own arrive:
-    ///   poll as well. A commit whose `-wal` write is seen well before the commit is visible
+    ///   be watched (not Linux, no inotify instance left), or the watch fails later (its
+    ///   `poll(2)` fails: logged, and the interruption marker delivered), only this
+    ///   container's own arrive: poll as well. A commit whose `-wal` write is seen well before the commit is visible
     ///   (a disk that takes more than half a second to sync) can go unannounced: keep a slow
     ///   poll as the fallback.
     /// - PostgreSQL: `LISTEN` on a connection of the container's own (opened by the first
@@ -363,7 +365,8 @@ public final class PersistentContainer: Sendable {
     /// }
     /// ```
     ///
-    /// - SQLite: interrupted from the start, for good, where the `-wal` cannot be watched.
+    /// - SQLite: interrupted from the start, for good, where the `-wal` cannot be watched;
+    ///   from the moment it fails, for good, when its watch fails.
     /// - PostgreSQL: interrupted when the `LISTEN` connection is lost (or its first attempt
     ///   fails) until it listens again.
     public func announcements() -> AsyncStream<Announcement> {

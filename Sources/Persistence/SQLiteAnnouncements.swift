@@ -6,7 +6,8 @@ import Locking
 /// announcements go to its container's listeners once it has committed; other connections'
 /// commits (other containers, other processes) are heard through inotify on the store's
 /// `-wal` (``StoreWatch``), which every commit writes, and delivered as the re-read marker.
-/// Where the `-wal` cannot be watched, the listeners get the interruption marker, for good.
+/// Where the `-wal` cannot be watched, or the watch fails later (logged), the listeners get
+/// the interruption marker, for good: they poll the store from then on.
 struct SQLiteAnnouncer {
     var deliver: (@Sendable (Announcement) -> Void)?
     var watch: StoreWatch?
@@ -33,7 +34,11 @@ extension SQLiteStore {
             $0.deliver = deliver
             $0.dataVersion = version
         }
-        guard let watch = StoreWatch(path: url.path + "-wal", onChange: { [weak self] in self?.walChanged() }) else {
+        guard
+            let watch = StoreWatch(
+                path: url.path + "-wal", logger: logger, onChange: { [weak self] in self?.walChanged() },
+                onFailure: { [weak self] in self?.watchFailed() })
+        else {
             // Other connections' commits cannot be heard: only this store's own announcements are.
             deliver(.interruption)
             return
@@ -61,6 +66,13 @@ extension SQLiteStore {
             }
             return a.watch
         }?.stop()
+    }
+
+    /// On the watch's thread: the watch failed, and has ended (logged by it). Other
+    /// connections' commits can no longer be heard: the listeners get the interruption
+    /// marker, and poll the store from then on.
+    private func watchFailed() {
+        announcer.withLock { $0.deliver }?(.interruption)
     }
 
     private func currentDataVersion() throws -> Int64 {

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import Locking
+import Logging
 
 /// The SQLite store: GRDB's `DatabasePool` in WAL mode with
 /// `synchronous=FULL` (a committed deletion survives power loss) and a busy
@@ -15,6 +16,8 @@ final class SQLiteStore: PersistentStore {
     let pool: any DatabaseWriter
     let sql: [String: EntitySQL]
     let schema: Schema
+    /// Where the store logs what no caller is told of (a watch of its `-wal` that failed).
+    let logger: Logger
     private let injectedFault = Locked<(@Sendable () throws -> Void)?>(nil)
     /// The to-one relationships with an `onDestinationDelete` rule of entities this store
     /// holds but whose schema does not have, by destination: their rules cannot be applied.
@@ -42,10 +45,12 @@ final class SQLiteStore: PersistentStore {
     /// database was never given one, or lost it.
     static let sequenceTable = "_persistence_sequence"
 
-    init(url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool, mode: StoreOpenMode = .init())
-        throws(StoreOpenFailure)
-    {
+    init(
+        url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool, mode: StoreOpenMode = .init(),
+        logger: Logger
+    ) throws(StoreOpenFailure) {
         self.url = url
+        self.logger = logger
         isReadOnly = mode.readOnly
         let exists = FileManager.default.fileExists(atPath: url.path)
         if !exists && (!mode.createsSchema || mode.readOnly) { throw .missing }

@@ -1,4 +1,5 @@
 import Foundation
+package import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,7 +10,8 @@ import Synchronization
 /// writes), through inotify: a thread blocked in `poll(2)` until the file is modified,
 /// costing nothing while nothing happens. Where inotify is unavailable (another
 /// platform, no inotify instances left, a file that does not exist) there is no watch,
-/// and the caller polls instead.
+/// and the caller polls instead. Should `poll(2)` fail later, the watch logs it, ends, and
+/// calls `onFailure`: the caller polls from then on.
 ///
 /// The SQLite store's ``PersistentContainer/announcements()`` are served by one; the
 /// catalog's job queue keeps one of its own (package access).
@@ -28,10 +30,20 @@ package final class StoreWatch: Sendable {
     /// coalesced into the next call (a busy store does not keep the thread checking).
     static let coalescing: TimeInterval = 0.003
 
+    /// Tests: the `errno` that the watch's first `poll(2)` fails with, as if the call had
+    /// failed. Read by ``init(path:logger:onChange:onFailure:)`` on the caller's task.
+    @TaskLocal package static var injectedPollFailure: Int32?
+
     /// Watches `path`; `onChange` runs on the watch's own thread after each
-    /// modification (coalesced). `nil` when the file cannot be watched.
-    package init?(path: String, onChange: @escaping @Sendable () -> Void) {
+    /// modification (coalesced). `nil` when the file cannot be watched. When the watch
+    /// fails later (`poll(2)` fails), it logs the failure to `logger` and ends: `onFailure`
+    /// runs once, on the watch's thread, and `onChange` is not called again.
+    package init?(
+        path: String, logger: Logger, onChange: @escaping @Sendable () -> Void,
+        onFailure: @escaping @Sendable () -> Void
+    ) {
         #if os(Linux)
+            let injected = Self.injectedPollFailure
             let inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
             guard inotify >= 0 else { return nil }
             guard inotify_add_watch(inotify, path, UInt32(IN_MODIFY)) >= 0 else {
@@ -50,7 +62,15 @@ package final class StoreWatch: Sendable {
             let ended = self.ended
             let stopperRead = pipeEnds[0]
             let thread = Thread {
-                Self.loop(inotify: inotify, stopper: stopperRead, onChange: onChange)
+                if let failure = Self.loop(
+                    inotify: inotify, stopper: stopperRead, injectedFailure: injected, onChange: onChange)
+                {
+                    let message =
+                        "the watch of \(path) failed (poll: \(String(cString: strerror(failure)))); "
+                        + "other connections' commits are polled for instead"
+                    logger.error("\(message)")
+                    onFailure()
+                }
                 ended.signal()
             }
             thread.name = "Persistence.StoreWatch"
@@ -61,23 +81,28 @@ package final class StoreWatch: Sendable {
     }
 
     #if os(Linux)
-        private static func loop(inotify: Int32, stopper: Int32, onChange: @Sendable () -> Void) {
+        /// Waits for changes until the stopper is written to; returns the `errno` of a
+        /// `poll(2)` that failed, or `nil` when stopped. The stopper's read end is closed by
+        /// ``stop()``, not here: its write to the pipe must find a reader (else `SIGPIPE`).
+        private static func loop(
+            inotify: Int32, stopper: Int32, injectedFailure: Int32?, onChange: @Sendable () -> Void
+        ) -> Int32? {
             var fds = [
                 pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: stopper, events: Int16(POLLIN), revents: 0),
             ]
             var buffer = [UInt8](repeating: 0, count: 4096)
-            defer {
-                close(inotify)
-                close(stopper)
-            }
+            var injected = injectedFailure
+            defer { close(inotify) }
             while true {
-                let ready = poll(&fds, 2, -1)
+                let ready = injected == nil ? poll(&fds, 2, -1) : -1
                 if ready < 0 {
-                    if errno == EINTR { continue }
-                    return
+                    let failure = injected ?? errno
+                    injected = nil
+                    if failure == EINTR { continue }
+                    return failure
                 }
-                if fds[1].revents != 0 { return }
+                if fds[1].revents != 0 { return nil }
                 guard fds[0].revents != 0 else { continue }
                 while read(inotify, &buffer, buffer.count) > 0 {}  // drain: one call for them all
                 onChange()
@@ -86,8 +111,9 @@ package final class StoreWatch: Sendable {
         }
     #endif
 
-    /// Ends the watch and waits for its thread to return (for a call of `onChange` under
-    /// way to end): after it, `onChange` is not called again. Not to be called from `onChange`.
+    /// Ends the watch and waits for its thread to return (for a call of `onChange` or
+    /// `onFailure` under way to end): after it, neither is called again. Not to be called
+    /// from either.
     package func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         #if os(Linux)
@@ -95,6 +121,7 @@ package final class StoreWatch: Sendable {
             _ = write(stopper, &one, 1)
             ended.wait()
             close(stopper)
+            close(stopperRead)
         #endif
     }
 }

@@ -56,6 +56,42 @@ import Testing
         #expect(Self.entries(out) == [bundle])
     }
 
+    /// An export into folders that do not exist yet (`out/new/deeper/`), killed once it made
+    /// them, at each point up to its publish: the next command removes them with what the
+    /// export left inside, and nothing is left in `out/`. Before, the folders stayed.
+    @Test(arguments: [
+        ("b.tar.zst", "after-export-folders"), ("b.tar.zst", "after-export-payload"),
+        ("b.tar.zst", "before-export-publish"), ("b.zip", "named-export-file,after-export-payload"),
+        ("b", "after-export-folders"), ("b", "before-export-publish"),
+    ])
+    func killedExportLeavesNoFolderItMade(bundle: String, faults: String) async throws {
+        let (t, out) = try await Self.populated()
+        let path = out + "/new/deeper/" + bundle
+        let run = try await t.run(["export", path], environment: ["ASSETCAT_FAULT": faults])
+        #expect(run.status == 86, "\(run.stderr)")  // died at the fault point
+        #expect(Self.entries(out) == ["new"])
+        #expect(Self.entries(out + "/new") == ["deeper"])
+        #expect(try await t.run(["stats"]).status == 0)
+        #expect(Self.entries(out) == [])
+        // The export then works, and its folders stay with the bundle in them, after any command.
+        #expect(try await t.run(["export", path]).status == 0)
+        #expect(try await t.run(["stats"]).status == 0)
+        #expect(Self.entries(out + "/new/deeper") == [bundle])
+    }
+
+    /// A folder above the bundle that someone else fills meanwhile is theirs too: the next
+    /// command leaves it, and what is in it, alone (it removes only the empty ones).
+    @Test func killedExportLeavesAFolderThatHoldsSomethingElse() async throws {
+        let (t, out) = try await Self.populated()
+        let run = try await t.run(
+            ["export", out + "/new/deeper/b.tar.zst"], environment: ["ASSETCAT_FAULT": "after-export-folders"])
+        #expect(run.status == 86, "\(run.stderr)")
+        try Data("mine\n".utf8).write(to: URL(fileURLWithPath: out + "/new/notes.txt"))
+        #expect(try await t.run(["stats"]).status == 0)
+        #expect(Self.entries(out) == ["new"])
+        #expect(Self.entries(out + "/new") == ["notes.txt"])
+    }
+
     /// Killed while replacing a bundle (`--force`): the old bundle stays whole, nothing beside it.
     @Test(arguments: ["b.tar.zst", "b"])
     func killedForcedExportKeepsTheOldBundle(bundle: String) async throws {
