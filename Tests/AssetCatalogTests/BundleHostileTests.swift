@@ -609,19 +609,20 @@ import Testing
         #expect(error.message.contains("the archive expands more than 250 times"))
     }
 
-    /// A `manifest-sha256.txt` of a million well-formed lines, each with a digest of its own,
+    /// A `manifest-sha256.txt` of thousands of well-formed lines, each with a digest of its own,
     /// naming files the bag lacks (`data/missing/NNNNNNN.bin`), in a `.tar.gz` that holds the
-    /// manifest before the payload (as an export writes it): refused once the payload is listed,
-    /// at the first thousand problems, rather than after minutes (each such line was looked at
-    /// for a twin differing only by case with a scan of the whole manifest). The time limit only
-    /// guards against a hang: the figure is measured by `BundleBenchmarks --hostile-only`.
-    @Test(.timeLimit(.minutes(1))) func aManifestOfAMillionAbsentFilesIsRefusedAtItsFirstProblems() async throws {
+    /// manifest before the payload (as an export writes it): the import stops checking at its
+    /// first thousand problems, and says there are at least that many. (A million such lines
+    /// took minutes: each absent line was looked at for a twin differing only by case with a
+    /// scan of the whole manifest. That figure is measured by `BundleBenchmarks --hostile-only`;
+    /// the lines are few here because a debug build reads a line in tens of microseconds.)
+    @Test(.timeLimit(.minutes(1))) func aManifestOfManyAbsentFilesIsRefusedAtItsFirstProblems() async throws {
         let f = try await Fixture()
         let payload = Array("alpha\n".utf8)
         try write(f.work + "/a.txt", payload)
         let head = Array("\(try sha256(f.work + "/a.txt"))  data/a.txt\n".utf8)
         let tgz = f.work + "/absent.tar.gz"
-        let lines = 1_000_000
+        let lines = 5_000
         let template = Array((String(repeating: "0", count: 64) + "  data/missing/0000000.bin\n").utf8)
         let writer = try ArchiveWriter(path: tgz, options: ArchiveWriteOptions(compressionLevel: 1))
         try writer.writeEntry(
@@ -631,7 +632,7 @@ import Testing
             ArchiveEntry(path: "bag/manifest-sha256.txt", kind: .file, size: Int64(head.count + lines * template.count))
         ) { write in
             try head.withUnsafeBytes(write)
-            let perChunk = 10_000
+            let perChunk = 1_000
             var chunk = [UInt8](repeating: 0, count: perChunk * template.count)
             for start in stride(from: 0, to: lines, by: perChunk) {
                 chunk.withUnsafeMutableBufferPointer { out in
