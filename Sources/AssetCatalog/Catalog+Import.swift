@@ -367,7 +367,10 @@ extension Catalog {
             }
         }
         if let first = problems.first {
-            let more = problemCount > 1 ? " (and \(problemCount - 1) more; `assetcat validate` lists them)" : ""
+            let more =
+                !bag.countsAllProblems
+                ? " (and at least \(problemCount - 1) more; `assetcat validate` lists them)"
+                : problemCount > 1 ? " (and \(problemCount - 1) more; `assetcat validate` lists them)" : ""
             let what = problemCount == 1 && first.code == .fetchUnsupported ? "is incomplete" : "is not a valid bag"
             throw CatalogError(
                 .invalidArgument, "\(path) \(what), nothing was imported: \(first)\(more)", path: path)
@@ -413,7 +416,9 @@ extension Catalog {
                     options: BagReadOptions(
                         policy: options.policy,
                         // The expected digest only serves to find content `objects/` has.
-                        looksUpExpectedSHA256: staged.hadObjects),
+                        looksUpExpectedSHA256: staged.hadObjects,
+                        // The import refuses a bag with a problem: a thousand are enough to name.
+                        stopsAtMaxProblems: true),
                     sink: { [content] file, expected in
                         try StagingSink(file: file, content: content, expected: expected, staged: staged)
                     },

@@ -92,6 +92,10 @@ package struct ProblemList {
     package private(set) var codes: [BagError.Code: Int] = [:]
     private var kept: [BagError] = []
     private let limit: Int
+    /// The last of the first `limit` problems at the last trim: one that does not precede it
+    /// cannot be among the first `limit`, and is only counted. (Problems that come in the
+    /// order they are listed in — a manifest's lines a bag lacks, say — then cost no sort.)
+    private var last: BagError?
 
     package init(limit: Int) { self.limit = max(0, limit) }
 
@@ -99,6 +103,7 @@ package struct ProblemList {
         count += 1
         codes[problem.code, default: 0] += 1
         guard limit > 0 else { return }
+        if let last, !Self.precedes(problem, last) { return }
         kept.append(problem)
         // Trimmed now and then to the first `limit`: a sort per `limit` problems.
         if kept.count >= 2 * limit { trim() }
@@ -120,7 +125,10 @@ package struct ProblemList {
 
     private mutating func trim() {
         kept.sort(by: Self.precedes)
-        if kept.count > limit { kept.removeLast(kept.count - limit) }
+        if kept.count >= limit {
+            kept.removeLast(kept.count - limit)
+            last = kept.last
+        }
     }
 
     /// The order problems are listed in: by file, then reason.

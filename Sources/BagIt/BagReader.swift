@@ -37,16 +37,24 @@ public struct BagReadOptions: Sendable {
     /// ``BagContents/problemCount`` counts them all. A bag of a million problems takes the
     /// memory of this many.
     public var maxProblems: Int
+    /// Whether the checks after the read stop looking for more problems once they have found
+    /// ``maxProblems``: for a reader that refuses a bad bag whatever its number of problems
+    /// (an importer), which need not walk the rest of a manifest of a million lines the bag
+    /// lacks. ``BagContents/problemCount`` is then a lower bound, and
+    /// ``BagContents/countsAllProblems`` `false`. (A problem that stops the read is thrown
+    /// either way.)
+    public var stopsAtMaxProblems: Bool
 
     public init(
         policy: ExtractionPolicy = .default, maxTagFileBytes: Int = 256 << 20, keptTagFiles: Set<String> = [],
-        looksUpExpectedSHA256: Bool = true, maxProblems: Int = 1_000
+        looksUpExpectedSHA256: Bool = true, maxProblems: Int = 1_000, stopsAtMaxProblems: Bool = false
     ) {
         self.policy = policy
         self.maxTagFileBytes = maxTagFileBytes
         self.keptTagFiles = keptTagFiles
         self.looksUpExpectedSHA256 = looksUpExpectedSHA256
         self.maxProblems = maxProblems
+        self.stopsAtMaxProblems = stopsAtMaxProblems
     }
 }
 
@@ -93,6 +101,10 @@ public struct BagContents {
     public var problems: [BagError]
     /// How many problems were found in all.
     public var problemCount: Int
+    /// Whether ``problemCount`` counts every problem the bag has: `false` when the checks
+    /// stopped at ``BagReadOptions/maxProblems`` (``BagReadOptions/stopsAtMaxProblems``), and
+    /// there may be more.
+    public var countsAllProblems = true
     /// What the bag does that other tools accept and this reader reads as they do — an
     /// md5sum `*` marker, a path listed twice with the same checksum, a file the manifest
     /// lists in two spellings of which the bag holds one, a missing `.DS_Store`, files left
@@ -1138,14 +1150,26 @@ final class Scan {
         let (dataLow, dataHigh) = BagPayload.range(root + "data/")
         var problems = ProblemList(limit: options.maxProblems)
         var warnings = ProblemList(limit: options.maxProblems)
+        // With ``BagReadOptions/stopsAtMaxProblems``: whether the walks below stopped there, with
+        // at least one problem found (a listed file the bag lacks is one only once no twin excuses it).
+        var stopped = false
+        let (stops, enoughProblems) = (options.stopsAtMaxProblems, max(1, options.maxProblems))
+        let enough = { stops && problems.count >= enoughProblems }
 
         if !root.isEmpty {
             let (low, high) = BagPayload.range(root)
-            for path in try String.fetchAll(
-                db, sql: "SELECT path FROM file WHERE path < ? OR path >= ? ORDER BY path", arguments: [low, high])
-            {
+            let outside = try RowWalk(
+                db, "SELECT path FROM file WHERE path < ? OR path >= ? ORDER BY path", [.text(low), .text(high)])
+            while outside.hasRow {
+                if enough() {
+                    stopped = true
+                    break
+                }
                 problems.append(
-                    BagError(.unlistedFile, file: path, "is outside the bag's top-level directory \(root.dropLast())"))
+                    BagError(
+                        .unlistedFile, file: outside.text(0) ?? "",
+                        "is outside the bag's top-level directory \(root.dropLast())"))
+                try outside.step()
             }
         }
         // Nothing else reads right without the version: a bad declaration stops here.
@@ -1295,16 +1319,23 @@ final class Scan {
         // that differs only by case (a bag made on a case-insensitive file system).
         var absentSystemFiles = 0
         var absentByManifest: [(name: String, id: Int, files: [(path: String, key: String, checksum: String)])] = []
-        for (index, algorithm) in payloadManifests.keys.sorted().enumerated() {
+        merging: for (index, algorithm) in payloadManifests.keys.sorted().enumerated() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
             var absent: [(path: String, key: String, checksum: String)] = []
             defer { if !absent.isEmpty { absentByManifest.append((name, id, absent)) } }
-            for path in try String.fetchAll(
-                mdb, sql: "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
-                arguments: [id])
-            {
-                problems.append(BagError(.malformedManifest, file: name, "lists \(path), which is not under data/"))
+            let outside = try RowWalk(
+                mdb, "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
+                [.integer(Int64(id))])
+            while outside.hasRow {
+                if enough() {
+                    stopped = true
+                    break merging
+                }
+                problems.append(
+                    BagError(.malformedManifest, file: name, "lists \(outside.text(0) ?? ""), which is not under data/")
+                )
+                try outside.step()
             }
             // The manifest's lines and the payload files, side by side in the order of their keys.
             let listed = try RowWalk(
@@ -1315,6 +1346,10 @@ final class Scan {
                 db, "SELECT key, path, \(algorithm.rawValue) FROM file WHERE path >= ? AND path < ? ORDER BY key",
                 [.text(dataLow), .text(dataHigh)])
             while listed.hasRow || files.hasRow {
+                if enough() {
+                    stopped = true
+                    break merging
+                }
                 let order = !listed.hasRow ? 1 : !files.hasRow ? -1 : listed.compare(0, with: files, 0)
                 if order < 0 {
                     let path = listed.text(1) ?? ""
@@ -1361,25 +1396,10 @@ final class Scan {
         // checksum, a file the bag holds whose path differs only by (ASCII) case: on the
         // case-insensitive file system the bag was made on, they were one file.
         if !absentByManifest.isEmpty {
-            try mdb.execute(sql: "CREATE INDEX IF NOT EXISTS manifest_folded ON manifest(manifest, key COLLATE NOCASE)")
-            for (name, id, absent) in absentByManifest {
-                for file in absent {
-                    var twin: String?
-                    let candidates = try Row.fetchAll(
-                        mdb,
-                        sql: "SELECT key, path FROM manifest WHERE manifest = ? AND key = ? COLLATE NOCASE "
-                            + "AND key != ? AND checksum = ?",
-                        arguments: [id, file.key, file.key, file.checksum])
-                    for candidate in candidates where twin == nil {
-                        let key: String = candidate[0]
-                        if try Bool.fetchOne(
-                            db, sql: "SELECT EXISTS (SELECT 1 FROM file WHERE key = ?)", arguments: [key])
-                            == true
-                        {
-                            twin = candidate[1]
-                        }
-                    }
-                    if let twin {
+            let twins = try caseTwins(of: absentByManifest.map { ($0.id, $0.files) }, db, mdb)
+            for (m, (name, _, absent)) in absentByManifest.enumerated() {
+                for (f, file) in absent.enumerated() {
+                    if let twin = twins[m][f] {
                         warnings.append(
                             BagError(
                                 .missingFile, file: file.path,
@@ -1477,13 +1497,64 @@ final class Scan {
         }
         return BagContents(
             source: source, version: version, bagName: String(root.dropLast()), info: info, payload: payload,
-            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, warnings: warnings.first,
-            warningCount: warnings.count, filesToFetch: filesToFetch, directory: directoryRoot)
+            tagFiles: tagFiles, problems: problems.first, problemCount: problems.count, countsAllProblems: !stopped,
+            warnings: warnings.first, warningCount: warnings.count, filesToFetch: filesToFetch,
+            directory: directoryRoot)
     }
 
     /// How many listed files a bag lacks that a read checks for a twin differing only by case
     /// (in each payload manifest); those beyond are problems without a look.
     static let maxCaseTwinChecks = 1000
+
+    /// For each manifest's listed files that the bag lacks (`absent`, by manifest ID): the
+    /// path, as that manifest spells it, of a file the bag holds whose key differs from the
+    /// absent one's only by ASCII case (as SQLite's `NOCASE` folds) and that the manifest lists
+    /// with the same checksum — the first such key in byte order — or `nil`.
+    ///
+    /// One walk of the files read, each key folded and looked up among the absent ones (a
+    /// few thousand at most, ``maxCaseTwinChecks`` a manifest), and a look in the manifest for
+    /// each key that folds like one: the cost of the files' keys, whatever the number of
+    /// manifest lines. (An index on the manifest's folded keys costs a sort of every line, and
+    /// without statistics SQLite scans all of a manifest's lines for each look-up instead of
+    /// using it.)
+    func caseTwins(
+        of absent: [(id: Int, files: [(path: String, key: String, checksum: String)])], _ db: Database,
+        _ mdb: Database
+    ) throws -> [[String?]] {
+        var byFolded: [String: [(manifest: Int, file: Int)]] = [:]
+        for (m, list) in absent.enumerated() {
+            for (f, file) in list.files.enumerated() {
+                byFolded[Self.asciiFolded(file.key), default: []].append((m, f))
+            }
+        }
+        var twins: [[(key: String, path: String)?]] = absent.map { Array(repeating: nil, count: $0.files.count) }
+        let files = try RowWalk(db, "SELECT key FROM file", [])
+        while files.hasRow {
+            let key = files.text(0) ?? ""
+            if let waiting = byFolded[Self.asciiFolded(key)] {
+                for (m, f) in waiting {
+                    let file = absent[m].files[f]
+                    guard !key.utf8.elementsEqual(file.key.utf8),
+                        twins[m][f].map({ key.utf8.lexicographicallyPrecedes($0.key.utf8) }) ?? true
+                    else { continue }
+                    var listed: (path: String, checksum: String)?
+                    try mdb.run(
+                        "SELECT path, checksum FROM manifest WHERE manifest = ? AND key = ?",
+                        [.integer(Int64(absent[m].id)), .text(key)]
+                    ) { listed = (Database.text($0, 0) ?? "", Database.text($0, 1) ?? "") }
+                    if let listed, listed.checksum == file.checksum { twins[m][f] = (key, listed.path) }
+                }
+            }
+            try files.step()
+        }
+        return twins.map { $0.map { $0?.path } }
+    }
+
+    /// `key` with its ASCII letters in lower case, as SQLite's `NOCASE` compares it.
+    static func asciiFolded(_ key: String) -> String {
+        guard key.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return key }
+        return String(decoding: key.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+    }
 
     /// The names of files that operating systems make in folders they show (Finder's
     /// `.DS_Store` and `._` AppleDouble files, Windows' `Thumbs.db` and `desktop.ini`), which

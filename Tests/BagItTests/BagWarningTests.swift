@@ -133,6 +133,25 @@ import Testing
             try read(differs) == (["data/HELLO.txt: is listed in manifest-sha256.txt but is not in the bag"], []))
     }
 
+    /// Of the files the bag holds whose names differ from the absent one's only by case, the
+    /// first in byte order is named, as when the look-up was SQLite's.
+    @Test func theTwinNamedIsTheFirstByNameOfThoseTheBagHolds() throws {
+        let twins = try bag([
+            "data/hello.txt": "hello\n", "data/Hello.txt": "hello\n",
+            "manifest-sha256.txt": "\(Self.helloSHA256)  data/hello.txt\n\(Self.helloSHA256)  data/HELLO.txt\n"
+                + "\(Self.helloSHA256)  data/Hello.txt\n",
+        ])
+        #expect(
+            try read(twins) == (
+                [],
+                [
+                    "data/HELLO.txt: is listed in manifest-sha256.txt but is not in the bag, which holds "
+                        + "data/Hello.txt with the same checksum: the two names differ only by case, one file on a "
+                        + "case-insensitive file system"
+                ]
+            ))
+    }
+
     @Test func aMissingDSStoreIsAWarningAndExplainsTheOxum() throws {
         let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         let system = try bag([

@@ -30,11 +30,17 @@
 //   memory  peak RSS of every assetcat export and import < 64 MB, whatever the bundle's size.
 //
 // Then hostile tag files (--skip-hostile leaves them out, --hostile-only runs
-// only them): directory bags generated here — a 30 MB and a 100 MB `bag-info.txt` of short lines,
-// a `manifest-sha256.txt` of 1,000,000 lines naming files the bag lacks, a 100 MB `bagit.txt` —
-// each as a directory and as a .tar, given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit).
-// Printed: each run's exit status, peak RSS and time, and its first line of output. Target
-// < 200 MB each. (Give --assetcat a build from before the limits to see what they changed.)
+// only them, --hostile-filter TEXT only those whose name contains TEXT): directory bags generated
+// here — a 30 MB and a 100 MB `bag-info.txt` of short lines, a `manifest-sha256.txt` of 1,000,000
+// lines naming files the bag lacks, a 100 MB `bagit.txt` — each as a directory and as a .tar,
+// given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit); and
+// `manifest-sha256.txt`s of 100,000 and 1,000,000 lines of distinct digests naming files the bag
+// lacks (`data/missing/NNNNNNN.bin`), as a directory, a .tar and a .tar.gz, the manifest before
+// the payload as `assetcat export` writes them. Printed: each run's exit status, peak RSS and time,
+// and its first line of output, beside a floor for the manifests: reading the manifest out of the
+// bundle and counting its lines (`wc -l`, through `bsdtar -xOf` for an archive). Target < 200 MB
+// each; for the manifests of distinct digests, `import` well under a second and `validate` within
+// a few times the floor. (Give --assetcat a build from before the limits to see what they changed.)
 //
 // Durability is not in the baselines (bsdtar does not sync; export fsyncs its bundle, import
 // syncs the catalog's file system twice). The `sync` column is how long a `sync` right after the
@@ -64,6 +70,7 @@ var corpusScript = URL(fileURLWithPath: repositoryRoot + "/../shared/bench/make_
 var skipSmall = false
 var skipLarge = false
 var skipHostile = false
+var hostileFilter: String?
 // tmpfs when it has room (the large case needs about 8 GB at its peak): the benchmark then
 // measures the software, not the disk's write-back.
 var work: String = {
@@ -83,7 +90,7 @@ do {
     func usage() -> Never {
         say(
             "usage: BundleBenchmarks [--assetcat PATH] [--repeat N] [--work DIR] [--corpus-script PATH] "
-                + "[--skip-small] [--skip-large] [--skip-hostile] [--hostile-only]")
+                + "[--skip-small] [--skip-large] [--skip-hostile] [--hostile-only] [--hostile-filter TEXT]")
         exit(2)
     }
     while i < arguments.count {
@@ -95,6 +102,7 @@ do {
         case "--skip-small": skipSmall = true
         case "--skip-large": skipLarge = true
         case "--skip-hostile": skipHostile = true
+        case "--hostile-filter": hostileFilter = value()
         case "--hostile-only":
             skipSmall = true
             skipLarge = true
@@ -379,6 +387,8 @@ struct HostileRow {
     var run: Run
     var status: Int32
     var message: String
+    /// For a manifest: reading it out of the bundle and counting its lines.
+    var floor: Run?
     var peakMB: Double { Double(run.peakKiB) / 1024 }
 }
 
@@ -424,16 +434,44 @@ func hostileBag(_ name: String, tag: String, write: (String) -> Void) -> String 
     return bag
 }
 
+/// Writes a `manifest-sha256.txt` that lists `data/a.txt` (what ``hostileBag(_:tag:write:)``
+/// holds), then `lines` files the bag lacks, `data/missing/NNNNNNN.bin`, each with a digest
+/// of its own (64 hex digits of a mixed counter: none repeats).
+func writeAbsentManifest(_ path: String, lines: Int) {
+    let sha = output("printf 'payload\\n' | sha256sum | cut -c1-64")
+    let hex = Array("0123456789abcdef".utf8)
+    var line = [UInt8](repeating: 0, count: 64) + Array("  data/missing/0000000.bin\n".utf8)
+    writeRepeated(
+        path, "\(sha)  data/a.txt\n",
+        line: { i in
+            // splitmix64 of the line number and three more: 64 distinct-looking hex digits.
+            for word in 0..<4 {
+                var z = UInt64(i) &* 4 &+ UInt64(word) &+ 0x9E37_79B9_7F4A_7C15
+                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+                z ^= z >> 31
+                for k in 0..<16 { line[word * 16 + k] = hex[Int((z >> (60 - 4 * UInt64(k))) & 0xF)] }
+            }
+            var n = i
+            for k in stride(from: 64 + 21, through: 64 + 15, by: -1) {
+                line[k] = UInt8(0x30 + n % 10)
+                n /= 10
+            }
+            return String(decoding: line, as: UTF8.self)
+        }, lines: lines)
+}
+
 @MainActor func hostileCases() -> [HostileRow] {
     var result: [HostileRow] = []
-    let cases: [(name: String, tag: String, write: (String) -> Void)] = [
+    // The manifests of distinct digests are also given as a .tar.gz, and have a floor.
+    let cases: [(name: String, tag: String, write: (String) -> Void, isManifest: Bool)] = [
         (
             "bag-info 30 MB of short lines", "bag-info.txt",
-            { writeRepeated($0, "", line: { "L\($0 % 10): v\n" }, bytes: 30_000_000) }
+            { writeRepeated($0, "", line: { "L\($0 % 10): v\n" }, bytes: 30_000_000) }, false
         ),
         (
             "bag-info 100 MB of short lines", "bag-info.txt",
-            { writeRepeated($0, "", line: { "L\($0 % 10): v\n" }, bytes: 100_000_000) }
+            { writeRepeated($0, "", line: { "L\($0 % 10): v\n" }, bytes: 100_000_000) }, false
         ),
         (
             "manifest-sha256 of 1,000,000 absent files", "manifest-sha256.txt",
@@ -442,7 +480,15 @@ func hostileBag(_ name: String, tag: String, write: (String) -> Void) -> String 
                     path, "",
                     line: { String(repeating: "0", count: 56) + String(format: "%08x", $0) + "  data/f\($0)\n" },
                     lines: 1_000_000)
-            }
+            }, false
+        ),
+        (
+            "manifest-sha256, 100,000 absent files, distinct digests", "manifest-sha256.txt",
+            { writeAbsentManifest($0, lines: 100_000) }, true
+        ),
+        (
+            "manifest-sha256, 1,000,000 absent files, distinct digests", "manifest-sha256.txt",
+            { writeAbsentManifest($0, lines: 1_000_000) }, true
         ),
         (
             "bagit.txt 100 MB", "bagit.txt",
@@ -450,20 +496,40 @@ func hostileBag(_ name: String, tag: String, write: (String) -> Void) -> String 
                 writeRepeated(
                     $0, "BagIt-Version: 1.0\n", line: { _ in "Tag-File-Character-Encoding: UTF-8\n" },
                     bytes: 100_000_000)
-            }
+            }, false
         ),
     ]
-    for hostile in cases {
+    for hostile in cases where hostileFilter.map(hostile.name.contains) ?? true {
         say("hostile bag: \(hostile.name)")
         let bag = hostileBag(String(result.count), tag: hostile.tag, write: hostile.write)
         say(
             "  \(hostile.tag): \(byteCount(bag + "/" + hostile.tag)) bytes, \(output("wc -l < \(quoted(bag + "/" + hostile.tag))")) lines"
         )
-        // The same bag as a directory and as a .tar.
+        // The same bag as a directory and as a .tar (and a .tar.gz): tag files first, then the
+        // payload, as `assetcat export` writes a bag.
+        let name = (bag as NSString).lastPathComponent
+        var order = ["bagit.txt"]
+        for member in [hostile.tag, "manifest-sha256.txt", "data"] where !order.contains(member) {
+            order.append(member)
+        }
+        let members = order.map { quoted(name + "/" + $0) }.joined(separator: " ")
         let tar = bag + ".tar"
-        shell(
-            "bsdtar -cf \(quoted(tar)) -C \(quoted(base)) \(quoted((bag as NSString).lastPathComponent))", timed: false)
-        for (form, bundle) in [("dir", bag), ("tar", tar)] {
+        let tgz = bag + ".tar.gz"
+        shell("bsdtar -cf \(quoted(tar)) -C \(quoted(base)) \(members)", timed: false)
+        if hostile.isManifest { shell("bsdtar -czf \(quoted(tgz)) -C \(quoted(base)) \(members)", timed: false) }
+        for (form, bundle) in [("dir", bag), ("tar", tar)] + (hostile.isManifest ? [("tar.gz", tgz)] : []) {
+            // The floor: the manifest read out of the bundle, its lines counted.
+            let floor =
+                !hostile.isManifest
+                ? nil
+                : form == "dir"
+                    ? shell("wc -l < \(quoted(bag + "/" + hostile.tag))")
+                    : shell("bsdtar -xOf \(quoted(bundle)) \(quoted(name + "/" + hostile.tag)) | wc -l")
+            if let floor {
+                say(
+                    "  floor (\(form)): manifest read and its lines counted, \(String(format: "%.3f s", floor.seconds)), "
+                        + "peak \(String(format: "%.1f MB", Double(floor.peakKiB) / 1024))")
+            }
             for command in ["validate", "import"] {
                 let catalog = base + "/hostile-catalog"
                 catalogInit(catalog)
@@ -487,12 +553,13 @@ func hostileBag(_ name: String, tag: String, write: (String) -> Void) -> String 
                 result.append(
                     HostileRow(
                         bag: hostile.name, form: form, command: command, run: run, status: status,
-                        message: String(firstLine)))
+                        message: String(firstLine), floor: floor))
                 removeTree(catalog)
             }
         }
         removeTree(bag)
         removeTree(tar)
+        removeTree(tgz)
     }
     return result
 }
@@ -529,11 +596,15 @@ if let worst = rows.max(by: { $0.ours.peakKiB < $1.ours.peakKiB }) {
 
 if !hostileRows.isEmpty {
     say("")
-    say("| hostile bag | form | command | exit | seconds | assetcat peak MB | target < 200 MB met |")
-    say("|---|---|---|---:|---:|---:|---|")
+    say(
+        "| hostile bag | form | command | exit | seconds | floor s (read the manifest) | ratio | assetcat peak MB "
+            + "| target < 200 MB met |")
+    say("|---|---|---|---:|---:|---:|---:|---:|---|")
     for row in hostileRows {
+        let floor = row.floor.map { (s($0.seconds), String(format: "%.1f×", row.run.seconds / $0.seconds)) }
         say(
             "| \(row.bag) | \(row.form) | \(row.command) | \(row.status) | \(s(row.run.seconds)) | "
+                + "\(floor?.0 ?? "–") | \(floor?.1 ?? "–") | "
                 + "\(String(format: "%.1f", row.peakMB)) | \(row.peakMB < 200 ? "yes" : "**NO**") |")
     }
 }
