@@ -52,7 +52,9 @@ extension ManagedObjectContext {
         try Self.throwRefusals(refusals)
         // The links the store holds that this context never read: deny rules, and links of
         // entities this schema lacks.
-        for (entity, objects) in Dictionary(grouping: objects.filter { !$0.pendingInsert }, by: \.entity.name) {
+        let byEntity = Dictionary(grouping: objects.filter { !$0.pendingInsert }, by: \.entity.name)
+        for name in byEntity.keys.sorted() {
+            let objects = byEntity[name]!
             try core.store.refuseDeletion(entity: objects[0].entity, ids: objects.map(\.objectID.rowID))
         }
     }
