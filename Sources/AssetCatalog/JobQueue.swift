@@ -973,9 +973,15 @@ public final class JobQueue: JobProvider, Sendable {
             return Array(s.running.values)
         }
         for run in runs { run.task.cancel() }
+        // Said where it stops work; a command that ran no job reports the store's error itself.
+        guard !runs.isEmpty else {
+            logger.debug("\(ending.message): no job was running here")
+            return
+        }
+        let jobs = runs.count == 1 ? "running job is" : "\(runs.count) running jobs are"
         let message =
-            "\(ending.message): this process's \(runs.count) running jobs are stopped, for the host that takes "
-            + "over its work to run; open the catalog again to run jobs here"
+            "\(ending.message): this process's \(jobs) stopped, for the host that takes over its work to run; "
+            + "open the catalog again to run jobs here"
         logger.error("\(message)")
     }
 

@@ -111,8 +111,18 @@ final class EndlessJob: JobProcessor {
         let url: URL
 
         /// Makes the catalog (cancels the test when there is no server); returns it open.
-        static func make(entities: [ManagedObject.Type] = []) throws -> (SharedCatalog, Catalog) {
-            let components = try PostgreSQLTestServer.newSchema()
+        /// `reconnectTimeout` is the store URL's `reconnect_timeout` (0: a host cut off from
+        /// the server, whose lost connection is not made again).
+        static func make(entities: [ManagedObject.Type] = [], reconnectTimeout: Int? = nil) throws -> (
+            SharedCatalog, Catalog
+        ) {
+            var components = try PostgreSQLTestServer.newSchema()
+            if let reconnectTimeout {
+                components.queryItems =
+                    (components.queryItems ?? []) + [
+                        URLQueryItem(name: "reconnect_timeout", value: "\(reconnectTimeout)")
+                    ]
+            }
             let url = components.url!
             let location = try CatalogStoreLocation(components.string!)
             let identity = CatalogIdentity(

@@ -41,7 +41,8 @@ final class HeldUntilLetGo: JobProcessor {
     /// catalog, reaps `a`'s session (the job is queued again) and runs the job to success —
     /// once. Before, `a`'s run went on, beside `b`'s run of the same job, until it ended.
     @Test func aHostWhoseSessionIsLostStopsItsRunsAndAnotherHostRunsThemOnce() async throws {
-        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make()
+        // A host cut off from the server: its lost connection is not taken up again.
+        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make(reconnectTimeout: 0)
         defer { a.close() }
         let asset = try await JobsOnPostgreSQLTests.asset(shared, in: a)
         let onA = HeldUntilLetGo(JobOutput(metadata: ["ran on": "a"]))
