@@ -37,19 +37,10 @@ extension ManagedObjectContext {
     ///
     /// - Throws: ``PersistenceError/Code/validation``, all refusals together.
     public func validateDeletion(of objects: [ManagedObject]) throws {
-        var refusals: [PersistenceError] = []
-        for o in objects {
-            do {
-                try checkDenyRules(o)
-                try o.validateForDelete()
-            } catch let error as PersistenceError {
-                refusals.append(error)
-            } catch {
-                refusals.append(
-                    PersistenceError(.validation, "\(o.objectID): \(error)", objectIDs: [o.objectID], cause: error))
-            }
+        try Self.refusingTogether(objects) { o in
+            try checkDenyRules(o)
+            try o.validateForDelete()
         }
-        try Self.throwRefusals(refusals)
         // The links the store holds that this context never read: deny rules, and links of
         // entities this schema lacks.
         let byEntity = Dictionary(grouping: objects.filter { !$0.pendingInsert }, by: \.entity.name)
@@ -237,17 +228,28 @@ extension ManagedObjectContext {
     }
 
     private func validate(_ objects: [ManagedObject], _ validated: inout [ObjectIdentifier: Bool]) throws {
+        try Self.refusingTogether(objects) { o in
+            validated[ObjectIdentifier(o)] = o.pendingDelete
+            if o.pendingDelete {
+                try checkDenyRules(o)
+                try o.validateForDelete()
+            } else {
+                try checkReferences(o)
+                if o.pendingInsert { try o.validateForInsert() } else { try o.validateForUpdate() }
+            }
+        }
+    }
+
+    /// Runs `check` on every object, then throws what they refused: the one refusal, or one
+    /// error holding them all (an error that is not a ``PersistenceError`` is one of code
+    /// `validation` naming the object).
+    private static func refusingTogether(_ objects: [ManagedObject], _ check: (ManagedObject) throws -> Void)
+        throws
+    {
         var refusals: [PersistenceError] = []
         for o in objects {
-            validated[ObjectIdentifier(o)] = o.pendingDelete
             do {
-                if o.pendingDelete {
-                    try checkDenyRules(o)
-                    try o.validateForDelete()
-                } else {
-                    try checkReferences(o)
-                    if o.pendingInsert { try o.validateForInsert() } else { try o.validateForUpdate() }
-                }
+                try check(o)
             } catch let error as PersistenceError {
                 refusals.append(error)
             } catch {
@@ -255,11 +257,6 @@ extension ManagedObjectContext {
                     PersistenceError(.validation, "\(o.objectID): \(error)", objectIDs: [o.objectID], cause: error))
             }
         }
-        try Self.throwRefusals(refusals)
-    }
-
-    /// Throws the one refusal, or one error holding them all; nothing if there is none.
-    private static func throwRefusals(_ refusals: [PersistenceError]) throws {
         guard !refusals.isEmpty else { return }
         if refusals.count == 1 { throw refusals[0] }
         throw PersistenceError(
