@@ -591,7 +591,7 @@ final class SQLiteStore: PersistentStore {
         try mapErrors(nil) { try pool.read { db in try count(db, fetch) } }
     }
 
-    private func count(_ db: Database, _ fetch: StoreFetch) throws -> Int {
+    fileprivate func count(_ db: Database, _ fetch: StoreFetch) throws -> Int {
         let (query, arguments) = countStatement(fetch)
         return try Self.query(db, query, arguments) { Int(sqlite3_column_int64($0, 0)) }.first ?? 0
     }
@@ -847,91 +847,13 @@ final class SQLiteStore: PersistentStore {
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         try mapErrors(nil) {
             try writing { db in
-                let rules = DeleteRules(
-                    schema: schema, statements: SQLiteStatements(store: self, db: db), effects: effects)
-                var versions: [ManagedObjectID: Int64] = [:]
-                var conflicts: [ManagedObjectID] = []
-                // Deletes first: a save may delete a row and insert another with its unique value.
-                for (entity, ids) in DeleteRules<SQLiteStatements>.grouped(changes.deletes) {
-                    try rules.refuseForeignLinks(entity, ids)
-                }
-                for delete in changes.deletes {
-                    let entitySQL = sql[delete.entity.name]!
-                    var query = "DELETE FROM \(entitySQL.table) WHERE \"id\" = ?"
-                    var arguments: [StoreValue] = [.integer(delete.id)]
-                    if let expected = delete.expectedVersion {
-                        query += " AND \"_version\" = ?"
-                        arguments.append(.integer(expected))
-                    }
-                    let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
-                    _ = try mapErrors(id) { try Self.query(db, query, arguments) { _ in () } }
-                    if db.changesCount == 0, delete.expectedVersion != nil { conflicts.append(id) }
-                }
-                for update in changes.updates {
-                    let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
-                    let entitySQL = sql[update.entity.name]!
-                    var assignments = update.slots.map { "\(entitySQL.columns[$0]) = ?" }
-                    assignments.append("\"_version\" = \"_version\" + 1")
-                    var query = "UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = ?"
-                    var arguments = update.values
-                    arguments.append(.integer(update.id))
-                    if let expected = update.expectedVersion {
-                        query += " AND \"_version\" = ?"
-                        arguments.append(.integer(expected))
-                    }
-                    query += " RETURNING \"_version\""
-                    let version = try mapErrors(id) {
-                        try Self.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
-                    }
-                    if let version = version.first { versions[id] = version } else { conflicts.append(id) }
-                }
-                if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-                // Rows deleted without objects, before the inserts too; what is written after
-                // must not point at them.
-                var paged = DeletionTally()
-                for deletion in changes.rows.deletions { try rules.deleteRows(deletion, &paged) }
-                for update in changes.updates {
-                    try DeleteRules<SQLiteStatements>.requireNoLink(
-                        update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
-                    rules.links.object(update.entity, update.id, update.values, slots: update.slots)
-                }
-                for insert in changes.inserts {
-                    try DeleteRules<SQLiteStatements>.requireNoLink(
-                        insert.entity, insert.id, insert.values, into: paged.deleted)
-                    rules.links.object(insert.entity, insert.id, insert.values)
-                }
-                try Self.insertRows(db, changes.inserts, sql: sql)
-                for insertion in changes.rows.insertions {
-                    try insertRows(db, insertion, rules, deleted: paged.deleted)
-                }
-                var result = StoreSaveResult(
-                    versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
-                var deleted = paged.deleted
-                if !changes.deletes.isEmpty {
-                    let completed = try rules.completeDeleteRules(changes.deletes)
-                    result.cascadeDeleted = completed.deleted.flatMap { name, ids in
-                        ids.map { ManagedObjectID(entityName: name, rowID: $0) }
-                    }
-                    result.nullified += completed.clearedAndKept
-                    for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
-                }
-                try rules.insertEffectRows(refusingLinksInto: deleted)
-                try rules.requireLinkTargets()
-                try runBeforeCommit(db, effects)
+                let result = try SavePipeline(
+                    schema: schema, statements: SQLiteStatements(store: self, db: db), effects: effects
+                ).write(changes)
                 try runInjectedFault()
                 return result
             }
         }
-    }
-
-    private func runBeforeCommit(_ db: Database, _ effects: SaveEffects) throws {
-        guard !effects.beforeCommitWork.isEmpty else { return }
-        // A named lock is held already: this write transaction (`BEGIN IMMEDIATE`) holds the
-        // store's one write lock, which excludes every other writer until it ends. So are the
-        // locks of `SaveEffects.lockFirst`, which this store therefore does not read, and the
-        // rows a count locks: no other writer can delete them before the commit.
-        let reader = TransactionReader(countRows: { fetch, _ in try self.count(db, fetch) }, lock: { _, _ in })
-        for work in effects.beforeCommitWork { try work(reader) }
     }
 
     /// Inserts rows with one prepared statement per entity, binding values
@@ -980,32 +902,6 @@ final class SQLiteStore: PersistentStore {
 
     /// Writes the rows of an insertion one batch at a time: only one batch's values are alive,
     /// and the rows its entity's `willInsertRows` hook plans for a batch are written with it.
-    private func insertRows(
-        _ db: Database, _ insertion: RowChanges.Insertion, _ rules: DeleteRules<SQLiteStatements>,
-        deleted: [String: RowIDSet]
-    ) throws {
-        let effects = rules.effects
-        for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
-            let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
-            let planned = effects.rows.count
-            let rows: [[StoreValue]]
-            do {
-                rows = try insertion.rows(indexes)
-            } catch {
-                throw StreamFailure(error: error)
-            }
-            let inserts = zip(indexes, rows).map { i, values in
-                StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
-            }
-            for insert in inserts {
-                try DeleteRules<SQLiteStatements>.requireNoLink(insert.entity, insert.id, insert.values, into: deleted)
-            }
-            rules.links.rows(inserts)
-            try insertTallyingOnce(db, insertion.entity, inserts)
-            try rules.insertEffectRows(from: planned, refusingLinksInto: deleted)
-        }
-    }
-
     /// Inserts `rows` of `entity`, whose IDs are consecutive. A batch of at least
     /// ``rangeTallyMinimum`` rows of an entity with tallies is written with the connection's
     /// triggers off, then added to the tallies with one aggregate statement a tally over the
@@ -1014,7 +910,7 @@ final class SQLiteStore: PersistentStore {
     /// come out as the triggers would have made them, in the same transaction: a rollback or
     /// a killed process discards them with the rows. A table with a trigger the store did not
     /// make keeps its triggers.
-    private func insertTallyingOnce(_ db: Database, _ entity: EntityDescription, _ rows: [StoreChanges.Insert])
+    fileprivate func insertTallyingOnce(_ db: Database, _ entity: EntityDescription, _ rows: [StoreChanges.Insert])
         throws
     {
         guard rows.count >= Self.rangeTallyMinimum, let first = rows.first?.id, let last = rows.last?.id,
@@ -1425,9 +1321,58 @@ extension Array {
 
 /// The SQLite statements of the delete-rule engine (``DeleteRules``), on the connection of
 /// one save's transaction.
-struct SQLiteStatements: DeletionStatements {
+struct SQLiteStatements: SaveStatements {
     let store: SQLiteStore
     let db: Database
+
+    func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
+        var query = "DELETE FROM \(store.sql[delete.entity.name]!.table) WHERE \"id\" = ?"
+        var arguments: [StoreValue] = [.integer(delete.id)]
+        if let expected = delete.expectedVersion {
+            query += " AND \"_version\" = ?"
+            arguments.append(.integer(expected))
+        }
+        let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
+        _ = try store.mapErrors(id) { try SQLiteStore.query(db, query, arguments) { _ in () } }
+        return db.changesCount > 0
+    }
+
+    func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
+        var versions: [ManagedObjectID: Int64] = [:]
+        for update in updates {
+            let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
+            let entitySQL = store.sql[update.entity.name]!
+            var assignments = update.slots.map { "\(entitySQL.columns[$0]) = ?" }
+            assignments.append("\"_version\" = \"_version\" + 1")
+            var query = "UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = ?"
+            var arguments = update.values
+            arguments.append(.integer(update.id))
+            if let expected = update.expectedVersion {
+                query += " AND \"_version\" = ?"
+                arguments.append(.integer(expected))
+            }
+            query += " RETURNING \"_version\""
+            let version = try store.mapErrors(id) {
+                try SQLiteStore.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
+            }
+            versions[id] = version.first
+        }
+        return versions
+    }
+
+    func insertBatch(_ entity: EntityDescription, _ rows: [StoreChanges.Insert]) throws {
+        try store.insertTallyingOnce(db, entity, rows)
+    }
+
+    func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T { try store.mapErrors(id, body) }
+
+    /// A named lock is held already: this write transaction (`BEGIN IMMEDIATE`) holds the
+    /// store's one write lock, which excludes every other writer until it ends. So are the
+    /// locks of `SaveEffects.lockFirst`, which this store therefore does not read, and the
+    /// rows a count locks: no other writer can delete them before the commit.
+    var transactionReader: TransactionReader {
+        TransactionReader(countRows: { fetch, _ in try store.count(db, fetch) }, lock: { _, _ in })
+    }
 
     func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
         try SQLiteStore.rows(db, store.sql[entity.name]!, ids: Array(ids))

@@ -583,7 +583,7 @@ final class PostgreSQLStore: PersistentStore {
     /// How many rows `fetch` matches; with `locking`, each row counted is locked so until
     /// the transaction ends (`FOR KEY SHARE`: a row being deleted is waited for, and not
     /// counted if it goes).
-    private func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
+    fileprivate func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
         // Unordered, as the SQLite store counts (a limit and an offset change which rows are
         // counted, not how many), unless rows are locked (in ID order, as every locker takes
         // them).
@@ -680,28 +680,20 @@ final class PostgreSQLStore: PersistentStore {
         // counted (the commit counter other connections poll: ``externalChangeToken()``).
         try fenceSave(countingCommit: true)
         for lock in effects.locksToTakeFirst { try takeNamedLock(lock.name, shared: lock.shared, on: writer) }
-        let rules = DeleteRules(
-            schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects)
+        let result = try SavePipeline(
+            schema: schema, statements: PostgreSQLStatements(store: self, connection: writer), effects: effects
+        ).write(changes)
+        try notify(effects.announcements)
+        try injectedFault.run()
+        return result
+    }
+
+    /// The objects' updates: each run of updates of one entity that change the same columns
+    /// in one statement (chunked under the server's limit of bound values); returns the new
+    /// versions of the rows written.
+    fileprivate func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
-        var conflicts: [ManagedObjectID] = []
-        // Deletes first: a save may delete a row and insert another with its unique value.
-        for (entity, ids) in DeleteRules<PostgreSQLStatements>.grouped(changes.deletes) {
-            try rules.refuseForeignLinks(entity, ids)
-        }
-        for delete in changes.deletes {
-            let statements = sql[delete.entity.name]!
-            var query = "DELETE FROM \(statements.table) WHERE \"id\" = $1"
-            var arguments: [StoreValue] = [.integer(delete.id)]
-            if let expected = delete.expectedVersion {
-                query += " AND \"_version\" = $2"
-                arguments.append(.integer(expected))
-            }
-            let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
-            let result = try mapErrors(id) { try writer.run(query, arguments) }
-            if result.metadata.rows == 0, delete.expectedVersion != nil { conflicts.append(id) }
-        }
-        // Runs of updates of one entity that change the same columns: one statement each.
-        for run in Self.runs(changes.updates, by: { [$0.entity.name] + $0.slots.map(String.init) }) {
+        for run in Self.runs(updates, by: { [$0.entity.name] + $0.slots.map(String.init) }) {
             let statements = sql[run[run.startIndex].entity.name]!
             let chunk = max(1, 60_000 / (run[run.startIndex].slots.count + 2))  // the server's limit: 65,535
             for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
@@ -710,49 +702,13 @@ final class PostgreSQLStore: PersistentStore {
                     part, all: { try updateMany(statements, $0) },
                     one: { update in try updateOne(statements, update).map { [update.id: $0] } ?? [:] })
                 for update in part {
-                    let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
-                    if let version = written[update.id] { versions[id] = version } else { conflicts.append(id) }
+                    if let version = written[update.id] {
+                        versions[ManagedObjectID(entityName: update.entity.name, rowID: update.id)] = version
+                    }
                 }
             }
         }
-        if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
-        // Rows deleted without objects, before the inserts too; what is written after must
-        // not point at them.
-        var paged = DeletionTally()
-        for deletion in changes.rows.deletions { try mapErrors(nil) { try rules.deleteRows(deletion, &paged) } }
-        for update in changes.updates {
-            try DeleteRules<PostgreSQLStatements>.requireNoLink(
-                update.entity, update.id, update.values, slots: update.slots, into: paged.deleted)
-            rules.links.object(update.entity, update.id, update.values, slots: update.slots)
-        }
-        for insert in changes.inserts {
-            try DeleteRules<PostgreSQLStatements>.requireNoLink(
-                insert.entity, insert.id, insert.values, into: paged.deleted)
-            rules.links.object(insert.entity, insert.id, insert.values)
-        }
-        try insert(changes.inserts)
-        for insertion in changes.rows.insertions { try insertRows(insertion, rules, deleted: paged.deleted) }
-        var result = StoreSaveResult(versions: versions, deletedRows: paged.deleted, nullified: paged.clearedAndKept)
-        var deleted = paged.deleted
-        if !changes.deletes.isEmpty {
-            let completed = try mapErrors(nil) { try rules.completeDeleteRules(changes.deletes) }
-            result.cascadeDeleted = completed.deleted.flatMap { name, ids in
-                ids.map { ManagedObjectID(entityName: name, rowID: $0) }
-            }
-            result.nullified += completed.clearedAndKept
-            for (name, ids) in completed.deleted { deleted[name, default: RowIDSet()].formUnion(ids) }
-        }
-        try mapErrors(nil) { try rules.insertEffectRows(refusingLinksInto: deleted) }
-        try mapErrors(nil) { try rules.requireLinkTargets() }
-        if !effects.beforeCommitWork.isEmpty {
-            let reader = TransactionReader(
-                countRows: { fetch, locking in try self.count(self.writer, fetch, locking: locking) },
-                lock: { name, shared in try self.takeNamedLock(name, shared: shared, on: self.writer) })
-            for work in effects.beforeCommitWork { try work(reader) }
-        }
-        try notify(effects.announcements)
-        try injectedFault.run()
-        return result
+        return versions
     }
 
     /// Inserts `rows` in their order: each run of rows of one entity in multi-row `INSERT`s
@@ -899,31 +855,6 @@ final class PostgreSQLStore: PersistentStore {
 
     /// The rows of an insertion, one batch at a time, each followed by the rows its hooks
     /// planned.
-    private func insertRows(
-        _ insertion: RowChanges.Insertion, _ rules: DeleteRules<PostgreSQLStatements>, deleted: [String: RowIDSet]
-    ) throws {
-        for start in stride(from: 0, to: insertion.ids.count, by: insertion.batchSize) {
-            let indexes = start..<min(start + insertion.batchSize, insertion.ids.count)
-            let planned = rules.effects.rows.count
-            let rows: [[StoreValue]]
-            do {
-                rows = try insertion.rows(indexes)
-            } catch {
-                throw StreamFailure(error: error)
-            }
-            let inserts = zip(indexes, rows).map { i, values in
-                StoreChanges.Insert(entity: insertion.entity, id: insertion.ids.lowerBound + Int64(i), values: values)
-            }
-            for insert in inserts {
-                try DeleteRules<PostgreSQLStatements>.requireNoLink(
-                    insert.entity, insert.id, insert.values, into: deleted)
-            }
-            rules.links.rows(inserts)
-            try insert(inserts)
-            try mapErrors(nil) { try rules.insertEffectRows(from: planned, refusingLinksInto: deleted) }
-        }
-    }
-
     /// Claims rows in one transaction on the writer: `SELECT … FOR UPDATE SKIP LOCKED` (rows
     /// another transaction holds locked — another claim's, a save's — are passed over;
     /// under `READ COMMITTED` a row changed by a transaction that committed meanwhile is
@@ -1242,9 +1173,34 @@ struct EntityStatements {
 
 /// The PostgreSQL statements of the delete-rule engine (``DeleteRules``), on the writer,
 /// inside one save's transaction. Lists of IDs are bound as one array each (`= ANY($1)`).
-struct PostgreSQLStatements: DeletionStatements {
+struct PostgreSQLStatements: SaveStatements {
     let store: PostgreSQLStore
     let connection: PostgreSQLConnection
+
+    func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
+        var query = "DELETE FROM \(store.sql[delete.entity.name]!.table) WHERE \"id\" = $1"
+        var arguments: [StoreValue] = [.integer(delete.id)]
+        if let expected = delete.expectedVersion {
+            query += " AND \"_version\" = $2"
+            arguments.append(.integer(expected))
+        }
+        let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
+        return (try store.mapErrors(id) { try connection.run(query, arguments) }.metadata.rows ?? 0) > 0
+    }
+
+    func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
+        try store.updateObjects(updates)
+    }
+
+    func insertBatch(_ entity: EntityDescription, _ rows: [StoreChanges.Insert]) throws { try store.insert(rows) }
+
+    func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T { try store.mapErrors(id, body) }
+
+    var transactionReader: TransactionReader {
+        TransactionReader(
+            countRows: { fetch, locking in try store.count(connection, fetch, locking: locking) },
+            lock: { name, shared in try store.takeNamedLock(name, shared: shared, on: connection) })
+    }
 
     func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
         try store.rows(connection, entity, ids: Array(ids))
