@@ -41,7 +41,7 @@ test: deps
 sanitize: deps
 	SWIFT=$(SWIFT) ./Scripts/with-postgres.sh ./Scripts/sanitize.sh
 
-# AddressSanitizer only: what CI runs after `make test` (both sanitizers do not fit its time).
+# AddressSanitizer only: the quicker half of `make sanitize`.
 sanitize-address: deps
 	SWIFT=$(SWIFT) ./Scripts/with-postgres.sh ./Scripts/sanitize.sh --asan-only
 
