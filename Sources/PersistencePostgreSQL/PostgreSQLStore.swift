@@ -583,7 +583,9 @@ final class PostgreSQLStore: PersistentStore {
     /// How many rows `fetch` matches; with `locking`, each row counted is locked so until
     /// the transaction ends (`FOR KEY SHARE`: a row being deleted is waited for, and not
     /// counted if it goes).
-    fileprivate func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws -> Int {
+    fileprivate func count(_ connection: PostgreSQLConnection, _ fetch: StoreFetch, locking: RowLock? = nil) throws
+        -> Int
+    {
         // Unordered, as the SQLite store counts (a limit and an offset change which rows are
         // counted, not how many), unless rows are locked (in ID order, as every locker takes
         // them).
