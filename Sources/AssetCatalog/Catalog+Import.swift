@@ -434,9 +434,11 @@ extension Catalog {
                 // What stops a read (a hostile member, a damaged archive, no or a bad bagit.txt)
                 // reads like the problems found after it: the bundle, then the file and reason.
                 let problem = error.file == path ? error.reason : error.description
+                // A listed file the bag lacks stops the read at the first (BagReader.read).
+                let more = error.code == .missingFile ? " (there may be more; `assetcat validate` lists them)" : ""
                 throw CatalogError(
                     error.code == .unreadableArchive ? .archive : .invalidArgument,
-                    "\(path) is not a valid bag, nothing was imported: \(problem)", path: path, cause: error)
+                    "\(path) is not a valid bag, nothing was imported: \(problem)\(more)", path: path, cause: error)
             }
         }
     }

@@ -17,7 +17,7 @@ import GRDBSQLite
 package final class BagIndex {
     /// The files read (`file`), and a directory's paths to read (`walk`).
     let files: DatabaseQueue
-    /// The manifests' lines (`manifest`), and those that wait for the version (`pending`).
+    /// The manifests' lines (`manifest`; those that wait are in the read's ``LineSpool`` until then).
     let manifests: DatabaseQueue
 
     /// A private temporary database: SQLite deletes its file as it opens it, so nothing is
@@ -54,9 +54,6 @@ package final class BagIndex {
                         CREATE TABLE manifest(
                             manifest INTEGER NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL,
                             checksum TEXT NOT NULL, PRIMARY KEY (manifest, key)) WITHOUT ROWID;
-                        CREATE TABLE pending(
-                            manifest INTEGER NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
-                            PRIMARY KEY (manifest, number)) WITHOUT ROWID;
                         CREATE TABLE fetchline(
                             file TEXT NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
                             PRIMARY KEY (file, number)) WITHOUT ROWID;
@@ -367,8 +364,6 @@ final class BagIndexWriter: @unchecked Sendable {
         case file(path: String, member: String?, size: Int64, digests: [ChecksumAlgorithm: String], link: String?)
         /// A line of a manifest, parsed (a path listed twice is noted: ``duplicate(in:)``).
         case line(manifest: Int, number: Int, key: String, path: String, checksum: String)
-        /// A line of a manifest whose version is not known yet, raw.
-        case pending(manifest: Int, number: Int, line: [UInt8])
         /// A line of a `fetch.txt` (by its path in the bundle), raw: parsed once the bag's root
         /// and version are known.
         case fetchLine(file: String, number: Int, line: [UInt8])
@@ -486,12 +481,6 @@ final class BagIndexWriter: @unchecked Sendable {
             if db.changesCount != 1 {
                 duplicates.note(
                     manifest, number, path, try Repeat.of(path, checksum, key: key, manifest: manifest, db))
-            }
-        case .pending(let manifest, let number, let line):
-            try line.withUnsafeBytes { bytes in
-                try db.run(
-                    "INSERT INTO pending(manifest, number, line) VALUES (?, ?, ?)",
-                    [.integer(Int64(manifest)), .integer(Int64(number)), .blob(bytes)])
             }
         case .fetchLine(let file, let number, let line):
             try line.withUnsafeBytes { bytes in

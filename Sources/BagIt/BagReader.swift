@@ -42,8 +42,18 @@ public struct BagReadOptions: Sendable {
     /// (an importer), which need not walk the rest of a manifest of a million lines the bag
     /// lacks. ``BagContents/problemCount`` is then a lower bound, and
     /// ``BagContents/countsAllProblems`` `false`. (A problem that stops the read is thrown
-    /// either way.)
+    /// either way.) Such a reader also stops at the first manifest line that names a payload
+    /// file the bag lacks, thrown as `missingFile`; if its sink is told expected digests
+    /// (``looksUpExpectedSHA256``), which needs lines indexed as they stream, the first
+    /// 50,000 lines of a manifest are, and are checked after the read like any reader's (a
+    /// file listed after them is staged without its expected digest).
     public var stopsAtMaxProblems: Bool
+    /// For a reader that stops at its first problems and whose sink is told expected digests:
+    /// how many lines of a payload manifest are indexed as they stream (those the sink's
+    /// files can be looked up in); the lines after them wait, like all of them without such a
+    /// sink, and the read stops at the first of them that names a file the bag lacks. What a
+    /// manifest of millions of such lines costs before it is refused is bounded by this many.
+    package var linesIndexedAsTheyStream = 50_000
 
     public init(
         policy: ExtractionPolicy = .default, maxTagFileBytes: Int = 256 << 20, keptTagFiles: Set<String> = [],
@@ -264,9 +274,17 @@ final class Scan {
         var root: String
         var algorithm: ChecksumAlgorithm
         /// The root's version, which says how to decode paths; `nil` when the lines came
-        /// before the root's `bagit.txt`: they wait, raw, in the index until it is known.
+        /// before the root's `bagit.txt`.
         var version: String?
-        var isPending: Bool { version == nil }
+        /// The number of the first line that waits, raw, until the read ends rather than
+        /// being parsed into the index as it streams (``Scan/parsePending(_:version:encoding:)``),
+        /// if any does: line 1 when the version is not known yet, or when nothing needs the
+        /// lines before the payload is known (``Scan/manifestLinesWait``); the line after
+        /// ``BagReadOptions/linesIndexedAsTheyStream`` for a reader that stops at its first
+        /// problems.
+        var waitsFrom: Int?
+        /// Where the lines that wait are in the read's ``Scan/spool``.
+        var spooled: Range<Int64> = 0..<0
         /// The encoding of the root's tag files, known with the version.
         var encoding: TagFile.Encoding = .utf8
         /// Whether the manifest began with a UTF-16 byte-order mark: its lines were turned into
@@ -320,6 +338,8 @@ final class Scan {
     var declarations: [String] = []
     /// The payload manifests met so far; a manifest's ID in the index is its position.
     var manifests: [Manifest] = []
+    /// The lines of manifests that wait until the read ends (``Manifest/waitsFrom``), once one has.
+    var spool: LineSpool?
     /// The complete, readable SHA-256 manifest of each possible root, by root.
     var sha256Manifests: [String: Int] = [:]
     /// A directory bag's root, relative to which paths are given.
@@ -486,11 +506,20 @@ final class Scan {
             manifests.append(
                 Manifest(
                     root: root, algorithm: algorithm, version: declaration?.version,
+                    waitsFrom: declaration == nil || manifestLinesWait ? 1 : nil,
                     encoding: declaration?.encoding ?? .utf8))
             return manifests.count - 1
         }
         return nil
     }
+
+    /// Whether payload manifests' lines wait, raw, until the read ends rather than being
+    /// parsed into the index as they stream: when nothing looks a file up in them during the
+    /// read (no sink is told an expected digest) and the reader stops at its first problems
+    /// (an importer). A manifest that comes before the payload, as an export writes it, and
+    /// lists files the bag lacks is then refused at the first such line once the payload is
+    /// known, rather than after every line of it was indexed (``parsePending(_:version:encoding:)``).
+    var manifestLinesWait: Bool { options.stopsAtMaxProblems && !(sink != nil && options.looksUpExpectedSHA256) }
 
     /// The version and encoding a root's `bagit.txt`, read so far, declares.
     func declaration(of root: String) -> (version: String, encoding: TagFile.Encoding)? {
@@ -498,13 +527,21 @@ final class Scan {
     }
 
     /// Takes the next line of manifest `id`: parsed into the index, or kept raw until the
-    /// version is known.
+    /// read ends (``Manifest/waitsFrom``).
     func manifestLine(_ id: Int, _ line: UnsafeRawBufferPointer) throws {
         manifests[id].lines += 1
         guard manifests[id].failure == nil else { return }
         let number = manifests[id].lines
-        if manifests[id].isPending {
-            try writer.add(.pending(manifest: id, number: number, line: Array(line)))
+        if manifests[id].waitsFrom == nil, options.stopsAtMaxProblems, number > options.linesIndexedAsTheyStream {
+            manifests[id].waitsFrom = number
+        }
+        if let from = manifests[id].waitsFrom, number >= from {
+            let spool = try self.spool ?? LineSpool()
+            self.spool = spool
+            // A manifest's lines come one after the other: they are one run of the spool.
+            if manifests[id].spooled.isEmpty { manifests[id].spooled = spool.end..<spool.end }
+            try spool.append(line)
+            manifests[id].spooled = manifests[id].spooled.lowerBound..<spool.end
             return
         }
         switch parseManifestLine(id, number: number, line, version: manifests[id].version!) {
@@ -578,7 +615,7 @@ final class Scan {
     /// in the index.
     func endManifest(_ id: Int) throws {
         try writer.drain()
-        let version = manifests[id].version ?? "1.0"  // (a pending manifest has written no lines)
+        let version = manifests[id].version ?? "1.0"  // (a manifest whose lines wait has written none)
         for (kind, first) in writer.repeats(in: id) {
             if Self.repeatIsError(kind, version: version) {
                 if first.number < manifests[id].failureLine {
@@ -593,7 +630,7 @@ final class Scan {
             try manifestDatabase { db in
                 try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
             }
-        } else if !manifests[id].isPending, manifests[id].algorithm == .sha256 {
+        } else if manifests[id].waitsFrom != 1, manifests[id].algorithm == .sha256 {
             sha256Manifests[manifests[id].root] = id
         }
     }
@@ -611,46 +648,62 @@ final class Scan {
         }
     }
 
-    /// Parses the lines of manifest `id` that waited for the version (once the read has
-    /// ended: straight into the index).
+    /// Parses the lines of manifest `id` that waited (once the read has ended: straight into
+    /// the index).
+    ///
+    /// A reader that stops at its first problems (``BagReadOptions/stopsAtMaxProblems``)
+    /// stops at the first line that names a payload file the bag lacks, unless `fetch.txt`
+    /// may list it or the bag holds a file whose path differs from it only by case (then the
+    /// checks after the read decide): the rest of a manifest of a million such lines is
+    /// moot.
+    ///
+    /// - Throws: `missingFile` for that line.
     func parsePending(_ id: Int, version: String, encoding: TagFile.Encoding) throws {
-        guard let db = mdb else { return }
+        guard let db = mdb, let files = self.db else { return }
         manifests[id].version = version
         manifests[id].encoding = encoding
-        var after = 0
-        while manifests[id].failure == nil {
-            let page = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT number, line FROM pending WHERE manifest = ? AND number > ? ORDER BY number LIMIT 1000"
-                ),
-                arguments: [id, after])
-            for row in page where manifests[id].failure == nil {
-                let number: Int = row[0]
-                let line: Data = row[1]
-                switch parseManifestLine(id, number: number, line, version: version) {
-                case .failure(let problem): manifests[id].failure = problem
-                case .success(nil): break
-                case .success(let (key, parsed)?):
-                    let (path, checksum) = (parsed.path, parsed.checksum)
-                    if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
-                    try db.run(
-                        "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
-                        [.integer(Int64(id)), .text(key), .text(path), .text(checksum)])
-                    if db.changesCount != 1 {
-                        let kind = try BagIndexWriter.Repeat.of(path, checksum, key: key, manifest: id, db)
-                        if Self.repeatIsError(kind, version: version) {
-                            manifests[id].failure = TagFile.duplicateManifestLine(
-                                path, number: number, file: manifests[id].name)
-                        } else {
-                            let count = (manifests[id].repeats[kind]?.count ?? 0) + 1
-                            let first = manifests[id].repeats[kind].map { ($0.number, $0.path) } ?? (number, path)
-                            manifests[id].repeats[kind] = (first.0, first.1, count)
-                        }
+        let root = manifests[id].root
+        var checksAbsence = options.stopsAtMaxProblems && fetchLists[root + "fetch.txt"] == nil
+        /// Whether line `path` (its `key`) names a payload file the bag lacks, with no twin.
+        func isAbsent(_ path: String, key: String) throws -> Bool {
+            guard path.hasBytePrefix("data/"), !Self.isSystemFile(path) else { return false }
+            let has = { (sql: String) in try Bool.fetchOne(files, sql: sql, arguments: [key]) == true }
+            if try has("SELECT EXISTS (SELECT 1 FROM file WHERE key = ?)") { return false }
+            // One scan of the files, once: a twin by case leaves the rest to the checks after.
+            if try has("SELECT EXISTS (SELECT 1 FROM file WHERE key = ? COLLATE NOCASE)") {
+                checksAbsence = false
+                return false
+            }
+            return true
+        }
+        let first = manifests[id].waitsFrom ?? 1
+        try spool?.lines(in: manifests[id].spooled) { ordinal, line in
+            let number = first + ordinal - 1
+            switch parseManifestLine(id, number: number, line, version: version) {
+            case .failure(let problem): manifests[id].failure = problem
+            case .success(nil): break
+            case .success(let (key, parsed)?):
+                let (path, checksum) = (parsed.path, parsed.checksum)
+                if checksAbsence, try isAbsent(path, key: key) {
+                    throw BagError(.missingFile, file: path, "is listed in \(manifests[id].name) but is not in the bag")
+                }
+                if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
+                try db.run(
+                    "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
+                    [.integer(Int64(id)), .text(key), .text(path), .text(checksum)])
+                if db.changesCount != 1 {
+                    let kind = try BagIndexWriter.Repeat.of(path, checksum, key: key, manifest: id, db)
+                    if Self.repeatIsError(kind, version: version) {
+                        manifests[id].failure = TagFile.duplicateManifestLine(
+                            path, number: number, file: manifests[id].name)
+                    } else {
+                        let count = (manifests[id].repeats[kind]?.count ?? 0) + 1
+                        let first = manifests[id].repeats[kind].map { ($0.number, $0.path) } ?? (number, path)
+                        manifests[id].repeats[kind] = (first.0, first.1, count)
                     }
                 }
             }
-            guard page.count == 1000, let last = page.last else { break }
-            after = last[0]
+            return manifests[id].failure == nil
         }
         if manifests[id].failure != nil {
             try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
@@ -1186,7 +1239,7 @@ final class Scan {
         // Payload manifests: those whose lines waited for the version are parsed now.
         var payloadManifests: [ChecksumAlgorithm: Int] = [:]
         for id in manifests.indices where manifests[id].root == root {
-            if manifests[id].isPending && manifests[id].failure == nil {
+            if manifests[id].waitsFrom != nil && manifests[id].failure == nil {
                 try parsePending(id, version: version, encoding: encoding)
             }
             // A manifest whose lines streamed in one encoding, of a bag that declares another.
@@ -1559,13 +1612,21 @@ final class Scan {
     /// The names of files that operating systems make in folders they show (Finder's
     /// `.DS_Store` and `._` AppleDouble files, Windows' `Thumbs.db` and `desktop.ini`), which
     /// copies between systems often leave out.
+    /// (Asked of every listed file a bag lacks: a name that begins with none of their first
+    /// letters is answered without a copy.)
     static func isSystemFile(_ path: String) -> Bool {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        return [
-            "Thumbs.db", "ehthumbs.db", "desktop.ini", "Desktop.ini", ".DS_Store", ".Spotlight-V100", ".Trashes",
-            ".fseventsd", ".TemporaryItems", ".localized",
-        ].contains(name) || name.hasPrefix("._")
+        let utf8 = path.utf8
+        let start = utf8.lastIndex(of: 0x2F).map { utf8.index(after: $0) } ?? utf8.startIndex
+        guard let first = utf8[start...].first, systemFileInitials.contains(first) else { return false }
+        let name = String(Substring(utf8[start...]))
+        return systemFileNames.contains(name) || name.hasBytePrefix("._")
     }
+
+    static let systemFileNames: Set<String> = [
+        "Thumbs.db", "ehthumbs.db", "desktop.ini", "Desktop.ini", ".DS_Store", ".Spotlight-V100", ".Trashes",
+        ".fseventsd", ".TemporaryItems", ".localized",
+    ]
+    static let systemFileInitials = Set(systemFileNames.compactMap(\.utf8.first))
 
     /// The warning for a manifest whose lines mark files with md5sum's binary-mode `*`.
     static func binaryMarkerWarning(_ count: Int, file: String) -> BagError {

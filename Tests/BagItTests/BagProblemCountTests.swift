@@ -34,18 +34,75 @@ import Testing
         #expect(contents.problems.map(\.description) == (0..<100).map(Self.missing))
     }
 
+    /// A payload sink that keeps nothing.
+    final class Discard: BagPayloadSink {
+        func write(_ bytes: UnsafeRawBufferPointer) {}
+        func finish(digests: [ChecksumAlgorithm: String]) {}
+    }
+
+    /// A reader whose sink is told each file's expected digest has every manifest line
+    /// indexed as it streams: it checks them after the read, up to its first problems.
     @Test func aReaderThatStopsAtMaxProblemsCountsAtLeastThoseItFound() throws {
         let contents = try BagReader.read(
-            at: try bag(absent: 3_000), options: BagReadOptions(maxProblems: 100, stopsAtMaxProblems: true))
+            at: try bag(absent: 3_000), options: BagReadOptions(maxProblems: 100, stopsAtMaxProblems: true),
+            sink: { _, _ in Discard() })
         #expect(!contents.countsAllProblems)
         #expect(contents.problemCount >= 100 && contents.problemCount < 3_000)
         #expect(!contents.isValid)
         #expect(contents.problems.map(\.description) == (0..<100).map(Self.missing))
         // A bag of fewer problems is counted whole.
         let few = try BagReader.read(
-            at: try bag(absent: 3), options: BagReadOptions(maxProblems: 100, stopsAtMaxProblems: true))
+            at: try bag(absent: 3), options: BagReadOptions(maxProblems: 100, stopsAtMaxProblems: true),
+            sink: { _, _ in Discard() })
         #expect(few.countsAllProblems)
         #expect(few.problems.map(\.description) == (0..<3).map(Self.missing))
+    }
+
+    /// With such a sink, the lines after the first `linesIndexedAsTheyStream` wait until the
+    /// payload is known, and the read stops at the first of them naming a file the bag lacks:
+    /// a manifest of millions of lines is refused at the cost of those indexed.
+    @Test func aReaderThatStopsAtMaxProblemsIndexesOnlyTheFirstLinesAsTheyStream() throws {
+        var options = BagReadOptions(maxProblems: 100, stopsAtMaxProblems: true)
+        options.linesIndexedAsTheyStream = 100
+        let error = try #require(throws: BagError.self) {
+            try BagReader.read(at: try bag(absent: 3_000), options: options, sink: { _, _ in Discard() })
+        }
+        // Line 1 lists hello.txt, line n the absent file 3001 - n: line 101 waited first.
+        #expect(error.description == Self.missing(2_900))
+        // The file listed among the first lines is told its digest; one listed after, not.
+        var told: [String: String?] = [:]
+        let small = try bag(absent: 0)
+        try Data(("\(Self.digest(1))  \(Self.path(1))\n" + "\(Self.helloSHA256)  data/hello.txt\n").utf8)
+            .write(to: URL(fileURLWithPath: small + "/manifest-sha256.txt"))
+        try FileManager.default.createDirectory(atPath: small + "/data/missing", withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: small + "/" + Self.path(1)))
+        options.linesIndexedAsTheyStream = 1
+        let contents = try BagReader.read(
+            at: small, options: options,
+            sink: { path, expected in
+                told[path] = expected
+                return Discard()
+            })
+        #expect(told == [Self.path(1): Self.digest(1), "data/hello.txt": nil])
+        // Both lines are checked after the read, those that waited too.
+        #expect(
+            contents.problems.map(\.description) == [
+                "\(Self.path(1)): sha256 checksum mismatch: manifest-sha256.txt says \(Self.digest(1)), the file has "
+                    + "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+            ])
+    }
+
+    /// Without such a sink, the lines wait until the payload is known, and the read stops at
+    /// the first line (not the first by file) naming a file the bag lacks.
+    @Test func aReaderThatStopsAtMaxProblemsStopsAtTheFirstLineNamingAnAbsentFile() throws {
+        for sink in [nil, { (_: String, _: String?) in Discard() }] {
+            let error = try #require(throws: BagError.self) {
+                try BagReader.read(
+                    at: try bag(absent: 3_000),
+                    options: BagReadOptions(looksUpExpectedSHA256: false, stopsAtMaxProblems: true), sink: sink)
+            }
+            #expect(error.description == Self.missing(2_999))
+        }
     }
 
     @Test func aProblemListKeepsTheFirstByFileWhateverTheOrderTheyCome() {

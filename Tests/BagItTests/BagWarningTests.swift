@@ -25,10 +25,26 @@ import Testing
         return bag
     }
 
-    func read(_ bag: String) throws -> (problems: [String], warnings: [String]) {
+    /// What a validator finds in `bag`. A reader that stops at its first problems (an
+    /// importer's) agrees: it finds the same, or stops at a listed file the bag lacks that
+    /// the validator names too — never at one that a twin, `fetch.txt` or the operating
+    /// system excuses.
+    func read(_ bag: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> (
+        problems: [String], warnings: [String]
+    ) {
         let contents = try BagReader.read(at: bag)
-        #expect(contents.problemCount == contents.problems.count && contents.warningCount == contents.warnings.count)
-        return (contents.problems.map(\.description), contents.warnings.map(\.description))
+        #expect(
+            contents.problemCount == contents.problems.count && contents.warningCount == contents.warnings.count,
+            sourceLocation: sourceLocation)
+        let found = (contents.problems.map(\.description), contents.warnings.map(\.description))
+        do {
+            let stopping = try BagReader.read(at: bag, options: BagReadOptions(stopsAtMaxProblems: true))
+            #expect(stopping.problems.map(\.description) == found.0, sourceLocation: sourceLocation)
+            #expect(stopping.warnings.map(\.description) == found.1, sourceLocation: sourceLocation)
+        } catch let error as BagError where error.code == .missingFile {
+            #expect(found.0.contains(error.description), sourceLocation: sourceLocation)
+        }
+        return found
     }
 
     @Test func md5sumsBinaryMarkerNamesTheFileAfterIt() throws {
