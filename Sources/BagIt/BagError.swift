@@ -109,6 +109,18 @@ package struct ProblemList {
         if kept.count >= 2 * limit { trim() }
     }
 
+    /// Adds a problem whose reason is made only if the list may keep it: for the checks that
+    /// can add millions in file order (a manifest's lines a bag lacks), of which all but the
+    /// first are only counted.
+    package mutating func append(_ code: BagError.Code, file: String, _ reason: @autoclosure () -> String) {
+        if limit == 0 || last.map({ file > ($0.file ?? "") }) == true {
+            count += 1
+            codes[code, default: 0] += 1
+        } else {
+            append(BagError(code, file: file, reason()))
+        }
+    }
+
     package mutating func append(contentsOf problems: some Sequence<BagError>) {
         for problem in problems { append(problem) }
     }

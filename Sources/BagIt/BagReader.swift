@@ -762,7 +762,7 @@ final class Scan {
         }
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
-        var hasher = MultiHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
+        let hasher = SplitHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
         var lines = ManifestStream(file: manifest.map { manifests[$0].name } ?? path)
         var bytes: [UInt8] = []
         var size: Int64 = 0
@@ -1422,15 +1422,13 @@ final class Scan {
                     } else if absent.count < Self.maxCaseTwinChecks {
                         absent.append((path, listed.text(0) ?? "", listed.text(2) ?? ""))
                     } else {
-                        problems.append(
-                            BagError(.missingFile, file: path, "is listed in \(name) but is not in the bag"))
+                        problems.append(.missingFile, file: path, "is listed in \(name) but is not in the bag")
                     }
                     try listed.step()
                 } else if order > 0 {
                     problems.append(
-                        BagError(
-                            .unlistedFile, file: (files.text(1) ?? "").droppingBytePrefix(root),
-                            "is in the bag but not listed in \(name)"))
+                        .unlistedFile, file: (files.text(1) ?? "").droppingBytePrefix(root),
+                        "is in the bag but not listed in \(name)")
                     try files.step()
                 } else {
                     if !listed.bytes(2).elementsEqual(files.bytes(2))

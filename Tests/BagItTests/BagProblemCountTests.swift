@@ -105,6 +105,28 @@ import Testing
         }
     }
 
+    /// A problem whose reason is made only when it may be kept lists and counts as one made
+    /// whole, and its reason is made for the first few only when they come in file order.
+    @Test func aProblemMadeOnlyIfKeptIsListedAndCountedAlike() {
+        var whole = ProblemList(limit: 100)
+        var lazy = ProblemList(limit: 100)
+        var made = 0
+        let files = (0..<10_000).map { "data/\(100_000 + $0).txt" }
+        for (i, file) in (files + files.reversed()).enumerated() {
+            let code: BagError.Code = i < files.count ? .missingFile : .unlistedFile
+            whole.append(BagError(code, file: file, "\(code)"))
+            lazy.append(
+                code, file: file,
+                {
+                    made += 1
+                    return "\(code)"
+                }())
+        }
+        #expect(lazy.count == whole.count && lazy.codes == whole.codes)
+        #expect(lazy.first.map(\.description) == whole.first.map(\.description))
+        #expect(made < 10_000 + 300)  // in file order, only the first 200 of the missing are made
+    }
+
     @Test func aProblemListKeepsTheFirstByFileWhateverTheOrderTheyCome() {
         var list = ProblemList(limit: 100)
         var generator = SystemRandomNumberGenerator()
