@@ -36,7 +36,8 @@
 // given to `assetcat validate` and `assetcat import` (which refuse them: non-zero exit); and
 // `manifest-sha256.txt`s of 100,000 and 1,000,000 lines of distinct digests naming files the bag
 // lacks (`data/missing/NNNNNNN.bin`), as a directory, a .tar and a .tar.gz, the manifest before
-// the payload as `assetcat export` writes them. Printed: each run's exit status, peak RSS and time,
+// the payload as `assetcat export` writes them, imported into an empty catalog and into one with
+// content (whose import looks payload digests up as they stream). Printed: each run's exit status, peak RSS and time,
 // and its first line of output, beside a floor for the manifests: reading the manifest out of the
 // bundle and counting its lines (`wc -l`, through `bsdtar -xOf` for an archive). Target < 200 MB
 // each; for the manifests of distinct digests, `import` well under a second and `validate` within
@@ -530,9 +531,15 @@ func writeAbsentManifest(_ path: String, lines: Int) {
                     "  floor (\(form)): manifest read and its lines counted, \(String(format: "%.3f s", floor.seconds)), "
                         + "peak \(String(format: "%.1f MB", Double(floor.peakKiB) / 1024))")
             }
-            for command in ["validate", "import"] {
+            // An import into an empty catalog, and (for the manifests) into one with content, whose
+            // import looks payload digests up in the manifest as it streams.
+            for command in ["validate", "import"] + (hostile.isManifest ? ["import (catalog with content)"] : []) {
                 let catalog = base + "/hostile-catalog"
                 catalogInit(catalog)
+                if command != "import" && command != "validate" {
+                    writeText(base + "/kept.txt", "kept\n")
+                    spawn(assetcat, ["add", "--catalog", catalog, base + "/kept.txt"], timed: false)
+                }
                 sync()
                 let log = base + "/hostile-stdout.txt"
                 let run =
@@ -549,7 +556,7 @@ func writeAbsentManifest(_ path: String, lines: Int) {
                         + "peak \(String(format: "%.1f MB", Double(run.peakKiB) / 1024)), \(lines) lines of output")
                 say("    \(firstLine.prefix(200))")
                 // (A refusal is expected of this code; a build from before the limits may accept them.)
-                if command == "import" { say("    assets recorded: \(assetCount(catalog))") }
+                if command != "validate" { say("    assets recorded: \(assetCount(catalog))") }
                 result.append(
                     HostileRow(
                         bag: hostile.name, form: form, command: command, run: run, status: status,
