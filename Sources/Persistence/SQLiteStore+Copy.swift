@@ -18,7 +18,7 @@ extension SQLiteStore {
         try mapErrors(nil) {
             try writing { db in
                 for entity in entities {
-                    let table = sql[entity.name]!.table
+                    let table = sql[entity].table
                     if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(table))") == true {
                         throw PersistenceError(
                             .misuse,
@@ -27,7 +27,7 @@ extension SQLiteStore {
                     }
                 }
                 for entity in entities {
-                    let entitySQL = sql[entity.name]!
+                    let entitySQL = sql[entity]
                     let names = (["\"id\"", "\"_version\""] + entitySQL.columns).joined(separator: ", ")
                     let marks = Array(repeating: "?", count: entitySQL.columns.count + 2).joined(separator: ", ")
                     let statement = try db.makeStatement(
@@ -93,10 +93,10 @@ extension SQLiteStore {
 /// Rows read on the connection that holds the write transaction.
 private struct SQLiteRowSource: StoreRowSource {
     let db: Database
-    let sql: [String: EntitySQL]
+    let sql: EntityMap<EntitySQL>
 
     func page(_ entity: EntityDescription, after: Int64, limit: Int) throws -> [StoreRow] {
-        let entitySQL = sql[entity.name]!
+        let entitySQL = sql[entity]
         return try SQLiteStore.readRows(
             db, "SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \"id\" > ? ORDER BY \"id\" LIMIT ?",
             [.integer(after), .integer(Int64(limit))], entitySQL)
@@ -108,6 +108,6 @@ private struct SQLiteRowSource: StoreRowSource {
     }
 
     func count(_ entity: EntityDescription) throws -> Int {
-        try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sql[entity.name]!.table)") ?? 0
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sql[entity].table)") ?? 0
     }
 }

@@ -14,7 +14,7 @@ final class SQLiteStore: PersistentStore {
     let url: URL
     let isReadOnly: Bool
     let pool: any DatabaseWriter
-    let sql: [String: EntitySQL]
+    let sql: EntityMap<EntitySQL>
     let schema: Schema
     /// Where the store logs what no caller is told of (a watch of its `-wal` that failed).
     let logger: Logger
@@ -62,7 +62,7 @@ final class SQLiteStore: PersistentStore {
                 fullCheck: checksIntegrity ? .always : Self.leftByUncleanShutdown(url) ? .always : .ifSmall,
                 needsSchema: !mode.createsSchema, schema: schema)
         }
-        sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntitySQL($0)) })
+        sql = EntityMap(schema) { EntitySQL($0) }
         self.schema = schema
         if mode.readOnly {
             pool = try Self.openReadOnly(url, busyTimeout: busyTimeout)
@@ -383,7 +383,7 @@ final class SQLiteStore: PersistentStore {
                 + "version does not know); nothing was changed: upgrade to open it")
     }
 
-    private static func migrate(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
+    private static func migrate(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
         let isNew = try !db.tableExists("_persistence_sequence")
         if try db.tableExists("_persistence_migrations") {
             try refuseUnknown(
@@ -421,16 +421,16 @@ final class SQLiteStore: PersistentStore {
             try db.execute(
                 sql: """
                     UPDATE _persistence_sequence SET next = max(next, (SELECT IFNULL(MAX(id), 0) + 1 FROM \(
-                        sql[entity.name]!.table)))
+                        sql[entity].table)))
                     WHERE entity = ?;
                     """, arguments: [entity.name])
         }
     }
 
     /// Makes the tables, columns and indexes of `schema` that the store lacks.
-    private static func extendSchema(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
+    private static func extendSchema(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
         for entity in schema.entities {
-            let table = sql[entity.name]!.table
+            let table = sql[entity].table
             if try db.tableExists(entity.name) {
                 let existing = Set(try db.columns(in: entity.name).map(\.name))
                 for property in entity.storedProperties where !existing.contains(property.name) {
@@ -573,7 +573,7 @@ final class SQLiteStore: PersistentStore {
     // MARK: - Reading
 
     func fetch(_ fetch: StoreFetch) throws -> [StoreRow] {
-        let entitySQL = sql[fetch.entity.name]!
+        let entitySQL = sql[fetch.entity]
         let (query, arguments) = select(entitySQL.selectList, fetch)
         return try mapErrors(nil) {
             try pool.read { db in try Self.readRows(db, query, arguments, entitySQL) }
@@ -608,7 +608,7 @@ final class SQLiteStore: PersistentStore {
     }
 
     func rows(entity: EntityDescription, ids: [Int64]) throws -> [StoreRow] {
-        let entitySQL = sql[entity.name]!
+        let entitySQL = sql[entity]
         return try mapErrors(nil) {
             try pool.read { db in
                 try Self.rows(db, entitySQL, ids: ids)
@@ -676,7 +676,7 @@ final class SQLiteStore: PersistentStore {
     func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
         if let driven = relatedDrivenSelect(columns, fetch) { return driven }
         var arguments: [StoreValue] = []
-        var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
+        var query = "SELECT \(columns) FROM \(sql[fetch.entity].table)"
         if let predicate = fetch.predicate {
             query += " WHERE " + Self.compile(predicate, into: &arguments)
         }
@@ -720,7 +720,7 @@ final class SQLiteStore: PersistentStore {
             case .related(let table, let column, .compare(let p, _, let value), _) = conjuncts[first]
         else { return nil }
         conjuncts.remove(at: first)
-        let entitySQL = sql[fetch.entity.name]!
+        let entitySQL = sql[fetch.entity]
         let outer = entitySQL.table
         let link = "\"_related\".\(quote(column))"
         let list =
@@ -858,7 +858,8 @@ final class SQLiteStore: PersistentStore {
 
     /// Inserts rows with one prepared statement per entity, binding values
     /// directly (the hot path of a large save).
-    fileprivate static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: [String: EntitySQL]) throws {
+    fileprivate static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: EntityMap<EntitySQL>) throws
+    {
         var statements: [ObjectIdentifier: Statement] = [:]
         for row in rows {
             guard row.id > 0 else {
@@ -871,7 +872,7 @@ final class SQLiteStore: PersistentStore {
             if let cached = statements[key] {
                 statement = cached
             } else {
-                statement = try db.cachedStatement(sql: sql[row.entity.name]!.insert)
+                statement = try db.cachedStatement(sql: sql[row.entity].insert)
                 statements[key] = statement
             }
             let handle = statement.sqliteStatement
@@ -916,7 +917,7 @@ final class SQLiteStore: PersistentStore {
         guard rows.count >= Self.rangeTallyMinimum, let first = rows.first?.id, let last = rows.last?.id,
             last - first == Int64(rows.count - 1)
         else { return try Self.insertRows(db, rows, sql: sql) }
-        let table = sql[entity.name]!.table
+        let table = sql[entity].table
         let statements = try SQLiteStore.rangeTallySQL(entity, table: table)
         guard !statements.isEmpty else { return try Self.insertRows(db, rows, sql: sql) }
         guard try !Self.hasOthersTriggers(db, entity) else { return try Self.insertRows(db, rows, sql: sql) }
@@ -956,7 +957,7 @@ final class SQLiteStore: PersistentStore {
     /// row. The counts come out as the triggers would have made them, in the same
     /// transaction. A table with a trigger the store did not make keeps its triggers.
     fileprivate func deleteTallyingOnce(_ db: Database, _ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
-        let table = sql[entity.name]!.table
+        let table = sql[entity].table
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
         let arguments = StatementArguments(Array(ids))
         let delete = "DELETE FROM \(table) WHERE \"id\" IN (\(marks))"
@@ -1036,7 +1037,7 @@ final class SQLiteStore: PersistentStore {
     /// write lock, so no other transaction holds a row it selects: "skip locked" has nothing
     /// to skip, and a second claim selects after the first committed.
     func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow] {
-        let entitySQL = sql[fetch.entity.name]!
+        let entitySQL = sql[fetch.entity]
         let (query, arguments) = select(entitySQL.selectList, fetch)
         return try mapErrors(nil) {
             try writing { db in
@@ -1326,7 +1327,7 @@ struct SQLiteStatements: SaveStatements {
     let db: Database
 
     func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
-        var query = "DELETE FROM \(store.sql[delete.entity.name]!.table) WHERE \"id\" = ?"
+        var query = "DELETE FROM \(store.sql[delete.entity].table) WHERE \"id\" = ?"
         var arguments: [StoreValue] = [.integer(delete.id)]
         if let expected = delete.expectedVersion {
             query += " AND \"_version\" = ?"
@@ -1341,7 +1342,7 @@ struct SQLiteStatements: SaveStatements {
         var versions: [ManagedObjectID: Int64] = [:]
         for update in updates {
             let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
-            let entitySQL = store.sql[update.entity.name]!
+            let entitySQL = store.sql[update.entity]
             var assignments = update.slots.map { "\(entitySQL.columns[$0]) = ?" }
             assignments.append("\"_version\" = \"_version\" + 1")
             var query = "UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = ?"
@@ -1375,17 +1376,17 @@ struct SQLiteStatements: SaveStatements {
     }
 
     func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
-        try SQLiteStore.rows(db, store.sql[entity.name]!, ids: Array(ids))
+        try SQLiteStore.rows(db, store.sql[entity], ids: Array(ids))
     }
 
     func members(
         _ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int, after: Int64?
     ) throws -> [StoreRow] {
-        try SQLiteStore.members(db, store.sql[entity.name]!, inverse: link, owners: owners, limit: limit, after: after)
+        try SQLiteStore.members(db, store.sql[entity], inverse: link, owners: owners, limit: limit, after: after)
     }
 
     func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {
-        let entitySQL = store.sql[fetch.entity.name]!
+        let entitySQL = store.sql[fetch.entity]
         let (query, arguments) = store.select(entitySQL.selectList, fetch)
         return try SQLiteStore.readRows(db, query, arguments, entitySQL)
     }
@@ -1400,7 +1401,7 @@ struct SQLiteStatements: SaveStatements {
         return try SQLiteStore.query(
             db,
             """
-            UPDATE \(store.sql[entity.name]!.table) SET \(quote(link.name)) = NULL, \
+            UPDATE \(store.sql[entity].table) SET \(quote(link.name)) = NULL, \
             "_version" = "_version" + 1 WHERE \(quote(link.name)) IN (\(marks)) RETURNING "id"
             """, owners.map { .integer($0) }
         ) { sqlite3_column_int64($0, 0) }

@@ -10,7 +10,7 @@ extension SQLiteStore {
     /// Makes the tallies' table and each entity's triggers as `schema` declares them.
     /// An entity whose triggers change (new tallies, changed ones, a store that had none)
     /// has its counts made again from its rows, in this transaction.
-    static func installTallies(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws {
+    static func installTallies(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
         try db.execute(
             sql: """
                 CREATE TABLE IF NOT EXISTS \(talliesTable) (entity TEXT NOT NULL, tally TEXT NOT NULL, \
@@ -19,7 +19,7 @@ extension SQLiteStore {
                 """)
         for entity in schema.entities {
             let tallies = try entity.resolvedTallies()
-            let wanted = triggers(entity.name, table: sql[entity.name]!.table, tallies)
+            let wanted = triggers(entity.name, table: sql[entity].table, tallies)
             var changed = false
             for (name, text) in wanted {
                 let existing = try String.fetchOne(
@@ -30,7 +30,7 @@ extension SQLiteStore {
             for (name, _) in wanted { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
             try db.execute(sql: "DELETE FROM \(talliesTable) WHERE entity = ?", arguments: [entity.name])
             for (_, text) in wanted where !text.isEmpty { try db.execute(sql: text) }
-            for select in expected(entity.name, table: sql[entity.name]!.table, tallies) {
+            for select in expected(entity.name, table: sql[entity].table, tallies) {
                 try db.execute(sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) \(select)")
             }
         }
@@ -38,12 +38,12 @@ extension SQLiteStore {
 
     /// Whether the store's tally triggers are those `schema` declares (a read-only open
     /// of a store that has not been opened for writing since its tallies changed: no).
-    static func talliesAreCurrent(_ db: Database, schema: Schema, sql: [String: EntitySQL]) throws -> Bool {
+    static func talliesAreCurrent(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
         guard try db.tableExists(talliesTable) else {
             return try schema.entities.allSatisfy { try $0.resolvedTallies().isEmpty }
         }
         for entity in schema.entities {
-            for (name, text) in triggers(entity.name, table: sql[entity.name]!.table, try entity.resolvedTallies()) {
+            for (name, text) in triggers(entity.name, table: sql[entity].table, try entity.resolvedTallies()) {
                 let existing = try String.fetchOne(
                     db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name])
                 guard existing == (text.isEmpty ? nil : text) else { return false }
@@ -86,7 +86,7 @@ extension SQLiteStore {
             for entity in schema.entities {
                 let tallies = try entity.resolvedTallies()
                 guard !tallies.isEmpty else { continue }
-                for select in Self.expected(entity.name, table: sql[entity.name]!.table, tallies) {
+                for select in Self.expected(entity.name, table: sql[entity].table, tallies) {
                     try db.execute(
                         sql: "INSERT INTO temp._persistence_counted (entity, tally, key, n, total) \(select)")
                 }

@@ -13,7 +13,7 @@ extension PostgreSQLStore {
             try transaction(writer) {
                 try mapErrors(nil) {
                     try writer.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", [])
-                    let tables = schema.entities.map { sql[$0.name]!.table }.joined(separator: ", ")
+                    let tables = schema.entities.map { sql[$0].table }.joined(separator: ", ")
                     try writer.run("LOCK TABLE \(tables) IN SHARE MODE", [])
                 }
                 return try body(PostgreSQLRowSource(store: self))
@@ -33,7 +33,7 @@ extension PostgreSQLStore {
             try transaction(writer) {
                 try fenceSave(countingCommit: true)  // a write, fenced and counted as a save is
                 for entity in entities {
-                    let table = sql[entity.name]!.table
+                    let table = sql[entity].table
                     let any = try mapErrors(nil) { try writer.run("SELECT 1 FROM \(table) LIMIT 1", []).rows }
                     guard any.isEmpty else {
                         throw PersistenceError(
@@ -43,7 +43,7 @@ extension PostgreSQLStore {
                     }
                 }
                 for entity in entities {
-                    let statements = sql[entity.name]!
+                    let statements = sql[entity]
                     let width = statements.columns.count + 2
                     // The protocol allows 65,535 parameters a statement.
                     let perStatement = max(1, 60_000 / width)
@@ -86,7 +86,7 @@ extension PostgreSQLStore {
                 // sees its own rows): without them, until autovacuum's nap ends, it takes every
                 // equality for a common one, and walked the primary key of 10,000,000 assets to
                 // find that one had no archive members (1.3 s for the `rm` of one asset).
-                let tables = entities.map { sql[$0.name]!.table }.joined(separator: ", ")
+                let tables = entities.map { sql[$0].table }.joined(separator: ", ")
                 _ = try mapErrors(nil) { try writer.run("ANALYZE \(tables)", []) }
                 try beforeCommit()
                 try injectedFault.run()
@@ -108,7 +108,7 @@ private struct PostgreSQLRowSource: StoreRowSource {
     let store: PostgreSQLStore
 
     func page(_ entity: EntityDescription, after: Int64, limit: Int) throws -> [StoreRow] {
-        let statements = store.sql[entity.name]!
+        let statements = store.sql[entity]
         return try store.mapErrors(nil) {
             try statements.decode(
                 try store.writer.run(
@@ -129,7 +129,7 @@ private struct PostgreSQLRowSource: StoreRowSource {
     func count(_ entity: EntityDescription) throws -> Int {
         try store.mapErrors(nil) {
             Int(
-                try store.writer.run("SELECT count(*) FROM \(store.sql[entity.name]!.table)", []).rows.first?.decode(
+                try store.writer.run("SELECT count(*) FROM \(store.sql[entity].table)", []).rows.first?.decode(
                     Int64.self) ?? 0)
         }
     }

@@ -79,7 +79,7 @@ final class PostgreSQLStore: PersistentStore {
     /// connections: a server down for good fails a command after one bound, not after one
     /// for each connection (``PostgreSQLLocation/reconnectTimeout``).
     let outage: ServerOutage
-    let sql: [String: EntityStatements]
+    let sql: EntityMap<EntityStatements>
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     let writerID = UUID().uuidString
     let injectedFault = FaultSlot()
@@ -118,7 +118,7 @@ final class PostgreSQLStore: PersistentStore {
         self.url = location.redacted
         self.schema = schema
         isReadOnly = options.readOnly
-        sql = Dictionary(uniqueKeysWithValues: schema.entities.map { ($0.name, EntityStatements($0)) })
+        sql = EntityMap(schema) { EntityStatements($0) }
         var unique: [String: String] = [:]
         for entity in schema.entities {
             for property in entity.storedProperties where property.isUnique {
@@ -197,7 +197,7 @@ final class PostgreSQLStore: PersistentStore {
         let pending = schema.migrations.filter { !applied.contains($0.id) }
         try runMigrations(pending, .beforeSchema, isNew: isNew)
         for entity in schema.entities {
-            let table = sql[entity.name]!.table
+            let table = sql[entity].table
             if try tableExists(entity.name) {
                 let existing = Set(try columns(of: entity.name))
                 for property in entity.storedProperties where !existing.contains(property.name) {
@@ -264,7 +264,7 @@ final class PostgreSQLStore: PersistentStore {
             try writer.run(
                 """
                 UPDATE \(Self.sequenceTable) SET next = GREATEST(next, (SELECT COALESCE(MAX("id"), 0) + 1 \
-                FROM \(sql[entity.name]!.table))) WHERE entity = $1
+                FROM \(sql[entity].table))) WHERE entity = $1
                 """, [.text(entity.name)])
         }
     }
@@ -368,7 +368,7 @@ final class PostgreSQLStore: PersistentStore {
         // program, or copied in, are followed by the slow path's repair): a plain read.
         let behind = schema.entities.map { entity in
             "SELECT 1 FROM \(Self.sequenceTable) WHERE entity = \(Self.literal(.text(entity.name), type: "")) "
-                + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity.name]!.table))"
+                + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity].table))"
         }
         return try behind.isEmpty || writer.run(behind.joined(separator: " UNION ALL "), []).rows.isEmpty
     }
@@ -566,7 +566,7 @@ final class PostgreSQLStore: PersistentStore {
     // MARK: - Reading
 
     func fetch(_ fetch: StoreFetch) throws -> [StoreRow] {
-        let statements = sql[fetch.entity.name]!
+        let statements = sql[fetch.entity]
         let (query, arguments) = select(statements.selectList, fetch)
         return try mapErrors(nil) { try statements.decode(try reader.run(query, arguments).rows) }
     }
@@ -615,7 +615,7 @@ final class PostgreSQLStore: PersistentStore {
         -> [StoreRow]
     {
         guard !ids.isEmpty else { return [] }
-        let statements = sql[entity.name]!
+        let statements = sql[entity]
         var bindings = PostgresBindings()
         bindings.append(ids)
         let query = PostgresQuery(
@@ -628,7 +628,7 @@ final class PostgreSQLStore: PersistentStore {
     /// With `ordered` false, the rows come in no particular order (for a count).
     func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
         var compiler = PredicateCompiler()
-        var query = "SELECT \(columns) FROM \(sql[fetch.entity.name]!.table)"
+        var query = "SELECT \(columns) FROM \(sql[fetch.entity].table)"
         if let predicate = fetch.predicate { query += " WHERE " + compiler.compile(predicate) }
         // SQLite's order: NULL before every value, ascending.
         var order = fetch.sort.map { key in
@@ -696,7 +696,7 @@ final class PostgreSQLStore: PersistentStore {
     fileprivate func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
         for run in Self.runs(updates, by: { [$0.entity.name] + $0.slots.map(String.init) }) {
-            let statements = sql[run[run.startIndex].entity.name]!
+            let statements = sql[run[run.startIndex].entity]
             let chunk = max(1, 60_000 / (run[run.startIndex].slots.count + 2))  // the server's limit: 65,535
             for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
                 let part = run[start..<min(start + chunk, run.endIndex)]
@@ -723,7 +723,7 @@ final class PostgreSQLStore: PersistentStore {
                 .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
         }
         for run in Self.runs(rows, by: { [$0.entity.name] }) {
-            let statements = sql[run[run.startIndex].entity.name]!
+            let statements = sql[run[run.startIndex].entity]
             let chunk = max(1, 60_000 / (statements.columns.count + 1))  // the server's limit: 65,535
             for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
                 _ = try batched(
@@ -866,7 +866,7 @@ final class PostgreSQLStore: PersistentStore {
     func claimRows(_ fetch: StoreFetch, update: ([StoreRow]) -> [RowUpdate]) throws -> [StoreRow] {
         try requireWritable()
         try refuseIfSessionLost()
-        let statements = sql[fetch.entity.name]!
+        let statements = sql[fetch.entity]
         var (query, arguments) = select(statements.selectList, fetch)
         query += " FOR UPDATE SKIP LOCKED"
         do {
@@ -986,7 +986,7 @@ final class PostgreSQLStore: PersistentStore {
             let rows = try writer.run(
                 """
                 SELECT (SELECT next FROM \(Self.sequenceTable) WHERE entity = $1), \
-                (SELECT COALESCE(MAX("id"), 0) FROM \(sql[entity.name]!.table))
+                (SELECT COALESCE(MAX("id"), 0) FROM \(sql[entity].table))
                 """, [.text(entity.name)]
             ).rows
             if let row = rows.first {
@@ -1180,7 +1180,7 @@ struct PostgreSQLStatements: SaveStatements {
     let connection: PostgreSQLConnection
 
     func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
-        var query = "DELETE FROM \(store.sql[delete.entity.name]!.table) WHERE \"id\" = $1"
+        var query = "DELETE FROM \(store.sql[delete.entity].table) WHERE \"id\" = $1"
         var arguments: [StoreValue] = [.integer(delete.id)]
         if let expected = delete.expectedVersion {
             query += " AND \"_version\" = $2"
@@ -1211,7 +1211,7 @@ struct PostgreSQLStatements: SaveStatements {
     func members(
         _ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int, after: Int64?
     ) throws -> [StoreRow] {
-        let statements = store.sql[entity.name]!
+        let statements = store.sql[entity]
         var bindings = PostgresBindings()
         bindings.append(Array(owners))
         bindings.append(Int64(limit))
@@ -1229,7 +1229,7 @@ struct PostgreSQLStatements: SaveStatements {
     }
 
     func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {
-        let statements = store.sql[fetch.entity.name]!
+        let statements = store.sql[fetch.entity]
         let (query, arguments) = store.select(statements.selectList, fetch)
         return try statements.decode(try connection.run(query, arguments).rows)
     }
@@ -1245,7 +1245,7 @@ struct PostgreSQLStatements: SaveStatements {
         let column = quote(link.name)
         let query = PostgresQuery(
             unsafeSQL: """
-                UPDATE \(store.sql[entity.name]!.table) SET \(column) = NULL, "_version" = "_version" + 1 \
+                UPDATE \(store.sql[entity].table) SET \(column) = NULL, "_version" = "_version" + 1 \
                 WHERE \(column) = ANY($1) RETURNING "id"
                 """, binds: bindings)
         return try connection.run(query).rows.map { try $0.decode(Int64.self) }
@@ -1256,7 +1256,7 @@ struct PostgreSQLStatements: SaveStatements {
         bindings.append(Array(ids))
         _ = try connection.run(
             PostgresQuery(
-                unsafeSQL: "DELETE FROM \(store.sql[entity.name]!.table) WHERE \"id\" = ANY($1)", binds: bindings))
+                unsafeSQL: "DELETE FROM \(store.sql[entity].table) WHERE \"id\" = ANY($1)", binds: bindings))
     }
 
     func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
