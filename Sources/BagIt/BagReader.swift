@@ -278,10 +278,8 @@ final class Scan {
         var version: String?
         /// The number of the first line that waits, raw, until the read ends rather than
         /// being parsed into the index as it streams (``Scan/parsePending(_:version:encoding:)``),
-        /// if any does: line 1 when the version is not known yet, or when nothing needs the
-        /// lines before the payload is known (``Scan/manifestLinesWait``); the line after
-        /// ``BagReadOptions/linesIndexedAsTheyStream`` for a reader that stops at its first
-        /// problems.
+        /// if any does: line 1 when the version is not known yet, else the line after
+        /// ``Scan/linesIndexedAsTheyStream``.
         var waitsFrom: Int?
         /// Where the lines that wait are in the read's ``Scan/spool``.
         var spooled: Range<Int64> = 0..<0
@@ -506,20 +504,24 @@ final class Scan {
             manifests.append(
                 Manifest(
                     root: root, algorithm: algorithm, version: declaration?.version,
-                    waitsFrom: declaration == nil || manifestLinesWait ? 1 : nil,
+                    waitsFrom: declaration == nil ? 1 : nil,
                     encoding: declaration?.encoding ?? .utf8))
             return manifests.count - 1
         }
         return nil
     }
 
-    /// Whether payload manifests' lines wait, raw, until the read ends rather than being
-    /// parsed into the index as they stream: when nothing looks a file up in them during the
-    /// read (no sink is told an expected digest) and the reader stops at its first problems
-    /// (an importer). A manifest that comes before the payload, as an export writes it, and
-    /// lists files the bag lacks is then refused at the first such line once the payload is
-    /// known, rather than after every line of it was indexed (``parsePending(_:version:encoding:)``).
-    var manifestLinesWait: Bool { options.stopsAtMaxProblems && !(sink != nil && options.looksUpExpectedSHA256) }
+    /// How many lines of a payload manifest are parsed into the index as they stream; the
+    /// rest wait, raw, until the read ends (``parsePending(_:version:encoding:)``). Every line
+    /// for a reader that checks them all; for one that stops at its first problems (an
+    /// importer), only those a sink's look-ups of expected digests need — none without such a
+    /// sink. A manifest that comes before the payload, as an export writes it, and lists files
+    /// the bag lacks is then refused at the first such line once the payload is known, rather
+    /// than after every line of it was indexed.
+    var linesIndexedAsTheyStream: Int {
+        guard options.stopsAtMaxProblems else { return .max }
+        return sink != nil && options.looksUpExpectedSHA256 ? options.linesIndexedAsTheyStream : 0
+    }
 
     /// The version and encoding a root's `bagit.txt`, read so far, declares.
     func declaration(of root: String) -> (version: String, encoding: TagFile.Encoding)? {
@@ -532,9 +534,7 @@ final class Scan {
         manifests[id].lines += 1
         guard manifests[id].failure == nil else { return }
         let number = manifests[id].lines
-        if manifests[id].waitsFrom == nil, options.stopsAtMaxProblems, number > options.linesIndexedAsTheyStream {
-            manifests[id].waitsFrom = number
-        }
+        if manifests[id].waitsFrom == nil, number > linesIndexedAsTheyStream { manifests[id].waitsFrom = number }
         if let from = manifests[id].waitsFrom, number >= from {
             let spool = try self.spool ?? LineSpool()
             self.spool = spool
