@@ -80,6 +80,25 @@ public final class Asset: ManagedObject {
         [CompositeIndex(\Asset.sha256, where: \Asset.storage, is: .managed)]
     }
 
+    /// What `assetcat search` finds an asset by (``Catalog/search(_:page:)``), kept by the
+    /// store in the transaction that writes the asset: its name (for a member, its path in
+    /// the archive) weighs most, then its tags, then its archive's name and its metadata (keys
+    /// and values), then its name's extension (what `ext:` matches). A renamed archive's
+    /// members are indexed again with it.
+    override public class var searchIndex: SearchIndex? {
+        SearchIndex(
+            SearchField(Self.nameField, .attribute(\Asset.name)),
+            SearchField(Self.tagsField, .attribute(\Asset.tagText)),
+            SearchField(Self.aboutField, .related(\Asset.archive, \Asset.name), .attribute(\Asset.metadataJSON)),
+            SearchField(Self.extensionField, .pathExtension(\Asset.name)))
+    }
+
+    /// The fields of the ``searchIndex``.
+    static let nameField = "name"
+    static let tagsField = "tags"
+    static let aboutField = "about"
+    static let extensionField = "ext"
+
     /// Replaces the index of earlier releases on every asset's ``sha256`` by the partial one
     /// of ``compositeIndexes`` (which the schema's extension makes, after this runs).
     static let managedDigestIndex = Migration("2026-11-sha256-index-managed-only") { db in

@@ -203,27 +203,60 @@ extension Catalog {
         _ query: AssetQuery = AssetQuery(), listing: JSONListing, fields: [AssetRecord.Field]? = nil,
         orderedBy order: AssetOrder = .id, pageSize: Int? = nil, to write: ([UInt8]) throws -> Void
     ) throws {
-        let only = fields.map(Set.init)
-        var out: [UInt8] = []
+        var json = JSONRecords(listing: listing, fields: fields)
+        try forEachAsset(query, orderedBy: order, pageSize: pageSize) { try json.append($0, to: write) }
+        try json.finish(to: write)
+    }
+
+    /// Writes the assets `search` finds as JSON, in its order (``forEachSearchResult(_:_:)``),
+    /// as ``writeJSON(_:listing:fields:orderedBy:pageSize:to:)`` writes a listing.
+    public func writeJSON(
+        found search: SearchQuery, listing: JSONListing, fields: [AssetRecord.Field]? = nil,
+        to write: ([UInt8]) throws -> Void
+    ) throws {
+        var json = JSONRecords(listing: listing, fields: fields)
+        try forEachSearchResult(search) { try json.append($0.record, to: write) }
+        try json.finish(to: write)
+    }
+}
+
+/// Records written as JSON (one array, or one object a line), handed on in blocks of about
+/// 64 KiB, the first as soon as the first record is written.
+public struct JSONRecords {
+    private let listing: JSONListing
+    private let only: Set<AssetRecord.Field>?
+    private var out: [UInt8] = []
+    private var first = true
+
+    /// Records as `listing` lays them out, with only `fields` (all when `nil`).
+    public init(listing: JSONListing, fields: [AssetRecord.Field]?) {
+        self.listing = listing
+        only = fields.map(Set.init)
         out.reserveCapacity(1 << 17)
-        var first = true
         if listing == .array { out.append(0x5B) }  // [
-        try forEachAsset(query, orderedBy: order, pageSize: pageSize) { record in
-            switch listing {
-            case .lines:
-                record.appendJSON(to: &out, layout: .line, only: only)
-                out.append(0x0A)
-            case .array:
-                out += first ? [0x0A, 0x20, 0x20] : [0x2C, 0x0A, 0x20, 0x20]  // \n or ,\n and the indent
-                record.appendJSON(to: &out, layout: .arrayElement, only: only)
-            }
-            if first || out.count >= 1 << 16 {
-                try write(out)
-                out.removeAll(keepingCapacity: true)
-            }
-            first = false
+    }
+
+    /// Writes `record`; hands the text on to `write` when a block is full (or it is the first).
+    public mutating func append(_ record: AssetRecord, to write: ([UInt8]) throws -> Void) throws {
+        switch listing {
+        case .lines:
+            record.appendJSON(to: &out, layout: .line, only: only)
+            out.append(0x0A)
+        case .array:
+            out += first ? [0x0A, 0x20, 0x20] : [0x2C, 0x0A, 0x20, 0x20]  // \n or ,\n and the indent
+            record.appendJSON(to: &out, layout: .arrayElement, only: only)
         }
+        if first || out.count >= 1 << 16 {
+            try write(out)
+            out.removeAll(keepingCapacity: true)
+        }
+        first = false
+    }
+
+    /// Ends the text, and hands what is left on to `write`.
+    public mutating func finish(to write: ([UInt8]) throws -> Void) throws {
         if listing == .array { out += first ? [0x5D, 0x0A] : [0x0A, 0x5D, 0x0A] }  // ]\n or \n]\n
         if !out.isEmpty { try write(out) }
+        out.removeAll()
     }
 }

@@ -45,6 +45,11 @@ public struct VerifyReport: Sendable, Codable {
     /// unless the catalog is read-only. Empty when they were right.
     public var statisticsFixed: [String] = []
 
+    /// What was wrong with the catalog's search index (``Catalog/repairSearchIndex()``), one
+    /// line each, found by a verify of the whole catalog: rebuilt unless the catalog is
+    /// read-only. Empty when it matched the assets.
+    public var searchIndexFixed: [String] = []
+
     /// Whether nothing is wrong: no damage in the store, no issue, and no content that no
     /// asset uses.
     public var isHealthy: Bool { storeProblems.isEmpty && issues.isEmpty && unreferencedObjects == 0 }
@@ -130,7 +135,10 @@ extension Catalog {
             return VerifyReport(checked: 0, issues: [], storeProblems: storeProblems)
         }
         report.storeProblems = storeProblems
-        if ids == nil { report.statisticsFixed = try repairStatistics() }
+        if ids == nil {
+            report.statisticsFixed = try repairStatistics()
+            report.searchIndexFixed = try repairSearchIndex()
+        }
         if ids == nil && !Task.isCancelled {
             try forEachUnreferencedObject { _ in report.unreferencedObjects += 1 }
         }
@@ -193,6 +201,18 @@ extension Catalog {
             }
             return "statistics: \(what) were recorded as \(text(wrong.recorded)), counted \(text(wrong.counted))"
                 + (fix ? "; fixed" : "; not fixed (the catalog is read-only)")
+        }
+    }
+
+    /// Compares the catalog's search index (what ``search(_:limit:offset:)`` reads) with its
+    /// assets — every asset's entry against what the asset holds now, in a walk by ID (memory
+    /// flat), and on SQLite the index's own integrity check — and makes it again from the
+    /// assets when it is wrong (on a catalog opened for writing; a read-only one is only
+    /// checked). Returns a line for each problem; empty when the index matched.
+    public func repairSearchIndex() throws -> [String] {
+        let fix = !isReadOnly
+        return try storeErrors { try container.checkSearchIndex(fix: fix) }.map { wrong in
+            "search index: \(wrong.problem)" + (fix ? "; rebuilt" : "; not rebuilt (the catalog is read-only)")
         }
     }
 

@@ -13,6 +13,8 @@ package indirect enum PredicateNode: Sendable, Hashable {
     /// The row's ID is the `column` (a to-one) of a row of `table` that `condition` matches;
     /// objects with unsaved changes are judged by `unsaved` instead.
     case related(table: String, column: String, condition: PredicateNode, unsaved: PredicateNode)
+    /// The row's entry in the search index of `entity` matches every term.
+    case matches(entity: String, [ResolvedSearchTerm])
     case and([PredicateNode])
     case or([PredicateNode])
     case not(PredicateNode)
@@ -46,9 +48,25 @@ package indirect enum PredicateNode: Sendable, Hashable {
         case .rowIDIn(let ids): return ids.contains(rowID)
         case .rowIDAbove(let bound): return rowID > bound
         case .related(_, _, _, let unsaved): return unsaved.evaluate(values, rowID: rowID)
+        // The index is the store's: a fetch that includes unsaved changes refuses a full-text
+        // predicate before it would judge an object here (``readsSavedRowsOnly``).
+        case .matches: return false
         case .and(let nodes): return nodes.allSatisfy { $0.evaluate(values, rowID: rowID) }
         case .or(let nodes): return nodes.contains { $0.evaluate(values, rowID: rowID) }
         case .not(let node): return !node.evaluate(values, rowID: rowID)
+        }
+    }
+}
+
+extension PredicateNode {
+    /// Whether the predicate uses a full-text index, which only the store can judge.
+    var readsSavedRowsOnly: Bool {
+        switch self {
+        case .matches: true
+        case .related(_, _, let condition, _): condition.readsSavedRowsOnly
+        case .and(let nodes), .or(let nodes): nodes.contains { $0.readsSavedRowsOnly }
+        case .not(let node): node.readsSavedRowsOnly
+        default: false
         }
     }
 }
@@ -127,6 +145,35 @@ public struct FetchPredicate<Root: ManagedObject>: Sendable {
         let column = Related.entityDescription.propertyOrDie(for: link).name
         return FetchPredicate(
             .related(table: Related.entityName, column: column, condition: condition.node, unsaved: unsaved.node))
+    }
+
+    /// Matches the objects whose entry in the entity's search index (``ManagedObject/searchIndex``)
+    /// matches every term of `search`; a query without terms matches every object. Sort by
+    /// ``SortDescriptor/relevance`` for the best matches first.
+    ///
+    /// ```swift
+    /// let found = FetchPredicate<Note>.matches(TextSearch([.init("grocer", isPrefix: true)]))
+    /// ```
+    ///
+    /// Only the store can judge it: a fetch with it in a context with unsaved changes of the
+    /// entity (and `includesPendingChanges`) throws ``PersistenceError/Code/misuse``.
+    ///
+    /// - Precondition: the entity has a search index, and each term's field is one of its fields.
+    public static func matches(_ search: TextSearch) -> FetchPredicate {
+        guard !search.terms.isEmpty else { return .all }
+        let index: ResolvedSearchIndex?
+        do { index = try Root.entityDescription.resolvedSearchIndex() } catch { preconditionFailure("\(error)") }
+        guard let index else { preconditionFailure("\(Root.entityName) has no search index") }
+        let terms = search.terms.map { term in
+            let field = term.field.map { name in
+                guard let i = index.fieldIndex(name) else {
+                    preconditionFailure("The search index of \(Root.entityName) has no field '\(name)'")
+                }
+                return i
+            }
+            return ResolvedSearchTerm(words: term.words, isPrefix: term.isPrefix, field: field, fieldName: term.field)
+        }
+        return FetchPredicate(.matches(entity: Root.entityName, terms))
     }
 
     /// Matches the objects whose attribute is one of `values`.
@@ -245,13 +292,26 @@ public struct SortDescriptor<Root: ManagedObject>: Sendable {
         SortDescriptor(key: SortKey(property: nil, ascending: ascending))
     }
 
+    /// Sorts the best matches of the fetch's full-text predicate (``FetchPredicate/matches(_:)``,
+    /// as a condition every result meets) first, as the store ranks them (SQLite: BM25;
+    /// PostgreSQL: `ts_rank`), the index's first field weighing most. Without such a
+    /// predicate, it orders nothing.
+    public static var relevance: SortDescriptor {
+        SortDescriptor(key: SortKey(property: nil, ascending: true, relevance: true))
+    }
+
     private init(key: SortKey) { self.key = key }
 }
 
 package struct SortKey: Sendable, Hashable {
-    /// `nil`: the row ID.
+    /// `nil`: the row ID (or, with ``relevance``, the rank of a full-text match).
     package let property: PropertyRef?
     package let ascending: Bool
+    /// The rank of the fetch's full-text match, the best first.
+    package var relevance = false
+
+    /// Whether this is the row ID.
+    package var isRowID: Bool { property == nil && !relevance }
 }
 
 /// A description of objects to fetch: an entity, a predicate, an order and a window.
@@ -306,6 +366,27 @@ package struct StoreFetch: Sendable {
     package var limit: Int?
     package var offset: Int
 
+    /// Whether only the store can answer the fetch (a full-text predicate or order).
+    var readsSavedRowsOnly: Bool {
+        predicate?.readsSavedRowsOnly == true || sort.contains(where: \.relevance)
+    }
+
+    /// The conjunct of the predicate that a full-text index answers, if there is one at its
+    /// top level: what a store drives the fetch (and ranks it) by.
+    package var drivingSearch: (entity: String, terms: [ResolvedSearchTerm], rest: [PredicateNode])? {
+        guard let predicate else { return nil }
+        var conjuncts: [PredicateNode] = []
+        func flatten(_ node: PredicateNode) {
+            if case .and(let nodes) = node { nodes.forEach(flatten) } else { conjuncts.append(node) }
+        }
+        flatten(predicate)
+        guard let i = conjuncts.firstIndex(where: { if case .matches = $0 { true } else { false } }),
+            case .matches(let entity, let terms) = conjuncts[i]
+        else { return nil }
+        conjuncts.remove(at: i)
+        return (entity, terms, conjuncts)
+    }
+
     /// The same fetch without its window (limit and offset).
     var unwindowed: StoreFetch {
         var copy = self
@@ -316,7 +397,7 @@ package struct StoreFetch: Sendable {
 
     /// Orders rows (row ID, values) as the store would.
     func areInIncreasingOrder(_ a: (Int64, [StoreValue]), _ b: (Int64, [StoreValue])) -> Bool {
-        for key in sort {
+        for key in sort where !key.relevance {
             guard let p = key.property else {
                 if a.0 != b.0 { return key.ascending ? a.0 < b.0 : a.0 > b.0 }
                 continue

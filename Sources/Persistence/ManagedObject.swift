@@ -150,6 +150,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// ``PersistentContainer/tally(_:of:)``.
     open class var tallies: [Tally] { [] }
 
+    /// The full-text index the store keeps of the entity's rows (``SearchIndex``), in every
+    /// transaction that writes them. None by default; override to declare one, and query it
+    /// with ``FetchPredicate/matches(_:)``.
+    open class var searchIndex: SearchIndex? { nil }
+
     /// The description of this entity, built once from its property wrappers.
     static var entityDescription: EntityDescription { EntityRegistry.description(for: self) }
 

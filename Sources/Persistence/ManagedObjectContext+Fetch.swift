@@ -57,6 +57,12 @@ extension ManagedObjectContext {
     func merged(_ fetch: StoreFetch) throws -> [Item] {
         guard hasPendingChanges(for: fetch.entity) else { return try sourceRows(fetch).map(Item.row) }
         let entity = fetch.entity
+        guard !fetch.readsSavedRowsOnly else {
+            throw PersistenceError(
+                .misuse,
+                "A full-text search of \(entity.name) reads its rows as saved, and this context has unsaved "
+                    + "changes of \(entity.name): save them first, or set includesPendingChanges to false")
+        }
         var items: [Item] = []
         for row in try sourceRows(fetch.unwindowed) {
             if let o = registered[ManagedObjectID(entityName: entity.name, rowID: row.id)], isDirty(o) { continue }

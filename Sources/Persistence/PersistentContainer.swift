@@ -303,6 +303,15 @@ public final class PersistentContainer: Sendable {
         try core.store.recountTallies(fix: fix)
     }
 
+    /// Compares every ``SearchIndex`` with the rows it indexes — that it is the one declared,
+    /// that each row's entry holds what the row holds now and that no row lacks one (a walk
+    /// by ID: memory stays flat), and that the index itself reads back whole — and returns
+    /// what was wrong; with `fix` (on a store opened for writing), makes a wrong index again
+    /// from the rows, in one transaction.
+    public func checkSearchIndex(fix: Bool = true) throws -> [SearchIndexDiscrepancy] {
+        try core.store.checkSearchIndex(fix: fix)
+    }
+
     /// A new context on the store with its own queue, for work off the view context.
     public func newBackgroundContext(name: String? = nil) -> ManagedObjectContext {
         ManagedObjectContext(core: core, parent: nil, name: name ?? "background")

@@ -266,6 +266,8 @@ package protocol PersistentStore: AnyObject, Sendable {
     func tally(entity: EntityDescription, name: String) throws -> [TallyCount]
     /// Counts every tally again from the rows; with `fix`, replaces those that were wrong.
     func recountTallies(fix: Bool) throws -> [TallyDiscrepancy]
+    /// Compares every search index with the rows; with `fix`, makes a wrong one again.
+    func checkSearchIndex(fix: Bool) throws -> [SearchIndexDiscrepancy]
     /// A number that changes whenever another connection commits.
     func externalChangeToken() throws -> Int64
     /// Makes the next commit of ``save(_:effects:)`` fail

@@ -37,7 +37,10 @@ extension SQLiteStore {
                     // insertion uses (as a recount counts them), with the connection's triggers
                     // off meanwhile: a trigger a row would count a distinct value's total from
                     // the first row in ID order, which need not be what the source holds.
-                    let tallies = try SQLiteStore.rangeTallySQL(entity, table: entitySQL.table)
+                    // The search index likewise, with one statement over every row copied.
+                    let tallies =
+                        try SQLiteStore.rangeTallySQL(entity, table: entitySQL.table)
+                        + [try SQLiteStore.rangeSearchSQL(entity, table: entitySQL.table)].compactMap { $0 }
                     let othersTriggers = try Self.hasOthersTriggers(db, entity)
                     let counting =
                         !tallies.isEmpty && !othersTriggers

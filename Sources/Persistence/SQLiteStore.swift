@@ -76,6 +76,12 @@ final class SQLiteStore: PersistentStore {
                             "the store's counts need making for this version, which a read-only open cannot do; "
                                 + "open it once where it can be written")
                     }
+                    guard try Self.searchIndexesAreCurrent(db, schema: schema, sql: sql) else {
+                        throw PersistenceError(
+                            .migration,
+                            "the store's search index needs making for this version, which a read-only open cannot "
+                                + "do; open it once where it can be written")
+                    }
                 }
             } catch {
                 try? pool.close()
@@ -117,6 +123,7 @@ final class SQLiteStore: PersistentStore {
                 try Self.migrate(db, schema: schema, sql: sql)
                 try Self.recordLinks(db, schema: schema)
                 try Self.installTallies(db, schema: schema, sql: sql)
+                try Self.installSearchIndexes(db, schema: schema, sql: sql)
             }
             // Opening the pool wrote to an empty `-wal` (GRDB makes sure of one): copied into
             // the file now, so that this process, killed before it commits anything, leaves
@@ -674,16 +681,19 @@ final class SQLiteStore: PersistentStore {
     /// its query plan).
     /// With `ordered` false, the rows come in no particular order (for a count).
     func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
+        if let driven = searchDrivenSelect(columns, fetch, ordered: ordered) { return driven }
         if let driven = relatedDrivenSelect(columns, fetch) { return driven }
         var arguments: [StoreValue] = []
         var query = "SELECT \(columns) FROM \(sql[fetch.entity].table)"
         if let predicate = fetch.predicate {
             query += " WHERE " + Self.compile(predicate, into: &arguments)
         }
-        var order = fetch.sort.map { key in
+        // Relevance without a full-text conjunct at the top level (which drives the fetch
+        // above) has no rank to order by.
+        var order = fetch.sort.filter { !$0.relevance }.map { key in
             (key.property.map { quote($0.column) } ?? "\"id\"") + (key.ascending ? " ASC" : " DESC")
         }
-        if !fetch.sort.contains(where: { $0.property == nil }) { order.append("\"id\" ASC") }
+        if !fetch.sort.contains(where: \.isRowID) { order.append("\"id\" ASC") }
         if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
         if fetch.limit != nil || fetch.offset > 0 {
             query += " LIMIT ? OFFSET ?"
@@ -701,7 +711,7 @@ final class SQLiteStore: PersistentStore {
     /// form would build the whole list of matches for every page (quadratic over a listing).
     /// `nil` for any other fetch.
     private func relatedDrivenSelect(_ columns: String, _ fetch: StoreFetch) -> (String, [StoreValue])? {
-        guard fetch.sort.allSatisfy({ $0.property == nil && $0.ascending }), let predicate = fetch.predicate else {
+        guard fetch.sort.allSatisfy({ $0.isRowID && $0.ascending }), let predicate = fetch.predicate else {
             return nil
         }
         var conjuncts: [PredicateNode] = []
@@ -814,6 +824,11 @@ final class SQLiteStore: PersistentStore {
             // Not NULL: `id IN (…, NULL)` is NULL when nothing else matches, and its NOT too.
             return "\(id) IN (SELECT \(linked) FROM \(Persistence.quote(table)) WHERE \(inner) "
                 + "AND \(linked) IS NOT NULL)"
+        case .matches(let entity, let terms):
+            // Not at the top level of a fetch (under `OR`, `NOT`): the IDs the index matches.
+            arguments.append(.text(matchText(terms)))
+            let fts = searchTable(entity)
+            return "\(id) IN (SELECT rowid FROM \(fts) WHERE \(fts) MATCH ?)"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
         case .or(let nodes):
@@ -918,7 +933,9 @@ final class SQLiteStore: PersistentStore {
             last - first == Int64(rows.count - 1)
         else { return try Self.insertRows(db, rows, sql: sql) }
         let table = sql[entity].table
-        let statements = try SQLiteStore.rangeTallySQL(entity, table: table)
+        let statements =
+            try SQLiteStore.rangeTallySQL(entity, table: table)
+            + [try SQLiteStore.rangeSearchSQL(entity, table: table)].compactMap { $0 }
         guard !statements.isEmpty else { return try Self.insertRows(db, rows, sql: sql) }
         guard try !Self.hasOthersTriggers(db, entity) else { return try Self.insertRows(db, rows, sql: sql) }
         let connection = db.sqliteConnection
@@ -944,7 +961,7 @@ final class SQLiteStore: PersistentStore {
             db,
             sql: """
                 SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE \
-                AND NOT (name GLOB '_persistence_tally_*')
+                AND NOT (name GLOB '_persistence_tally_*' OR name GLOB '_persistence_search_*')
                 """, arguments: [entity.name]) != 0
     }
 
@@ -962,7 +979,10 @@ final class SQLiteStore: PersistentStore {
         let arguments = StatementArguments(Array(ids))
         let delete = "DELETE FROM \(table) WHERE \"id\" IN (\(marks))"
         let tallies = try entity.resolvedTallies()
-        guard ids.count >= Self.rangeTallyMinimum, !tallies.isEmpty, try !Self.hasOthersTriggers(db, entity) else {
+        let search = try Self.deletionSearchSQL(entity, marks: marks)
+        guard ids.count >= Self.rangeTallyMinimum, !tallies.isEmpty || search != nil,
+            try !Self.hasOthersTriggers(db, entity)
+        else {
             return try db.execute(sql: delete, arguments: arguments)
         }
         let lost = try tallies.map { tally in
@@ -980,6 +1000,7 @@ final class SQLiteStore: PersistentStore {
             defer { _ = persistence_set_triggers_enabled(connection, 1) }
             try db.execute(sql: delete, arguments: arguments)
         }
+        if let search { try db.execute(sql: search, arguments: arguments) }
         for (tally, rows) in lost {
             guard let distinct = tally.distinct else {
                 for row in rows {

@@ -236,6 +236,7 @@ final class PostgreSQLStore: PersistentStore {
         }
         try recordLinks()
         try installTallies(writer)
+        try installSearchIndexes(writer)
         // A to-one relationship is a link the server keeps: a committed row never points at
         // a row that is gone. Checked at commit (the delete rules run as statements inside
         // the save, in an order that may leave a link dangling for a moment).
@@ -484,6 +485,12 @@ final class PostgreSQLStore: PersistentStore {
                 "Could not open the store \(url.absoluteString): the store's counts need making for this version, "
                     + "which a read-only open cannot do; open it once where it can be written")
         }
+        guard try searchIndexesAreCurrent(writer) else {
+            throw PersistenceError(
+                .migration,
+                "Could not open the store \(url.absoluteString): the store's search index needs making for this "
+                    + "version, which a read-only open cannot do; open it once where it can be written")
+        }
     }
 
     /// Refuses a change to a store opened read-only, before anything runs.
@@ -627,15 +634,17 @@ final class PostgreSQLStore: PersistentStore {
     /// The statement of `fetch`, selecting `columns`, and its arguments.
     /// With `ordered` false, the rows come in no particular order (for a count).
     func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
+        if let driven = searchDrivenSelect(columns, fetch, ordered: ordered) { return driven }
         var compiler = PredicateCompiler()
         var query = "SELECT \(columns) FROM \(sql[fetch.entity].table)"
         if let predicate = fetch.predicate { query += " WHERE " + compiler.compile(predicate) }
-        // SQLite's order: NULL before every value, ascending.
-        var order = fetch.sort.map { key in
+        // SQLite's order: NULL before every value, ascending. Relevance without a full-text
+        // conjunct at the top level (which drives the fetch above) has no rank to order by.
+        var order = fetch.sort.filter { !$0.relevance }.map { key in
             (key.property.map { quote($0.column) } ?? "\"id\"")
                 + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
         }
-        if !fetch.sort.contains(where: { $0.property == nil }) { order.append("\"id\" ASC") }
+        if !fetch.sort.contains(where: \.isRowID) { order.append("\"id\" ASC") }
         if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
         if let limit = fetch.limit { query += " LIMIT \(compiler.argument(.integer(Int64(limit))))" }
         if fetch.offset > 0 { query += " OFFSET \(compiler.argument(.integer(Int64(fetch.offset))))" }
@@ -1014,6 +1023,9 @@ final class PostgreSQLStore: PersistentStore {
         }
         if try !talliesAreCurrent(writer) {
             findings.append("the tallies' triggers are not those this version declares")
+        }
+        if try !searchIndexesAreCurrent(writer) {
+            findings.append("the search index is not the one this version declares")
         }
         if try !tableExists(Self.sessionsTable) {
             findings.append("the table \(quote(Self.sessionsTable)) is missing")

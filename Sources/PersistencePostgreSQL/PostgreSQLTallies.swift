@@ -71,7 +71,7 @@ extension PostgreSQLStore {
     }
 
     /// The body of the function `name` in the store's schema, if there is one.
-    private func existingBody(_ connection: PostgreSQLConnection, _ name: String) throws -> String? {
+    func existingBody(_ connection: PostgreSQLConnection, _ name: String) throws -> String? {
         try connection.run(
             """
             SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \

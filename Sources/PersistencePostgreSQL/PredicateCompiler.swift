@@ -79,6 +79,11 @@ struct PredicateCompiler {
             let inner = compile(condition)  // in the subquery's own scope
             let linked = quote(link)
             return "\(id) IN (SELECT \(linked) FROM \(quote(table)) WHERE \(inner) AND \(linked) IS NOT NULL)"
+        case .matches(let entity, let terms):
+            // Not at the top level of a fetch (under `OR`, `NOT`): the IDs the index matches.
+            let query = argument(.text(PostgreSQLStore.queryText(terms)))
+            return "\(id) IN (SELECT \"id\" FROM \(quote(PostgreSQLStore.searchTableName(entity))) "
+                + "WHERE doc @@ to_tsquery('simple', \(query)))"
         case .and(let nodes):
             return "(" + nodes.map { compile($0, qualifier: qualifier) }.joined(separator: " AND ") + ")"
         case .or(let nodes):

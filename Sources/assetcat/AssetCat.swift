@@ -13,7 +13,8 @@ struct AssetCat: AsyncParsableCommand {
             """,
         version: CatalogVersion.summary,
         subcommands: [
-            Init.self, Recover.self, Add.self, List.self, Show.self, Cat.self, Remove.self, Tag.self, Verify.self,
+            Init.self, Recover.self, Add.self, List.self, Search.self, Show.self, Cat.self, Remove.self, Tag.self,
+            Verify.self,
             CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self, MigrateStore.self,
             ExitCodes.self,
         ]

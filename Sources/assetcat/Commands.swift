@@ -365,11 +365,14 @@ extension AssetCat {
                 let problems = try catalog.verifyStore()
                 // Counted again only where the store is sound: damage is for a restore first.
                 let statistics = problems.isEmpty ? try catalog.repairStatistics() : []
+                let searchIndex = problems.isEmpty ? try catalog.repairSearchIndex() : []
                 if json {
-                    try Terminal.json(["storeProblems": problems, "statisticsFixed": statistics])
+                    try Terminal.json([
+                        "storeProblems": problems, "statisticsFixed": statistics, "searchIndexFixed": searchIndex,
+                    ])
                 } else {
                     for problem in problems { print("store  \(problem)") }
-                    for line in statistics { print(line) }
+                    for line in statistics + searchIndex { print(line) }
                     if !options.output.quiet {
                         print(
                             problems.isEmpty ? "store: no damage found" : "store: \(plural(problems.count, "problem"))")
@@ -386,7 +389,7 @@ extension AssetCat {
                 try Terminal.json(report)
             } else {
                 for problem in report.storeProblems { print("store  \(problem)") }
-                for line in report.statisticsFixed { print(line) }
+                for line in report.statisticsFixed + report.searchIndexFixed { print(line) }
                 for issue in report.issues {
                     let (name, path) = (DisplayText.quoted(issue.name), DisplayText.quoted(issue.path))
                     print("\(issue.problem.rawValue)  \(issue.id)  \(name)  \(path)")
@@ -481,4 +484,76 @@ struct SortOption: ExpressibleByArgument {
 
     var defaultValueDescription: String { order.rawValue }
     static var allValueStrings: [String] { AssetOrder.allCases.map(\.rawValue) }
+}
+
+extension AssetCat {
+    struct Search: CatalogCommand {
+        static let access = CatalogAccess.read
+        static let configuration = CommandConfiguration(
+            abstract: "Find assets by words and filters.",
+            discussion: """
+                Words are looked for in names (a member's path, and its archive's name), tags and metadata: \
+                every word must match; "a phrase" matches words in order; sun* matches words starting with \
+                sun; -word leaves out assets with that word. Filters: tag:T, -tag:T, kind:image, -kind:K, \
+                ext:png, -ext:E, storage:managed|referenced|member, archive:NAME (members of that archive), \
+                size>10MB (also <, >=, <=, =; B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), added<2026-01-01 (UTC \
+                days, or a date and time with its zone). Matches are ranked, the best first, when at most \
+                10,000 assets match a query with words; otherwise they come in ID order.
+                """)
+
+        @OptionGroup var options: CatalogOption
+        @Argument(help: "The query (several arguments are one query, joined by spaces).")
+        var query: [String]
+        @Option(help: "How many matches a page shows.") var limit = 20
+        @Option(help: "Which page to show (1 is the first).") var page = 1
+        @Flag(help: "Show every match, not a page.") var all = false
+        @Flag(help: "Print one JSON array.") var json = false
+        @Flag(help: "Print one compact JSON object per line.") var jsonl = false
+        @Option(help: "Only these fields in --json or --jsonl output, comma-separated (id,name,size).")
+        var fields: String?
+
+        var text: String { query.joined(separator: " ") }
+
+        func validate() throws {
+            if json && jsonl { throw ValidationError("Give --json or --jsonl, not both.") }
+            if limit < 1 { throw ValidationError("--limit must be 1 or more.") }
+            if page < 1 { throw ValidationError("--page must be 1 or more.") }
+            if let fields {
+                if !json && !jsonl { throw ValidationError("--fields goes with --json or --jsonl.") }
+                do { _ = try AssetRecord.Field.list(fields) } catch let error as CatalogError {
+                    throw ValidationError(error.message)
+                }
+            }
+            do { _ = try SearchQuery(parsing: text) } catch {
+                Terminal.error("search: \(error)")
+                throw ExitCode(64)
+            }
+        }
+
+        func run(_ catalog: Catalog) async throws {
+            let search = try SearchQuery(parsing: text)
+            let selected = try fields.map(AssetRecord.Field.list)
+            if all {
+                if json || jsonl {
+                    try catalog.writeJSON(found: search, listing: jsonl ? .lines : .array, fields: selected) {
+                        try Terminal.output(Data($0))
+                    }
+                    return
+                }
+                print(Table.header)
+                try catalog.forEachSearchResult(search) { print(Table.row($0)) }
+                return
+            }
+            let found = try catalog.search(search, limit: limit, offset: (page - 1) * limit)
+            if json || jsonl {
+                var out = JSONRecords(listing: jsonl ? .lines : .array, fields: selected)
+                for asset in found.assets { try out.append(asset.record) { try Terminal.output(Data($0)) } }
+                try out.finish { try Terminal.output(Data($0)) }
+            } else {
+                print(Table.header)
+                for asset in found.assets { print(Table.row(asset)) }
+            }
+            if found.hasMore { Terminal.note("more matches: --page \(page + 1), or --all") }
+        }
+    }
 }

@@ -115,8 +115,8 @@ enum ExitStatus {
         (
             64,
             "Usage error: an unknown command or option, a missing or invalid argument or value. `Error: MESSAGE` "
-                + "and the command's usage on stderr (an unknown option: `assetcat: unknown option …`). Nothing "
-                + "was done."
+                + "and the command's usage on stderr (an unknown option: `assetcat: unknown option …`; a search "
+                + "query that cannot be read: `assetcat: search: column N: …`). Nothing was done."
         ),
         (
             130,

@@ -1,0 +1,264 @@
+import Foundation
+import GRDB
+
+/// The search indexes (``SearchIndex``) in SQLite: an FTS5 table an entity, kept by triggers
+/// on the entity's table (and on the tables its related sources read), so that every
+/// statement that writes rows — whoever issues it — keeps it, in its own transaction. The
+/// FTS5 table keeps its own copy of each row's text, so that a row's entry is deleted by ID,
+/// whatever its related rows have become meanwhile.
+extension SQLiteStore {
+    /// The FTS5 table of `entity`'s index, quoted.
+    static func searchTable(_ entity: String) -> String { quote("_persistence_search_" + entity) }
+
+    /// What FTS5 cuts text with: letters and digits (Unicode), case-folded, diacritics
+    /// removed (`café` is found by `cafe`).
+    static let searchTokenizer = "unicode61 remove_diacritics 2"
+
+    /// The SQL of the objects the index needs, by name: its FTS5 table, then its triggers.
+    /// Compared with `sqlite_master` to tell whether the store's index is the one declared.
+    static func searchObjects(_ index: ResolvedSearchIndex, table: String) -> [(name: String, sql: String)] {
+        let fts = searchTable(index.entity)
+        let columns = index.fields.map { quote($0.name) }.joined(separator: ", ")
+        let prefix = "_persistence_search_\(index.entity)"
+        let changed = index.columns.map { "OLD.\(quote($0)) IS NOT NEW.\(quote($0))" }.joined(separator: " OR ")
+        var objects: [(String, String)] = [
+            (prefix, "CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), tokenize = '\(searchTokenizer)')"),
+            (
+                "\(prefix)_insert",
+                "CREATE TRIGGER \(quote("\(prefix)_insert")) AFTER INSERT ON \(table) BEGIN "
+                    + "INSERT INTO \(fts) (rowid, \(columns)) VALUES (NEW.\"id\", \(documentSQL(index, row: "NEW"))); END"
+            ),
+            (
+                "\(prefix)_delete",
+                "CREATE TRIGGER \(quote("\(prefix)_delete")) AFTER DELETE ON \(table) BEGIN "
+                    + "DELETE FROM \(fts) WHERE rowid = OLD.\"id\"; END"
+            ),
+            (
+                "\(prefix)_update",
+                "CREATE TRIGGER \(quote("\(prefix)_update")) AFTER UPDATE OF "
+                    + index.columns.map(quote).joined(separator: ", ") + " ON \(table) WHEN \(changed) BEGIN "
+                    + "DELETE FROM \(fts) WHERE rowid = OLD.\"id\"; "
+                    + "INSERT INTO \(fts) (rowid, \(columns)) VALUES (NEW.\"id\", \(documentSQL(index, row: "NEW"))); END"
+            ),
+        ]
+        for (i, related) in index.relatedSources.enumerated() {
+            // A change of a related row's text re-indexes the rows that link to it.
+            let name = "\(prefix)_related_\(i)"
+            let linked = "SELECT \"id\" FROM \(table) WHERE \(quote(related.link)) = NEW.\"id\""
+            objects.append(
+                (
+                    name,
+                    "CREATE TRIGGER \(quote(name)) AFTER UPDATE OF \(quote(related.column)) ON \(quote(related.table)) "
+                        + "WHEN OLD.\(quote(related.column)) IS NOT NEW.\(quote(related.column)) BEGIN "
+                        + "DELETE FROM \(fts) WHERE rowid IN (\(linked)); "
+                        + "INSERT INTO \(fts) (rowid, \(columns)) SELECT r.\"id\", \(documentSQL(index, row: "r")) "
+                        + "FROM \(table) AS r WHERE r.\(quote(related.link)) = NEW.\"id\"; END"
+                ))
+        }
+        return objects
+    }
+
+    /// The fields' texts of the row `row` (`NEW`, or an alias of the entity's table), comma-separated.
+    static func documentSQL(_ index: ResolvedSearchIndex, row: String) -> String {
+        fieldTexts(index, row: row).joined(separator: ", ")
+    }
+
+    /// The fields' texts of the row `row`, one expression a field.
+    static func fieldTexts(_ index: ResolvedSearchIndex, row: String) -> [String] {
+        index.fields.map { field in
+            field.sources.map { source in
+                switch source {
+                case .column(let column):
+                    return "IFNULL(CAST(\(row).\(quote(column)) AS TEXT), '')"
+                case .related(let link, let table, let column):
+                    return "IFNULL((SELECT CAST(d.\(quote(column)) AS TEXT) FROM \(quote(table)) AS d "
+                        + "WHERE d.\"id\" = \(row).\(quote(link))), '')"
+                case .pathExtension(let column):
+                    // The last component: what follows the last `/`; then what follows its last
+                    // `.`, when that dot neither starts nor ends it (`rtrim` by every other
+                    // character leaves the text up to the last `/`, or `.`).
+                    let path = "IFNULL(CAST(\(row).\(quote(column)) AS TEXT), '')"
+                    let name = "substr(\(path), length(rtrim(\(path), replace(\(path), '/', ''))) + 1)"
+                    let stem = "rtrim(\(name), replace(\(name), '.', ''))"
+                    return "CASE WHEN length(\(stem)) > 1 AND length(\(name)) > length(\(stem)) "
+                        + "THEN lower(substr(\(name), length(\(stem)) + 1)) ELSE '' END"
+                }
+            }.joined(separator: " || ' ' || ")
+        }
+    }
+
+    /// Makes each entity's index as `schema` declares it. An entity whose index changes (a new
+    /// one, changed fields, a store that had none) has it made again from its rows, in this
+    /// transaction; an index no longer declared is dropped.
+    static func installSearchIndexes(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
+        for entity in schema.entities {
+            let wanted = try entity.resolvedSearchIndex().map { searchObjects($0, table: sql[entity].table) } ?? []
+            let triggers = try String.fetchAll(
+                db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name GLOB ?",
+                arguments: ["_persistence_search_\(entity.name)_*"])
+            let hasTable = try db.tableExists("_persistence_search_\(entity.name)")
+            var current = wanted.isEmpty ? triggers.isEmpty && !hasTable : wanted.count == triggers.count + 1
+            for (name, text) in wanted where current {
+                current =
+                    try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [name])
+                    == text
+            }
+            guard !current else { continue }
+            for name in triggers { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
+            try db.execute(sql: "DROP TABLE IF EXISTS \(searchTable(entity.name))")
+            for (_, text) in wanted { try db.execute(sql: text) }
+            if let fill = try rangeSearchSQL(entity, table: sql[entity].table) {
+                try db.execute(sql: fill, arguments: [Int64.min, Int64.max])
+            }
+        }
+    }
+
+    /// Whether each entity's index is the one `schema` declares (a read-only open of a store
+    /// not opened for writing since its index changed: no).
+    static func searchIndexesAreCurrent(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
+        for entity in schema.entities {
+            guard let index = try entity.resolvedSearchIndex() else { continue }
+            for (name, text) in searchObjects(index, table: sql[entity].table) {
+                let existing = try String.fetchOne(
+                    db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [name])
+                guard existing == text else { return false }
+            }
+        }
+        return true
+    }
+
+    /// The statement that indexes the rows of `entity` whose IDs are in `?1...?2`, inserted by
+    /// the current transaction with the triggers off; `nil` when it has no index.
+    static func rangeSearchSQL(_ entity: EntityDescription, table: String) throws -> String? {
+        guard let index = try entity.resolvedSearchIndex() else { return nil }
+        let columns = index.fields.map { quote($0.name) }.joined(separator: ", ")
+        return "INSERT INTO \(searchTable(entity.name)) (rowid, \(columns)) "
+            + "SELECT r.\"id\", \(documentSQL(index, row: "r")) FROM \(table) AS r WHERE r.\"id\" BETWEEN ?1 AND ?2"
+    }
+
+    /// The statement that drops the entries of the rows whose IDs are bound to `marks`,
+    /// deleted by the current transaction with the triggers off; `nil` when it has no index.
+    static func deletionSearchSQL(_ entity: EntityDescription, marks: String) throws -> String? {
+        guard try entity.resolvedSearchIndex() != nil else { return nil }
+        return "DELETE FROM \(searchTable(entity.name)) WHERE rowid IN (\(marks))"
+    }
+
+    /// The FTS5 query of `terms`, all of which must match: each word quoted (a word holds no
+    /// quote, but one would be doubled), a phrase's words joined by `+`, a prefix marked `*`,
+    /// a term restricted to its field's column. Bound as an argument, never written into SQL.
+    static func matchText(_ terms: [ResolvedSearchTerm]) -> String {
+        terms.map { term in
+            var phrase = term.words.map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+                .joined(separator: " + ")
+            if term.isPrefix { phrase += "*" }
+            return term.fieldName.map { "{\(quote($0))} : (\(phrase))" } ?? "(\(phrase))"
+        }.joined(separator: " AND ")
+    }
+
+    /// The ranking of a match: BM25 over the fields, the first weighing most.
+    static func rankSQL(_ index: ResolvedSearchIndex) -> String {
+        let weights = [10.0, 4.0, 2.0, 1.0].prefix(index.fields.count).map { "\($0)" }.joined(separator: ", ")
+        return "bm25(\(searchTable(index.entity)), \(weights))"
+    }
+
+    /// A fetch whose predicate has a full-text conjunct at its top level: driven by the FTS5
+    /// table (`MATCH`), joined to the entity's rows by ID, ranked by ``rankSQL(_:)`` for
+    /// ``SortDescriptor/relevance``. An order by ID is the FTS5 table's own order (its
+    /// `rowid`), which it walks either way and stops at the limit: the first page of a query
+    /// that a million rows match costs a page, not a million. `nil` for any other fetch.
+    func searchDrivenSelect(_ columns: String, _ fetch: StoreFetch, ordered: Bool) -> (String, [StoreValue])? {
+        guard let (entityName, terms, rest) = fetch.drivingSearch, entityName == fetch.entity.name,
+            let index = try? fetch.entity.resolvedSearchIndex()
+        else { return nil }
+        let entitySQL = sql[fetch.entity]
+        let outer = entitySQL.table
+        let fts = Self.searchTable(entityName)
+        let list =
+            switch columns {
+            case entitySQL.selectList:
+                (["\"id\"", "\"_version\""] + entitySQL.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
+            case "\"id\"": "\(outer).\"id\""
+            default: columns
+            }
+        var arguments: [StoreValue] = [.text(Self.matchText(terms))]
+        var query =
+            "SELECT \(list) FROM \(fts) CROSS JOIN \(outer) ON \(outer).\"id\" = \(fts).rowid WHERE \(fts) MATCH ?"
+        for node in rest { query += " AND " + Self.compile(node, into: &arguments, qualifier: outer) }
+        if ordered {
+            var order = fetch.sort.map { key in
+                if key.relevance { return Self.rankSQL(index) }
+                return (key.property.map { "\(outer).\(quote($0.column))" } ?? "\(fts).rowid")
+                    + (key.ascending ? " ASC" : " DESC")
+            }
+            if !fetch.sort.contains(where: \.isRowID) { order.append("\(fts).rowid ASC") }
+            query += " ORDER BY " + order.joined(separator: ", ")
+        }
+        if fetch.limit != nil || fetch.offset > 0 {
+            query += " LIMIT ? OFFSET ?"
+            arguments.append(.integer(Int64(fetch.limit ?? -1)))
+            arguments.append(.integer(Int64(fetch.offset)))
+        }
+        return (query, arguments)
+    }
+
+    /// Compares each index with its rows: that it is the one declared; that the text it keeps
+    /// for each row is what the row holds now, and that no row lacks an entry (each a walk by
+    /// ID: memory stays flat); and, on a writable store, FTS5's own `integrity-check` of the
+    /// index against that text. With `fix` (a writable store), makes a wrong index again from
+    /// the rows, in one transaction.
+    func checkSearchIndex(fix: Bool) throws -> [SearchIndexDiscrepancy] {
+        let schema = schema
+        let sql = sql
+        let indexes = try schema.entities.compactMap { entity in
+            try entity.resolvedSearchIndex().map { (entity, $0) }
+        }
+        return try mapErrors(nil) {
+            var found: [SearchIndexDiscrepancy] = []
+            for (entity, index) in indexes {
+                let table = sql[entity].table
+                let fts = Self.searchTable(entity.name)
+                var problems = try pool.read { db -> [String] in
+                    guard try Self.searchIndexesAreCurrent(db, schema: schema, sql: sql) else {
+                        return ["is missing or not the one this version keeps"]
+                    }
+                    let fields = zip(index.fields, Self.fieldTexts(index, row: "r"))
+                    let differs = fields.map { "\(fts).\(quote($0.name)) IS NOT \($1)" }.joined(separator: " OR ")
+                    let stale =
+                        try Int.fetchOne(
+                            db,
+                            sql: "SELECT count(*) FROM \(fts) LEFT JOIN \(table) AS r ON r.\"id\" = \(fts).rowid "
+                                + "WHERE r.\"id\" IS NULL OR \(differs)") ?? 0
+                    let missing =
+                        try Int.fetchOne(
+                            db,
+                            sql: "SELECT count(*) FROM \(table) AS r "
+                                + "WHERE NOT EXISTS (SELECT 1 FROM \(fts) WHERE \(fts).rowid = r.\"id\")") ?? 0
+                    guard stale > 0 || missing > 0 else { return [] }
+                    return [
+                        "does not match its rows: \(missing) without an entry, \(stale) entries for rows gone or changed"
+                    ]
+                }
+                if problems.isEmpty && !isReadOnly {
+                    // A write statement that writes nothing: FTS5 reads its index through.
+                    do {
+                        try pool.writeWithoutTransaction { db in
+                            try db.execute(sql: "INSERT INTO \(fts) (\(fts)) VALUES ('integrity-check')")
+                        }
+                    } catch let error as DatabaseError {
+                        problems.append("is damaged (\(error.message ?? "\(error.resultCode)"))")
+                    }
+                }
+                found += problems.map { SearchIndexDiscrepancy(entity: entity.name, problem: $0) }
+                guard fix, !problems.isEmpty, !isReadOnly else { continue }
+                try pool.write { db in
+                    for (name, _) in Self.searchObjects(index, table: table).dropFirst() {
+                        try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))")
+                    }
+                    try db.execute(sql: "DROP TABLE IF EXISTS \(fts)")
+                    try Self.installSearchIndexes(db, schema: schema, sql: sql)
+                }
+            }
+            return found
+        }
+    }
+}

@@ -1,0 +1,284 @@
+import Foundation
+import Persistence
+import PostgresNIO
+
+/// The search indexes (``SearchIndex``) in PostgreSQL: a table an entity of each row's
+/// `tsvector` (`"_persistence_search_<Entity>"`, with a GIN index), kept by statement triggers
+/// on the entity's table (and on the tables its related sources read), so that every
+/// statement that writes rows keeps it, in its own transaction.
+///
+/// Text is cut as SQLite's FTS5 cuts it: ASCII punctuation becomes a space before the `simple`
+/// configuration reads it (its parser would otherwise keep `beach.png` or `a-b` as one
+/// token), so that words are the runs of letters and digits, lower-cased as the database's
+/// locale lower-cases them. Diacritics are kept (SQLite's index removes them). Field *i* has
+/// the weight `A`, `B`, `C` or `D`, the first the most relevant.
+extension PostgreSQLStore {
+    /// The table of `entity`'s index, unquoted.
+    static func searchTableName(_ entity: String) -> String { "_persistence_search_" + entity }
+
+    /// The punctuation that separates words, and as many spaces.
+    private static let punctuation = ##"!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~"##
+    private static let weights = ["A", "B", "C", "D"]
+
+    /// The `tsvector` of the row `row` (an alias of the entity's table, or a transition table's).
+    static func documentSQL(_ index: ResolvedSearchIndex, row: String, schema: String) -> String {
+        let from = "'" + punctuation.replacingOccurrences(of: "'", with: "''") + "'"
+        let to = "'" + String(repeating: " ", count: punctuation.count) + "'"
+        return zip(index.fields, weights).map { field, weight in
+            let text = field.sources.map { source in
+                switch source {
+                case .column(let column):
+                    return "COALESCE(\(row).\(quote(column))::TEXT, '')"
+                case .related(let link, let table, let column):
+                    return "COALESCE((SELECT d.\(quote(column))::TEXT FROM \(quote(schema)).\(quote(table)) AS d "
+                        + "WHERE d.\"id\" = \(row).\(quote(link))), '')"
+                case .pathExtension(let column):
+                    // What follows the last `.` of the last component, when that dot neither
+                    // starts nor ends it: as SQLite's index reads it.
+                    return "COALESCE(lower(substring(\(row).\(quote(column))::TEXT FROM '[^/]\\.([^./]+)$')), '')"
+                }
+            }.joined(separator: " || ' ' || ")
+            return "setweight(to_tsvector('simple', translate(\(text), \(from), \(to))), '\(weight)')"
+        }.joined(separator: " || ")
+    }
+
+    /// The trigger functions of `index`: one on the entity's table (its insertions, deletions
+    /// and updates), and one on each table a related source reads (a change of that text
+    /// re-indexes the rows that link to the changed row).
+    func searchFunctions(_ index: ResolvedSearchIndex) -> [(table: String, function: TriggerFunction)] {
+        let schema = location.schema
+        let table = "\(quote(schema)).\(quote(index.entity))"
+        let search = "\(quote(schema)).\(quote(Self.searchTableName(index.entity)))"
+        let name = Self.searchTableName(index.entity)
+        let changed = index.columns.map { "r.\(quote($0)) IS DISTINCT FROM o.\(quote($0))" }.joined(separator: " OR ")
+        let triggers: (String) -> [(name: String, event: String, then: String)] = { name in
+            [
+                (name + "_insert", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"),
+                (name + "_delete", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"),
+                (
+                    name + "_update",
+                    "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+                ),
+            ]
+        }
+        var functions = [
+            (
+                index.entity,
+                TriggerFunction(
+                    name: name,
+                    body: """
+
+                        BEGIN
+                        IF TG_OP = 'INSERT' THEN
+                        INSERT INTO \(search) ("id", doc) SELECT r."id", \(Self.documentSQL(index, row: "r", schema: schema)) \
+                        FROM new_rows AS r;
+                        ELSIF TG_OP = 'DELETE' THEN
+                        DELETE FROM \(search) WHERE "id" IN (SELECT "id" FROM old_rows);
+                        ELSE
+                        UPDATE \(search) AS s SET doc = \(Self.documentSQL(index, row: "r", schema: schema)) \
+                        FROM new_rows AS r JOIN old_rows AS o ON o."id" = r."id" WHERE s."id" = r."id" AND (\(changed));
+                        END IF;
+                        RETURN NULL;
+                        END;
+
+                        """,
+                    triggers: triggers(name))
+            )
+        ]
+        for (i, related) in index.relatedSources.enumerated() {
+            let relatedName = "\(name)_related_\(i)"
+            functions.append(
+                (
+                    related.table,
+                    TriggerFunction(
+                        name: relatedName,
+                        body: """
+
+                            BEGIN
+                            UPDATE \(search) AS s SET doc = \(Self.documentSQL(index, row: "m", schema: schema)) \
+                            FROM \(table) AS m WHERE s."id" = m."id" AND m.\(quote(related.link)) IN \
+                            (SELECT r."id" FROM new_rows AS r JOIN old_rows AS o ON o."id" = r."id" \
+                            WHERE r.\(quote(related.column)) IS DISTINCT FROM o.\(quote(related.column)));
+                            RETURN NULL;
+                            END;
+
+                            """,
+                        triggers: [
+                            (
+                                relatedName, "AFTER UPDATE",
+                                "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT"
+                            )
+                        ])
+                ))
+        }
+        return functions
+    }
+
+    /// Makes each entity's index as the schema declares it. An entity whose index changes (a
+    /// new one, changed fields, a store that had none) has it made again from its rows, in
+    /// this transaction.
+    func installSearchIndexes(_ connection: PostgreSQLConnection) throws {
+        for entity in schema.entities {
+            guard let index = try entity.resolvedSearchIndex() else { continue }
+            guard try !searchIndexIsCurrent(connection, index) else { continue }
+            try makeSearchIndex(connection, index)
+        }
+    }
+
+    /// Drops `index`'s table and triggers if they are there, and makes them again from the rows.
+    private func makeSearchIndex(_ connection: PostgreSQLConnection, _ index: ResolvedSearchIndex) throws {
+        let functions = searchFunctions(index)
+        for (table, function) in functions {
+            for trigger in function.triggers {
+                try connection.run("DROP TRIGGER IF EXISTS \(quote(trigger.name)) ON \(quote(table))", [])
+            }
+            try connection.run("DROP FUNCTION IF EXISTS \(quote(function.name))()", [])
+        }
+        let search = quote(Self.searchTableName(index.entity))
+        try connection.run("DROP TABLE IF EXISTS \(search)", [])
+        try connection.run("CREATE TABLE \(search) (\"id\" BIGINT PRIMARY KEY, doc TSVECTOR NOT NULL)", [])
+        try connection.run(
+            "INSERT INTO \(search) (\"id\", doc) SELECT r.\"id\", "
+                + "\(Self.documentSQL(index, row: "r", schema: location.schema)) FROM \(quote(index.entity)) AS r", [])
+        try connection.run(
+            "CREATE INDEX \(quote(Self.searchTableName(index.entity) + "_doc")) ON \(search) USING GIN (doc)", [])
+        for (table, function) in functions {
+            guard let body = function.body else { continue }
+            try connection.run(
+                "CREATE FUNCTION \(quote(function.name))() RETURNS trigger LANGUAGE plpgsql AS "
+                    + "$persistence$\(body)$persistence$", [])
+            for trigger in function.triggers {
+                try connection.run(
+                    "CREATE TRIGGER \(quote(trigger.name)) \(trigger.event) ON \(quote(table)) \(trigger.then) "
+                        + "EXECUTE FUNCTION \(quote(function.name))()", [])
+            }
+        }
+    }
+
+    /// Whether `index`'s table and trigger functions are those the schema declares.
+    func searchIndexIsCurrent(_ connection: PostgreSQLConnection, _ index: ResolvedSearchIndex) throws -> Bool {
+        let table = "\(quote(location.schema)).\(quote(Self.searchTableName(index.entity)))"
+        guard
+            try connection.run("SELECT to_regclass($1) IS NOT NULL", [.text(table)]).rows.first?.decode(Bool.self)
+                == true
+        else { return false }
+        for (_, function) in searchFunctions(index) where try existingBody(connection, function.name) != function.body {
+            return false
+        }
+        return true
+    }
+
+    /// Whether every entity's index is the one the schema declares.
+    func searchIndexesAreCurrent(_ connection: PostgreSQLConnection) throws -> Bool {
+        for entity in schema.entities {
+            guard let index = try entity.resolvedSearchIndex() else { continue }
+            guard try searchIndexIsCurrent(connection, index) else { return false }
+        }
+        return true
+    }
+
+    /// The `tsquery` text of `terms`, all of which must match: each word quoted (a word holds
+    /// no quote or backslash, but one would be escaped), a phrase's words joined by `<->`, a
+    /// prefix marked `:*`, a term restricted to its field by the field's weight. Bound as an
+    /// argument of `to_tsquery('simple', …)`, never written into SQL.
+    static func queryText(_ terms: [ResolvedSearchTerm]) -> String {
+        terms.map { term in
+            let weight = term.field.map { weights[$0] } ?? ""
+            let words = term.words.enumerated().map { i, word in
+                let quoted =
+                    "'"
+                    + word.replacingOccurrences(of: "\\", with: "\\\\")
+                    .replacingOccurrences(of: "'", with: "''") + "'"
+                let last = i == term.words.count - 1
+                let marks = (last && term.isPrefix ? "*" : "") + weight
+                return marks.isEmpty ? quoted : quoted + ":" + marks
+            }
+            return "(" + words.joined(separator: " <-> ") + ")"
+        }.joined(separator: " & ")
+    }
+
+    /// A fetch whose predicate has a full-text conjunct at its top level: driven by the index
+    /// (`@@`, which its GIN index answers), joined to the entity's rows by ID, ranked by
+    /// `ts_rank` for ``SortDescriptor/relevance``. `nil` for any other fetch.
+    func searchDrivenSelect(_ columns: String, _ fetch: StoreFetch, ordered: Bool) -> (String, [StoreValue])? {
+        guard let (entityName, terms, rest) = fetch.drivingSearch, entityName == fetch.entity.name,
+            (try? fetch.entity.resolvedSearchIndex()) != nil
+        else { return nil }
+        let statements = sql[fetch.entity]
+        let outer = statements.table
+        let search = quote(Self.searchTableName(entityName))
+        let list =
+            switch columns {
+            case statements.selectList:
+                (["\"id\"", "\"_version\""] + statements.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
+            case "\"id\"": "\(outer).\"id\""
+            default: columns
+            }
+        var compiler = PredicateCompiler()
+        let query = "to_tsquery('simple', \(compiler.argument(.text(Self.queryText(terms)))))"
+        var text =
+            "SELECT \(list) FROM \(search) AS s JOIN \(outer) ON \(outer).\"id\" = s.\"id\" WHERE s.doc @@ \(query)"
+        for node in rest { text += " AND " + compiler.compile(node, qualifier: outer) }
+        if ordered {
+            var order = fetch.sort.map { key in
+                if key.relevance { return "ts_rank(s.doc, \(query)) DESC" }
+                return (key.property.map { "\(outer).\(quote($0.column))" } ?? "s.\"id\"")
+                    + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
+            }
+            if !fetch.sort.contains(where: \.isRowID) { order.append("s.\"id\" ASC") }
+            text += " ORDER BY " + order.joined(separator: ", ")
+        }
+        if let limit = fetch.limit { text += " LIMIT \(compiler.argument(.integer(Int64(limit))))" }
+        if fetch.offset > 0 { text += " OFFSET \(compiler.argument(.integer(Int64(fetch.offset))))" }
+        return (text, compiler.arguments)
+    }
+
+    /// Compares each index with its rows: that it is the one declared, that each row's entry
+    /// is what the row holds now, and that no row lacks one (joins by ID, in the server). With
+    /// `fix` (a writable store), makes a wrong index again from the rows, in one transaction.
+    func checkSearchIndex(fix: Bool) throws -> [SearchIndexDiscrepancy] {
+        let fix = fix && !isReadOnly
+        if fix { try refuseIfSessionLost() }
+        let indexes = try schema.entities.compactMap { try $0.resolvedSearchIndex() }
+        return try mapErrors(nil) {
+            try writer.withLock {
+                try transaction(writer) {
+                    var found: [SearchIndexDiscrepancy] = []
+                    for index in indexes {
+                        let search = quote(Self.searchTableName(index.entity))
+                        let table = quote(index.entity)
+                        var problem: String?
+                        if try !searchIndexIsCurrent(writer, index) {
+                            problem = "is missing or not the one this version keeps"
+                        } else {
+                            let doc = Self.documentSQL(index, row: "r", schema: location.schema)
+                            let stale =
+                                try writer.run(
+                                    "SELECT count(*) FROM \(search) AS s LEFT JOIN \(table) AS r ON r.\"id\" = s.\"id\" "
+                                        + "WHERE r.\"id\" IS NULL OR s.doc IS DISTINCT FROM \(doc)", []
+                                ).rows.first?.decode(Int64.self) ?? 0
+                            let missing =
+                                try writer.run(
+                                    "SELECT count(*) FROM \(table) AS r "
+                                        + "WHERE NOT EXISTS (SELECT 1 FROM \(search) AS s WHERE s.\"id\" = r.\"id\")",
+                                    []
+                                ).rows.first?.decode(Int64.self) ?? 0
+                            if stale > 0 || missing > 0 {
+                                problem =
+                                    "does not match its rows: \(missing) without an entry, "
+                                    + "\(stale) entries for rows gone or changed"
+                            }
+                        }
+                        guard let problem else { continue }
+                        found.append(SearchIndexDiscrepancy(entity: index.entity, problem: problem))
+                        if fix {
+                            try fenceSave()  // a write, fenced as a save is
+                            try makeSearchIndex(writer, index)
+                        }
+                    }
+                    return found
+                }
+            }
+        }
+    }
+}
