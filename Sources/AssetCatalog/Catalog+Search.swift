@@ -32,6 +32,11 @@ extension Catalog {
     /// The index is the store's, written in the same transaction as the assets: a search sees
     /// every committed asset, on SQLite and PostgreSQL alike.
     public func search(_ query: SearchQuery, limit: Int = 20, offset: Int = 0) throws -> SearchPage {
+        try search(query, limit: limit, offset: offset, rankingAtMost: Self.rankedSearchLimit)
+    }
+
+    /// ``search(_:limit:offset:)``, ranking at most `rankLimit` matches (tests: a few).
+    func search(_ query: SearchQuery, limit: Int, offset: Int, rankingAtMost rankLimit: Int) throws -> SearchPage {
         guard limit > 0, offset >= 0 else {
             throw CatalogError(.invalidArgument, "A search page needs a limit above 0 and an offset of 0 or more")
         }
@@ -40,7 +45,7 @@ extension Catalog {
                 guard let predicate = try searchPredicate(query, context) else {
                     return SearchPage(assets: [], isRanked: false, hasMore: false)
                 }
-                let ranked = try ranks(query, predicate, context)
+                let ranked = try ranks(query, predicate, context, atMost: rankLimit)
                 let request = FetchRequest<Asset>(
                     predicate: predicate, sortBy: [ranked ? .relevance : .objectID()], limit: limit + 1, offset: offset)
                 let records = try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))
@@ -61,7 +66,7 @@ extension Catalog {
         let start = try storeErrors {
             try withContext { context -> (FetchPredicate<Asset>, Bool)? in
                 guard let predicate = try searchPredicate(query, context) else { return nil }
-                return (predicate, try ranks(query, predicate, context))
+                return (predicate, try ranks(query, predicate, context, atMost: Self.rankedSearchLimit))
             }
         }
         guard let (predicate, ranked) = start else { return }
@@ -89,15 +94,14 @@ extension Catalog {
         }
     }
 
-    /// Whether `query`'s matches are ranked: it has words, and at most ``rankedSearchLimit``
-    /// assets match (counted up to one more, by the index).
-    private func ranks(_ query: SearchQuery, _ predicate: FetchPredicate<Asset>, _ context: ManagedObjectContext)
-        throws -> Bool
-    {
+    /// Whether `query`'s matches are ranked: it has words, and at most `limit` assets match
+    /// (counted up to one more, by the index).
+    private func ranks(
+        _ query: SearchQuery, _ predicate: FetchPredicate<Asset>, _ context: ManagedObjectContext, atMost limit: Int
+    ) throws -> Bool {
         guard query.hasFullText else { return false }
-        let probe = FetchRequest<Asset>(
-            predicate: predicate, sortBy: [.objectID()], limit: Self.rankedSearchLimit + 1)
-        return try context.fetchObjectIDs(probe).count <= Self.rankedSearchLimit
+        let probe = FetchRequest<Asset>(predicate: predicate, sortBy: [.objectID()], limit: limit + 1)
+        return try context.fetchObjectIDs(probe).count <= limit
     }
 
     /// The store's predicate of `query`; `nil` when it can match nothing (an archive name no
