@@ -87,10 +87,31 @@ extension SQLiteStore {
         }
     }
 
+    /// Why the SQLite this process runs on cannot keep `schema`'s search indexes (it was built
+    /// without FTS5, whose name `compileOptions` — `PRAGMA compile_options` — would hold);
+    /// `nil` when it can, or the schema declares none.
+    static func searchUnavailable(schema: Schema, compileOptions: [String], version: String) throws -> String? {
+        guard let entity = try schema.entities.first(where: { try $0.resolvedSearchIndex() != nil }),
+            !compileOptions.contains("ENABLE_FTS5")
+        else { return nil }
+        return "the SQLite this program runs on (\(version)) was built without FTS5, which the search index of "
+            + "\(entity.name) needs: run it with a SQLite built with FTS5 (Debian's and most distributions' are)"
+    }
+
+    /// Throws when the SQLite of this process cannot keep the search indexes (``searchUnavailable``).
+    static func requireSearch(_ db: Database, schema: Schema) throws {
+        let options = try String.fetchAll(db, sql: "PRAGMA compile_options")
+        let version = try String.fetchOne(db, sql: "SELECT sqlite_version()") ?? "?"
+        if let reason = try searchUnavailable(schema: schema, compileOptions: options, version: version) {
+            throw PersistenceError(.unsupported, reason)
+        }
+    }
+
     /// Makes each entity's index as `schema` declares it. An entity whose index changes (a new
     /// one, changed fields, a store that had none) has it made again from its rows, in this
     /// transaction; an index no longer declared is dropped.
     static func installSearchIndexes(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
+        try requireSearch(db, schema: schema)
         for entity in schema.entities {
             let wanted = try entity.resolvedSearchIndex().map { searchObjects($0, table: sql[entity].table) } ?? []
             let triggers = try String.fetchAll(

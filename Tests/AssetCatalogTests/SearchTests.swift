@@ -225,6 +225,32 @@ import Testing
         #expect(try names(catalog, "beach") == ["beach_2024.png"])
     }
 
+    /// `ext:` is what follows the last dot of a name's last component, when that dot neither
+    /// starts nor ends it, in any case — the same on both stores (SQLite's index computes it
+    /// with `rtrim`, PostgreSQL's with a regular expression).
+    @Test(arguments: Store.allCases) func anExtensionIsWhatFollowsTheLastDotOfTheLastComponent(_ store: Store)
+        async throws
+    {
+        let made = try Made(store)
+        let catalog = made.catalog
+        defer { catalog.close() }
+        let archive = made.t.sources.appending(path: "odd.tar").path
+        try FileManager.default.createDirectory(atPath: made.t.sources.path, withIntermediateDirectories: true)
+        let writer = try ArchiveWriter(path: archive, format: .tar)
+        for path in ["dir.d/file", "x/.hidden", "trailing.", "a..b", "Photo.JPEG", "deep/er.v2/clip.Mp4"] {
+            try writer.writeEntry(ArchiveEntry(path: path, kind: .file), contents: Array(path.utf8))
+        }
+        try writer.finish()
+        _ = try await catalog.addAndRunJobs([archive])
+        #expect(try names(catalog, "ext:d") == [])
+        #expect(try names(catalog, "ext:hidden") == [])
+        #expect(try names(catalog, "ext:b") == ["odd.tar:a..b"])
+        #expect(try names(catalog, "ext:jpeg") == ["odd.tar:Photo.JPEG"])
+        #expect(try names(catalog, "ext:mp4") == ["odd.tar:deep/er.v2/clip.Mp4"])
+        #expect(try names(catalog, "ext:v2") == [])
+        #expect(try names(catalog, "ext:tar") == ["odd.tar"])
+    }
+
     /// A catalog of release 0.1.0 gets its index, made from its assets, when it is opened.
     @Test func anUpgradedCatalogIsSearchable() async throws {
         let t = try UpgradeTests().copyOfFixture()

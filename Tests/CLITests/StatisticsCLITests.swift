@@ -34,7 +34,8 @@ import Testing
         let json = try await t.run(["verify", "--store-only", "--json"])
         #expect(
             json.stdout.filter { $0 != "\n" }.replacingOccurrences(of: "  ", with: "")
-                == #"{"statisticsFixed" : ["statistics: assets of kind 'image' were recorded as 0 (0 bytes), "#
+                == #"{"searchIndexFixed" : [],"statisticsFixed" : ["statistics: assets of kind 'image' were "#
+                + #"recorded as 0 (0 bytes), "#
                 + #"counted 1 (3 bytes); fixed"],"storeProblems" : []}"#)
 
         try await tamper(t, "UPDATE _persistence_tallies SET total = 1 WHERE tally = 'objects'")

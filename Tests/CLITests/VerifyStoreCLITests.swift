@@ -14,7 +14,9 @@ import Testing
         #expect(verify.stdout == "store: no damage found\n")
         let json = try await t.run(["verify", "--store-only", "--json"])
         #expect(json.status == 0)
-        #expect(json.stdout.filter { !$0.isWhitespace } == #"{"statisticsFixed":[],"storeProblems":[]}"#)
+        #expect(
+            json.stdout.filter { !$0.isWhitespace }
+                == #"{"searchIndexFixed":[],"statisticsFixed":[],"storeProblems":[]}"#)
     }
 
     /// A store larger than what an open checks in full, with a page of its asset table

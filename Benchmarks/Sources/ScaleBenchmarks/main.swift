@@ -61,7 +61,7 @@ func say(_ line: String = "") {
 
 // MARK: Child mode: fill a catalog with referenced records through the library's row insertion.
 
-if CommandLine.arguments.count >= 2 && CommandLine.arguments[1] == "--child" {
+if CommandLine.arguments.count >= 3 && CommandLine.arguments[1] == "--child" && CommandLine.arguments[2] == "populate" {
     // --child populate CATALOG COUNT
     let args = Array(CommandLine.arguments.dropFirst(2))
     guard args.count == 3, args[0] == "populate", let count = Int(args[2]) else { exit(2) }
@@ -91,6 +91,26 @@ if CommandLine.arguments.count >= 2 && CommandLine.arguments[1] == "--child" {
     exit(0)
 }
 
+// MARK: Child mode: the own time of `Catalog.search` (warm, in one process), median of N.
+
+if CommandLine.arguments.count >= 3 && CommandLine.arguments[1] == "--child" && CommandLine.arguments[2] == "search" {
+    // --child search CATALOG QUERY TIMES
+    let args = Array(CommandLine.arguments.dropFirst(3))
+    guard args.count == 3, let times = Int(args[2]) else { exit(2) }
+    let catalog = try Catalog.open(at: URL(fileURLWithPath: args[0]), options: .init(access: .readOnly))
+    let query = try SearchQuery(parsing: args[1])
+    var elapsed: [Double] = []
+    for _ in 0...times {  // the first warms the caches
+        let start = DispatchTime.now().uptimeNanoseconds
+        _ = try catalog.search(query)
+        elapsed.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+    }
+    let sorted = elapsed.dropFirst().sorted()
+    print(sorted[sorted.count / 2])
+    catalog.close()
+    exit(0)
+}
+
 // MARK: Options
 
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -104,7 +124,7 @@ var heavyRepeats = 3
 var work = "/tmp"
 var markdownFile: String?
 var store: String?
-let sections: Set<String> = ["one-asset", "stats", "ls", "sort", "export", "add", "rm"]
+let sections: Set<String> = ["one-asset", "stats", "ls", "sort", "search", "export", "add", "rm"]
 var only = sections
 
 /// Whether the run includes `section` (`--only`).
@@ -184,9 +204,13 @@ func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -
     children.shell(script, timed: timed, stdout: stdout)
 }
 
-@MainActor func output(_ args: [String]) -> String {
+@MainActor func output(_ args: [String], binary: String? = nil) -> String {
     let file = base + "/output.txt"
-    run(args, stdout: file, timed: false)
+    if let binary {
+        children.spawn(binary, args, stdout: file, timed: false)
+    } else {
+        run(args, stdout: file, timed: false)
+    }
     return ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
@@ -429,6 +453,52 @@ if wanted("sort") {
         Row(
             name: "first byte of ls --sort name, piped to head -c 1", ours: first, oursPeakKiB: firstPeak,
             baseline: nil, baselineName: "", bar: "≤ 50 ms at 10M"))
+}
+
+// MARK: 3c. search: a rare word, a phrase and a tag, the first page of a word in every name
+
+if wanted("search") {
+    say("search, large catalog: the whole command, and Catalog.search's own time beside sqlite3's for its query")
+    let store = large + "/catalog.sqlite"
+    let rare = String(assets / 2 + 7)  // the number in one name, file-N.bin
+    let cases: [(name: String, query: String, match: String, ranked: Bool, bar: String)] = [
+        ("a rare word", rare, "\"\(rare)\"", true, "≤ 50 ms"),
+        ("a phrase and a tag", "\"thousand 5\" tag:thousand", "\"thousand\" + \"5\"", true, "≤ 50 ms"),
+        ("first page of a word in every name", "file", "\"file\"", false, "≤ 100 ms"),
+    ]
+    for c in cases {
+        let (ours, peak) = measure(repeats) { _ in run(["search", "--catalog", large, c.query]) }
+        let (show, _) = measure(repeats) { _ in run(["show", "--catalog", large, "1"]) }
+        report(
+            Row(
+                name: "search '\(c.query)' (\(c.name)), whole command", ours: ours, oursPeakKiB: peak, baseline: show,
+                baselineName: "show", bar: c.bar))
+        // The same FTS5 statement as the search's page, in sqlite3, warm, median of its runs.
+        let fts = "_persistence_search_Asset"
+        let order = c.ranked ? "bm25(\(fts), 10.0, 4.0, 2.0, 1.0)" : "\(fts).rowid"
+        let tag =
+            c.query.contains("tag:")
+            ? " AND Asset.id IN (SELECT asset FROM AssetTag WHERE tag = 'thousand' AND asset IS NOT NULL)" : ""
+        let statement =
+            "SELECT Asset.* FROM \(fts) CROSS JOIN Asset ON Asset.id = \(fts).rowid WHERE \(fts) MATCH '\(c.match)'"
+            + "\(tag) ORDER BY \(order) LIMIT 21;"
+        let script = ".timer on\n" + String(repeating: statement + "\n", count: repeats + 1)
+        let timing = base + "/sqlite3-timer.txt"
+        shell(
+            "printf '%s' \(quoted(script)) | sqlite3 -readonly \(quoted(store)) 2>&1 | grep '^Run Time' > \(quoted(timing))",
+            timed: false)
+        let reals =
+            ((try? String(contentsOfFile: timing, encoding: .utf8)) ?? "").split(separator: "\n").dropFirst()
+            .compactMap { line in line.split(separator: " ").dropFirst(3).first.flatMap { Double($0) } }
+        let own = Double(
+            output(["--child", "search", large, c.query, String(repeats)], binary: CommandLine.arguments[0]))
+        if let own, !reals.isEmpty {
+            report(
+                Row(
+                    name: "Catalog.search '\(c.query)', its own time (warm)", ours: own, oursPeakKiB: 0,
+                    baseline: median(reals), baselineName: "sqlite3 .timer", bar: "≤ 1.5×"))
+        }
+    }
 }
 
 // MARK: 4. export --tag of 1,000 assets
