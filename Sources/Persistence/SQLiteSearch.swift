@@ -204,7 +204,26 @@ extension SQLiteStore {
         var arguments: [StoreValue] = [.text(Self.matchText(terms))]
         var query =
             "SELECT \(list) FROM \(fts) CROSS JOIN \(outer) ON \(outer).\"id\" = \(fts).rowid WHERE \(fts) MATCH ?"
-        for node in rest { query += " AND " + Self.compile(node, into: &arguments, qualifier: outer) }
+        for node in rest {
+            // A related row's condition (a tag), asked of each match through the related
+            // table's index: the matches are few, the related rows may be millions (`IN` would
+            // list them all first).
+            var negated = false
+            var condition = node
+            if case .not(let inner) = node, case .related = inner {
+                negated = true
+                condition = inner
+            }
+            if case .related(let table, let column, let inner, _) = condition {
+                let related = quote(table)
+                let test = Self.compile(inner, into: &arguments)
+                query +=
+                    " AND \(negated ? "NOT " : "")EXISTS (SELECT 1 FROM \(related) WHERE \(test) "
+                    + "AND \(related).\(quote(column)) = \(outer).\"id\")"
+            } else {
+                query += " AND " + Self.compile(node, into: &arguments, qualifier: outer)
+            }
+        }
         if ordered {
             var order = fetch.sort.map { key in
                 if key.relevance { return Self.rankSQL(index) }

@@ -218,7 +218,25 @@ extension PostgreSQLStore {
         let query = "to_tsquery('simple', \(compiler.argument(.text(Self.queryText(terms)))))"
         var text =
             "SELECT \(list) FROM \(search) AS s JOIN \(outer) ON \(outer).\"id\" = s.\"id\" WHERE s.doc @@ \(query)"
-        for node in rest { text += " AND " + compiler.compile(node, qualifier: outer) }
+        for node in rest {
+            // A related row's condition (a tag), asked of each match through the related
+            // table's index, as SQLite's search does.
+            var negated = false
+            var condition = node
+            if case .not(let inner) = node, case .related = inner {
+                negated = true
+                condition = inner
+            }
+            if case .related(let table, let column, let inner, _) = condition {
+                let related = quote(table)
+                let test = compiler.compile(inner)
+                text +=
+                    " AND \(negated ? "NOT " : "")EXISTS (SELECT 1 FROM \(related) WHERE \(test) "
+                    + "AND \(related).\(quote(column)) = \(outer).\"id\")"
+            } else {
+                text += " AND " + compiler.compile(node, qualifier: outer)
+            }
+        }
         if ordered {
             var order = fetch.sort.map { key in
                 if key.relevance { return "ts_rank(s.doc, \(query)) DESC" }

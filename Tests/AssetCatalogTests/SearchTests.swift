@@ -106,6 +106,9 @@ import Testing
         #expect(try names(catalog, "ext:txt -ext:jpg storage:member") == ["photos.tar:inner/readme.txt"])
         #expect(try names(catalog, "kind:image -tag:trip") == ["photos.tar:inner/Sunset.jpg"])
         #expect(try names(catalog, "tag:trip") == ["beach_2024.png"])
+        #expect(try names(catalog, "png tag:trip") == ["beach_2024.png"])
+        #expect(try names(catalog, "png -tag:trip") == [])
+        #expect(try names(catalog, "txt -tag:trip tag:nothing") == [])
         #expect(
             try Set(names(catalog, "archive:photos.tar")) == [
                 "photos.tar:inner/Sunset.jpg", "photos.tar:inner/readme.txt",
