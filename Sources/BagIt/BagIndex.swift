@@ -17,7 +17,7 @@ import GRDBSQLite
 package final class BagIndex {
     /// The files read (`file`), and a directory's paths to read (`walk`).
     let files: DatabaseQueue
-    /// The manifests' lines (`manifest`; those that wait are in the read's ``LineSpool`` until then).
+    /// The manifests' lines (`manifest`; those that wait are in the read's ``ByteSpool`` until then).
     let manifests: DatabaseQueue
 
     /// A private temporary database: SQLite deletes its file as it opens it, so nothing is

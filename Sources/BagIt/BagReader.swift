@@ -271,6 +271,8 @@ public enum BagReader {
 final class Scan {
     /// A payload manifest of a possible bag root, read line by line into the index.
     struct Manifest {
+        /// Its path in the bundle.
+        var path: String
         var root: String
         var algorithm: ChecksumAlgorithm
         /// The root's version, which says how to decode paths; `nil` when the lines came
@@ -279,15 +281,20 @@ final class Scan {
         /// The number of the first line that waits, raw, until the read ends rather than
         /// being parsed into the index as it streams (``Scan/parsePending(_:version:encoding:)``),
         /// if any does: line 1 when the version is not known yet, else the line after
-        /// ``Scan/linesIndexedAsTheyStream``.
+        /// ``Scan/linesIndexedAsTheyStream``. Once a line waits, the bytes after it are not
+        /// even split into lines until then.
         var waitsFrom: Int?
-        /// Where the lines that wait are in the read's ``Scan/spool``.
+        /// Where the manifest's bytes, all of them, are in the read's ``Scan/spool``: the lines
+        /// that wait are split from them, and a tag manifest that lists the manifest is checked
+        /// against them (it is not hashed as it streams: which algorithms that needs is known
+        /// once the read ends).
         var spooled: Range<Int64> = 0..<0
         /// The encoding of the root's tag files, known with the version.
         var encoding: TagFile.Encoding = .utf8
         /// Whether the manifest began with a UTF-16 byte-order mark: its lines were turned into
-        /// UTF-8 as they streamed.
+        /// UTF-8 as they were split.
         var isUTF16 = false
+        /// The lines split so far.
         var lines = 0
         /// The first line that could not be read: the manifest is not used.
         var failure: BagError? {
@@ -336,8 +343,8 @@ final class Scan {
     var declarations: [String] = []
     /// The payload manifests met so far; a manifest's ID in the index is its position.
     var manifests: [Manifest] = []
-    /// The lines of manifests that wait until the read ends (``Manifest/waitsFrom``), once one has.
-    var spool: LineSpool?
+    /// The bytes of the payload manifests (``Manifest/spooled``), once one has come.
+    var spool: ByteSpool?
     /// The complete, readable SHA-256 manifest of each possible root, by root.
     var sha256Manifests: [String: Int] = [:]
     /// A directory bag's root, relative to which paths are given.
@@ -503,8 +510,8 @@ final class Scan {
             let declaration = self.declaration(of: root)
             manifests.append(
                 Manifest(
-                    root: root, algorithm: algorithm, version: declaration?.version,
-                    waitsFrom: declaration == nil ? 1 : nil,
+                    path: path, root: root, algorithm: algorithm, version: declaration?.version,
+                    waitsFrom: declaration == nil || linesIndexedAsTheyStream == 0 ? 1 : nil,
                     encoding: declaration?.encoding ?? .utf8))
             return manifests.count - 1
         }
@@ -523,27 +530,75 @@ final class Scan {
         return sink != nil && options.looksUpExpectedSHA256 ? options.linesIndexedAsTheyStream : 0
     }
 
+    /// Where the bytes of the payload manifest at `path` (in the bundle, or its key) are in the
+    /// ``spool``, if it is one.
+    func spooledManifest(_ path: String) -> Range<Int64>? {
+        let key = BagIndex.key(path)
+        return manifests.first { BagIndex.key($0.path) == key }?.spooled
+    }
+
     /// The version and encoding a root's `bagit.txt`, read so far, declares.
     func declaration(of root: String) -> (version: String, encoding: TagFile.Encoding)? {
         kept[root + "bagit.txt"].flatMap { try? TagFile.parseDeclarationAndEncoding($0) }
     }
 
-    /// Takes the next line of manifest `id`: parsed into the index, or kept raw until the
-    /// read ends (``Manifest/waitsFrom``).
+    /// Keeps the next bytes of manifest `id` in the read's ``spool``.
+    func spoolManifestBytes(_ id: Int, _ chunk: UnsafeRawBufferPointer) throws(BagError) {
+        let spool: ByteSpool
+        if let existing = self.spool {
+            spool = existing
+        } else {
+            spool = try ByteSpool()
+            self.spool = spool
+        }
+        // A manifest's bytes come one chunk after the other: they are one run of the spool.
+        if manifests[id].spooled.isEmpty { manifests[id].spooled = spool.end..<spool.end }
+        try spool.append(chunk)
+        manifests[id].spooled = manifests[id].spooled.lowerBound..<spool.end
+    }
+
+    /// Whether the lines of manifest `id` are split as its bytes stream: until one waits
+    /// (``Manifest/waitsFrom``) or the manifest cannot be read.
+    func splitsAsItStreams(_ id: Int) -> Bool {
+        manifests[id].failure == nil && manifests[id].waitsFrom == nil
+    }
+
+    /// Splits `chunk`, the next bytes of manifest `id`, with `stream`, calling `line` with each
+    /// line it ends (``Manifest/lines`` counts them); a manifest whose UTF-16 cannot be read,
+    /// or a line longer than ``maxManifestLineBytes``, is the manifest's ``Manifest/failure``
+    /// — as it streams, only before the first line that waits (the lines after it are split
+    /// again, and such a failure found, once the read ends). `chunk` is `nil` at the end of
+    /// the manifest.
+    func splitManifest(
+        _ id: Int, _ chunk: UnsafeRawBufferPointer?, _ stream: inout ManifestStream, asItStreams: Bool,
+        _ line: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let each = { (bytes: UnsafeRawBufferPointer, isUTF16: Bool) throws in
+            self.manifests[id].isUTF16 = isUTF16
+            self.manifests[id].lines += 1
+            try line(bytes)
+        }
+        if let chunk { try stream.split(chunk, each) } else { try stream.finish(each) }
+        guard !asItStreams || manifests[id].waitsFrom == nil else { return }
+        if let failure = stream.failure { manifests[id].failure = failure }
+        // A line is held whole until it ends: a bounded one.
+        if stream.pendingBytes > Self.maxManifestLineBytes {
+            manifests[id].lines += 1
+            manifests[id].failure = BagError(
+                .malformedManifest, file: manifests[id].name,
+                "line \(manifests[id].lines) is longer than \(Self.maxManifestLineBytes) bytes")
+            stream = ManifestStream(file: manifests[id].name)
+        }
+    }
+
+    /// Takes line ``Manifest/lines`` of manifest `id`, split as it streamed: parsed into the
+    /// index, or, from the first line that waits (``Manifest/waitsFrom``), left in the spool
+    /// until the read ends.
     func manifestLine(_ id: Int, _ line: UnsafeRawBufferPointer) throws {
-        manifests[id].lines += 1
         guard manifests[id].failure == nil else { return }
         let number = manifests[id].lines
         if manifests[id].waitsFrom == nil, number > linesIndexedAsTheyStream { manifests[id].waitsFrom = number }
-        if let from = manifests[id].waitsFrom, number >= from {
-            let spool = try self.spool ?? LineSpool()
-            self.spool = spool
-            // A manifest's lines come one after the other: they are one run of the spool.
-            if manifests[id].spooled.isEmpty { manifests[id].spooled = spool.end..<spool.end }
-            try spool.append(line)
-            manifests[id].spooled = manifests[id].spooled.lowerBound..<spool.end
-            return
-        }
+        if let from = manifests[id].waitsFrom, number >= from { return }
         switch parseManifestLine(id, number: number, line, version: manifests[id].version!) {
         case .failure(let problem): manifests[id].failure = problem
         case .success(nil): break
@@ -676,9 +731,10 @@ final class Scan {
             }
             return true
         }
-        let first = manifests[id].waitsFrom ?? 1
-        try spool?.lines(in: manifests[id].spooled) { ordinal, line in
-            let number = first + ordinal - 1
+        /// Parses line ``Manifest/lines`` into the index, unless it was as it streamed.
+        func take(_ line: UnsafeRawBufferPointer) throws {
+            let number = manifests[id].lines
+            guard number >= manifests[id].waitsFrom ?? 1, manifests[id].failure == nil else { return }
             switch parseManifestLine(id, number: number, line, version: version) {
             case .failure(let problem): manifests[id].failure = problem
             case .success(nil): break
@@ -703,8 +759,16 @@ final class Scan {
                     }
                 }
             }
+        }
+        // The manifest's lines, from its bytes: those before the first that waited were
+        // parsed as they streamed, and are passed over.
+        manifests[id].lines = 0
+        var stream = ManifestStream(file: manifests[id].name)
+        try spool?.chunks(in: manifests[id].spooled) { chunk in
+            try splitManifest(id, chunk, &stream, asItStreams: false, take)
             return manifests[id].failure == nil
         }
+        if manifests[id].failure == nil { try splitManifest(id, nil, &stream, asItStreams: false, take) }
         if manifests[id].failure != nil {
             try db.execute(sql: "DELETE FROM manifest WHERE manifest = ?", arguments: [id])
         }
@@ -762,7 +826,8 @@ final class Scan {
         }
         // A kept tag file is hashed later, from its bytes, with the algorithms of the tag
         // manifests the bag turns out to have.
-        let hasher = SplitHasher(isPayload ? payloadAlgorithms() : keeps ? [] : tagAlgorithms())
+        // A payload manifest too, from its bytes in the spool, should a tag manifest list it.
+        let hasher = SplitHasher(isPayload ? payloadAlgorithms() : keeps || manifest != nil ? [] : tagAlgorithms())
         var lines = ManifestStream(file: manifest.map { manifests[$0].name } ?? path)
         var bytes: [UInt8] = []
         var size: Int64 = 0
@@ -773,20 +838,13 @@ final class Scan {
             hasher.update(chunk)
             size += Int64(chunk.count)
             try target?.write(chunk)
-            if let manifest, manifests[manifest].failure == nil {
-                // A manifest in UTF-16 (it begins with a byte-order mark) streams on as UTF-8.
-                try lines.split(chunk) { line, isUTF16 in
-                    manifests[manifest].isUTF16 = isUTF16
-                    try self.manifestLine(manifest, line)
-                }
-                if let failure = lines.failure { manifests[manifest].failure = failure }
-                // A line is held whole until it ends: a bounded one.
-                if lines.pendingBytes > Self.maxManifestLineBytes {
-                    manifests[manifest].lines += 1
-                    manifests[manifest].failure = BagError(
-                        .malformedManifest, file: manifests[manifest].name,
-                        "line \(manifests[manifest].lines) is longer than \(Self.maxManifestLineBytes) bytes")
-                    lines = ManifestStream(file: manifests[manifest].name)
+            if let manifest {
+                try spoolManifestBytes(manifest, chunk)
+                // A manifest in UTF-16 (it begins with a byte-order mark) is split as UTF-8.
+                if splitsAsItStreams(manifest) {
+                    try splitManifest(manifest, chunk, &lines, asItStreams: true) {
+                        try self.manifestLine(manifest, $0)
+                    }
                 }
             }
             if isFetch && fetchFailure == nil {
@@ -830,12 +888,8 @@ final class Scan {
         let digests = hasher.finalize()
         try target?.finish(digests: digests)
         if let manifest {
-            if manifests[manifest].failure == nil {
-                try lines.finish { line, isUTF16 in
-                    manifests[manifest].isUTF16 = isUTF16
-                    try manifestLine(manifest, line)
-                }
-                if let failure = lines.failure { manifests[manifest].failure = failure }
+            if splitsAsItStreams(manifest) {
+                try splitManifest(manifest, nil, &lines, asItStreams: true) { try manifestLine(manifest, $0) }
             }
             try endManifest(manifest)
         }
@@ -1309,6 +1363,14 @@ final class Scan {
             if let bytes = kept[root + path] ?? seen.linkTarget.flatMap({ kept[$0] }) {
                 var hasher = MultiHasher(tagAlgorithms)
                 bytes.withUnsafeBytes { hasher.update($0) }
+                tagDigests[path] = hasher.finalize()
+            } else if let spooled = spooledManifest(seen.linkTarget ?? seen.path) {
+                // A payload manifest (or a hard link to one): from its bytes in the spool.
+                var hasher = MultiHasher(tagAlgorithms)
+                try spool?.chunks(in: spooled) { chunk in
+                    hasher.update(chunk)
+                    return true
+                }
                 tagDigests[path] = hasher.finalize()
             } else {
                 let lacking = tagAlgorithms.subtracting(seen.digests.keys)
