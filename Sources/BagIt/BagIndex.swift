@@ -69,6 +69,41 @@ package final class BagIndex {
         BagError(.io, file: nil, "could not keep the bag's index in a temporary database: \(error)")
     }
 
+    /// The statement that ``insertManifestLine(_:_:manifest:key:path:checksum:)`` runs.
+    static let insertManifestLineSQL =
+        "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)"
+
+    /// Inserts a line of manifest `manifest` with `statement`, ``insertManifestLineSQL`` prepared
+    /// on `db` (cached: the hottest statement of a read, a line at a time, its arguments bound
+    /// where they are); whether it is new — `false` when the manifest has a line of that key.
+    static func insertManifestLine(
+        _ statement: OpaquePointer, _ db: Database, manifest: Int, key: String, path: String, checksum: String
+    ) throws -> Bool {
+        var (key, path, checksum) = (key, path, checksum)
+        sqlite3_reset(statement)
+        sqlite3_bind_int64(statement, 1, Int64(manifest))
+        // Bound without a copy (SQLITE_STATIC): the bytes outlive the step, and every use of
+        // the statement binds its arguments anew.
+        let code = key.withUTF8 { key in
+            path.withUTF8 { path in
+                checksum.withUTF8 { checksum in
+                    sqlite3_bind_text(statement, 2, key.baseAddress, Int32(key.count), nil)
+                    sqlite3_bind_text(statement, 3, path.baseAddress, Int32(path.count), nil)
+                    sqlite3_bind_text(statement, 4, checksum.baseAddress, Int32(checksum.count), nil)
+                    let code = sqlite3_step(statement)
+                    sqlite3_reset(statement)
+                    return code
+                }
+            }
+        }
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                sql: insertManifestLineSQL)
+        }
+        return sqlite3_changes(db.sqliteConnection) == 1
+    }
+
     /// The key of a path: its NFC form.
     static func key(_ path: String) -> String {
         path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
@@ -427,7 +462,9 @@ final class BagIndexWriter: @unchecked Sendable {
             where !chosen.isEmpty {
                 try index.run(database) { db in
                     try db.inTransaction {
-                        for row in chosen { try Self.write(row, db, duplicates, duplicate) }
+                        // The batch's manifest lines share a statement, looked up once.
+                        var insertLine: OpaquePointer?
+                        for row in chosen { try Self.write(row, db, &insertLine, duplicates, duplicate) }
                         return .commit
                     }
                 }
@@ -453,7 +490,8 @@ final class BagIndexWriter: @unchecked Sendable {
     func repeats(in id: Int) -> [Repeat: (number: Int, path: String, count: Int)] { duplicates[id] }
 
     private static func write(
-        _ row: Row, _ db: Database, _ duplicates: Duplicates, _ duplicate: (String) -> any Error
+        _ row: Row, _ db: Database, _ insertLine: inout OpaquePointer?, _ duplicates: Duplicates,
+        _ duplicate: (String) -> any Error
     ) throws {
         switch row {
         case .file(let path, let member, let size, let digests, let link):
@@ -475,10 +513,12 @@ final class BagIndexWriter: @unchecked Sendable {
                 throw BagIndex.twin(path)
             }
         case .line(let manifest, let number, let key, let path, let checksum):
-            try db.run(
-                "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
-                [.integer(Int64(manifest)), .text(key), .text(path), .text(checksum)])
-            if db.changesCount != 1 {
+            if insertLine == nil {
+                insertLine = try db.cachedStatement(sql: BagIndex.insertManifestLineSQL).sqliteStatement
+            }
+            let isNew = try BagIndex.insertManifestLine(
+                insertLine!, db, manifest: manifest, key: key, path: path, checksum: checksum)
+            if !isNew {
                 duplicates.note(
                     manifest, number, path, try Repeat.of(path, checksum, key: key, manifest: manifest, db))
             }

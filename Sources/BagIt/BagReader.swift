@@ -612,8 +612,13 @@ final class Scan {
     /// Parses line `number` of manifest `id`: its key, path and checksum (`nil` for a blank
     /// line), or what is wrong with it.
     func parseManifestLine(
-        _ id: Int, number: Int, _ line: some Collection<UInt8>, version: String
+        _ id: Int, number: Int, _ line: UnsafeRawBufferPointer, version: String
     ) -> Result<(key: String, line: TagFile.ManifestLine)?, BagError> {
+        // Most lines, from their bytes (ASCII reads alike in every encoding a line can be in).
+        if let parsed = TagFile.parseASCIIManifestLine(line, algorithm: manifests[id].algorithm) {
+            let root = manifests[id].root
+            return .success((root.isEmpty ? parsed.path : BagIndex.key(root + parsed.path), parsed))
+        }
         let manifest = manifests[id]
         do {
             guard
@@ -744,10 +749,10 @@ final class Scan {
                     throw BagError(.missingFile, file: path, "is listed in \(manifests[id].name) but is not in the bag")
                 }
                 if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
-                try db.run(
-                    "INSERT OR IGNORE INTO manifest(manifest, key, path, checksum) VALUES (?, ?, ?, ?)",
-                    [.integer(Int64(id)), .text(key), .text(path), .text(checksum)])
-                if db.changesCount != 1 {
+                let insert = try db.cachedStatement(sql: BagIndex.insertManifestLineSQL).sqliteStatement
+                let isNew = try BagIndex.insertManifestLine(
+                    insert, db, manifest: id, key: key, path: path, checksum: checksum)
+                if !isNew {
                     let kind = try BagIndexWriter.Repeat.of(path, checksum, key: key, manifest: id, db)
                     if Self.repeatIsError(kind, version: version) {
                         manifests[id].failure = TagFile.duplicateManifestLine(
@@ -1673,12 +1678,16 @@ final class Scan {
     /// `.DS_Store` and `._` AppleDouble files, Windows' `Thumbs.db` and `desktop.ini`), which
     /// copies between systems often leave out.
     /// (Asked of every listed file a bag lacks: a name that begins with none of their first
-    /// letters is answered without a copy.)
+    /// letters is answered from the path's bytes, without a copy.)
     static func isSystemFile(_ path: String) -> Bool {
-        let utf8 = path.utf8
-        let start = utf8.lastIndex(of: 0x2F).map { utf8.index(after: $0) } ?? utf8.startIndex
-        guard let first = utf8[start...].first, systemFileInitials.contains(first) else { return false }
-        let name = String(Substring(utf8[start...]))
+        var path = path
+        let start = path.withUTF8 { bytes in
+            var start = bytes.count
+            while start > 0 && bytes[start - 1] != 0x2F { start -= 1 }
+            return start < bytes.count && systemFileInitials.contains(bytes[start]) ? start : nil
+        }
+        guard let start else { return false }
+        let name = String(Substring(path.utf8.dropFirst(start)))
         return systemFileNames.contains(name) || name.hasBytePrefix("._")
     }
 
@@ -1686,7 +1695,7 @@ final class Scan {
         "Thumbs.db", "ehthumbs.db", "desktop.ini", "Desktop.ini", ".DS_Store", ".Spotlight-V100", ".Trashes",
         ".fseventsd", ".TemporaryItems", ".localized",
     ]
-    static let systemFileInitials = Set(systemFileNames.compactMap(\.utf8.first))
+    static let systemFileInitials = Array(Set(systemFileNames.compactMap(\.utf8.first)))
 
     /// The warning for a manifest whose lines mark files with md5sum's binary-mode `*`.
     static func binaryMarkerWarning(_ count: Int, file: String) -> BagError {

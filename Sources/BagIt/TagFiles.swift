@@ -305,6 +305,41 @@ public enum TagFile {
         return ManifestLine(path: path, checksum: checksum, marksBinary: marksBinary)
     }
 
+    /// ``parseManifestLine(_:number:file:algorithm:version:)`` of a line that needs none of its
+    /// care, parsed from its bytes — ASCII only, no NUL, a checksum of `algorithm`'s length in
+    /// hex digits, a path with no `%` (nothing to decode) that is relative, without an empty,
+    /// `.` or `..` component (nothing to normalise): what that function returns for it. `nil`
+    /// for any other line (blank, malformed, or one of those cares), which that function
+    /// parses or refuses. For the millions of lines a payload manifest can have.
+    static func parseASCIIManifestLine(_ line: UnsafeRawBufferPointer, algorithm: ChecksumAlgorithm) -> ManifestLine? {
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        let count = line.count
+        var gap = 0
+        while gap < count, !isBlank(line[gap]) { gap += 1 }
+        guard gap == algorithm.hexLength, gap < count else { return nil }
+        var start = gap + 1
+        while start < count, isBlank(line[start]) { start += 1 }
+        guard start < count else { return nil }
+        let marksBinary = start == gap + 1 && line[gap] == 0x20 && line[start] == 0x2A
+        if marksBinary { start += 1 }
+        let path = UnsafeRawBufferPointer(rebasing: line[start...])
+        guard !path.isEmpty, path.allSatisfy({ $0 != 0 && $0 < 0x80 && $0 != 0x25 }), isNormal(bytes: path) else {
+            return nil
+        }
+        var isHex = true
+        let checksum = String(unsafeUninitializedCapacity: gap) { buffer in
+            for i in 0..<gap {
+                // Lowercased, as `lowercased()` lowercases ASCII.
+                let byte = line[i] >= 0x41 && line[i] <= 0x5A ? line[i] | 0x20 : line[i]
+                isHex = isHex && isHexDigit(byte)
+                buffer[i] = byte
+            }
+            return gap
+        }
+        guard isHex else { return nil }
+        return ManifestLine(path: String(decoding: path, as: UTF8.self), checksum: checksum, marksBinary: marksBinary)
+    }
+
     /// Parses one line of `fetch.txt` (RFC 8493 2.2.3: `url length path`), `number` counting
     /// from 1: the path, decoded as a manifest's and normalised; `nil` for a blank line.
     ///
@@ -381,10 +416,14 @@ public enum TagFile {
     }
 
     /// Whether a path is already relative and has no empty, `.` or `..` component.
-    package static func isNormal(_ path: String) -> Bool {
+    package static func isNormal(_ path: String) -> Bool { isNormal(bytes: path.utf8) }
+
+    /// Whether a path, by its UTF-8 bytes, is already relative and has no empty, `.` or `..`
+    /// component.
+    static func isNormal(bytes path: some Sequence<UInt8>) -> Bool {
         var componentLength = 0
         var dots = 0
-        for byte in path.utf8 {
+        for byte in path {
             if byte == 0x2F {
                 if componentLength == 0 || componentLength == dots && dots <= 2 { return false }
                 componentLength = 0
