@@ -452,7 +452,11 @@ final class BagIndexWriter: @unchecked Sendable {
     /// - Parameter duplicate: The error for an archive member (named as the archive spells
     ///   it) whose path an earlier member has.
     init(index: BagIndex, duplicate: @escaping @Sendable (_ member: String) -> any Error) {
-        batches = BackgroundBatches(label: "BagIt.BagIndexWriter") { [duplicates] rows in
+        // Batches of 2,048 rows, four waiting: as many rows in flight as 512 and 16, and a
+        // quarter of the commits (each writes the pages the rows filled, and rewrites the
+        // last leaf and its parents).
+        batches = BackgroundBatches(label: "BagIt.BagIndexWriter", batchSize: 2_048, waiting: 4) {
+            [duplicates] rows in
             let isFile: (Row) -> Bool = {
                 if case .file = $0 { true } else { false }
             }
