@@ -202,8 +202,15 @@ extension SQLiteStore {
             default: columns
             }
         var arguments: [StoreValue] = [.text(Self.matchText(terms))]
+        // IDs (or a count) of a match alone, in ID order: the index answers without the rows
+        // (a search's probe of how many match reads 10,001 entries, not 10,001 rows).
+        let alone =
+            rest.isEmpty && (columns == "\"id\"" || columns == "1")
+            && fetch.sort.allSatisfy { $0.isRowID || !ordered }
         var query =
-            "SELECT \(list) FROM \(fts) CROSS JOIN \(outer) ON \(outer).\"id\" = \(fts).rowid WHERE \(fts) MATCH ?"
+            alone
+            ? "SELECT \(columns == "1" ? "1" : "\(fts).rowid") FROM \(fts) WHERE \(fts) MATCH ?"
+            : "SELECT \(list) FROM \(fts) CROSS JOIN \(outer) ON \(outer).\"id\" = \(fts).rowid WHERE \(fts) MATCH ?"
         for node in rest {
             // A related row's condition (a tag), asked of each match through the related
             // table's index: the matches are few, the related rows may be millions (`IN` would
