@@ -216,8 +216,15 @@ extension PostgreSQLStore {
             }
         var compiler = PredicateCompiler()
         let query = "to_tsquery('simple', \(compiler.argument(.text(Self.queryText(terms)))))"
+        // IDs (or a count) of a match alone, in ID order: the index table answers without
+        // the rows, as SQLite's search does.
+        let alone =
+            rest.isEmpty && (columns == "\"id\"" || columns == "1")
+            && fetch.sort.allSatisfy { $0.isRowID || !ordered }
         var text =
-            "SELECT \(list) FROM \(search) AS s JOIN \(outer) ON \(outer).\"id\" = s.\"id\" WHERE s.doc @@ \(query)"
+            alone
+            ? "SELECT \(columns == "1" ? "1" : "s.\"id\"") FROM \(search) AS s WHERE s.doc @@ \(query)"
+            : "SELECT \(list) FROM \(search) AS s JOIN \(outer) ON \(outer).\"id\" = s.\"id\" WHERE s.doc @@ \(query)"
         for node in rest {
             // A related row's condition (a tag), asked of each match through the related
             // table's index, as SQLite's search does.

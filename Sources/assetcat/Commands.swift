@@ -498,7 +498,7 @@ extension AssetCat {
                 ext:png, -ext:E, storage:managed|referenced|member, archive:NAME (members of that archive), \
                 size>10MB (also <, >=, <=, =; B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), added<2026-01-01 (UTC \
                 days, or a date and time with its zone). Matches are ranked, the best first, when at most \
-                10,000 assets match a query with words; otherwise they come in ID order.
+                1,000 assets match a query with words; otherwise they come in ID order.
                 """)
 
         @OptionGroup var options: CatalogOption
