@@ -142,6 +142,9 @@ extension PostgreSQLStore {
                 + "\(Self.documentSQL(index, row: "r", schema: location.schema)) FROM \(quote(index.entity)) AS r", [])
         try connection.run(
             "CREATE INDEX \(quote(Self.searchTableName(index.entity) + "_doc")) ON \(search) USING GIN (doc)", [])
+        // Its statistics at once (as a copy into the store makes them): the planner tells a word
+        // in every row from a rare one before autovacuum's first pass.
+        try connection.run("ANALYZE \(search)", [])
         for (table, function) in functions {
             guard let body = function.body else { continue }
             try connection.run(
