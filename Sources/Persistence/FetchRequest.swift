@@ -384,7 +384,7 @@ package struct StoreFetch: Sendable {
             case .matches(let entity, let terms) = conjuncts[i]
         else { return nil }
         conjuncts.remove(at: i)
-        return (entity, terms, conjuncts)
+        return (entity, terms, conjuncts.filter { $0 != .constant(true) })
     }
 
     /// The same fetch without its window (limit and offset).
