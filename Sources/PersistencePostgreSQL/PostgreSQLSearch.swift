@@ -250,8 +250,10 @@ extension PostgreSQLStore {
         if ordered {
             var order = fetch.sort.map { key in
                 if key.relevance { return "ts_rank(s.doc, \(query)) DESC" }
-                return (key.property.map { "\(outer).\(quote($0.column))" } ?? "s.\"id\"")
-                    + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
+                // An ID is never NULL: a `NULLS` clause on it would keep the primary key from
+                // giving the order (the whole index was read and sorted for a page).
+                guard let property = key.property else { return "s.\"id\"" + (key.ascending ? " ASC" : " DESC") }
+                return "\(outer).\(quote(property.column))" + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
             }
             if !fetch.sort.contains(where: \.isRowID) { order.append("s.\"id\" ASC") }
             text += " ORDER BY " + order.joined(separator: ", ")

@@ -641,8 +641,9 @@ final class PostgreSQLStore: PersistentStore {
         // SQLite's order: NULL before every value, ascending. Relevance without a full-text
         // conjunct at the top level (which drives the fetch above) has no rank to order by.
         var order = fetch.sort.filter { !$0.relevance }.map { key in
-            (key.property.map { quote($0.column) } ?? "\"id\"")
-                + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
+            // An ID is never NULL: a `NULLS` clause on it keeps the primary key from giving the order.
+            guard let property = key.property else { return "\"id\"" + (key.ascending ? " ASC" : " DESC") }
+            return quote(property.column) + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
         }
         if !fetch.sort.contains(where: \.isRowID) { order.append("\"id\" ASC") }
         if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
