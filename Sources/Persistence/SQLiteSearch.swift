@@ -195,13 +195,7 @@ extension SQLiteStore {
         let entitySQL = sql[fetch.entity]
         let outer = entitySQL.table
         let fts = Self.searchTable(entityName)
-        let list =
-            switch columns {
-            case entitySQL.selectList:
-                (["\"id\"", "\"_version\""] + entitySQL.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
-            case "\"id\"": "\(outer).\"id\""
-            default: columns
-            }
+        let list = entitySQL.qualified(columns)
         var arguments: [StoreValue] = [.text(Self.matchText(terms))]
         // IDs (or a count) of a match alone, in ID order: the index answers without the rows
         // (a search's probe of how many match reads 10,001 entries, not 10,001 rows).

@@ -733,13 +733,7 @@ final class SQLiteStore: PersistentStore {
         let entitySQL = sql[fetch.entity]
         let outer = entitySQL.table
         let link = "\"_related\".\(quote(column))"
-        let list =
-            switch columns {
-            case entitySQL.selectList:
-                (["\"id\"", "\"_version\""] + entitySQL.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
-            case "\"id\"": "\(outer).\"id\""
-            default: columns
-            }
+        let list = entitySQL.qualified(columns)
         var arguments: [StoreValue] = [value]
         var query =
             "SELECT \(list) FROM \(quote(table)) AS \"_related\" CROSS JOIN \(outer) ON \(outer).\"id\" = \(link) "
@@ -1295,6 +1289,16 @@ struct EntitySQL {
             guard count > 0, let blob = sqlite3_column_blob(handle, column) else { return .blob(Data()) }
             return .blob(Data(bytes: blob, count: count))
         default: return .null
+        }
+    }
+
+    /// `columns` (the ``selectList``, the ID, or an expression) named through the table, for
+    /// a select that joins another table.
+    func qualified(_ columns: String) -> String {
+        switch columns {
+        case selectList: (["\"id\"", "\"_version\""] + self.columns).map { "\(table).\($0)" }.joined(separator: ", ")
+        case "\"id\"": "\(table).\"id\""
+        default: columns
         }
     }
 }

@@ -145,17 +145,7 @@ extension PostgreSQLStore {
         // Its statistics at once (as a copy into the store makes them): the planner tells a word
         // in every row from a rare one before autovacuum's first pass.
         try connection.run("ANALYZE \(search)", [])
-        for (table, function) in functions {
-            guard let body = function.body else { continue }
-            try connection.run(
-                "CREATE FUNCTION \(quote(function.name))() RETURNS trigger LANGUAGE plpgsql AS "
-                    + "$persistence$\(body)$persistence$", [])
-            for trigger in function.triggers {
-                try connection.run(
-                    "CREATE TRIGGER \(quote(trigger.name)) \(trigger.event) ON \(quote(table)) \(trigger.then) "
-                        + "EXECUTE FUNCTION \(quote(function.name))()", [])
-            }
-        }
+        for (table, function) in functions { try function.create(on: quote(table), connection) }
     }
 
     /// Whether `index`'s table and trigger functions are those the schema declares.

@@ -53,17 +53,7 @@ extension PostgreSQLStore {
                 try connection.run("DROP FUNCTION IF EXISTS \(quote(function.name))()", [])
             }
             try connection.run("DELETE FROM \(Self.talliesTable) WHERE entity = $1", [.text(entity.name)])
-            for function in functions {
-                guard let body = function.body else { continue }
-                try connection.run(
-                    "CREATE FUNCTION \(quote(function.name))() RETURNS trigger LANGUAGE plpgsql AS "
-                        + "$persistence$\(body)$persistence$", [])
-                for trigger in function.triggers {
-                    try connection.run(
-                        "CREATE TRIGGER \(quote(trigger.name)) \(trigger.event) ON \(table) \(trigger.then) "
-                            + "EXECUTE FUNCTION \(quote(function.name))()", [])
-                }
-            }
+            for function in functions { try function.create(on: table, connection) }
             for select in Self.expected(entity.name, table: table, tallies) {
                 try connection.run("INSERT INTO \(Self.talliesTable) (entity, tally, key, n, total) \(select)", [])
             }
@@ -168,6 +158,19 @@ extension PostgreSQLStore {
         var name: String
         var body: String?
         var triggers: [(name: String, event: String, then: String)]
+
+        /// Makes the function and its triggers on `table` (quoted); nothing without a body.
+        func create(on table: String, _ connection: PostgreSQLConnection) throws {
+            guard let body else { return }
+            try connection.run(
+                "CREATE FUNCTION \(quote(name))() RETURNS trigger LANGUAGE plpgsql AS $persistence$\(body)$persistence$",
+                [])
+            for trigger in triggers {
+                try connection.run(
+                    "CREATE TRIGGER \(quote(trigger.name)) \(trigger.event) ON \(table) \(trigger.then) "
+                        + "EXECUTE FUNCTION \(quote(name))()", [])
+            }
+        }
     }
 
     /// The two trigger functions of an entity, both run once a statement, on its old and new
