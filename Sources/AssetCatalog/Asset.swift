@@ -206,14 +206,8 @@ public final class Asset: ManagedObject {
     /// asset.
     override public class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
         try AssetRules(effects).deleted(rows: rows)
-        (effects.userInfo[RowRemoval.key] as? RowRemoval)?.deleted(rows, effects: effects)
+        effects[RowRemoval.self]?.deleted(rows, effects: effects)
     }
-
-    /// The key of a context's `userInfo` under which an add or an import leaves its
-    /// ``ContentAdoption``: the staged copy of each content — a pin, a second link that
-    /// keeps the bytes should a removal take the object meanwhile — and the linking that
-    /// the commit waits for.
-    static let adoptionKey = "AssetCatalog.adoption"
 
     /// Rows inserted in bulk (an import) get what ``validateForInsert()`` and ``willSave()``
     /// give an inserted asset: a check of their shape, and of their content.
@@ -226,8 +220,8 @@ public final class Asset: ManagedObject {
                 sha256: row.value(for: \Asset.sha256) ?? "", path: row.value(for: \Asset.path) ?? nil,
                 hasArchive: row.objectID(for: \Asset.archive) != nil, member: row.value(for: \Asset.member) ?? nil)
         }
-        try AssetRules(try CatalogRuntime.of(context.userInfo), effects)
-            .inserted(rows: rows, adoption: context.userInfo[adoptionKey] as? ContentAdoption)
+        try AssetRules(try CatalogRuntime.of(context), effects)
+            .inserted(rows: rows, adoption: context[ContentAdoption.self])
     }
 
     override public func validateForInsert() throws {
@@ -239,70 +233,46 @@ public final class Asset: ManagedObject {
     }
 
     override public func validateForDelete() throws {
-        _ = try CatalogRuntime.of(managedObjectContext?.userInfo ?? [:])
+        _ = try CatalogRuntime.of(managedObjectContext)
     }
 
     private func validate() throws {
-        _ = try CatalogRuntime.of(managedObjectContext?.userInfo ?? [:])
+        _ = try CatalogRuntime.of(managedObjectContext)
         try AssetRules.validateShape(
             name: name, storage: storage, sha256: sha256, path: path, hasArchive: archive != nil, member: member)
     }
 }
 
-/// A row of the removal journal: the plan to remove one managed file, written
-/// in the same transaction as the deletion that makes it unused.
+/// A row of the removal journal: the plan to remove one managed file, written in the same
+/// transaction as the deletion that makes it unused (``AssetRules``).
 ///
-/// The sweeper deletes these rows; deleting one checks, inside the
-/// transaction and under the store's write lock, that no asset uses the
-/// content any more, and only then unlinks the file and syncs its directory.
+/// Only the sweep deletes plans — in the transaction that carries them out, which unlinks
+/// each file that no asset uses: ``CatalogRuntime/carryOut(_:in:)``. A deletion by any
+/// other context is refused: it would drop the removal.
 final class RemovalPlan: ManagedObject {
     @Attribute(.indexed) var sha256 = ""
     @Attribute var created = Date(timeIntervalSince1970: 0)
+
+    /// The key the sweep's context carries (``CatalogRuntime/sweep()``): the only context
+    /// whose deletions of plans are allowed.
+    enum Sweeper: ContextKey { typealias Value = CatalogRuntime }
 
     override func awakeFromInsert() {
         setPrimitiveValue(Date(), for: \.created)
     }
 
     override func validateForDelete() throws {
-        _ = try Self.sweeper(managedObjectContext?.userInfo ?? [:])
+        try Self.requireSweeper(managedObjectContext?[Sweeper.self])
     }
 
-    /// A plan deleted as an object is carried out in the deleting transaction, with the
-    /// other plans that save deletes: ``CatalogRuntime/removeIfUnused(_:reader:)``.
-    override func willSave() {
-        guard isDeleted, let effects = saveEffects, let runtime = try? Self.sweeper(effects.userInfo) else { return }
-        Self.carryOut([sha256], runtime: runtime, effects: effects)
-    }
-
-    /// Plans deleted as rows — the sweep deletes a page of them at a time, without loading
-    /// objects — are carried out as deleted objects are.
     override class func willBatchDelete(_ rows: [ObjectSnapshot], effects: SaveEffects) throws {
-        let runtime = try sweeper(effects.userInfo)
-        carryOut(rows.map { $0.value(for: \RemovalPlan.sha256) ?? "" }, runtime: runtime, effects: effects)
+        try requireSweeper(effects[Sweeper.self])
     }
 
-    /// The runtime of the catalog's sweeper, which alone deletes plans.
-    private static func sweeper(_ userInfo: [String: Any]) throws -> CatalogRuntime {
-        guard let runtime = userInfo[CatalogRuntime.key] as? CatalogRuntime else {
+    private static func requireSweeper(_ sweeper: CatalogRuntime?) throws {
+        guard sweeper != nil else {
             throw CatalogError(.invalidArgument, "removal plans are carried out by the catalog's sweeper only")
         }
-        return runtime
-    }
-
-    /// Adds `digests` to the plans the save carries out, once, before it commits.
-    private static func carryOut(_ digests: [String], runtime: CatalogRuntime, effects: SaveEffects) {
-        let batch = effects.shared(Batch.key) {
-            let batch = Batch()
-            effects.beforeCommit { reader in try runtime.removeIfUnused(batch.digests, reader: reader) }
-            return batch
-        }
-        batch.digests += digests
-    }
-
-    /// The digests of the plans one save deletes.
-    private final class Batch {
-        static let key = "AssetCatalog.removalPlans"
-        var digests: [String] = []
     }
 }
 
@@ -333,4 +303,11 @@ final class PendingImport: ManagedObject {
         for digest in digests.split(separator: "\n") { RemovalPlan(context: context).sha256 = String(digest) }
         context.delete(self)
     }
+}
+
+/// An add or an import leaves its ``ContentAdoption`` in its context, under its own type:
+/// the staged copy of each content — a pin, a second link that keeps the bytes should a
+/// removal take the object meanwhile — and the linking that the commit waits for.
+extension ContentAdoption: ContextKey {
+    typealias Value = ContentAdoption
 }

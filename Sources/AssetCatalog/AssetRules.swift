@@ -38,7 +38,7 @@ struct AssetRules {
 
     /// The rules of `effects`' save, whose context must be a catalog's.
     init(_ effects: SaveEffects) throws {
-        self.init(try CatalogRuntime.of(effects.userInfo), effects)
+        self.init(try CatalogRuntime.of(effects[CatalogRuntime.self]), effects)
     }
 
     // MARK: - Inserted, changed
@@ -136,7 +136,7 @@ struct AssetRules {
     /// `willSave` may run more than once in a save: the last call wins, and the rows are
     /// planned once every pass is over (``tagsChanged(asset:added:removed:)``).
     func tagsSettled(_ asset: ManagedObjectID, committed: String, current: String?) {
-        let pending = effects.shared(PendingTags.key) {
+        let pending = effects.shared(PendingTags.self) {
             let pending = PendingTags()
             effects.beforeTransaction { [self] in
                 for (asset, texts) in pending.assets {
@@ -154,7 +154,6 @@ struct AssetRules {
 
     /// The tags of the asset objects one save writes, by asset.
     private final class PendingTags {
-        static let key = "AssetCatalog.pendingTags"
         var assets: [ManagedObjectID: (committed: String, current: String?)] = [:]
     }
 
@@ -196,14 +195,13 @@ struct AssetRules {
     /// reset or the context thrown away (its discarded deletions), or a later save that
     /// commits.
     private final class DeletedAssets {
-        static let key = "AssetCatalog.deletedAssets"
         /// Every asset deleted, as ranges: a bulk deletion of consecutive IDs stays small.
         var ids = RowIDSet()
         /// Whether the save journaled the removal of content.
         var removeContent = false
 
         static func of(_ effects: SaveEffects, _ runtime: CatalogRuntime) -> DeletedAssets {
-            effects.shared(key) {
+            effects.shared(DeletedAssets.self) {
                 let deleted = DeletedAssets()
                 // Announced from the transaction, so heard only if it commits: every other process
                 // and host stops its runs of these assets' jobs at once (``JobQueue/heard(_:)``).
@@ -223,13 +221,13 @@ struct AssetRules {
 
     /// The asset was deleted in its context (directly, or by a cascade): its jobs are held.
     static func deletionBegan(_ id: Int64, in context: ManagedObjectContext?) {
-        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.cancelAll(for: AssetID(id))
+        context?[CatalogRuntime.self]?.jobs?.cancelAll(for: AssetID(id))
     }
 
     /// A deletion left its context without a commit (a rollback; or a child's save handed
     /// it to the parent, which holds the jobs itself): one hold is released.
     static func deletionLeft(_ id: Int64, in context: ManagedObjectContext?) {
-        try? CatalogRuntime.of(context?.userInfo ?? [:]).jobs?.resume(for: AssetID(id))
+        context?[CatalogRuntime.self]?.jobs?.resume(for: AssetID(id))
     }
 
     // MARK: - Shape
@@ -256,14 +254,19 @@ struct AssetRules {
 }
 
 extension CatalogRuntime {
-    /// The catalog a context (by its `userInfo`) or a save (by its effects' `userInfo`)
-    /// belongs to.
+    /// The catalog of a context, which must have one (see below).
+    static func of(_ context: ManagedObjectContext?) throws -> CatalogRuntime {
+        try of(context?[CatalogRuntime.self])
+    }
+
+    /// `runtime`, the catalog a context or a save carries (its value for the key
+    /// `CatalogRuntime`), which must be there.
     ///
     /// - Throws: ``CatalogError/Code/invalidArgument`` when it belongs to none: a context made
     ///   on the store directly, or used after ``Catalog/close()``. Assets are written in a
     ///   catalog's contexts only (``Catalog/newContext(name:)``), where every rule applies.
-    static func of(_ userInfo: [String: Any]) throws -> CatalogRuntime {
-        guard let runtime = userInfo[key] as? CatalogRuntime else {
+    static func of(_ runtime: CatalogRuntime?) throws -> CatalogRuntime {
+        guard let runtime else {
             throw CatalogError(
                 .invalidArgument,
                 "Assets are written in a catalog's contexts only (Catalog.newContext, performBackgroundTask): this "

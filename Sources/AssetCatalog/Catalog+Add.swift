@@ -569,7 +569,7 @@ extension Catalog {
             try withContext { context in
                 var pins: [String: String] = [:]
                 for file in files { if let pin = file.pin, pins[file.digest] == nil { pins[file.digest] = pin } }
-                context.userInfo[Asset.adoptionKey] = ContentAdoption(holding: PinTable(pins: pins))
+                context[ContentAdoption.self] = ContentAdoption(holding: PinTable(pins: pins))
                 let ids = try context.insertRows(Asset.self, count: files.count) { i, row in fields[i].write(to: &row) }
                 var jobs: [Job] = []
                 func queue(_ kind: String, for id: ManagedObjectID) {

@@ -167,7 +167,7 @@ extension Catalog {
         let result = try storeErrors {
             try withContext { context in
                 let removal = RowRemoval(requested: sorted)
-                context.userInfo[RowRemoval.key] = removal
+                context[RowRemoval.self] = removal
                 try context.deleteRows(Asset.self) { after in
                     if after == 0 { removal.restart() }  // a save that starts again gathers again
                     // The next page of requested IDs above `after`, by binary search: a save
@@ -364,8 +364,8 @@ extension Catalog {
 /// the members their deletion cascades to), and their managed content, whose files the
 /// sweep after the commit removes when no asset uses them. Before the commit, every requested ID must have had its row:
 /// one deleted meanwhile by another process makes the save fail, as an unknown ID does.
-final class RowRemoval {
-    static let key = "AssetCatalog.rowRemoval"
+final class RowRemoval: ContextKey {
+    typealias Value = RowRemoval
     let requested: [Int64]
     var records: [AssetRecord] = []
     /// The managed content of the deleted rows, each once.

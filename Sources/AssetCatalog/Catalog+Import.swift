@@ -747,7 +747,7 @@ extension Catalog {
                 // members, which point at their archive's ID. Asset.willInsertRows checks them
                 // as an insert's hooks would, and that the content of each managed one is in
                 // objects/ (the pins put it back).
-                context.userInfo[Asset.adoptionKey] = adoption
+                context[ContentAdoption.self] = adoption
                 let top = RowPages { try scratch.page(where: ImportScratch.importedTop, after: $0) }
                 let topIDs = try context.insertRows(
                     Asset.self, count: topCount, batchSize: 1_000,

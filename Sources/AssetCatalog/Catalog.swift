@@ -4,10 +4,10 @@ public import Logging
 public import Persistence
 import Synchronization
 
-/// What every context of a catalog carries (in its `userInfo`): the content
-/// store and the sweeper that carries out committed removals.
-final class CatalogRuntime: Sendable {
-    static let key = "AssetCatalog.runtime"
+/// What every context of a catalog carries (its value for the key `CatalogRuntime`): the
+/// content store and the sweeper that carries out committed removals.
+final class CatalogRuntime: Sendable, ContextKey {
+    typealias Value = CatalogRuntime
 
     let content: ContentStore
     /// Who owns work in the catalog and whether they are alive.
@@ -58,7 +58,7 @@ final class CatalogRuntime: Sendable {
     ///   its check of `objects/`, held until its commit. Such saves do not wait for each
     ///   other.
     /// - **Exclusive**, by every save that carries out removal plans
-    ///   (``removeIfUnused(_:reader:)``): taken before it counts the assets that use the
+    ///   (``carryOut(_:in:)``): taken before it counts the assets that use the
     ///   content and unlinks what none uses. It waits for the certifying saves in progress
     ///   to end, and its count — a statement started after they committed — sees their
     ///   rows; a certifying save that starts meanwhile waits for the removal to commit, then
@@ -78,35 +78,15 @@ final class CatalogRuntime: Sendable {
         try reader.lock(contentLock, shared: shared)
     }
 
-    /// The removal plans of one save carried out, inside the transaction that deletes their
-    /// rows: the content of each digest is unlinked only if no asset uses it — counted here,
-    /// under the content lock (exclusive: ``contentLock``), where no save can start using
-    /// it meanwhile — and the folders are synced once for all of them, before the rows'
-    /// deletion commits. One count answers for the whole page when none of its content is
-    /// in use (the usual case); else each digest is counted.
-    func removeIfUnused(_ digests: [String], reader: TransactionReader) throws {
-        let unique = Array(Set(digests)).sorted()
-        guard !unique.isEmpty else { return }
-        // Taken here, in the batch deletion's transaction, after its plan rows are deleted
-        // and before the count: the count is a statement of its own, so it sees what every
-        // certifying save that held the lock committed.
-        try Self.lockContent(reader, shared: false)
-        let anyUsed =
-            try reader.count(
-                for: FetchRequest<Asset>(predicate: .in(\.sha256, unique) && \.storage == Storage.managed)) > 0
-        let unused =
-            anyUsed
-            ? try unique.filter { digest in
-                try reader.count(
-                    for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed)) == 0
-            } : unique
-        let watches = unlinkWatches.withLock { $0 }
-        try content.removeObjects(unused, beforeEach: { FaultPoint.reach(.beforeUnlink) }) { digest in
-            for watch in watches { watch.saw(digest) }
-        }
+    /// Takes ``contentLock`` in a transaction of the sweep, as it is taken in a save's.
+    private static func lockContent(_ transaction: StoreTransaction, shared: Bool) throws {
+        guard !FaultPoint.isActive(.skipContentLock) else { return }
+        try transaction.lock(contentLock, shared: shared)
     }
 
-    /// Called after a commit that journaled removals: carry them out now.
+    // MARK: - Removal after commit
+
+    /// Called after a commit that journaled removals (``AssetRules``): carry them out now.
     func didCommitRemovals() {
         FaultPoint.reach(.afterCommit)
         do {
@@ -116,12 +96,9 @@ final class CatalogRuntime: Sendable {
         }
     }
 
-    /// Carries out every pending removal plan, a page at a time: the page's plan rows are
-    /// deleted in one batch deletion, and its transaction — under the store's write lock,
-    /// before it commits — runs ``removeIfUnused(_:reader:)`` once for the page's plans (from
-    /// `RemovalPlan.willBatchDelete`): each content is unlinked only if no asset uses it, and
-    /// the folders are synced once per page. A crash anywhere leaves the plans, and the next sweep does the work.
-    /// Returns how many plans were processed.
+    /// Carries out every pending removal plan, a page of plans to a transaction
+    /// (``carryOut(_:in:)``). A crash anywhere leaves the plans, and the next sweep does the
+    /// work. Returns how many plans were carried out.
     func sweep() throws -> Int {
         guard let container else { return 0 }
         sweepsRun.add(1, ordering: .relaxed)
@@ -133,14 +110,10 @@ final class CatalogRuntime: Sendable {
     /// ``sweep()``, holding its lock, within one pass of ``OwnerLiveness``.
     private func sweepOnce(_ container: PersistentContainer) throws -> Int {
         let context = container.newBackgroundContext(name: "sweeper")
-        context.userInfo[Self.key] = self
-        context.mergePolicy = .overwrite  // another process may have swept a row already
+        context[CatalogRuntime.self] = self
+        context[RemovalPlan.Sweeper.self] = self
+        context.mergePolicy = .overwrite  // another process may have given up an import already
         return try context.performAndWait {
-            // Plans in batches of 10,000 per transaction, each synced once (the folders, or
-            // the file system): a removal of 10,000 files syncs once, as `rm -rf` + `sync`
-            // does. A batch that fails is retried one plan at a time, so a plan that cannot
-            // be carried out (an I/O error) stays pending without holding up the others.
-            var done = 0
             // Hidden files of exports whose process is gone.
             var firstError = try removeAbandonedTemporaries(in: context)
             // Journals of imports whose process is gone (or that gave up) become plans first.
@@ -154,27 +127,27 @@ final class CatalogRuntime: Sendable {
                     firstError = firstError ?? error
                 }
             }
-            // A page of plans at a time, by row ID (a failed import of a million files
-            // leaves a million), deleted as rows — no objects — whose deletion carries them
-            // out (`RemovalPlan.willBatchDelete`): a plan that stays pending is not met again.
+            // Plans by row ID, 10,000 to a transaction (a failed import of a million files
+            // leaves a million), each synced once: a removal of 10,000 files syncs once, as
+            // `rm -rf` + `sync` does. A page that fails is carried out again one plan at a
+            // time, so a plan that cannot be (an I/O error) stays pending without holding
+            // up the others — and is not met again by this sweep.
+            var done = 0
             var last: Int64 = 0
             while true {
                 // Read first: a sweep with nothing to do (every open runs one) writes nothing.
-                let page = FetchRequest<RemovalPlan>(
-                    predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000)
-                let ids = try context.fetchObjectIDs(page)
-                guard let end = ids.last?.rowID else { break }
+                let page = try context.fetchObjectIDs(
+                    FetchRequest<RemovalPlan>(
+                        predicate: .objectIDs(after: last), sortBy: [.objectID(ascending: true)], limit: 10_000))
+                guard let end = page.last?.rowID else { break }
                 last = end
-                do {
-                    done += try context.batchDelete(page).deletedObjectIDs.count
+                if let carried = try? carryOut(page, in: context) {
+                    done += carried
                     continue
-                } catch {
-                    // Retried one plan at a time.
                 }
-                for id in ids {
+                for plan in page {
                     do {
-                        done += try context.batchDelete(FetchRequest<RemovalPlan>(predicate: .objectIDs([id])))
-                            .deletedObjectIDs.count
+                        done += try carryOut([plan], in: context)
                     } catch {
                         firstError = firstError ?? error
                     }
@@ -182,6 +155,47 @@ final class CatalogRuntime: Sendable {
             }
             if let firstError { throw firstError }
             return done
+        }
+    }
+
+    /// Carries out the removal plans `plans`, in one transaction: the file of each content
+    /// that no asset uses is unlinked, and the plans are deleted. Returns how many plans it
+    /// deleted (another sweep may have carried some out first).
+    ///
+    /// The count and the unlink run under the content lock (exclusive: ``contentLock``), where
+    /// no save can start using the content; the folders are synced before the plans'
+    /// deletion commits. A crash before the commit leaves the plans, which the next sweep
+    /// carries out again (a file already unlinked is not missed).
+    func carryOut(_ plans: [ManagedObjectID], in context: ManagedObjectContext) throws -> Int {
+        try context.write { transaction in
+            // 1. The plans, and their rows deleted in this transaction.
+            let request = FetchRequest<RemovalPlan>(predicate: .objectIDs(plans))
+            let digests = Set(try transaction.fetch(request).compactMap { $0.value(for: \RemovalPlan.sha256) })
+            let carried = try transaction.delete(request)
+            // 2. No save certifies content until this transaction ends. Taken after the plans'
+            //    deletion, and the count below is a statement of its own: it sees what every
+            //    certifying save that held the lock committed.
+            try Self.lockContent(transaction, shared: false)
+            // 3. What no asset uses.
+            let unused = try unused(digests.sorted(), transaction)
+            // 4. Unlinked, the folders synced once.
+            let watches = unlinkWatches.withLock { $0 }
+            try content.removeObjects(unused, beforeEach: { FaultPoint.reach(.beforeUnlink) }) { digest in
+                for watch in watches { watch.saw(digest) }
+            }
+            return carried
+        }  // 5. Committed: the plans are gone with their files.
+    }
+
+    /// Those of `digests` that no managed asset uses, in `transaction`: one count answers for
+    /// all of them when none is in use (the usual case); else each is counted.
+    private func unused(_ digests: [String], _ transaction: StoreTransaction) throws -> [String] {
+        guard !digests.isEmpty else { return [] }
+        let used = FetchRequest<Asset>(predicate: .in(\.sha256, digests) && \.storage == Storage.managed)
+        guard try transaction.count(for: used) > 0 else { return digests }
+        return try digests.filter { digest in
+            try transaction.count(
+                for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed)) == 0
         }
     }
 }
@@ -568,7 +582,7 @@ public final class Catalog: Sendable {
             owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger)
         runtime = CatalogRuntime(
             content: content, liveness: liveness, container: container, jobs: jobs, logger: options.logger)
-        container.viewContext.userInfo[CatalogRuntime.key] = runtime
+        container.viewContext[CatalogRuntime.self] = runtime
         let runtime = runtime
         container.viewContext.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         jobs.attach(self)
@@ -620,7 +634,7 @@ public final class Catalog: Sendable {
     /// A new context on the catalog's store, with its own queue.
     public func newContext(name: String? = nil) -> ManagedObjectContext {
         let context = container.newBackgroundContext(name: name)
-        context.userInfo[CatalogRuntime.key] = runtime
+        context[CatalogRuntime.self] = runtime
         let runtime = runtime
         context.discardedDeletionsHandler = { runtime.deletionsDiscarded($0) }
         return context
@@ -671,7 +685,7 @@ public final class Catalog: Sendable {
     /// Closes the store. The catalog must not be used afterwards.
     public func close() {
         jobs.stopAndWait()  // running jobs are queued again and leave the store alone before it closes
-        container.viewContext.userInfo[CatalogRuntime.key] = nil
+        container.viewContext[CatalogRuntime.self] = nil
         if runtime.liveness is SessionLiveness {
             runtime.liveness.end()  // the staging folder, then the session: see SessionLiveness.end()
             container.close()

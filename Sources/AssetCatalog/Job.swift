@@ -65,7 +65,7 @@ public final class Job: ManagedObject {
         if !isDeleted { setPrimitiveValue(Date(), for: \.updated) }
         if let assetID = resultRequiresAsset, let effects = saveEffects {
             // One check for every result of the save (a grouped commit writes hundreds).
-            let results = effects.shared(ResultAssets.key) {
+            let results = effects.shared(ResultAssets.self) {
                 let results = ResultAssets()
                 effects.beforeCommit { try results.check($0) }
                 return results
@@ -79,13 +79,13 @@ public final class Job: ManagedObject {
             let queued = state == .queued && (changesState || hasChangedValue(for: \.runAfter))
             let cancelled = state == .cancelled && changesState && committedValue(for: \.state) == .running
             if queued || cancelled {
-                let changes = effects.shared(AnnouncedJobChanges.key) { AnnouncedJobChanges(effects) }
+                let changes = effects.shared(AnnouncedJobChanges.self) { AnnouncedJobChanges(effects) }
                 if queued { changes.queued = true }
                 if cancelled { changes.cancelled = true }
             }
         }
         if submitRequiresAsset, !isDeleted, let effects = saveEffects {
-            let submitted = effects.shared(SubmittedAssets.key) {
+            let submitted = effects.shared(SubmittedAssets.self) {
                 let submitted = SubmittedAssets()
                 effects.beforeCommit { try submitted.check($0) }
                 return submitted
@@ -100,7 +100,6 @@ public final class Job: ManagedObject {
 /// notifying transaction of the database commits one at a time. A save that claims jobs or
 /// writes results announces nothing.
 final class AnnouncedJobChanges {
-    static let key = "AssetCatalog.announcedJobChanges"
     var queued = false
     var cancelled = false
 
@@ -115,7 +114,6 @@ final class AnnouncedJobChanges {
 
 /// The assets of the jobs one save submits, checked once for the whole save.
 final class SubmittedAssets {
-    static let key = "AssetCatalog.submittedJobAssets"
     var ids: Set<Int64> = []
 
     /// Throws ``JobQueue/noSuchAsset(_:)`` for the lowest ID that no asset has.
@@ -154,7 +152,6 @@ private func lowestMissingAsset(among ids: Set<Int64>, _ reader: TransactionRead
 /// locked against deletion until the commit: when one is gone, the save fails and no result
 /// of it lands.
 final class ResultAssets {
-    static let key = "AssetCatalog.resultAssets"
     var ids: Set<Int64> = []
 
     /// Throws for the lowest ID that no asset has.

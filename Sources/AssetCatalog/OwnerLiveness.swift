@@ -262,7 +262,7 @@ extension CatalogRuntime {
     private func giveUpImports(of owner: String) throws {
         guard let container else { return }
         let context = container.newBackgroundContext(name: "reaper")
-        context.userInfo[Self.key] = self
+        context[CatalogRuntime.self] = self
         try context.performAndWait {
             for pending in try context.fetch(FetchRequest<PendingImport>(predicate: \.owner == owner)) {
                 pending.giveUp()

@@ -141,7 +141,7 @@ extension CatalogRuntime {
     func removeAbandonedTemporaries(of owner: String) throws -> (any Error)? {
         guard let container else { return nil }
         let context = container.newBackgroundContext(name: "reaper")
-        context.userInfo[Self.key] = self
+        context[CatalogRuntime.self] = self
         return try context.performAndWait {
             try removeAbandonedTemporaries(in: context, FetchRequest<PendingTemporary>(predicate: \.owner == owner))
         }

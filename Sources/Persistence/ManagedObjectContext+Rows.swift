@@ -308,7 +308,7 @@ extension ManagedObjectContext {
             throw PersistenceError(
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
-        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo)
+        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo, values: values)
         effects.deletionsTaken = true  // its hooks run inside the transaction
         // One deletion of rows, alone in its transaction.
         var changes = StoreChanges()

@@ -58,7 +58,7 @@ extension ManagedObjectContext {
         guard hasChanges || !insertedList.isEmpty || !deletedList.isEmpty else { return }
         isSaving = true
         var saved = SavedObjects()
-        var effects = SaveEffects(commitsToStore: parent == nil, userInfo: userInfo)
+        var effects = SaveEffects(commitsToStore: parent == nil, userInfo: userInfo, values: values)
         var gone = Set<ManagedObjectID>()
         var attempt = 1
         while true {
@@ -70,7 +70,7 @@ extension ManagedObjectContext {
                 // values changed, so hooks run again and plan afresh.
                 clearSaveMarks()
                 effects.runOnFailure()
-                effects = SaveEffects(commitsToStore: parent == nil, userInfo: userInfo)
+                effects = SaveEffects(commitsToStore: parent == nil, userInfo: userInfo, values: values)
                 attempt += 1
             } catch {
                 isSaving = false

@@ -67,6 +67,8 @@ public final class ManagedObjectContext {
     /// objects reach it through their ``ManagedObject/managedObjectContext``.
     /// Child contexts start with a copy of their parent's.
     public var userInfo: [String: Any] = [:]
+    /// The typed values the context carries (``subscript(_:)``).
+    var values = ContextValues()
     /// How many `willSave` passes a save allows before it stops with
     /// ``PersistenceError/Code/willSaveLoop``.
     public var maximumWillSavePasses = 10
@@ -114,11 +116,13 @@ public final class ManagedObjectContext {
 
     /// A new context whose saves reach only this one (an edit you can throw
     /// away). It sees this context's unsaved changes, and starts with a copy
-    /// of its ``userInfo`` and ``discardedDeletionsHandler``.
+    /// of its ``userInfo``, its typed values (``subscript(_:)``) and
+    /// ``discardedDeletionsHandler``.
     public func newChildContext(name: String? = nil) -> ManagedObjectContext {
         let child = ManagedObjectContext(core: core, parent: self, name: name)
         child.discardedDeletionsHandler = discardedDeletionsHandler
         child.userInfo = userInfo
+        child.values = values
         children.withLock { list in
             list.removeAll { $0.context == nil }
             list.append(WeakContext(child))

@@ -50,9 +50,12 @@ package struct StoreChanges {
     /// ``SaveEffects/beforeCommit(_:)`` check, an injected fault) is reported as a
     /// `PersistenceError` naming the store (a save), or thrown as it is (a batch delete).
     package var wrapsCommitFailures = true
+    /// The body of an explicit transaction (``ManagedObjectContext/write(_:)``), run first in
+    /// it: it reads, locks and deletes rows itself.
+    package var work: ((StoreTransaction) throws -> Void)?
 
     package var isEmpty: Bool {
-        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && rows.isEmpty
+        inserts.isEmpty && updates.isEmpty && deletes.isEmpty && rows.isEmpty && work == nil
     }
 }
 

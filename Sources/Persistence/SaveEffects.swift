@@ -45,6 +45,8 @@ public final class SaveEffects {
     /// delete), for hooks that have no object to reach it through
     /// (``ManagedObject/willBatchDelete(_:effects:)``).
     public let userInfo: [String: Any]
+    /// The typed values of the context that saves (``subscript(_:)``).
+    private let values: ContextValues
 
     /// Rows to insert; their IDs are reserved by the store inside the
     /// save's transaction (so a failed save leaves no gap), then filled in.
@@ -66,11 +68,19 @@ public final class SaveEffects {
     var onFailureWork: [() -> Void] = []
     /// What the save announces once committed (``announce(_:payload:)``), in order.
     package var announcements: [Announcement] = []
-    private var sharedValues: [String: AnyObject] = [:]
+    private var sharedValues: [ObjectIdentifier: AnyObject] = [:]
 
-    package init(commitsToStore: Bool, userInfo: [String: Any] = [:]) {
+    package init(commitsToStore: Bool, userInfo: [String: Any] = [:], values: ContextValues = .init()) {
         self.commitsToStore = commitsToStore
         self.userInfo = userInfo
+        self.values = values
+    }
+
+    /// The value the saving context (or the context that runs the batch delete or the
+    /// transaction) carries for `key` (``ManagedObjectContext/subscript(_:)``), for hooks
+    /// that have no object to reach it through (``ManagedObject/willBatchDelete(_:effects:)``).
+    public subscript<Key: ContextKey>(_ key: Key.Type) -> Key.Value? {
+        values[key]
     }
 
     /// Adds a row of entity `T`, configured by `configure`, to the save's
@@ -223,15 +233,18 @@ public final class SaveEffects {
         onFailureWork.append(work)
     }
 
-    /// A value the hooks of this save share: made by `make` the first time `key` is asked
-    /// for, the same object after. Through it, the hooks of many objects gather into one
-    /// piece of work — `make` registers it — instead of one each: a save that deletes a
-    /// hundred thousand objects sweeps once, not a hundred thousand times.
+    /// The value of type `T` the hooks of this save share: made by `make` the first time it
+    /// is asked for, the same object after (the type is the key: one value of each type a
+    /// save). Through it, the hooks of many objects gather into one piece of work — `make`
+    /// registers it — instead of one each: a save that deletes a hundred thousand objects
+    /// sweeps once, not a hundred thousand times.
     ///
     /// ```swift
+    /// final class DeletedNotes { var ids: [Int64] = [] }
+    ///
     /// override func willSave() {
     ///     guard isDeleted, let effects = saveEffects else { return }
-    ///     let gone = effects.shared("notes.deleted") {
+    ///     let gone = effects.shared(DeletedNotes.self) {
     ///         let gone = DeletedNotes()
     ///         effects.afterCommit { index.remove(gone.ids) }
     ///         return gone
@@ -242,7 +255,8 @@ public final class SaveEffects {
     ///
     /// A save that restarts (after the merge policy resolved a conflict) starts with no
     /// shared values, as its hooks run again.
-    public func shared<T: AnyObject>(_ key: String, _ make: () -> T) -> T {
+    public func shared<T: AnyObject>(_ type: T.Type, _ make: () -> T) -> T {
+        let key = ObjectIdentifier(type)
         if let value = sharedValues[key] as? T { return value }
         let value = make()
         sharedValues[key] = value

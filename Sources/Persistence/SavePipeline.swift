@@ -25,6 +25,8 @@ package protocol SaveStatements: DeletionStatements {
 /// before (PostgreSQL's session fence and first locks) and after (announcements, injected
 /// faults).
 ///
+/// 0. The body of an explicit transaction (``ManagedObjectContext/write(_:)``), which has no
+///    other changes: its deletions go through the delete rules as a batch deletion's do.
 /// 1. The objects' deletes, refused when another program's rows still link to them, then
 ///    their updates; a row whose version changed meanwhile is a conflict, which ends the save.
 /// 2. The rows deleted without objects (``RowChanges/deletions``), before anything is
@@ -45,6 +47,10 @@ package struct SavePipeline<Statements: SaveStatements> {
     private var statements: Statements { rules.statements }
 
     package func write(_ changes: StoreChanges) throws -> StoreSaveResult {
+        // 0. An explicit transaction's body.
+        let transactionDeletions = Box(DeletionTally())
+        if let work = changes.work { try work(transaction(deleting: transactionDeletions)) }
+
         // 1. Deletes first: a save may delete a row and insert another with its unique value.
         for (entity, ids) in DeleteRules<Statements>.grouped(changes.deletes) {
             try rules.refuseForeignLinks(entity, ids)
@@ -64,7 +70,7 @@ package struct SavePipeline<Statements: SaveStatements> {
         if !conflicts.isEmpty { throw StoreConflict(objectIDs: conflicts) }
 
         // 2. Rows deleted without objects; what is written after must not point at them.
-        var paged = DeletionTally()
+        var paged = transactionDeletions.value
         for deletion in changes.rows.deletions {
             try statements.mapErrors(nil) { try rules.deleteRows(deletion, &paged) }
         }
@@ -102,6 +108,28 @@ package struct SavePipeline<Statements: SaveStatements> {
             for work in rules.effects.beforeCommitWork { try work(reader) }
         }
         return result
+    }
+
+    /// The transaction handed to an explicit transaction's body: its deletions are counted in
+    /// `deletions`.
+    private func transaction(deleting deletions: Box<DeletionTally>) -> StoreTransaction {
+        StoreTransaction(
+            effects: rules.effects, reader: statements.transactionReader,
+            fetchRows: { fetch in try statements.mapErrors(nil) { try statements.fetchRows(fetch) } },
+            deleteRows: { fetch in
+                let entity = fetch.entity.name
+                let before = deletions.value.deleted[entity]?.count ?? 0
+                try statements.mapErrors(nil) {
+                    try rules.deleteRows(.init(entity: fetch.entity, selection: .matching(fetch)), &deletions.value)
+                }
+                return (deletions.value.deleted[entity]?.count ?? 0) - before
+            })
+    }
+
+    /// A value the closures of a transaction change.
+    private final class Box<Value> {
+        var value: Value
+        init(_ value: Value) { self.value = value }
     }
 
     /// Inserts the rows of `insertion`, a batch at a time, each batch followed by the rows

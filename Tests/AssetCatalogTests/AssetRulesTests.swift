@@ -117,8 +117,8 @@ import Testing
         #expect(try catalog.assets().map(\.name) == ["a.txt", "b.txt"])
     }
 
-    /// Removal plans are carried out by the catalog's sweeper only: a context of no catalog
-    /// that deletes one — as an object, or as rows in a batch deletion, the way the sweep
+    /// Removal plans are carried out by the catalog's sweeper only: a context other than the
+    /// sweep's (here, of no catalog) that deletes one — as an object, or as rows in a batch deletion, the way the sweep
     /// deletes them — is refused, and the plan stays pending for the sweep.
     @Test func aContextOfNoCatalogCannotCarryOutARemovalPlan() async throws {
         let (t, catalog, a, _) = try await catalogWithTwo()
@@ -141,6 +141,11 @@ import Testing
             try foreign.performAndWait { _ = try foreign.batchDelete(FetchRequest<RemovalPlan>()) }
         }
         #expect(asRows?.message == message)
+        // Nor does one of the catalog's own contexts.
+        let inCatalog = #expect(throws: CatalogError.self) {
+            try catalog.withContext { _ = try $0.batchDelete(FetchRequest<RemovalPlan>()) }
+        }
+        #expect(inCatalog?.message == message)
         #expect(try catalog.stats().pendingRemovals == 1)
         // The sweep carries it out: the content is in use, so the file stays.
         #expect(try catalog.runtime.sweep() == 1)

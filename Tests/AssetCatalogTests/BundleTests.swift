@@ -473,7 +473,7 @@ import Testing
         let (digest, size) = try ContentStore.digest(ofFileAt: pin)
         func save(name: String, sha256: String, pins: [String: String]) throws {
             try catalog.withContext { context in
-                context.userInfo[Asset.adoptionKey] = ContentAdoption(holding: PinTable(pins: pins))
+                context[ContentAdoption.self] = ContentAdoption(holding: PinTable(pins: pins))
                 try context.insertRows(Asset.self, count: 1) { _, row in
                     row[\.name] = name
                     row[\.sha256] = sha256

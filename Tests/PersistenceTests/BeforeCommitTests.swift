@@ -34,21 +34,23 @@ import Testing
         #expect(try store.stored(FetchRequest<Note>()).isEmpty)
     }
 
-    /// The hooks of one save share one value per key, which gathers their work into one
+    /// The hooks of one save share one value per type, which gathers their work into one
     /// piece; the next save starts afresh.
     @Test func theHooksOfOneSaveShareAValue() throws {
         final class Gathered { var count = 0 }
+        final class Other {}
         let store = try TestStore()
         let context = store.context()
         var runs: [Int] = []
         context.userInfo["effects"] = { (effects: SaveEffects) in
-            let gathered = effects.shared("gathered") {
+            let gathered = effects.shared(Gathered.self) {
                 let made = Gathered()
                 effects.afterCommit { runs.append(made.count) }
                 return made
             }
             gathered.count += 1
-            #expect(effects.shared("other") { Gathered() } !== gathered)
+            #expect(effects.shared(Gathered.self) { Gathered() } === gathered)
+            #expect(effects.shared(Other.self) { Other() } as AnyObject !== gathered)
         }
         for n in 0..<3 { Checked(context: context).label = "\(n)" }
         try context.save()
@@ -75,7 +77,7 @@ import Testing
         var made = 0
         var runs: [Int] = []
         a.userInfo["effects"] = { (effects: SaveEffects) in
-            let gathered = effects.shared("gathered") {
+            let gathered = effects.shared(Gathered.self) {
                 made += 1
                 let value = Gathered()
                 effects.afterCommit { runs.append(value.count) }
@@ -93,7 +95,7 @@ import Testing
         let child = store.child(of: a)
         var childCommits: [Bool] = []
         child.userInfo["effects"] = { (effects: SaveEffects) in
-            _ = effects.shared("gathered") {
+            _ = effects.shared(Gathered.self) {
                 childCommits.append(effects.commitsToStore)
                 return Gathered()
             }

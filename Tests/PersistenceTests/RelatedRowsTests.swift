@@ -19,7 +19,7 @@ final class Labelled: ManagedObject {
     override func willSave() {
         guard let effects = saveEffects, !isDeleted else { return }
         let committed = isInserted ? "\n" : committedValue(for: \.labelText) ?? labelText
-        let pending = effects.shared("labels") {
+        let pending = effects.shared(Pending.self) {
             let pending = Pending()
             effects.beforeTransaction {
                 for (id, (old, new)) in pending.changes {
