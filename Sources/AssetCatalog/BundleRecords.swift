@@ -1,7 +1,5 @@
 import BagIt
 import Foundation
-import GRDB
-import GRDBSQLite
 
 #if canImport(Glibc)
     import Glibc
@@ -154,34 +152,7 @@ struct BundleRecords {
             if next == page.count {
                 guard page.isEmpty || page.count == ImportScratch.pageSize else { return nil }
                 if let last = page.last { after = (last.key, last.seq) }
-                page = try scratch.run { db in
-                    var rows: [(Int64, String, Entry)] = []
-                    try db.run(
-                        """
-                        SELECT seq, payload_key, key, name, storage, size, sha256, payload, archive, member
-                        FROM entry WHERE \(after == nil ? "1" : "(payload_key, seq) > (?, ?)")
-                        ORDER BY payload_key, seq LIMIT ?
-                        """,
-                        // (A condition that always holds on the first page: `? IS NULL OR …`
-                        // would keep SQLite from using the index, a sort per page.)
-                        (after.map { [.text($0.key), .integer($0.seq)] } ?? [])
-                            + [.integer(Int64(ImportScratch.pageSize))]
-                    ) { h in
-                        // What the check reads: the rest of the fields stay blank.
-                        let entry = Entry(
-                            key: sqlite3_column_int64(h, 2),
-                            archive: sqlite3_column_type(h, 8) == SQLITE_NULL ? nil : sqlite3_column_int64(h, 8),
-                            payload: Database.text(h, 7) ?? "",
-                            fields: AssetFields(
-                                name: Database.text(h, 3) ?? "", kind: "",
-                                storage: Storage(rawValue: Database.text(h, 4) ?? "") ?? .managed,
-                                size: sqlite3_column_int64(h, 5), sha256: Database.text(h, 6) ?? "",
-                                member: Database.text(h, 9), created: Date(timeIntervalSince1970: 0),
-                                modified: Date(timeIntervalSince1970: 0)))
-                        rows.append((sqlite3_column_int64(h, 0), Database.text(h, 1) ?? "", entry))
-                    }
-                    return rows
-                }
+                page = try scratch.entriesByPayloadKey(after: after).map { (seq: $0.0, key: $0.1, entry: $0.2) }
                 next = 0
                 if page.isEmpty { return nil }
             }
@@ -230,39 +201,21 @@ struct BundleRecords {
             var twiceCount = 0
             var links: [BagError] = []
             var linkCount = 0
-            try scratch.run { db in
-                try db.run(
-                    "SELECT e.seq, e.key FROM entry AS e WHERE EXISTS (SELECT 1 FROM entry AS f WHERE f.key = e.key AND f.seq < e.seq)",
-                    []
-                ) { h in
-                    twiceCount += 1
-                    guard twice.count < limit else { return }
-                    twice[sqlite3_column_int64(h, 0)] = BagError(
-                        .malformedTagFile, file: file, "lists the key \(sqlite3_column_int64(h, 1)) twice")
-                }
-                try db.run(
-                    """
-                    SELECT e.name, e.archive, EXISTS (SELECT 1 FROM entry AS a WHERE a.key = e.archive),
-                        e.storage = 'member' AND e.member IS NOT NULL
-                    FROM entry AS e WHERE e.archive IS NOT NULL ORDER BY e.seq
-                    """, []
-                ) { h in
-                    let name = Database.text(h, 0) ?? ""
-                    let dangling = sqlite3_column_int64(h, 2) == 0
-                    guard dangling || sqlite3_column_int64(h, 3) == 0 else { return }
-                    linkCount += 1
-                    guard links.count < limit else { return }
-                    if dangling {
-                        links.append(
-                            BagError(
-                                .malformedTagFile, file: file,
-                                "links \(name) to archive key \(sqlite3_column_int64(h, 1)), which it does not list"))
-                    } else if sqlite3_column_int64(h, 3) == 0 {
-                        links.append(
-                            BagError(
-                                .malformedTagFile, file: file, "links \(name) to an archive but it is not a member"))
-                    }
-                }
+            try scratch.forEachKeyUsedAgain { seq, key in
+                twiceCount += 1
+                guard twice.count < limit else { return }
+                twice[seq] = BagError(.malformedTagFile, file: file, "lists the key \(key) twice")
+            }
+            try scratch.forEachArchiveLink { name, archive, listed, isMember in
+                guard !listed || !isMember else { return }
+                linkCount += 1
+                guard links.count < limit else { return }
+                links.append(
+                    listed
+                        ? BagError(.malformedTagFile, file: file, "links \(name) to an archive but it is not a member")
+                        : BagError(
+                            .malformedTagFile, file: file,
+                            "links \(name) to archive key \(archive), which it does not list"))
             }
             var problems: [BagError] = []
             for seq in Set(twice.keys).union(found.keys).sorted() {

@@ -1,8 +1,6 @@
 public import ArchiveIO
 import BagIt
 import Foundation
-import GRDB
-import GRDBSQLite
 import Locking
 import Logging
 @_spi(Testing) import Persistence

@@ -1,6 +1,5 @@
 import CFileSync
 public import Foundation
-import GRDB
 public import Persistence
 import PersistencePostgreSQL
 
@@ -406,14 +405,6 @@ extension CatalogIdentity {
 extension StoreStub {
     /// Whether the file at `path` is a stub (it records ``marker``): opened read-only, once.
     static func isStubFile(_ path: String) -> Bool {
-        var configuration = Configuration()
-        configuration.readonly = true
-        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return false }
-        defer { try? queue.close() }
-        let marked = try? queue.read { db in
-            try Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM _persistence_migrations WHERE id = ?)", arguments: [marker])
-        }
-        return marked == true
+        SQLiteMarkerStore.records(marker, at: path)
     }
 }

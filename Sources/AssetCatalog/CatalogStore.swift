@@ -1,6 +1,5 @@
 import CFileSync
 public import Foundation
-import GRDB
 import Persistence
 
 #if canImport(Glibc)
@@ -230,25 +229,8 @@ enum StoreStub {
         let temporary = root.appending(path: ".catalog.sqlite.new-\(getpid())").path
         unlink(temporary)
         do {
-            let queue = try DatabaseQueue(path: temporary)
-            try queue.write { db in
-                try db.execute(
-                    sql: "CREATE TABLE _persistence_sequence (entity TEXT PRIMARY KEY, next INTEGER NOT NULL)")
-                try db.execute(sql: "CREATE TABLE _persistence_migrations (id TEXT PRIMARY KEY, applied REAL NOT NULL)")
-                try db.execute(
-                    sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
-                    arguments: [marker, Date().timeIntervalSince1970])
-            }
-            try queue.close()
-            let fd = open(temporary, O_RDWR | O_CLOEXEC)
-            guard fd >= 0 else { throw CatalogError(.io, "Could not sync \(temporary): \(ContentStore.errnoText())") }
-            // The header's "file format write version" (offset 18): above 2, SQLite opens the
-            // file read-only, so a version too old to know the marker cannot write it either.
-            var version: UInt8 = 3
-            let marked = pwrite(fd, &version, 1, 18)
-            let synced = marked == 1 ? fsync(fd) : -1
-            close(fd)
-            guard synced == 0, cfilesync_rename_noreplace(temporary, target) == 0 || errno == EEXIST else {
+            try SQLiteMarkerStore.write(to: temporary, recording: marker)
+            guard cfilesync_rename_noreplace(temporary, target) == 0 || errno == EEXIST else {
                 throw CatalogError(.io, "Could not write \(target): \(ContentStore.errnoText())", path: target)
             }
         } catch let error as CatalogError {

@@ -628,3 +628,70 @@ final class RowPages<Row: Sequenced> {
         return rows[index - first]
     }
 }
+
+extension ImportScratch {
+    /// A page of the records' entries (``BundleRecords/Check`` walks them), by payload key and
+    /// then `seq`, after `after` (from the first when `nil`): each with its `seq` and payload key,
+    /// and the fields the check reads (the others blank).
+    func entriesByPayloadKey(after: (key: String, seq: Int64)?) throws -> [(Int64, String, BundleRecords.Entry)] {
+        try run { db in
+            var rows: [(Int64, String, BundleRecords.Entry)] = []
+            try db.run(
+                """
+                SELECT seq, payload_key, key, name, storage, size, sha256, payload, archive, member
+                FROM entry WHERE \(after == nil ? "1" : "(payload_key, seq) > (?, ?)")
+                ORDER BY payload_key, seq LIMIT ?
+                """,
+                // (A condition that always holds on the first page: `? IS NULL OR …`
+                // would keep SQLite from using the index, a sort per page.)
+                (after.map { [.text($0.key), .integer($0.seq)] } ?? [])
+                    + [.integer(Int64(ImportScratch.pageSize))]
+            ) { h in
+                // What the check reads: the rest of the fields stay blank.
+                let entry = BundleRecords.Entry(
+                    key: sqlite3_column_int64(h, 2),
+                    archive: sqlite3_column_type(h, 8) == SQLITE_NULL ? nil : sqlite3_column_int64(h, 8),
+                    payload: Database.text(h, 7) ?? "",
+                    fields: AssetFields(
+                        name: Database.text(h, 3) ?? "", kind: "",
+                        storage: Storage(rawValue: Database.text(h, 4) ?? "") ?? .managed,
+                        size: sqlite3_column_int64(h, 5), sha256: Database.text(h, 6) ?? "",
+                        member: Database.text(h, 9), created: Date(timeIntervalSince1970: 0),
+                        modified: Date(timeIntervalSince1970: 0)))
+                rows.append((sqlite3_column_int64(h, 0), Database.text(h, 1) ?? "", entry))
+            }
+            return rows
+        }
+    }
+
+    /// Calls `body` with the `seq` and key of each entry whose key an earlier entry has.
+    func forEachKeyUsedAgain(_ body: (_ seq: Int64, _ key: Int64) -> Void) throws {
+        try run { db in
+            try db.run(
+                "SELECT e.seq, e.key FROM entry AS e WHERE EXISTS (SELECT 1 FROM entry AS f WHERE f.key = e.key AND f.seq < e.seq)",
+                []
+            ) { h in body(sqlite3_column_int64(h, 0), sqlite3_column_int64(h, 1)) }
+        }
+    }
+
+    /// Calls `body`, in the entries' order, for each entry that links to an archive: its name,
+    /// the archive's key, whether an entry has that key, and whether the entry is a member
+    /// (storage `member`, with a member path).
+    func forEachArchiveLink(_ body: (_ name: String, _ archive: Int64, _ listed: Bool, _ isMember: Bool) -> Void)
+        throws
+    {
+        try run { db in
+            try db.run(
+                """
+                SELECT e.name, e.archive, EXISTS (SELECT 1 FROM entry AS a WHERE a.key = e.archive),
+                    e.storage = 'member' AND e.member IS NOT NULL
+                FROM entry AS e WHERE e.archive IS NOT NULL ORDER BY e.seq
+                """, []
+            ) { h in
+                body(
+                    Database.text(h, 0) ?? "", sqlite3_column_int64(h, 1), sqlite3_column_int64(h, 2) != 0,
+                    sqlite3_column_int64(h, 3) != 0)
+            }
+        }
+    }
+}

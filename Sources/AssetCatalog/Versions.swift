@@ -1,5 +1,5 @@
 import ArchiveIO
-import GRDBSQLite
+import Persistence
 
 /// The version of AssetCatalog, and of the SQLite and libarchive libraries it runs on.
 ///
@@ -10,7 +10,7 @@ public enum CatalogVersion {
     public static let number = "0.1.0"
 
     /// The version of the SQLite library the catalog's store runs on, such as `"3.40.1"`.
-    public static var sqlite: String { String(cString: sqlite3_libversion()) }
+    public static var sqlite: String { PersistentContainer.sqliteVersion }
 
     /// The version of the libarchive library archives and bundles are read and written with,
     /// such as `"3.6.2"`.
