@@ -242,6 +242,8 @@ public final class Catalog: Sendable {
         /// the asset does to its objects (`@ToOne(onDestinationDelete:)`). See
         /// <doc:PipelineEntities>.
         public var entities: [ManagedObject.Type]
+        /// Test instrumentation: the job queue's pacing and hooks (none by default).
+        @_spi(Testing) public var testing = CatalogTesting()
 
         /// Options for ``Catalog/open(at:options:)`` and ``Catalog/create(at:options:)``.
         public init(
@@ -565,7 +567,8 @@ public final class Catalog: Sendable {
                 FileLockLiveness(content: content)
             }
         jobs = JobQueue(
-            owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger)
+            owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger,
+            tuning: options.testing.jobs, hooks: options.testing.jobHooks)
         runtime = CatalogRuntime(
             content: content, liveness: liveness, container: container, jobs: jobs, logger: options.logger)
         container.viewContext.userInfo[CatalogRuntime.key] = runtime

@@ -14,3 +14,19 @@ extension Catalog {
     /// catalog after it, to show that a stale plan is made again.
     @TaskLocal package static var afterEarlyPlan: (@Sendable () -> Void)?
 }
+
+/// The test instrumentation of one open catalog, given when it is opened
+/// (``Catalog/OpenOptions/testing``): how its job queue paces itself, and the calls it
+/// makes to a test at chosen instants. A catalog opened without it has none.
+@_spi(Testing) public struct CatalogTesting: Sendable {
+    /// How the catalog's job queue paces its claims, commits and looks at the store.
+    public var jobs: JobQueue.Tuning
+    /// What the catalog's job queue calls at chosen instants.
+    public var jobHooks: JobQueue.Hooks
+
+    /// Instrumentation that changes nothing.
+    public init(jobs: JobQueue.Tuning = JobQueue.Tuning(), jobHooks: JobQueue.Hooks = JobQueue.Hooks()) {
+        self.jobs = jobs
+        self.jobHooks = jobHooks
+    }
+}
