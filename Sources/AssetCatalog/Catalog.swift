@@ -72,9 +72,9 @@ final class CatalogRuntime: Sendable {
     static let contentLock = "assetcat.content"
 
     /// Takes ``contentLock`` in a save's transaction — unless a test turned it off
-    /// (`ASSETCAT_FAULT=skip-content-lock`), to show the race it prevents.
-    static func lockContent(_ reader: TransactionReader, shared: Bool) throws {
-        guard !FaultPoint.isActive(.skipContentLock) else { return }
+    /// (``FaultPoint/skipContentLock``), to show the race it prevents.
+    static func lockContent(_ reader: TransactionReader, shared: Bool, faults: FaultPoints) throws {
+        guard !faults.isActive(.skipContentLock) else { return }
         try reader.lock(contentLock, shared: shared)
     }
 
@@ -90,7 +90,7 @@ final class CatalogRuntime: Sendable {
         // Taken here, in the batch deletion's transaction, after its plan rows are deleted
         // and before the count: the count is a statement of its own, so it sees what every
         // certifying save that held the lock committed.
-        try Self.lockContent(reader, shared: false)
+        try Self.lockContent(reader, shared: false, faults: content.faults)
         let anyUsed =
             try reader.count(
                 for: FetchRequest<Asset>(predicate: .in(\.sha256, unique) && \.storage == Storage.managed)) > 0
@@ -101,14 +101,14 @@ final class CatalogRuntime: Sendable {
                     for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed)) == 0
             } : unique
         let watches = unlinkWatches.withLock { $0 }
-        try content.removeObjects(unused, beforeEach: { FaultPoint.reach(.beforeUnlink) }) { digest in
+        try content.removeObjects(unused, beforeEach: { content.faults.reach(.beforeUnlink) }) { digest in
             for watch in watches { watch.saw(digest) }
         }
     }
 
     /// Called after a commit that journaled removals: carry them out now.
     func didCommitRemovals() {
-        FaultPoint.reach(.afterCommit)
+        content.faults.reach(.afterCommit)
         do {
             _ = try sweep()
         } catch {
@@ -242,7 +242,7 @@ public final class Catalog: Sendable {
         /// the asset does to its objects (`@ToOne(onDestinationDelete:)`). See
         /// <doc:PipelineEntities>.
         public var entities: [ManagedObject.Type]
-        /// Test instrumentation: the job queue's pacing and hooks (none by default).
+        /// Test instrumentation: fault points, the job queue's pacing and hooks (none by default).
         @_spi(Testing) public var testing = CatalogTesting()
 
         /// Options for ``Catalog/open(at:options:)`` and ``Catalog/create(at:options:)``.
@@ -533,9 +533,10 @@ public final class Catalog: Sendable {
                 // by openStore), else by file lock.
                 content =
                     readOnly
-                    ? try ContentStore(readingAt: root.path)
+                    ? try ContentStore(readingAt: root.path, faults: options.testing.faults)
                     : try ContentStore(
-                        root: root.path, session: container.session.map { SessionLiveness.owner(of: $0.id) })
+                        root: root.path, session: container.session.map { SessionLiveness.owner(of: $0.id) },
+                        faults: options.testing.faults)
                 if creating {
                     do {
                         try store.identity.write(in: root)
@@ -546,7 +547,10 @@ public final class Catalog: Sendable {
                     }
                 }
             } else {
-                content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
+                content =
+                    readOnly
+                    ? try ContentStore(readingAt: root.path, faults: options.testing.faults)
+                    : try ContentStore(root: root.path, faults: options.testing.faults)
                 if !readOnly {
                     do {
                         try Self.recordIdentity(container, root: root)

@@ -53,7 +53,7 @@ final class ContentAdoption: @unchecked Sendable {
             if durableFailure == nil {
                 do {
                     try content.linkAll(from: staged)
-                    FaultPoint.reach(.beforeImportCommit)
+                    content.faults.reach(.beforeImportCommit)
                 } catch {
                     linkFailure = error
                 }

@@ -43,12 +43,17 @@ final class ContentStore: Sendable {
     /// refuses to stage content.
     let isReadOnly: Bool
 
+    /// The fault points a test chose for the catalog (``CatalogTesting/faults``): kept here,
+    /// where every part of the catalog reaches them. None outside tests.
+    let faults: FaultPoints
+
     static let bufferSize = 1 << 20
 
     /// The content of the catalog at `root`, for reading only: nothing is created, cleared
     /// or locked.
-    init(readingAt root: String) throws {
+    init(readingAt root: String, faults: FaultPoints = FaultPoints()) throws {
         self.root = root
+        self.faults = faults
         objects = root + "/objects"
         staging = root + "/staging"
         ownStaging = staging + "/\(getpid())-reader"
@@ -68,8 +73,9 @@ final class ContentStore: Sendable {
     /// `staging/s<id>` with a file `staging/s<id>.slots` for the run slots and no lock (a
     /// file lock over a network file system says nothing reliable about another host): the
     /// session tells liveness, and it was opened (its row committed) before this.
-    init(root: String, session: String? = nil) throws {
+    init(root: String, session: String? = nil, faults: FaultPoints = FaultPoints()) throws {
         self.root = root
+        self.faults = faults
         isReadOnly = false
         objects = root + "/objects"
         staging = root + "/staging"
@@ -509,12 +515,12 @@ final class ContentStore: Sendable {
         in folder: StagingFolder? = nil, isCancelled: () -> Bool = { false }
     ) throws -> (digest: String, size: Int64, staged: String) {
         let staged = folder.map { $0.file(Int64(stagedCount.add(1, ordering: .relaxed).newValue)) } ?? newStagingPath()
-        FaultPoint.reach(.slowIngest)
+        faults.reach(.slowIngest)
         do {
             let (digest, size) = try Self.digest(
                 ofFileAt: path, below: directory, opened: directoryFD, copyTo: staged, syncsCopy: false,
                 isCancelled: isCancelled)
-            FaultPoint.reach(.afterStage)
+            faults.reach(.afterStage)
             return (digest, size, staged)
         } catch {
             unlink(staged)

@@ -1,12 +1,11 @@
-import Foundation
 import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Points where a test can make the process die (`ASSETCAT_FAULT=name`),
-/// to prove that a crash there loses nothing.
+/// Points where a test can make the process die, to prove that a crash there loses nothing,
+/// or pause it, or slow it down: chosen for one open catalog by ``FaultPoints``.
 enum FaultPoint: String {
     /// Content is in staging (and about to be linked), nothing committed.
     case afterStage = "after-stage"
@@ -20,7 +19,7 @@ enum FaultPoint: String {
     case beforeImportCommit = "before-import-commit"
     /// An import's records committed, its journal not deleted yet.
     case afterImportCommit = "after-import-commit"
-    /// Not a crash: an import's records fail to commit (``isActive(_:)``), its content
+    /// Not a crash: an import's records fail to commit (``FaultPoints/isActive(_:)``), its content
     /// linked into objects/.
     case failImportCommit = "fail-import-commit"
     /// An add's batch has its content journaled, none of it linked into objects/ yet.
@@ -65,32 +64,47 @@ enum FaultPoint: String {
     case afterStoreMoved = "after-store-moved"
     /// `migrate-store`: catalog.json names the new store; the old one is not let go of yet.
     case afterStoreSwitch = "after-store-switch"
+}
 
-    /// The points chosen: `ASSETCAT_FAULT=name` (or several, `name,name`).
-    private static let active = Set(
-        (ProcessInfo.processInfo.environment["ASSETCAT_FAULT"] ?? "").split(separator: ",").map(String.init))
-    /// With `ASSETCAT_FAULT_AT=n`, a crash point makes the process die the n-th time it is
-    /// reached (the first time by default): a test can kill a long command at many points.
-    private static let reachesLeft = Atomic<Int>(
-        ProcessInfo.processInfo.environment["ASSETCAT_FAULT_AT"].flatMap { Int($0) } ?? 1)
+/// The fault points (``FaultPoint``) a test chose for one open catalog
+/// (``CatalogTesting/faults``): where its process dies (`_exit(86)`, as `SIGKILL` would: no
+/// handler, no clean-up), where it pauses, and what it slows down. A catalog opened without
+/// them reaches every point for nothing.
+///
+/// The shipped `assetcat` never makes them: a debug build of it reads them from its
+/// environment, for the crash tests and `make demo` (see `TestSwitches.swift` there).
+@_spi(Testing) public final class FaultPoints: Sendable {
+    /// The points chosen, by name (`after-commit`): a crash point makes the process die, the
+    /// others (`slow-jobs`, `skip-content-lock` …) change what it does.
+    private let active: Set<String>
+    /// How many more times a crash point is reached before the process dies there.
+    private let reachesLeft: Atomic<Int>
+    /// The points where the process pauses, each with its barrier file.
+    private let pauses: [String: String]
 
-    /// With `ASSETCAT_FAULT_PAUSE=name` and `ASSETCAT_FAULT_PAUSE_FILE=path`, the process
-    /// stops at that point: it creates `path.reached`, then waits until `path` exists (five
-    /// minutes at most), so that a test can act at that instant (another process's removal)
-    /// and then let the command go on. With several points (`name,name`), each has files
-    /// of its own: `path.name.reached` and `path.name`.
-    private static let pauses: [String: String] = {
-        let environment = ProcessInfo.processInfo.environment
-        guard let points = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
-        else { return [:] }
-        let names = points.split(separator: ",").map(String.init)
-        return Dictionary(names.map { ($0, names.count == 1 ? file : file + "." + $0) }) { first, _ in first }
-    }()
+    /// None chosen: every point is passed.
+    public convenience init() { self.init(names: []) }
+
+    /// - Parameters:
+    ///   - names: The points chosen, by name (`after-commit`, `slow-jobs`).
+    ///   - reachingAt: A crash point makes the process die the n-th time it is reached (the
+    ///     first by default): a test can kill a long command at many points.
+    ///   - pauses: Points where the process stops, each with a path: it creates
+    ///     `path.reached`, then waits until `path` exists (five minutes at most), so that a
+    ///     test can act at that instant (another process's removal) and then let the command
+    ///     go on.
+    public init(names: Set<String>, reachingAt: Int = 1, pauses: [String: String] = [:]) {
+        active = names
+        reachesLeft = Atomic(reachingAt)
+        self.pauses = pauses
+    }
 
     /// Whether a test chose `point` (for the points that are not a crash).
-    static func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
+    func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
 
-    static func reach(_ point: FaultPoint) {
+    /// Passes `point`: pauses there if a test asked, dies there the chosen time, sleeps 20 ms
+    /// at a slow point; else nothing.
+    func reach(_ point: FaultPoint) {
         if let file = pauses[point.rawValue] {
             let reached = open(file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
             if reached >= 0 { close(reached) }

@@ -272,7 +272,7 @@ public final class JobQueue: JobProvider, Sendable {
     public func runUntilIdle(
         jobs jobIDs: [ClosedRange<Int64>], progress: (@Sendable (JobRecord) -> Void)? = nil
     ) async throws -> JobRunSummary {
-        FaultPoint.reach(.beforeRunningJobs)
+        catalog?.content.faults.reach(.beforeRunningJobs)
         var total = JobRunSummary()
         for selection in Self.selections(jobIDs) {
             let summary = try await work(only: selection, progress: progress)

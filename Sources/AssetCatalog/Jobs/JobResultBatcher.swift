@@ -97,7 +97,7 @@ final class JobResultBatcher: Sendable {
             }
             if group.isEmpty && dropped.isEmpty { return }
             let finals = writeResults(group)
-            FaultPoint.reach(.beforeCountingResults)
+            rows.catalog?.content.faults.reach(.beforeCountingResults)
             // Counted before the runs stop being `running`: a `runUntilIdle` that then finds
             // nothing running returns its summary at once, and must find them in it.
             for (r, final) in zip(group, finals) {
