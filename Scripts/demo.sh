@@ -2,6 +2,7 @@
 # `make demo`: the catalog's main job, on a catalog made in a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The debug build: only it reads the test switches (ASSETCAT_FAULT, used below to kill a command).
 bin="$(swift build --show-bin-path)/assetcat"
 work="$(mktemp -d /tmp/assetcat-demo.XXXXXX)"
 catalog="$work/.assetcat"

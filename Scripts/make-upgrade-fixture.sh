@@ -6,7 +6,9 @@
 #
 #   Scripts/make-upgrade-fixture.sh ASSETCAT_BINARY OUTPUT_DIR
 #
-# Run it with the release's binary; OUTPUT_DIR must not exist.
+# Run it with the release's binary, a debug build of it (`swift build` at the release's
+# tag): a release build of this version on reads no fault point (ASSETCAT_FAULT), and
+# the removal below must die after its commit. OUTPUT_DIR must not exist.
 set -euo pipefail
 assetcat=$(realpath "$1")
 output=$2
@@ -31,7 +33,9 @@ rm src/gone.txt
 "$assetcat" add --catalog $c --tag archives --tag queued "$here/TestAssets/archives/sample.tar.gz"
 "$assetcat" tag --catalog $c notes.txt --add "unicode-é" --add important
 # Dies after the deletion commits, before the file is removed (exit 86).
-ASSETCAT_FAULT=after-commit "$assetcat" rm --catalog $c doomed.txt || true
+status=0
+ASSETCAT_FAULT=after-commit "$assetcat" rm --catalog $c doomed.txt || status=$?
+[ "$status" = 86 ] || { echo "the rm did not die after its commit (status $status): give a debug build" >&2; exit 1; }
 # Fold the write-ahead log into the store (no catalog code runs: nothing is swept).
 python3 -c 'import sqlite3; sqlite3.connect("catalog/catalog.sqlite").execute("PRAGMA wal_checkpoint(TRUNCATE)")'
 rm -rf $c/catalog.sqlite-wal $c/catalog.sqlite-shm $c/staging

@@ -82,9 +82,9 @@ struct AssetRules {
                     let content = runtime.content
                     effects.beforeCommit { reader in
                         try adoption.wait()  // the links, made while the rows were written
-                        try CatalogRuntime.lockContent(reader, shared: true)
+                        try CatalogRuntime.lockContent(reader, shared: true, faults: content.faults)
                         try adoption.requireAll(in: content)
-                        FaultPoint.reach(.afterContentCheck)
+                        content.faults.reach(.afterContentCheck)
                     }
                 }
             }
@@ -92,9 +92,9 @@ struct AssetRules {
         guard !managed.isEmpty else { return }
         effects.beforeCommit { [content = runtime.content] reader in
             try adoption?.wait()
-            try CatalogRuntime.lockContent(reader, shared: true)
+            try CatalogRuntime.lockContent(reader, shared: true, faults: content.faults)
             for (digest, name) in managed { try content.requireObject(digest, for: name) }
-            FaultPoint.reach(.afterContentCheck)
+            content.faults.reach(.afterContentCheck)
         }
     }
 
@@ -103,9 +103,9 @@ struct AssetRules {
     /// the commit.
     private func requireContent(_ named: [String: String]) {
         effects.beforeCommit { [content = runtime.content] reader in
-            try CatalogRuntime.lockContent(reader, shared: true)
+            try CatalogRuntime.lockContent(reader, shared: true, faults: content.faults)
             for (digest, name) in named { try content.requireObject(digest, for: name) }
-            FaultPoint.reach(.afterContentCheck)
+            content.faults.reach(.afterContentCheck)
         }
     }
 

@@ -80,7 +80,7 @@ struct ArchiveIndexProcessor: JobProcessor {
             var lastReport = ContinuousClock.now
             while let entry = try reader.nextEntry() {
                 try job.checkCancellation()
-                FaultPoint.reach(.slowJobs)
+                job.catalog.content.faults.reach(.slowJobs)
                 let key = Array(entry.path.utf8)
                 var member: IngestedMember?
                 if entry.kind == .hardlink, let target = entry.linkTarget, let linked = files[Array(target.utf8)] {
@@ -93,7 +93,7 @@ struct ArchiveIndexProcessor: JobProcessor {
                         // A member may be gigabytes: a deletion stops the run within a chunk,
                         // and its progress shows every half second.
                         try job.checkCancellation()
-                        FaultPoint.reach(.slowJobs)
+                        job.catalog.content.faults.reach(.slowJobs)
                         hasher.add(chunk)
                         size += Int64(chunk.count)
                         if ContinuousClock.now - lastReport > .milliseconds(500) {

@@ -513,9 +513,9 @@ extension Catalog {
         let staged = files.compactMap { file in file.pin.map { (path: $0, digest: file.digest) } }
         let journal = try journal(Set(staged.map(\.digest)))
         do {
-            FaultPoint.reach(.afterAddJournal)
+            content.faults.reach(.afterAddJournal)
             try content.adoptAll(staged)
-            FaultPoint.reach(.beforeAddCommit)
+            content.faults.reach(.beforeAddCommit)
             return try record(
                 files, options: options, journal: journal, resumption: resumption, clearsMark: clearsMark)
         } catch {

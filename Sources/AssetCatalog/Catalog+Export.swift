@@ -151,7 +151,7 @@ extension Catalog {
         let temporaries = TemporaryRows()
         defer { forgetTemporaries(temporaries.rows) }
         let createdFolders = try createMissingFolders(above: path, temporaries: temporaries)
-        FaultPoint.reach(.afterExportFolders)
+        content.faults.reach(.afterExportFolders)
         do {
             return try await export(
                 to: path, selection: selection, options: options, temporaries: temporaries, progress: progress)
@@ -329,7 +329,7 @@ extension Catalog {
                 agent: Self.bagSoftwareAgent, compressionLevel: options.compressionLevel,
                 replacesExisting: options.replacesExisting,
                 willCreateTemporaryFile: recordingTemporary,
-                usesUnnamedFile: !FaultPoint.isActive(.namedExportFile))
+                usesUnnamedFile: !content.faults.isActive(.namedExportFile))
         }
         var done = BundleProgress(filesDone: 0, filesTotal: scratch.files, bytesDone: 0, bytesTotal: scratch.bytes)
         progress?(done)
@@ -349,8 +349,8 @@ extension Catalog {
                 try Task.checkCancellation()
                 try writePayload(writer, payload, bundle: path)
                 wrote(payload)
-                FaultPoint.reach(.afterExportPayload)
-                FaultPoint.reach(.slowExport)
+                content.faults.reach(.afterExportPayload)
+                content.faults.reach(.slowExport)
             }
         }
         var archive: Int64 = 0
@@ -358,7 +358,7 @@ extension Catalog {
             archive = next.id
             try writeMembers(of: next.id, count: next.members, scratch: scratch, to: writer, bundle: path, wrote: wrote)
         }
-        FaultPoint.reach(.beforeExportPublish)
+        content.faults.reach(.beforeExportPublish)
         try bundleErrors(path) { try writer.finish() }
         return ExportResult(
             path: path, format: writer.format.description, assets: scratch.files, files: scratch.files,
@@ -464,8 +464,8 @@ extension Catalog {
                         }
                     }
                     wrote(payload)
-                    FaultPoint.reach(.afterExportPayload)
-                    FaultPoint.reach(.slowExport)
+                    content.faults.reach(.afterExportPayload)
+                    content.faults.reach(.slowExport)
                 }
             }
         } catch let error as CatalogError {

@@ -41,7 +41,7 @@ extension Catalog {
                 return ids
             }
         }
-        FaultPoint.reach(.afterImportJournal)
+        content.faults.reach(.afterImportJournal)
         // The content is adopted on another thread while the rows are built and written.
         let pins = ImportPins(scratch: scratch, folder: staged.folder)
         let adoption =
@@ -61,7 +61,7 @@ extension Catalog {
         }
         // The records make the journal moot. Should this fail (or the process die first), a
         // sweep gives the rows up once this process is gone: it removes no content in use.
-        FaultPoint.reach(.afterImportCommit)
+        content.faults.reach(.afterImportCommit)
         // A row at a time: a batch delete hands each row's values to the hooks.
         do {
             try storeErrors {
@@ -165,7 +165,7 @@ extension Catalog {
                         row[\.created] = created
                         row[\.updated] = created
                     })
-                if FaultPoint.isActive(.failImportCommit) {
+                if content.faults.isActive(.failImportCommit) {
                     container.failNextCommit(with: CatalogError(.io, "the disk is full (injected)"))
                 }
                 try context.save()

@@ -67,21 +67,36 @@ extension Catalog {
         at directory: URL, to destination: StoreDestination, entities: [ManagedObject.Type] = [],
         progress: (_ copied: Int, _ total: Int) -> Void = { _, _ in }
     ) throws -> StoreMigration {
+        try migrateStore(
+            at: directory, to: destination, entities: entities, testing: CatalogTesting(), progress: progress)
+    }
+
+    /// ``migrateStore(at:to:entities:progress:)`` with the catalog opened with test
+    /// instrumentation (its fault points).
+    @_spi(Testing) public static func migrateStore(
+        at directory: URL, to destination: StoreDestination, entities: [ManagedObject.Type] = [],
+        testing: CatalogTesting, progress: (_ copied: Int, _ total: Int) -> Void = { _, _ in }
+    ) throws -> StoreMigration {
         let root = directory.standardizedFileURL
+        var options = OpenOptions(access: .readWrite)
+        options.entities = entities
+        options.testing = testing
         switch destination {
         case .postgresql(let location):
-            return try migrateToPostgreSQL(root, location, entities: entities, progress: progress)
+            return try migrateToPostgreSQL(root, location, options: options, progress: progress)
         case .sqlite:
-            return try migrateToSQLite(root, entities: entities, progress: progress)
+            return try migrateToSQLite(root, options: options, progress: progress)
         }
     }
 
     // MARK: - SQLite → PostgreSQL
 
     private static func migrateToPostgreSQL(
-        _ root: URL, _ location: CatalogStoreLocation, entities: [ManagedObject.Type],
+        _ root: URL, _ location: CatalogStoreLocation, options: OpenOptions,
         progress: (_ copied: Int, _ total: Int) -> Void
     ) throws -> StoreMigration {
+        let entities = options.entities
+        let faults = options.testing.faults
         let target = location.redacted.absoluteString
         let sqlitePath = storeURL(in: root).path
         if let identity = try CatalogIdentity.read(in: root), let store = identity.store {
@@ -97,8 +112,6 @@ extension Catalog {
             return StoreMigration(
                 from: sqlitePath, to: target, rows: 0, movedAside: moved, finishedEarlierRun: true)
         }
-        var options = OpenOptions(access: .readWrite)
-        options.entities = entities
         let source = try Catalog.open(at: root, options: options)  // brings the store to this version
         var sourceOpen = true
         defer { if sourceOpen { source.close() } }
@@ -139,7 +152,7 @@ extension Catalog {
                 rows = try copyRecords(
                     of: source, to: container, root: root, progress: progress,
                     afterCommit: {
-                        FaultPoint.reach(.afterStoreCommit)
+                        faults.reach(.afterStoreCommit)
                         try switched.replace(in: root)  // with the store still held: no write is lost
                     })
             } catch let error as Persistence.PersistenceError {
@@ -149,9 +162,9 @@ extension Catalog {
         }
         source.close()
         sourceOpen = false
-        FaultPoint.reach(.afterStoreSwitch)
+        faults.reach(.afterStoreSwitch)
         let moved = try moveSQLiteAside(root)
-        FaultPoint.reach(.afterStoreMoved)
+        faults.reach(.afterStoreMoved)
         try StoreStub.write(in: root)
         return StoreMigration(
             from: sqlitePath, to: target, rows: rows, movedAside: moved, finishedEarlierRun: finished)
@@ -218,8 +231,10 @@ extension Catalog {
     // MARK: - PostgreSQL → SQLite
 
     private static func migrateToSQLite(
-        _ root: URL, entities: [ManagedObject.Type], progress: (_ copied: Int, _ total: Int) -> Void
+        _ root: URL, options: OpenOptions, progress: (_ copied: Int, _ total: Int) -> Void
     ) throws -> StoreMigration {
+        let entities = options.entities
+        let faults = options.testing.faults
         let sqlitePath = storeURL(in: root).path
         guard let identity = try CatalogIdentity.read(in: root), identity.store != nil else {
             throw CatalogError(
@@ -230,8 +245,6 @@ extension Catalog {
             let location = try CatalogStoreLocation.resolve(
                 for: identity, environment: ProcessInfo.processInfo.environment)
         else { throw CatalogError(.store, "The catalog at \(root.path) names no store", path: root.path) }
-        var options = OpenOptions(access: .readWrite)
-        options.entities = entities
         let source = try Catalog.open(at: root, options: options)
         defer { source.close() }
         try refuseOutsideTables(source.container, root: root)
@@ -272,7 +285,7 @@ extension Catalog {
                     afterCommit: {
                         container.close()
                         closed = true
-                        FaultPoint.reach(.afterStoreCommit)
+                        faults.reach(.afterStoreCommit)
                         // With the schema still held: no host's write is lost.
                         guard rename(new.path, sqlitePath) == 0 else {
                             throw CatalogError(
@@ -280,7 +293,7 @@ extension Catalog {
                                 path: sqlitePath)
                         }
                         try ContentStore.syncDirectory(root.path)
-                        FaultPoint.reach(.afterStoreMoved)
+                        faults.reach(.afterStoreMoved)
                         try switched.replace(in: root)
                     })
             } catch let error as Persistence.PersistenceError {
@@ -293,7 +306,7 @@ extension Catalog {
                 throw error
             }
         }
-        FaultPoint.reach(.afterStoreSwitch)
+        faults.reach(.afterStoreSwitch)
         try markMoved(source.container, to: root, location: location)
         return StoreMigration(
             from: location.redacted.absoluteString, to: sqlitePath, rows: rows, movedAside: nil,
@@ -349,7 +362,7 @@ extension Catalog {
             },
             beforeCommit: {
                 try refuseOtherProcesses(source, root: root)  // one may have opened during the copy
-                FaultPoint.reach(.beforeStoreCommit)
+                source.content.faults.reach(.beforeStoreCommit)
             },
             afterCommit: afterCommit)
         return rows

@@ -72,23 +72,23 @@ final class CatalogRuntime: Sendable, ContextKey {
     static let contentLock = "assetcat.content"
 
     /// Takes ``contentLock`` in a save's transaction — unless a test turned it off
-    /// (`ASSETCAT_FAULT=skip-content-lock`), to show the race it prevents.
-    static func lockContent(_ reader: TransactionReader, shared: Bool) throws {
-        guard !FaultPoint.isActive(.skipContentLock) else { return }
+    /// (``FaultPoint/skipContentLock``), to show the race it prevents.
+    static func lockContent(_ reader: TransactionReader, shared: Bool, faults: FaultPoints) throws {
+        guard !faults.isActive(.skipContentLock) else { return }
         try reader.lock(contentLock, shared: shared)
     }
 
     /// Takes ``contentLock`` in a transaction of the sweep, as it is taken in a save's.
-    private static func lockContent(_ transaction: StoreTransaction, shared: Bool) throws {
-        guard !FaultPoint.isActive(.skipContentLock) else { return }
-        try transaction.lock(contentLock, shared: shared)
+    private func lockContent(_ transaction: StoreTransaction, shared: Bool) throws {
+        guard !content.faults.isActive(.skipContentLock) else { return }
+        try transaction.lock(Self.contentLock, shared: shared)
     }
 
     // MARK: - Removal after commit
 
     /// Called after a commit that journaled removals (``AssetRules``): carry them out now.
     func didCommitRemovals() {
-        FaultPoint.reach(.afterCommit)
+        content.faults.reach(.afterCommit)
         do {
             _ = try sweep()
         } catch {
@@ -175,12 +175,12 @@ final class CatalogRuntime: Sendable, ContextKey {
             // 2. No save certifies content until this transaction ends. Taken after the plans'
             //    deletion, and the count below is a statement of its own: it sees what every
             //    certifying save that held the lock committed.
-            try Self.lockContent(transaction, shared: false)
+            try lockContent(transaction, shared: false)
             // 3. What no asset uses.
             let unused = try unused(digests.sorted(), transaction)
             // 4. Unlinked, the folders synced once.
             let watches = unlinkWatches.withLock { $0 }
-            try content.removeObjects(unused, beforeEach: { FaultPoint.reach(.beforeUnlink) }) { digest in
+            try content.removeObjects(unused, beforeEach: { content.faults.reach(.beforeUnlink) }) { digest in
                 for watch in watches { watch.saw(digest) }
             }
             return carried
@@ -256,6 +256,8 @@ public final class Catalog: Sendable {
         /// the asset does to its objects (`@ToOne(onDestinationDelete:)`). See
         /// <doc:PipelineEntities>.
         public var entities: [ManagedObject.Type]
+        /// Test instrumentation: fault points, the job queue's pacing and hooks (none by default).
+        @_spi(Testing) public var testing = CatalogTesting()
 
         /// Options for ``Catalog/open(at:options:)`` and ``Catalog/create(at:options:)``.
         public init(
@@ -545,9 +547,10 @@ public final class Catalog: Sendable {
                 // by openStore), else by file lock.
                 content =
                     readOnly
-                    ? try ContentStore(readingAt: root.path)
+                    ? try ContentStore(readingAt: root.path, faults: options.testing.faults)
                     : try ContentStore(
-                        root: root.path, session: container.session.map { SessionLiveness.owner(of: $0.id) })
+                        root: root.path, session: container.session.map { SessionLiveness.owner(of: $0.id) },
+                        faults: options.testing.faults)
                 if creating {
                     do {
                         try store.identity.write(in: root)
@@ -558,7 +561,10 @@ public final class Catalog: Sendable {
                     }
                 }
             } else {
-                content = readOnly ? try ContentStore(readingAt: root.path) : try ContentStore(root: root.path)
+                content =
+                    readOnly
+                    ? try ContentStore(readingAt: root.path, faults: options.testing.faults)
+                    : try ContentStore(root: root.path, faults: options.testing.faults)
                 if !readOnly {
                     do {
                         try Self.recordIdentity(container, root: root)
@@ -579,7 +585,8 @@ public final class Catalog: Sendable {
                 FileLockLiveness(content: content)
             }
         jobs = JobQueue(
-            owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger)
+            owner: content.owner, concurrency: ProcessInfo.processInfo.activeProcessorCount, logger: options.logger,
+            tuning: options.testing.jobs, hooks: options.testing.jobHooks)
         runtime = CatalogRuntime(
             content: content, liveness: liveness, container: container, jobs: jobs, logger: options.logger)
         container.viewContext[CatalogRuntime.self] = runtime

@@ -29,7 +29,7 @@ final class ContentStore: Sendable {
     var owner: String { (ownStaging as NSString).lastPathComponent }
     /// This process's lock file (`.lock`, SQLite), or its slots file (`.slots`, a session):
     /// where its run slots are marked.
-    private let lockDescriptor: Int32
+    let lockDescriptor: Int32
     /// The suffix of that file's name after ``ownStaging``.
     let slotsSuffix: String
     /// `objects/` and this process's staging folder, open: the `*at` calls resolve a file's
@@ -43,12 +43,17 @@ final class ContentStore: Sendable {
     /// refuses to stage content.
     let isReadOnly: Bool
 
+    /// The fault points a test chose for the catalog (``CatalogTesting/faults``): kept here,
+    /// where every part of the catalog reaches them. None outside tests.
+    let faults: FaultPoints
+
     static let bufferSize = 1 << 20
 
     /// The content of the catalog at `root`, for reading only: nothing is created, cleared
     /// or locked.
-    init(readingAt root: String) throws {
+    init(readingAt root: String, faults: FaultPoints = FaultPoints()) throws {
         self.root = root
+        self.faults = faults
         objects = root + "/objects"
         staging = root + "/staging"
         ownStaging = staging + "/\(getpid())-reader"
@@ -68,8 +73,9 @@ final class ContentStore: Sendable {
     /// `staging/s<id>` with a file `staging/s<id>.slots` for the run slots and no lock (a
     /// file lock over a network file system says nothing reliable about another host): the
     /// session tells liveness, and it was opened (its row committed) before this.
-    init(root: String, session: String? = nil) throws {
+    init(root: String, session: String? = nil, faults: FaultPoints = FaultPoints()) throws {
         self.root = root
+        self.faults = faults
         isReadOnly = false
         objects = root + "/objects"
         staging = root + "/staging"
@@ -124,7 +130,8 @@ final class ContentStore: Sendable {
         return fd
     }
 
-    private let isClosed = Locked(false)
+    /// Set by ``release()``, under its lock: no slot is marked in a file it closed.
+    let isClosed = Locked(false)
 
     deinit {
         release()
@@ -153,114 +160,6 @@ final class ContentStore: Sendable {
         try? FileManager.default.removeItem(atPath: ownStaging)
         unlink(ownStaging + slotsSuffix)
         close(lockDescriptor)
-    }
-
-    /// Whether the process that owns `owner`'s staging folder is alive (it holds its lock).
-    /// This process is; a lock file that is gone means its owner is not; a lock file that
-    /// cannot be opened (permissions, no descriptors left) is taken for alive.
-    func isOwnerAlive(_ owner: String) -> Bool {
-        if owner == self.owner { return true }
-        let fd = open(staging + "/" + owner + ".lock", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return errno != ENOENT }
-        defer { close(fd) }
-        if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-            flock(fd, LOCK_UN)
-            return false
-        }
-        return true
-    }
-
-    // MARK: - Run slots
-
-    /// Records in this process's lock file that the job run numbered `run` holds slot
-    /// `slot` (0: the slot is free): the 8 bytes at `slot * 8`, little-endian. No sync:
-    /// the file outlives a killed process (not a machine crash), and a process that finds
-    /// this one dead reads it (``runsInSlots(of:)``) to tell the runs that started from
-    /// those only claimed ahead.
-    func markSlot(_ slot: Int, run: Int64) {
-        guard !isReadOnly else { return }
-        var value = run.littleEndian
-        // Under the lock ``release()`` takes before it closes the file: never a descriptor
-        // closed meanwhile and reused for another file.
-        isClosed.withLock { closed in
-            guard !closed else { return }
-            _ = withUnsafeBytes(of: &value) { pwrite(lockDescriptor, $0.baseAddress, 8, off_t(slot * 8)) }
-        }
-    }
-
-    /// The runs that held a slot when `owner`, a process that is gone, died: read from its
-    /// lock file; nil when that file is gone or cannot be read (then every run it held
-    /// is taken to have started).
-    func runsInSlots(of owner: String) -> Set<Int64>? {
-        Self.runsInSlots(file: staging + "/" + owner + slotsSuffix)
-    }
-
-    /// The runs a lock or slots file (``markSlot(_:run:)``) names; nil when it is gone or
-    /// cannot be read.
-    static func runsInSlots(file: String) -> Set<Int64>? {
-        let fd = open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 1 << 20 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count == bytes.count else { return nil }
-        var runs = Set<Int64>()
-        for offset in stride(from: 0, to: count - count % 8, by: 8) {
-            let run = bytes[offset..<offset + 8].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
-            if run != 0 { runs.insert(run) }
-        }
-        return runs
-    }
-
-    /// Removes the staging folders of processes that are gone (``removeAbandonedStaging(in:)``).
-    /// A catalog does this after its queue has recovered their jobs: their lock files say
-    /// which of their runs had started.
-    func removeAbandonedStaging() {
-        guard !isReadOnly else { return }
-        Self.removeAbandonedStaging(in: staging)
-    }
-
-    /// Removes the staging folders whose owner process is gone (its lock is
-    /// free). A folder without a lock file is left alone unless it is older
-    /// than ten minutes (its owner may be between creating the two).
-    static func removeAbandonedStaging(in staging: String) {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
-        for entry in entries where entry.hasSuffix(".lock") {
-            let lockPath = staging + "/" + entry
-            let fd = open(lockPath, O_RDWR | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            defer { close(fd) }
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }  // its owner is alive
-            // The file we locked must still be the one at that path.
-            var held = stat()
-            var current = stat()
-            guard fstat(fd, &held) == 0, stat(lockPath, &current) == 0, held.st_ino == current.st_ino else { continue }
-            try? FileManager.default.removeItem(atPath: String(lockPath.dropLast(5)))
-            unlink(lockPath)
-        }
-        for entry in entries
-        where !entry.hasSuffix(".lock") && !entries.contains(entry + ".lock") && !entries.contains(entry + ".lock.new")
-        {
-            let path = staging + "/" + entry
-            var info = stat()
-            guard stat(path, &info) == 0, time(nil) - info.st_mtim.tv_sec > 600 else { continue }
-            try? FileManager.default.removeItem(atPath: path)
-        }
-    }
-
-    /// Removes the staging folder of `owner`, a session that is gone (``SessionLiveness``),
-    /// and its slots file: the folder first, so that a removal cut short leaves the file,
-    /// and the next reaper of the session finds it.
-    func removeStaging(ofSession owner: String) throws {
-        let folder = staging + "/" + owner
-        var info = stat()
-        // Gone already: an earlier reaper removed it, or it was never made.
-        if lstat(folder, &info) == 0 { try FileManager.default.removeItem(atPath: folder) }
-        guard unlink(folder + ".slots") == 0 || errno == ENOENT else {
-            throw CatalogError(.io, "Could not remove \(folder).slots: \(Self.errnoText())", path: folder)
-        }
     }
 
     static func isDigest(_ text: String) -> Bool {
@@ -616,12 +515,12 @@ final class ContentStore: Sendable {
         in folder: StagingFolder? = nil, isCancelled: () -> Bool = { false }
     ) throws -> (digest: String, size: Int64, staged: String) {
         let staged = folder.map { $0.file(Int64(stagedCount.add(1, ordering: .relaxed).newValue)) } ?? newStagingPath()
-        FaultPoint.reach(.slowIngest)
+        faults.reach(.slowIngest)
         do {
             let (digest, size) = try Self.digest(
                 ofFileAt: path, below: directory, opened: directoryFD, copyTo: staged, syncsCopy: false,
                 isCancelled: isCancelled)
-            FaultPoint.reach(.afterStage)
+            faults.reach(.afterStage)
             return (digest, size, staged)
         } catch {
             unlink(staged)
@@ -822,207 +721,6 @@ final class ContentStore: Sendable {
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-}
-
-/// Staged content: the pin of each content (a staged copy, or a second link to its object,
-/// that keeps the bytes should a removal take the object before a commit), by SHA-256.
-protocol StagedContent: Sendable {
-    /// Calls `body` with the pin and SHA-256 of each content, a page at a time.
-    func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws
-    /// Those of `digests` it has.
-    func holds(_ digests: Set<String>) throws -> Set<String>
-}
-
-/// Staged content listed in memory: an add's, a batch of files at a time.
-struct PinTable: StagedContent {
-    /// The pin of each content, by SHA-256.
-    let pins: [String: String]
-
-    func forEachPin(_ body: ([(path: String, digest: String)]) throws -> Void) throws {
-        try body(pins.map { ($0.value, $0.key) })
-    }
-
-    func holds(_ digests: Set<String>) throws -> Set<String> { digests.filter { pins[$0] != nil } }
-}
-
-/// Staged content on its way into `objects/` for the assets one save records, with its
-/// pins (``StagedContent``) — and, for an import, the adoption itself, on another thread
-/// while the rows are built and written, in two stages. The import waits for the first (the
-/// staged bytes made durable, a `syncfs` that for a large bundle can take seconds) before
-/// its transaction takes the write lock. The links, and the `syncfs` that makes them
-/// durable, overlap the transaction's writes; its check before the commit waits for them,
-/// then looks for every content (``Asset/willInsertRows(_:in:effects:)``).
-final class ContentAdoption: @unchecked Sendable {
-    private let staged: any StagedContent
-    /// Left once the stage is over; not entered for content already in `objects/`.
-    private let durable = DispatchGroup()
-    private let linked = DispatchGroup()
-    /// What stopped each stage: written before its group is left, read after it is waited for.
-    private var durableFailure: (any Error)?
-    private var linkFailure: (any Error)?
-
-    /// Starts adopting `staged`'s content from its pins.
-    init(content: ContentStore, adopting staged: some StagedContent) {
-        self.staged = staged
-        durable.enter()
-        linked.enter()
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
-            do {
-                try content.makeStagedDurable()
-            } catch {
-                durableFailure = error
-            }
-            durable.leave()
-            if durableFailure == nil {
-                do {
-                    try content.linkAll(from: staged)
-                    FaultPoint.reach(.beforeImportCommit)
-                } catch {
-                    linkFailure = error
-                }
-            }
-            linked.leave()
-        }
-    }
-
-    /// Content already in `objects/` (an add adopts before it records), held by its pins.
-    init(holding staged: some StagedContent) {
-        self.staged = staged
-    }
-
-    /// Waits until the staged bytes are durable; throws what stopped that.
-    func waitUntilDurable() throws {
-        durable.wait()
-        if let durableFailure { throw durableFailure }
-    }
-
-    /// Waits until the content is linked and the links durable; throws what stopped it.
-    func wait() throws {
-        linked.wait()
-        if let failure = durableFailure ?? linkFailure { throw failure }
-    }
-
-    /// Those of `digests` the adoption holds (a pin of each): ``requireAll(in:)`` checks them.
-    func covering(_ digests: Set<String>) throws -> Set<String> { try staged.holds(digests) }
-
-    private let checkClaimed = Locked(false)
-
-    /// `true` the first time only: the save that writes an adoption's rows, in batches,
-    /// plans one ``requireAll(in:)``.
-    func claimCheck() -> Bool {
-        checkClaimed.withLock { claimed in
-            defer { claimed = true }
-            return !claimed
-        }
-    }
-
-    /// Checks, under the store's write lock, that `objects/` has every content of the
-    /// adoption, putting back from its pin what a removal took meanwhile.
-    func requireAll(in content: ContentStore) throws {
-        try staged.forEachPin { page in
-            for pin in page { try content.requireObject(pin.digest, for: "an imported asset", pin: pin.path) }
-        }
-    }
-}
-
-/// Points where a test can make the process die (`ASSETCAT_FAULT=name`),
-/// to prove that a crash there loses nothing.
-enum FaultPoint: String {
-    /// Content is in staging (and about to be linked), nothing committed.
-    case afterStage = "after-stage"
-    /// A deletion committed, its files not removed yet.
-    case afterCommit = "after-commit"
-    /// A removal plan is about to unlink its file, inside the sweep's transaction.
-    case beforeUnlink = "before-unlink"
-    /// An import's content is journaled, not linked into objects/ yet.
-    case afterImportJournal = "after-import-journal"
-    /// An import's content is linked into objects/, its records not committed.
-    case beforeImportCommit = "before-import-commit"
-    /// An import's records committed, its journal not deleted yet.
-    case afterImportCommit = "after-import-commit"
-    /// Not a crash: an import's records fail to commit (``isActive(_:)``), its content
-    /// linked into objects/.
-    case failImportCommit = "fail-import-commit"
-    /// An add's batch has its content journaled, none of it linked into objects/ yet.
-    case afterAddJournal = "after-add-journal"
-    /// An add's batch has its content linked into objects/, its records not committed.
-    case beforeAddCommit = "before-add-commit"
-    /// Where ``JobQueue/runUntilIdle(jobs:progress:)`` starts (an add's jobs, after its files).
-    case beforeRunningJobs = "before-running-jobs"
-    /// An export has created the missing folders above its bundle's path, nothing else yet.
-    case afterExportFolders = "after-export-folders"
-    /// An export has written a payload file into its bundle, not published yet.
-    case afterExportPayload = "after-export-payload"
-    /// An export has written its whole bundle, not published yet.
-    case beforeExportPublish = "before-export-publish"
-    /// Not a crash: an export writes its archive to a hidden named file beside the target,
-    /// as on a file system without unnamed files (`O_TMPFILE`).
-    case namedExportFile = "named-export-file"
-    /// Not a crash: each file added takes 20 ms longer, so a test can
-    /// interrupt an add while it runs.
-    case slowIngest = "slow-ingest"
-    /// Not a crash: jobs take 20 ms longer per chunk they read, so a test
-    /// can act while one runs.
-    case slowJobs = "slow-jobs"
-
-    /// A group of jobs' results committed, the runs not counted in their summaries yet.
-    case beforeCountingResults = "before-counting-results"
-    /// Not a crash: an export takes 20 ms longer per payload file, so a test can interrupt it.
-    case slowExport = "slow-export"
-    /// A save's content check passed (``ContentStore/requireObject(_:for:pin:)``, under the
-    /// shared content lock), its transaction not committed: where a test pauses an add
-    /// while another process sweeps.
-    case afterContentCheck = "after-content-check"
-    /// Not a crash: saves do not take the content lock (``CatalogRuntime/contentLock``), so
-    /// a test can show the removal it keeps from racing an add.
-    case skipContentLock = "skip-content-lock"
-    /// `migrate-store` has copied every row into the new store, not committed yet.
-    case beforeStoreCommit = "before-store-commit"
-    /// `migrate-store`'s copy committed; catalog.json does not name the new store yet.
-    case afterStoreCommit = "after-store-commit"
-    /// `migrate-store` to SQLite: the copy is `catalog.sqlite`; catalog.json still names the store.
-    /// To PostgreSQL: the old `catalog.sqlite` is moved aside, the stub not written yet.
-    case afterStoreMoved = "after-store-moved"
-    /// `migrate-store`: catalog.json names the new store; the old one is not let go of yet.
-    case afterStoreSwitch = "after-store-switch"
-
-    /// The points chosen: `ASSETCAT_FAULT=name` (or several, `name,name`).
-    private static let active = Set(
-        (ProcessInfo.processInfo.environment["ASSETCAT_FAULT"] ?? "").split(separator: ",").map(String.init))
-    /// With `ASSETCAT_FAULT_AT=n`, a crash point makes the process die the n-th time it is
-    /// reached (the first time by default): a test can kill a long command at many points.
-    private static let reachesLeft = Atomic<Int>(
-        ProcessInfo.processInfo.environment["ASSETCAT_FAULT_AT"].flatMap { Int($0) } ?? 1)
-
-    /// With `ASSETCAT_FAULT_PAUSE=name` and `ASSETCAT_FAULT_PAUSE_FILE=path`, the process
-    /// stops at that point: it creates `path.reached`, then waits until `path` exists (five
-    /// minutes at most), so that a test can act at that instant (another process's removal)
-    /// and then let the command go on. With several points (`name,name`), each has files
-    /// of its own: `path.name.reached` and `path.name`.
-    private static let pauses: [String: String] = {
-        let environment = ProcessInfo.processInfo.environment
-        guard let points = environment["ASSETCAT_FAULT_PAUSE"], let file = environment["ASSETCAT_FAULT_PAUSE_FILE"]
-        else { return [:] }
-        let names = points.split(separator: ",").map(String.init)
-        return Dictionary(names.map { ($0, names.count == 1 ? file : file + "." + $0) }) { first, _ in first }
-    }()
-
-    /// Whether a test chose `point` (for the points that are not a crash).
-    static func isActive(_ point: FaultPoint) -> Bool { active.contains(point.rawValue) }
-
-    static func reach(_ point: FaultPoint) {
-        if let file = pauses[point.rawValue] {
-            let reached = open(file + ".reached", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-            if reached >= 0 { close(reached) }
-            for _ in 0..<30_000 where access(file, F_OK) != 0 { usleep(10_000) }
-        }
-        guard isActive(point) else { return }
-        if point == .slowIngest || point == .slowJobs || point == .slowExport {
-            usleep(20_000)
-        } else if reachesLeft.subtract(1, ordering: .relaxed).newValue == 0 {
-            _exit(86)
-        }
-    }
 }
 
 extension ContentStore {

@@ -263,7 +263,7 @@ public struct JobContext: Sendable {
     public func readAsset(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         try catalog.read(asset) { chunk in
             try Task.checkCancellation()
-            FaultPoint.reach(.slowJobs)
+            catalog.content.faults.reach(.slowJobs)
             try body(chunk)
         }
     }

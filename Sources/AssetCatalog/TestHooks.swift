@@ -14,3 +14,27 @@ extension Catalog {
     /// catalog after it, to show that a stale plan is made again.
     @TaskLocal package static var afterEarlyPlan: (@Sendable () -> Void)?
 }
+
+/// The test instrumentation of one open catalog, given when it is opened
+/// (``Catalog/OpenOptions/testing``): the points where its process dies, pauses or slows
+/// down (``FaultPoints``), how its job queue paces itself, and the calls it makes to a test
+/// at chosen instants. A catalog opened without it has none; the shipped `assetcat` never
+/// gives one.
+@_spi(Testing) public struct CatalogTesting: Sendable {
+    /// Where the catalog's process dies, pauses or slows down.
+    public var faults: FaultPoints
+    /// How the catalog's job queue paces its claims, commits and looks at the store.
+    public var jobs: JobQueue.Tuning
+    /// What the catalog's job queue calls at chosen instants.
+    public var jobHooks: JobQueue.Hooks
+
+    /// Instrumentation that changes nothing.
+    public init(
+        faults: FaultPoints = FaultPoints(), jobs: JobQueue.Tuning = JobQueue.Tuning(),
+        jobHooks: JobQueue.Hooks = JobQueue.Hooks()
+    ) {
+        self.faults = faults
+        self.jobs = jobs
+        self.jobHooks = jobHooks
+    }
+}

@@ -1,4 +1,4 @@
-public import AssetCatalog
+@_spi(Testing) public import AssetCatalog
 public import Foundation
 public import TestScratch
 
@@ -21,6 +21,20 @@ public struct TestCatalog: Sendable {
 
     /// Opens the catalog (as a new process would).
     public func open() throws -> Catalog { try Catalog.open(at: root) }
+
+    /// Creates the catalog and returns it open, with `testing`'s instrumentation.
+    package func create(testing: CatalogTesting) throws -> Catalog {
+        var options = Catalog.OpenOptions()
+        options.testing = testing
+        return try Catalog.create(at: root, options: options)
+    }
+
+    /// Opens the catalog (as a new process would), with `testing`'s instrumentation.
+    package func open(testing: CatalogTesting) throws -> Catalog {
+        var options = Catalog.OpenOptions()
+        options.testing = testing
+        return try Catalog.open(at: root, options: options)
+    }
 
     /// Writes a source file and returns its path.
     @discardableResult

@@ -55,7 +55,8 @@ struct CatalogOption: ParsableArguments {
 
     /// Opens the catalog to change it: a read-only catalog fails with a message that says so.
     func open() throws -> Catalog {
-        try Catalog.open(at: CatalogLocator.locate(explicit: catalog), options: .init(logger: output.logger))
+        try Catalog.open(
+            at: CatalogLocator.locate(explicit: catalog), options: .init(logger: output.logger).withTestSwitches())
     }
 
     /// Opens the catalog for a command that only reads it: writable where it can be (so the
@@ -64,7 +65,7 @@ struct CatalogOption: ParsableArguments {
     func openForReading() throws -> Catalog {
         let catalog = try Catalog.open(
             at: CatalogLocator.locate(explicit: catalog),
-            options: .init(access: .readWriteIfPossible, logger: output.logger))
+            options: .init(access: .readWriteIfPossible, logger: output.logger).withTestSwitches())
         if catalog.openedReadOnlyOnAFullDisk {
             let pending = (try? catalog.pendingRemovalCount()) ?? 0
             Terminal.note(
@@ -150,19 +151,22 @@ extension AssetCat {
                 let directory = URL(fileURLWithPath: path ?? CatalogLocator.directoryName).standardizedFileURL
                 let location = try store.map { try CatalogStoreLocation($0) }
                 if join {
-                    let joined = try Catalog.join(at: directory, store: location, options: .init(logger: output.logger))
+                    let joined = try Catalog.join(
+                        at: directory, store: location, options: .init(logger: output.logger).withTestSwitches())
                     print(
                         "joined catalog \(joined.id.uuidString) (store \(joined.store.server), schema "
                             + "\(joined.store.schema))")
                     return
                 }
                 guard let location else {
-                    let catalog = try Catalog.create(at: directory, options: .init(logger: output.logger))
+                    let catalog = try Catalog.create(
+                        at: directory, options: .init(logger: output.logger).withTestSwitches())
                     catalog.close()
                     print("Created an empty catalog in \(DisplayText.quoted(directory.path))")
                     return
                 }
-                let created = try Catalog.create(at: directory, store: location, options: .init(logger: output.logger))
+                let created = try Catalog.create(
+                    at: directory, store: location, options: .init(logger: output.logger).withTestSwitches())
                 created.catalog.close()
                 print(
                     "Created an empty catalog in \(DisplayText.quoted(directory.path)), its records in "
@@ -196,7 +200,7 @@ extension AssetCat {
             try await reportingErrors {
                 let directory = try CatalogLocator.locate(explicit: options.catalog)
                 let (catalog, report) = try Catalog.recover(
-                    at: directory, options: .init(logger: options.output.logger))
+                    at: directory, options: .init(logger: options.output.logger).withTestSwitches())
                 catalog.close()
                 print("started a new store in \(DisplayText.quoted(directory.path))")
                 print("recorded \(plural(report.adopted.count, "file")) of objects/ as assets tagged 'recovered'")

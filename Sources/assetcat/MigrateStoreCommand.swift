@@ -1,5 +1,5 @@
 import ArgumentParser
-import AssetCatalog
+@_spi(Testing) import AssetCatalog
 import Foundation
 
 extension AssetCat {
@@ -27,7 +27,8 @@ extension AssetCat {
                 let directory = try CatalogLocator.locate(explicit: options.catalog)
                 let destination: StoreDestination =
                     to == "sqlite" ? .sqlite : .postgresql(try CatalogStoreLocation(to))
-                let migration = try Catalog.migrateStore(at: directory, to: destination) { copied, total in
+                let migration = try Catalog.migrateStore(at: directory, to: destination, testing: .ofCommand) {
+                    copied, total in
                     Terminal.progress("copying", done: copied, total: total)
                 }
                 Terminal.endProgress()

@@ -6,7 +6,7 @@ import Synchronization
 import TestScratch
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 @testable import PersistencePostgreSQL
 
 /// What a queue's saves announce (``JobQueue/jobsTopic``), and what a worker does with it: an
@@ -50,7 +50,9 @@ import Testing
     /// job's cancellation. Shown by order: a later announcement arrives, and none came between.
     @Test func aSaveAnnouncesOnceWhatItDoesToJobsAndRunningThemAnnouncesNothing() async throws {
         let t = try TestCatalog()
-        let catalog = try t.create()
+        var tuning = JobQueue.Tuning()
+        tuning.retryBaseDelay = 0.001
+        let catalog = try t.create(testing: CatalogTesting(jobs: tuning))
         defer { catalog.close() }
         let assets = try await catalog.add(
             (0..<3).map { try t.file("a\($0).dat", "asset \($0)") }, options: AddOptions(mode: .reference)
@@ -60,7 +62,6 @@ import Testing
         let noted = NotedJob()
         for kind in ["one", "two"] { catalog.jobs.register(noted, as: kind) }
         catalog.jobs.register(FailsOnce(), as: "flaky")
-        catalog.jobs.retryBaseDelay = 0.001
 
         let six = try catalog.jobs.submit(["one", "two"], for: assets.map(\.id))
         #expect(six.count == 6)
@@ -89,7 +90,7 @@ import Testing
     /// store's announcements and looks at the store only hourly, claims and runs it. Before
     /// submits were announced, it waited for its next look.
     @Test func anIdleWorkerClaimsWhatAnotherHostSubmitsAtOnce() async throws {
-        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make()
+        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make(testing: Self.looksHourly)
         defer { a.close() }
         let b = try shared.open()
         defer { b.close() }
@@ -101,7 +102,7 @@ import Testing
     /// submits were announced.
     @Test func anIdleWorkerClaimsWhatAnotherProcessSubmitsAtOnceOnSQLite() async throws {
         let t = try TestCatalog()
-        let a = try t.create()
+        let a = try t.create(testing: Self.looksHourly)
         defer { a.close() }
         let b = try t.open()
         defer { b.close() }
@@ -110,24 +111,25 @@ import Testing
         try await Self.idleWorkerClaimsWhatTheOtherSubmits(a, b, asset)
     }
 
-    /// Sets `queue`'s own looks at the store to an hour: only announcements wake it.
-    static func looksHourly(_ queue: JobQueue) {
-        queue.listeningLookInterval = 3_600
-        queue.externalPollInterval = 3_600
-        queue.idlePollInterval = .seconds(3_600)
+    /// A queue's own looks at the store an hour apart: only announcements wake it.
+    static var looksHourly: CatalogTesting {
+        var tuning = JobQueue.Tuning()
+        tuning.listeningLookInterval = 3_600
+        tuning.externalPollInterval = 3_600
+        tuning.idlePollInterval = .seconds(3_600)
+        return CatalogTesting(jobs: tuning)
     }
 
     /// Whether `queue`'s worker hears announcements and sleeps until one wakes it (or an hour).
     static func sleepsUntilAnnounced(_ queue: JobQueue) -> Bool {
-        let sleep = queue.workerSleep
-        return queue.hearsAnnouncements && sleep.isAsleep && sleep.timeout == .seconds(3_600)
+        let sleep = queue.sleep.current
+        return queue.watcher.hearsAnnouncements && sleep.isAsleep && sleep.timeout == .seconds(3_600)
     }
 
     static func idleWorkerClaimsWhatTheOtherSubmits(_ a: Catalog, _ b: Catalog, _ asset: AssetRecord) async throws {
         let processor = NotedJob()
         a.jobs.register(processor, as: "noted")
         b.jobs.register(processor, as: "noted")
-        looksHourly(a.jobs)
         a.jobs.start()
         defer { a.jobs.stop() }
         #expect(try await waitUntil { sleepsUntilAnnounced(a.jobs) })
@@ -137,7 +139,7 @@ import Testing
             try await waitUntil(atMost: .seconds(120)) { processor.ran.withLock { $0 } == [jobID] },
             "the idle worker did not claim the job another opening submitted")
         #expect(try await waitUntil { try a.jobs.job(id: jobID)?.state == .succeeded })
-        #expect(a.jobs.externalPollCount == 0)
+        #expect(a.jobs.metrics.externalPolls == 0)
     }
 
     /// PostgreSQL: while `a`'s `LISTEN` connection is down (ended by the server, and not made
@@ -146,7 +148,11 @@ import Testing
     /// sleeps until an announcement wakes it, and works `b`'s next job without a poll.
     /// Before, the worker did not know its announcements were interrupted and slept on.
     @Test func whileTheListenConnectionIsDownTheWorkerPollsAndStopsOnceItHearsAgain() async throws {
-        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make()
+        var tuning = JobQueue.Tuning()
+        tuning.listeningLookInterval = 3_600
+        tuning.idlePollInterval = .milliseconds(20)
+        tuning.externalPollInterval = 0  // while interrupted, every turn polls
+        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make(testing: CatalogTesting(jobs: tuning))
         defer { a.close() }
         let b = try shared.open()
         defer { b.close() }
@@ -154,9 +160,6 @@ import Testing
         let processor = NotedJob()
         a.jobs.register(processor, as: "noted")
         b.jobs.register(processor, as: "noted")
-        a.jobs.listeningLookInterval = 3_600
-        a.jobs.idlePollInterval = .milliseconds(20)
-        a.jobs.externalPollInterval = 0  // while interrupted, every turn polls
         a.jobs.start()
         defer { a.jobs.stop() }
         #expect(try await waitUntil { Self.sleepsUntilAnnounced(a.jobs) })
@@ -171,50 +174,49 @@ import Testing
             [.text("persistence listen \(schema)")]
         ).rows.count
         #expect(ended >= 1)
-        #expect(try await waitUntil(atMost: .seconds(120)) { !a.jobs.hearsAnnouncements })
-        #expect(try await waitUntil(atMost: .seconds(120)) { a.jobs.workerSleep.timeout == .milliseconds(20) })
-        let pollsBefore = a.jobs.externalPollCount
+        #expect(try await waitUntil(atMost: .seconds(120)) { !a.jobs.watcher.hearsAnnouncements })
+        #expect(try await waitUntil(atMost: .seconds(120)) { a.jobs.sleep.current.timeout == .milliseconds(20) })
+        let pollsBefore = a.jobs.metrics.externalPolls
 
         let first = try b.jobs.submit("noted", for: asset.id)
         #expect(
             try await waitUntil(atMost: .seconds(120)) { processor.ran.withLock { $0 } == [first] },
             "the worker did not poll for work while its announcements were interrupted")
-        #expect(a.jobs.externalPollCount > pollsBefore)
+        #expect(a.jobs.metrics.externalPolls > pollsBefore)
 
         PostgreSQLListener.letListenAgain(schema: schema)
         #expect(try await waitUntil(atMost: .seconds(120)) { Self.sleepsUntilAnnounced(a.jobs) })
-        let polls = a.jobs.externalPollCount
-        let turns = a.jobs.workerTurns
+        let polls = a.jobs.metrics.externalPolls
+        let turns = a.jobs.metrics.workerTurns
         let second = try b.jobs.submit("noted", for: asset.id)
         #expect(
             try await waitUntil(atMost: .seconds(120)) { processor.ran.withLock { $0 } == [first, second] },
             "the worker did not hear the job submitted once it listened again")
         #expect(try await waitUntil { Self.sleepsUntilAnnounced(a.jobs) })
-        #expect(a.jobs.workerTurns > turns)
-        #expect(a.jobs.externalPollCount == polls, "the worker went on polling once it heard announcements again")
+        #expect(a.jobs.metrics.workerTurns > turns)
+        #expect(a.jobs.metrics.externalPolls == polls, "the worker went on polling once it heard announcements again")
     }
 
     /// PostgreSQL: `b` cancels the job `a` runs; `a`, which looks at the store only hourly,
     /// stops the run on hearing the cancellation. Before cancellations were announced, only
     /// `a`'s 0.1 s poll of the store stopped it.
     @Test func anotherHostsCancellationStopsARunByItsAnnouncement() async throws {
-        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make()
+        let (shared, a) = try JobsOnPostgreSQLTests.SharedCatalog.make(testing: Self.looksHourly)
         defer { a.close() }
         let b = try shared.open()
         defer { b.close() }
         let asset = try await JobsOnPostgreSQLTests.asset(shared, in: a)
         let processor = EndlessJob()
         a.jobs.register(processor, as: "endless")
-        Self.looksHourly(a.jobs)
         let jobID = try a.jobs.submit("endless", for: asset.id)
         a.jobs.start()
         defer { a.jobs.stop() }
         #expect(try await waitUntil { processor.hasStarted })
         #expect(try b.jobs.cancel(jobID).state == .cancelled)
         #expect(
-            try await waitUntil(atMost: .seconds(120)) { processor.sawCancellation && !a.jobs.isRunningAnything },
+            try await waitUntil(atMost: .seconds(120)) { processor.sawCancellation && !a.jobs.runs.isRunningAnything },
             "the run went on after another host cancelled its job")
         #expect(try a.jobs.job(id: jobID)?.state == .cancelled)
-        #expect(a.jobs.externalPollCount == 0)
+        #expect(a.jobs.metrics.externalPolls == 0)
     }
 }

@@ -5,7 +5,7 @@ import Synchronization
 import TestScratch
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 
 /// Counts each job's runs, by job ID, and returns a result that lands in the asset.
 final class RunCounter: JobProcessor {
@@ -46,10 +46,12 @@ final class Gate: JobProcessor {
 
 @Suite struct JobBatchTests {
     /// A catalog of `count` referenced tiny files.
-    func catalogWithAssets(_ count: Int) async throws -> (TestCatalog, Catalog, [AssetRecord]) {
+    func catalogWithAssets(
+        _ count: Int, jobs tuning: JobQueue.Tuning = JobQueue.Tuning(), hooks: JobQueue.Hooks = JobQueue.Hooks()
+    ) async throws -> (TestCatalog, Catalog, [AssetRecord]) {
         let t = try TestCatalog()
         for n in 0..<count { _ = try t.file("d/a\(n).txt", "asset \(n)\n") }
-        let catalog = try t.create()
+        let catalog = try t.create(testing: CatalogTesting(jobs: tuning, jobHooks: hooks))
         let added = try await catalog.add(
             [t.sources.appending(path: "d").path], options: AddOptions(mode: .reference, recursive: true)
         ).added
@@ -66,14 +68,13 @@ final class Gate: JobProcessor {
     /// Two queues on one store (as two processes: each its own connections and owner)
     /// claim batches of the same jobs at once: every job runs exactly once, and succeeds.
     @Test func batchClaimsOfTwoQueuesNeverHandOneJobToBoth() async throws {
-        let (t, first, assets) = try await catalogWithAssets(400)
-        let second = try t.open()
+        var tuning = JobQueue.Tuning()
+        tuning.minimumClaimAhead = 64  // large batches from the first claim on
+        let (t, first, assets) = try await catalogWithAssets(400, jobs: tuning)
+        let second = try t.open(testing: CatalogTesting(jobs: tuning))
         defer { second.close() }
         let counter = RunCounter()
-        for catalog in [first, second] {
-            catalog.jobs.register(counter, as: "count")
-            catalog.jobs.minimumClaimAhead = 64  // large batches from the first claim on
-        }
+        for catalog in [first, second] { catalog.jobs.register(counter, as: "count") }
         let ids = try first.jobs.submit(["count"], for: assets.map(\.id))
         async let a = first.jobs.runUntilIdle()
         async let b = second.jobs.runUntilIdle()
@@ -89,15 +90,16 @@ final class Gate: JobProcessor {
     /// Results committed in one group: the one whose asset another process deleted
     /// meanwhile does not land (its job is cancelled), the others do, in the same commit.
     @Test func aGroupedResultWhoseAssetWasDeletedMeanwhileDoesNotLand() async throws {
-        let (t, catalog, assets) = try await catalogWithAssets(3)
+        var tuning = JobQueue.Tuning()
+        tuning.holdsResults = true
+        tuning.minimumClaimAhead = 8  // every job claimed at once, whatever the core count
+        let (t, catalog, assets) = try await catalogWithAssets(3, jobs: tuning)
         defer { catalog.close() }
         let counter = RunCounter()
         catalog.jobs.register(counter, as: "count")
-        catalog.jobs.holdsResults = true
-        catalog.jobs.minimumClaimAhead = 8  // every job claimed at once, whatever the core count
         let ids = try catalog.jobs.submit(["count"], for: assets.map(\.id))
         let run = Task { try await catalog.jobs.runUntilIdle() }
-        try await eventually("three results waiting") { catalog.jobs.pendingResultCount == 3 }
+        try await eventually("three results waiting") { catalog.jobs.batcher.pendingCount == 3 }
         let token = try catalog.withContext { context in
             try context.existingObject(with: catalog.jobs.jobObjectID(ids[1]), as: Job.self).owner
         }
@@ -111,10 +113,10 @@ final class Gate: JobProcessor {
             row.owner = token
             row.lastError = nil
         }
-        let commits = catalog.jobs.commitCounts.results
-        catalog.jobs.holdsResults = false
+        let commits = catalog.jobs.metrics.resultCommits
+        catalog.jobs.batcher.releaseHeldResults()
         _ = try await run.value
-        #expect(catalog.jobs.commitCounts.results == commits + 1, "the three results were not one group")
+        #expect(catalog.jobs.metrics.resultCommits == commits + 1, "the three results were not one group")
         let rows = Dictionary(uniqueKeysWithValues: try catalog.jobs.list().map { ($0.id, $0) })
         #expect(rows[ids[0]]?.state == .succeeded && rows[ids[2]]?.state == .succeeded)
         #expect(rows[ids[1]]?.state == .cancelled && rows[ids[1]]?.error == "its asset was deleted")
@@ -126,11 +128,12 @@ final class Gate: JobProcessor {
     /// while results wait for their commit, no success is published and the rows are still
     /// running; every success published is then read back by another connection.
     @Test func groupedCompletionsAreReportedOnlyOnceCommitted() async throws {
-        let (t, catalog, assets) = try await catalogWithAssets(6)
+        var tuning = JobQueue.Tuning()
+        tuning.holdsResults = true
+        tuning.minimumClaimAhead = 8  // every job claimed at once, whatever the core count
+        let (t, catalog, assets) = try await catalogWithAssets(6, jobs: tuning)
         defer { catalog.close() }
         catalog.jobs.register(RunCounter(), as: "count")
-        catalog.jobs.holdsResults = true
-        catalog.jobs.minimumClaimAhead = 8  // every job claimed at once, whatever the core count
         let events = catalog.jobs.events()
         let succeeded = Task {
             var ids: [Int64] = []
@@ -142,12 +145,12 @@ final class Gate: JobProcessor {
         }
         let ids = try catalog.jobs.submit(["count"], for: assets.map(\.id))
         let run = Task { try await catalog.jobs.runUntilIdle() }
-        try await eventually("every result waiting") { catalog.jobs.pendingResultCount == assets.count }
+        try await eventually("every result waiting") { catalog.jobs.batcher.pendingCount == assets.count }
         let other = try t.open()
         defer { other.close() }
         #expect(try other.jobs.list().allSatisfy { $0.state == .running })
-        #expect(catalog.jobs.isRunningAnything, "runs ended before their results were committed")
-        catalog.jobs.holdsResults = false
+        #expect(catalog.jobs.runs.isRunningAnything, "runs ended before their results were committed")
+        catalog.jobs.batcher.releaseHeldResults()
         let summary = try await run.value
         #expect(summary.succeeded == assets.count)
         let reported = await succeeded.value
@@ -160,11 +163,13 @@ final class Gate: JobProcessor {
     /// them stops it before its processor ever runs: a committed deletion cancels it, a
     /// rolled-back one queues it again and it runs once.
     @Test func aJobClaimedAheadIsHeldByItsAssetsDeletionAndResumedByTheRollback() async throws {
-        let (_, catalog, assets) = try await catalogWithAssets(ProcessInfo.processInfo.activeProcessorCount + 2)
+        var tuning = JobQueue.Tuning()
+        tuning.minimumClaimAhead = 2
+        let (_, catalog, assets) = try await catalogWithAssets(
+            ProcessInfo.processInfo.activeProcessorCount + 2, jobs: tuning)
         defer { catalog.close() }
         let gate = Gate()
         catalog.jobs.register(gate, as: "gate")
-        catalog.jobs.minimumClaimAhead = 2
         let ids = try catalog.jobs.submit(["gate"], for: assets.map(\.id))
         let run = Task { try await catalog.jobs.runUntilIdle() }
         // Every job claimed: the first ones wait at the gate, the last two for a slot.
@@ -219,21 +224,22 @@ final class Gate: JobProcessor {
     /// the store's `-wal`, with polling turned off (an hour apart): without the watch, the
     /// run would go on until the catalog closes, and the wait below fails.
     @Test func anotherProcesssDeletionIsSeenThroughTheStoreWatch() async throws {
-        let (t, catalog, assets) = try await catalogWithAssets(1)
+        var tuning = JobQueue.Tuning()
+        tuning.externalPollInterval = 3600
+        let (t, catalog, assets) = try await catalogWithAssets(1, jobs: tuning)
         defer { catalog.close() }
         let processor = UntilCancelled()
         catalog.jobs.register(processor, as: "until-cancelled")
-        catalog.jobs.externalPollInterval = 3600
         let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         try await eventually("the job running") { processor.runs.withLock { $0 } == 1 }
-        #expect(catalog.jobs.isWatchingStore)
+        #expect(catalog.jobs.watcher.isWatchingStore)
         let other = try t.open()
         try other.remove(assets[0].id)  // its commit marks the row cancelled; the run here goes on
         other.close()
         try await eventually("the run stopped") { processor.cancellations.withLock { $0 } == 1 }
-        try await eventually("the run ended") { catalog.jobs.tasksInFlight == 0 }
+        try await eventually("the run ended") { catalog.jobs.runs.tasksInFlight == 0 }
         #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
         #expect(try catalog.jobs.job(id: id)?.error == "its asset was deleted")
     }
@@ -243,28 +249,32 @@ final class Gate: JobProcessor {
     /// not yet among those it checks): the job is still stopped, by the check the end of the
     /// claim makes again. Without it the store's change counter is spent and the run goes on.
     @Test func aDeletionCommittedWhileAClaimIsUnderWayStopsTheClaimedJob() async throws {
-        let (t, catalog, assets) = try await catalogWithAssets(1)
+        var tuning = JobQueue.Tuning()
+        tuning.externalPollInterval = 3600
+        tuning.watchesStore = false  // the check below stands for the watch's
+        let deletion = Mutex<(catalog: Catalog, asset: AssetID)?>(nil)
+        let fired = Mutex(false)
+        var hooks = JobQueue.Hooks()
+        hooks.afterClaim = { catalog in
+            guard !fired.withLock({ $0 }), let other = deletion.withLock({ $0 }) else { return }
+            fired.withLock { $0 = true }
+            _ = try? other.catalog.remove(other.asset)
+            catalog.jobs.watcher.checkExternalChanges()  // as the watch would, at the commit
+        }
+        let (t, catalog, assets) = try await catalogWithAssets(1, jobs: tuning, hooks: hooks)
         defer { catalog.close() }
         let processor = UntilCancelled()
         catalog.jobs.register(processor, as: "until-cancelled")
-        catalog.jobs.externalPollInterval = 3600
-        catalog.jobs.watchesStore = false  // the check below stands for the watch's
         let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
-        let other = try t.open()
-        defer { other.close() }
-        let fired = Mutex(false)
-        catalog.jobs.afterClaim = { [jobs = catalog.jobs] in
-            guard !fired.withLock({ $0 }) else { return }
-            fired.withLock { $0 = true }
-            _ = try? other.remove(assets[0].id)
-            jobs.checkExternalChanges()  // as the watch would, at the commit
-        }
+        let opened = try t.open()
+        defer { opened.close() }
+        deletion.withLock { $0 = (opened, assets[0].id) }
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         // Once the claim is over (its job registered, the hook's deletion and check done),
         // the run must end: without a second look it would go on until the queue stops.
         try await eventually("the claim made, and its run ended") {
-            fired.withLock { $0 } && catalog.jobs.claimsUnderWay == 0 && catalog.jobs.tasksInFlight == 0
+            fired.withLock { $0 } && catalog.jobs.runs.claimsUnderWay == 0 && catalog.jobs.runs.tasksInFlight == 0
         }
         #expect(processor.cancellations.withLock { $0 } == processor.runs.withLock { $0 })
         #expect(try catalog.jobs.job(id: id)?.state == .cancelled)
@@ -274,19 +284,22 @@ final class Gate: JobProcessor {
     /// its asset never starts: it ends cancelled, and the run that claimed it counts it so
     /// (`jobs run` printed "0 cancelled" for it).
     @Test func aClaimedJobWhoseAssetGoesBeforeItStartsCountsAsCancelled() async throws {
-        let (t, catalog, assets) = try await catalogWithAssets(1)
+        let deletion = Mutex<(catalog: Catalog, asset: AssetID)?>(nil)
+        let fired = Mutex(false)
+        var hooks = JobQueue.Hooks()
+        hooks.afterClaimCommit = {
+            guard !fired.withLock({ $0 }), let other = deletion.withLock({ $0 }) else { return }
+            fired.withLock { $0 = true }
+            _ = try? other.catalog.remove(other.asset)
+        }
+        let (t, catalog, assets) = try await catalogWithAssets(1, hooks: hooks)
         defer { catalog.close() }
         let counter = RunCounter()
         catalog.jobs.register(counter, as: "count")
         let id = try catalog.jobs.submit("count", for: assets[0].id)
-        let other = try t.open()
-        defer { other.close() }
-        let fired = Mutex(false)
-        catalog.jobs.afterClaimCommit = {
-            guard !fired.withLock({ $0 }) else { return }
-            fired.withLock { $0 = true }
-            _ = try? other.remove(assets[0].id)
-        }
+        let opened = try t.open()
+        defer { opened.close() }
+        deletion.withLock { $0 = (opened, assets[0].id) }
         let summary = try await catalog.jobs.runUntilIdle()
         #expect(fired.withLock { $0 })
         #expect(summary.cancelled == 1 && summary.succeeded == 0 && summary.failed == 0)
@@ -300,11 +313,12 @@ final class Gate: JobProcessor {
     /// runnable now — and read every queued job each time: 57% of a core for two runs that
     /// sleep, with 10,000 jobs queued.
     @Test func aWorkerWhoseSlotsAreAllTakenSleepsUntilARunEnds() async throws {
-        let (_, catalog, assets) = try await catalogWithAssets(12)
+        var tuning = JobQueue.Tuning()
+        tuning.listeningLookInterval = 3_600  // only a wake can end its sleep
+        let (_, catalog, assets) = try await catalogWithAssets(12, jobs: tuning)
         defer { catalog.close() }
         let turnstile = Turnstile()
         catalog.jobs.register(turnstile, as: "turn")
-        catalog.jobs.listeningLookInterval = 3_600  // only a wake can end its sleep
         _ = try catalog.jobs.submit(["turn"], for: assets.map(\.id))
         catalog.jobs.start()
         defer {
@@ -314,8 +328,8 @@ final class Gate: JobProcessor {
         // Asleep with every slot taken, for as long as nothing wakes it: before, each of its
         // sleeps lasted 10 ms at most.
         try await eventually("the worker asleep until woken, every slot running") {
-            let sleep = catalog.jobs.workerSleep
-            return catalog.jobs.tasksInFlight >= catalog.jobs.concurrency && sleep.isAsleep
+            let sleep = catalog.jobs.sleep.current
+            return catalog.jobs.runs.tasksInFlight >= catalog.jobs.concurrency && sleep.isAsleep
                 && sleep.timeout == .seconds(3_600)
         }
     }
@@ -325,7 +339,12 @@ final class Gate: JobProcessor {
     /// run was stopped before the row was written, and when the run wrote it first the call
     /// failed with "Job 1 is cancelled; only queued or running jobs can be cancelled".
     @Test func cancellingARunningJobCancelsItWhateverItsRunDoes() async throws {
-        let (_, catalog, assets) = try await catalogWithAssets(1)
+        var hooks = JobQueue.Hooks()
+        hooks.afterCancellingRun = { catalog in
+            let deadline = Date().addingTimeInterval(10)
+            while catalog.jobs.runs.tasksInFlight > 0 && Date() < deadline { usleep(1000) }  // the run has ended
+        }
+        let (_, catalog, assets) = try await catalogWithAssets(1, hooks: hooks)
         defer { catalog.close() }
         let processor = UntilCancelled()
         catalog.jobs.register(processor, as: "until-cancelled")
@@ -333,13 +352,9 @@ final class Gate: JobProcessor {
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         try await eventually("the job running") { processor.runs.withLock { $0 } == 1 }
-        catalog.jobs.afterCancellingRun = { [jobs = catalog.jobs] in
-            let deadline = Date().addingTimeInterval(10)
-            while jobs.tasksInFlight > 0 && Date() < deadline { usleep(1000) }  // the run has ended
-        }
         let record = try catalog.jobs.cancel(id)
         #expect(record.state == .cancelled && record.error == "cancelled")
-        try await eventually("the run ended") { catalog.jobs.tasksInFlight == 0 }
+        try await eventually("the run ended") { catalog.jobs.runs.tasksInFlight == 0 }
         #expect(processor.cancellations.withLock { $0 } == 1)
         let job = try catalog.jobs.job(id: id)
         #expect(job?.state == .cancelled && job?.error == "cancelled")
@@ -349,12 +364,13 @@ final class Gate: JobProcessor {
     /// this process writes the row before that one marks it — here, never: the deletion is
     /// made as a process that dies right after its commit leaves it (the row not marked).
     @Test func aRunStoppedByAnotherProcesssDeletionSaysWhyInItsRow() async throws {
-        let (t, catalog, assets) = try await catalogWithAssets(1)
+        var tuning = JobQueue.Tuning()
+        tuning.externalPollInterval = 3600
+        tuning.watchesStore = false  // the check below stands for the watch's
+        let (t, catalog, assets) = try await catalogWithAssets(1, jobs: tuning)
         defer { catalog.close() }
         let processor = UntilCancelled()
         catalog.jobs.register(processor, as: "until-cancelled")
-        catalog.jobs.externalPollInterval = 3600
-        catalog.jobs.watchesStore = false  // the check below stands for the watch's
         let id = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
@@ -368,40 +384,42 @@ final class Gate: JobProcessor {
                 t.root.appending(path: "catalog.sqlite").path, assets[0].id.description,
             ])
         #expect(deletion.termination == .exited(0), "\(deletion.stderrText)")
-        catalog.jobs.checkExternalChanges()
-        try await eventually("the run ended") { catalog.jobs.tasksInFlight == 0 }
+        catalog.jobs.watcher.checkExternalChanges()
+        try await eventually("the run ended") { catalog.jobs.runs.tasksInFlight == 0 }
         let job = try catalog.jobs.job(id: id)
         #expect(job?.state == .cancelled)
         #expect(job?.error == "its asset was deleted")
     }
 
     /// A result that would be committed alone waits a moment for a run that ends just after
-    /// it (``JobQueue/resultGroupDelay``, here long enough for any machine): both results
+    /// it (``JobQueue/Tuning/resultGroupDelay``, here long enough for any machine): both results
     /// share one transaction. Without the wait the first run's result was committed at once,
     /// alone, and the first two runs of every claim cost two commits.
     @Test(.enabled(if: ProcessInfo.processInfo.activeProcessorCount >= 2))
     func aLoneResultWaitsForARunThatEndsJustAfterIt() async throws {
-        let (_, catalog, assets) = try await catalogWithAssets(2)
+        var tuning = JobQueue.Tuning()
+        tuning.minimumClaimAhead = 8  // both claimed at once, and run together
+        tuning.resultGroupDelay = .seconds(60)
+        let (_, catalog, assets) = try await catalogWithAssets(2, jobs: tuning)
         defer { catalog.close() }
         catalog.jobs.register(EndsAfterAnother(queue: catalog.jobs, leader: assets[0].id), as: "pair")
-        catalog.jobs.minimumClaimAhead = 8  // both claimed at once, and run together
-        catalog.jobs.resultGroupDelay = .seconds(60)
         _ = try catalog.jobs.submit(["pair"], for: assets.map(\.id))
-        let commits = catalog.jobs.commitCounts.results
+        let commits = catalog.jobs.metrics.resultCommits
         let summary = try await catalog.jobs.runUntilIdle()
         #expect(summary.succeeded == 2)
-        #expect(catalog.jobs.commitCounts.results == commits + 1, "the two results were not one commit")
+        #expect(catalog.jobs.metrics.resultCommits == commits + 1, "the two results were not one commit")
     }
 
     /// Claims are not made a few jobs at a time as runs end: while every slot has a run and
     /// over half of the jobs claimed ahead still wait for one, the worker claims nothing;
     /// then it tops them up in one claim. Before, each run that ended made a claim of one.
     @Test func aClaimWaitsUntilHalfTheJobsClaimedAheadHaveStarted() async throws {
-        let (_, catalog, assets) = try await catalogWithAssets(30)
+        var tuning = JobQueue.Tuning()
+        tuning.minimumClaimAhead = 8
+        let (_, catalog, assets) = try await catalogWithAssets(30, jobs: tuning)
         defer { catalog.close() }
         let turnstile = Turnstile()
         catalog.jobs.register(turnstile, as: "turn")
-        catalog.jobs.minimumClaimAhead = 8
         let ahead = 8
         let slots = catalog.jobs.concurrency
         _ = try catalog.jobs.submit(["turn"], for: assets.map(\.id))
@@ -410,24 +428,24 @@ final class Gate: JobProcessor {
             turnstile.openForGood()
             catalog.jobs.stopAndWait()
         }
-        try await eventually("the first claim") { catalog.jobs.commitCounts.claims == 1 }
+        try await eventually("the first claim") { catalog.jobs.metrics.claimCommits == 1 }
         func claimedRows() throws -> Int { try catalog.jobs.list().filter { $0.state != .queued }.count }
         #expect(try claimedRows() == slots + ahead)
         // Let runs end one at a time; after each, the worker wakes, and decides.
         for ended in 1...(ahead / 2) {
-            let waits = catalog.jobs.workerTurnsAndWaits.waits
+            let waits = catalog.jobs.metrics.workerWaits
             turnstile.letOneThrough()
-            try await eventually("run \(ended) committed") { catalog.jobs.commitCounts.results == ended }
+            try await eventually("run \(ended) committed") { catalog.jobs.metrics.resultCommits == ended }
             try await eventually("the worker's turn after run \(ended)") {
-                catalog.jobs.workerTurnsAndWaits.waits > waits
+                catalog.jobs.metrics.workerWaits > waits
             }
             if ended < ahead / 2 {
                 try await Task.sleep(for: .milliseconds(50))  // a claim it made would be committed by now
-                #expect(catalog.jobs.commitCounts.claims == 1, "a claim after \(ended) of \(ahead) ended")
+                #expect(catalog.jobs.metrics.claimCommits == 1, "a claim after \(ended) of \(ahead) ended")
             }
         }
         // Half of them have started: the next claim tops them up, at once.
-        try await eventually("the second claim") { catalog.jobs.commitCounts.claims == 2 }
+        try await eventually("the second claim") { catalog.jobs.metrics.claimCommits == 2 }
         #expect(try claimedRows() == slots + ahead + ahead / 2)
     }
 }
@@ -444,7 +462,7 @@ final class EndsAfterAnother: JobProcessor {
     func run(_ job: JobContext) async throws -> JobOutput {
         if job.asset.id != leader {
             let deadline = ContinuousClock.now + .seconds(20)
-            while queue.pendingResultCount == 0 && ContinuousClock.now < deadline {
+            while queue.batcher.pendingCount == 0 && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(1))
             }
         }

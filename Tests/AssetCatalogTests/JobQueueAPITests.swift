@@ -3,7 +3,7 @@ import Foundation
 import Persistence
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 
 /// A processor registered so that its kind can be submitted, in tests that never run it.
 struct Parked: JobProcessor {
@@ -12,9 +12,11 @@ struct Parked: JobProcessor {
 
 /// The job queue as a pipeline uses it: looking jobs up, submitting, retry limits, retention.
 @Suite struct JobQueueAPITests {
-    func catalogWithAssets(_ count: Int) async throws -> (TestCatalog, Catalog, [AssetRecord]) {
+    func catalogWithAssets(
+        _ count: Int, testing: CatalogTesting = CatalogTesting()
+    ) async throws -> (TestCatalog, Catalog, [AssetRecord]) {
         let t = try TestCatalog()
-        let catalog = try t.create()
+        let catalog = try t.create(testing: testing)
         let assets = try await catalog.add((0..<count).map { try t.file("f\($0).txt", "file \($0)") }).added
         return (t, catalog, assets)
     }
@@ -112,9 +114,10 @@ struct Parked: JobProcessor {
     // MARK: - Attempts per kind
 
     @Test func eachKindRetriesTransientFailuresUpToItsOwnMaxAttempts() async throws {
-        let (_, catalog, assets) = try await catalogWithAssets(1)
+        var tuning = JobQueue.Tuning()
+        tuning.retryBaseDelay = 0.001
+        let (_, catalog, assets) = try await catalogWithAssets(1, testing: CatalogTesting(jobs: tuning))
         defer { catalog.close() }
-        catalog.jobs.retryBaseDelay = 0.001
         // Six transient failures: more than the default five attempts allow.
         catalog.jobs.register(Flaky(transientFailures: 6, thenFails: false), as: "patient", maxAttempts: 7)
         catalog.jobs.register(Flaky(transientFailures: 6, thenFails: false), as: "default")

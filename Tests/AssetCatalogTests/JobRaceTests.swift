@@ -6,7 +6,7 @@ import Persistence
 import Synchronization
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 
 /// A processor with one step that does not notice cancellation (a blocking
 /// library call), then checks for it: it records how many runs overlap.
@@ -32,9 +32,11 @@ final class Stubborn: JobProcessor {
 }
 
 @Suite struct JobRaceTests {
-    func catalogWithAsset(_ name: String = "a.txt") async throws -> (TestCatalog, Catalog, AssetRecord) {
+    func catalogWithAsset(
+        _ name: String = "a.txt", testing: CatalogTesting = CatalogTesting()
+    ) async throws -> (TestCatalog, Catalog, AssetRecord) {
         let t = try TestCatalog()
-        let catalog = try t.create()
+        let catalog = try t.create(testing: testing)
         let asset = try #require(try await catalog.add([try t.file(name, "content of \(name)")]).added.first)
         return (t, catalog, asset)
     }
@@ -62,7 +64,7 @@ final class Stubborn: JobProcessor {
         let finished = try await waitUntil { [.succeeded, .cancelled, .failed].contains(try state(catalog, id).state) }
         #expect(finished)
         // Every run of the job has ended, the interrupted one too: nothing writes to it any more.
-        #expect(try await waitUntil { catalog.jobs.tasksInFlight == 0 }, "a run never ended")
+        #expect(try await waitUntil { catalog.jobs.runs.tasksInFlight == 0 }, "a run never ended")
         let final = try state(catalog, id)
         #expect(final.state == .succeeded, "ended \(final.state) \(final.error ?? "")")
         #expect(p.maxActive.withLock { $0 } == 1, "the same job ran twice at once")
@@ -81,7 +83,8 @@ final class Stubborn: JobProcessor {
         _ = try catalog.jobs.cancel(id)
         _ = try catalog.jobs.retry(id)
         let ended = try await waitUntil {
-            try [.succeeded, .cancelled, .failed].contains(state(catalog, id).state) && catalog.jobs.tasksInFlight == 0
+            try [.succeeded, .cancelled, .failed].contains(state(catalog, id).state)
+                && catalog.jobs.runs.tasksInFlight == 0
         }
         #expect(ended, "the retried job never ended")
         let final = try state(catalog, id)
@@ -145,11 +148,11 @@ final class Stubborn: JobProcessor {
         let b = catalog.newContext()
         a.performAndWait { a.delete(try! a.existingObject(with: asset.objectID)) }
         b.performAndWait { b.delete(try! b.existingObject(with: asset.objectID)) }
-        #expect(catalog.jobs.holds(on: asset.id.rawValue) == 2)
+        #expect(catalog.jobs.runs.holds(on: asset.id.rawValue) == 2)
         let before = try state(catalog, id)
         a.performAndWait { a.rollback() }
         // Still held by b: not queued again (a release would have queued it before returning).
-        #expect(catalog.jobs.holds(on: asset.id.rawValue) == 1, "a's rollback released the asset b is deleting")
+        #expect(catalog.jobs.runs.holds(on: asset.id.rawValue) == 1, "a's rollback released the asset b is deleting")
         let after = try state(catalog, id)
         #expect(after.state == .running && after.attempts == before.attempts, "the job was queued again")
         try b.performAndWait { try b.save() }
@@ -205,9 +208,11 @@ extension JobRaceTests {
         // the worker's loop has turned twice since, and none after it can claim these jobs.
         // Then every run started is over: a cancelled one ends at once, a missed one after
         // its two 3 s steps. Only then is the log judged, whatever the timing of the claims.
-        let turns = catalog.jobs.workerTurns
+        let turns = catalog.jobs.metrics.workerTurns
         #expect(
-            try await waitUntil { catalog.jobs.workerTurns >= turns + 2 && catalog.jobs.tasksInFlight == 0 },
+            try await waitUntil {
+                catalog.jobs.metrics.workerTurns >= turns + 2 && catalog.jobs.runs.tasksInFlight == 0
+            },
             "the runs never ended")
         let missed = assets.map(\.id).filter {
             log.contains("asset \($0) step 1") && !log.contains("asset \($0) cancelled")
@@ -230,7 +235,7 @@ extension JobRaceTests {
         #expect(try await waitUntil { log.contains("asset \(asset.id) step 1") })
         catalog.jobs.stop()
         // The stopped run has ended: whatever it writes is written.
-        #expect(try await waitUntil { catalog.jobs.tasksInFlight == 0 }, "the stopped run never ended")
+        #expect(try await waitUntil { catalog.jobs.runs.tasksInFlight == 0 }, "the stopped run never ended")
         let afterStop = try state(catalog, id)
         #expect(afterStop.state == .queued, "after stop() the job was \(afterStop.state) \(afterStop.error ?? "")")
         catalog.jobs.start()
@@ -258,7 +263,9 @@ extension JobRaceTests {
             catalog.jobs.stop()
             // Until the stopped run has ended and the job is no longer running
             // (a run claimed as stop() came is queued again without starting).
-            #expect(try await waitUntil { try !catalog.jobs.isRunningAnything && state(catalog, id).state != .running })
+            #expect(
+                try await waitUntil { try !catalog.jobs.runs.isRunningAnything && state(catalog, id).state != .running }
+            )
             let job = try state(catalog, id)
             #expect(job.state == .queued && job.attempts == 0, "round \(round): \(job.state) \(job.error ?? "")")
             _ = try? catalog.jobs.cancel(id)  // out of the next round's way
@@ -284,18 +291,19 @@ extension JobRaceTests {
     /// queues the job again, and the run's end — a CancellationError — must not mark the job
     /// cancelled for good in between. The hook holds that window open until the run ended.
     @Test func aRunEndingWhileItsDeletionRollsBackIsQueuedAgainNotCancelled() async throws {
-        let (_, catalog, asset) = try await catalogWithAsset()
         let processor = SlowToStop()
+        var hooks = JobQueue.Hooks()
+        hooks.beforeResumeQueues = { catalog in
+            processor.letGo.signal()
+            let deadline = Date().addingTimeInterval(60)
+            while catalog.jobs.runs.tasksInFlight > 0 && Date() < deadline { usleep(1_000) }
+        }
+        let (_, catalog, asset) = try await catalogWithAsset(testing: CatalogTesting(jobHooks: hooks))
         catalog.jobs.register(processor, as: "slow-to-stop")
         let id = try catalog.jobs.submit("slow-to-stop", for: asset.id)
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         #expect(try await waitUntil { processor.log.contains("run 1") })
-        catalog.jobs.beforeResumeQueues = { [jobs = catalog.jobs] in
-            processor.letGo.signal()
-            let deadline = Date().addingTimeInterval(60)
-            while jobs.tasksInFlight > 0 && Date() < deadline { usleep(1_000) }
-        }
         let context = catalog.newContext()
         context.performAndWait {
             context.delete(try! context.existingObject(with: asset.objectID))

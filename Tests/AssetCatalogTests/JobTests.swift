@@ -5,7 +5,7 @@ import Synchronization
 import TestScratch
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 
 /// A processor that works in observable steps: it records each step and
 /// sleeps between them (a cancellation-aware sleep, like a real processor's
@@ -287,8 +287,8 @@ final class Flaky: JobProcessor {
         let (_, catalog, asset) = try await catalogWithAsset()
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
-        let slept = try await waitUntil { catalog.jobs.workerTurnsAndWaits.waits >= 3 }
-        let (turns, waits) = catalog.jobs.workerTurnsAndWaits
+        let slept = try await waitUntil { catalog.jobs.metrics.workerWaits >= 3 }
+        let (turns, waits) = (catalog.jobs.metrics.workerTurns, catalog.jobs.metrics.workerWaits)
         #expect(slept, "in five minutes the idle worker turned \(turns) times and slept \(waits) times")
         // The turn under way, and a first turn woken at once by the start, need not have slept.
         #expect(turns <= waits + 2, "the idle worker turned \(turns) times and slept \(waits) times")

@@ -7,7 +7,7 @@ import Synchronization
 import TestScratch
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 @testable import PersistencePostgreSQL
 
 /// A save parked inside its transaction: it has written everything and waits, before its
@@ -113,9 +113,10 @@ final class EndlessJob: JobProcessor {
         /// Makes the catalog (cancels the test when there is no server); returns it open.
         /// `reconnectTimeout` is the store URL's `reconnect_timeout` (0: a host cut off from
         /// the server, whose lost connection is not made again).
-        static func make(entities: [ManagedObject.Type] = [], reconnectTimeout: Int? = nil) throws -> (
-            SharedCatalog, Catalog
-        ) {
+        static func make(
+            entities: [ManagedObject.Type] = [], reconnectTimeout: Int? = nil,
+            testing: CatalogTesting = CatalogTesting()
+        ) throws -> (SharedCatalog, Catalog) {
             var components = try PostgreSQLTestServer.newSchema()
             if let reconnectTimeout {
                 components.queryItems =
@@ -129,9 +130,10 @@ final class EndlessJob: JobProcessor {
                 id: UUID(), created: Date(), store: try location.withoutPassword.redacted.absoluteString)
             let shared = SharedCatalog(
                 t: try TestCatalog(), location: location, identity: identity, schema: location.schema, url: url)
+            var options = Catalog.OpenOptions(createIfMissing: true, entities: entities)
+            options.testing = testing
             let catalog = try Catalog(
-                root: shared.t.root, options: .init(createIfMissing: true, entities: entities), creating: true,
-                store: (location, identity))
+                root: shared.t.root, options: options, creating: true, store: (location, identity))
             return (shared, catalog)
         }
 
@@ -221,7 +223,7 @@ final class EndlessJob: JobProcessor {
         parking.letGo()
         try await deletion.value
         _ = try await run.value
-        #expect(try await waitUntil { a.jobs.tasksInFlight == 0 })
+        #expect(try await waitUntil { a.jobs.runs.tasksInFlight == 0 })
 
         #expect(resultWaited, "the result did not wait for the deletion under way")
         let job = try #require(try a.jobs.job(id: jobID))
@@ -275,7 +277,7 @@ final class EndlessJob: JobProcessor {
         parking.letGo()
         _ = try await deletion.value
         _ = try await run.value
-        #expect(try await waitUntil { a.jobs.tasksInFlight == 0 })
+        #expect(try await waitUntil { a.jobs.runs.tasksInFlight == 0 })
 
         #expect(deletionWaited, "the deletion committed while the result that had checked its asset was under way")
         let job = try #require(try a.jobs.job(id: jobID))
@@ -349,7 +351,7 @@ final class EndlessJob: JobProcessor {
         #expect(ran.count == jobIDs.count, "\(ran.count) runs of \(jobIDs.count) jobs")
         #expect(Set(ran) == Set(jobIDs))
         #expect(try first.jobs.list([.succeeded]).count == jobIDs.count)
-        let failed = workers.map(\.jobs.failedClaimCount)
+        let failed = workers.map(\.jobs.metrics.failedClaims)
         #expect(failed == [0, 0, 0, 0], "claims that failed, by worker: \(failed)")
     }
 
@@ -359,7 +361,7 @@ final class EndlessJob: JobProcessor {
     /// stop it. The row says why, and no result lands. Before deletions were announced, the
     /// run went on until the next poll (and a PostgreSQL store had no `-wal` to watch).
     @Test func anotherHostsDeletionStopsARunningJobByItsAnnouncement() async throws {
-        let (shared, a) = try SharedCatalog.make()
+        let (shared, a) = try SharedCatalog.make(testing: Self.pollsHourly)
         defer { a.close() }
         let b = try shared.open()
         defer { b.close() }
@@ -370,7 +372,7 @@ final class EndlessJob: JobProcessor {
     /// the queue (the store's re-read marker), which reads the store and stops the run.
     @Test func anotherProcessesDeletionStopsARunningJobOnSQLite() async throws {
         let t = try TestCatalog()
-        let a = try t.create()
+        let a = try t.create(testing: Self.pollsHourly)
         defer { a.close() }
         let b = try t.open()
         defer { b.close() }
@@ -379,18 +381,25 @@ final class EndlessJob: JobProcessor {
         try await Self.deletionElsewhereStopsTheRun(a, b, asset)
     }
 
-    /// `a` runs an endless job for `asset`, polling the store only hourly; `b` removes the asset.
+    /// A queue that polls the store for other processes' commits only hourly.
+    static var pollsHourly: CatalogTesting {
+        var tuning = JobQueue.Tuning()
+        tuning.externalPollInterval = 3_600
+        return CatalogTesting(jobs: tuning)
+    }
+
+    /// `a` runs an endless job for `asset`, polling the store only hourly (``pollsHourly``); `b`
+    /// removes the asset.
     static func deletionElsewhereStopsTheRun(_ a: Catalog, _ b: Catalog, _ asset: AssetRecord) async throws {
         let processor = EndlessJob()
         a.jobs.register(processor, as: "endless")
-        a.jobs.externalPollInterval = 3_600
         let jobID = try a.jobs.submit("endless", for: asset.id)
         a.jobs.start()
         defer { a.jobs.stop() }
         #expect(try await waitUntil { processor.hasStarted })
         _ = try await offThePool { try b.remove([asset.id]) }
         #expect(
-            try await waitUntil(atMost: .seconds(120)) { processor.sawCancellation && !a.jobs.isRunningAnything },
+            try await waitUntil(atMost: .seconds(120)) { processor.sawCancellation && !a.jobs.runs.isRunningAnything },
             "the run went on after its asset's deletion committed")
         let job = try #require(try a.jobs.job(id: jobID))
         #expect(job.state == .cancelled)

@@ -63,7 +63,7 @@ final class HeldUntilLetGo: JobProcessor {
         let stopped = try await waitUntil(atMost: .seconds(60)) { onA.cancellations.withLock { $0 } == 1 }
         #expect(stopped, "the run went on after its host's session was lost")
         if !stopped { onA.letGo() }  // for the test to end (failed) rather than wait on a's run
-        #expect(try await waitUntil(atMost: .seconds(60)) { a.jobs.tasksInFlight == 0 })
+        #expect(try await waitUntil(atMost: .seconds(60)) { a.jobs.runs.tasksInFlight == 0 })
         #expect(session.ending?.reason == .connectionLost)
         // a's run of the queue ends, saying why: it has worked nothing.
         let error = await #expect(throws: CatalogError.self) { try await run.value }
@@ -87,7 +87,7 @@ final class HeldUntilLetGo: JobProcessor {
 
         // Let go of a's run now, had it gone on: it has ended, and nothing of it lands.
         onA.letGo()
-        #expect(try await waitUntil { a.jobs.tasksInFlight == 0 })
+        #expect(try await waitUntil { a.jobs.runs.tasksInFlight == 0 })
         #expect(onA.runs.withLock { $0 } == 1 && onB.runs.withLock { $0 } == 1)
         let job = try #require(try b.jobs.job(id: id))
         #expect(job.state == .succeeded)

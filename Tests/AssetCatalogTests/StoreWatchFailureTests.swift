@@ -6,7 +6,7 @@ import Synchronization
 import TestScratch
 import Testing
 
-@testable import AssetCatalog
+@_spi(Testing) @testable import AssetCatalog
 
 #if canImport(Glibc)
     import Glibc
@@ -51,22 +51,23 @@ final class LoggedMessages: LogHandler, Sendable {
         try #require(assets.count == 2)
 
         let log = LoggedMessages()
-        let catalog = try Catalog.open(at: t.root, options: .init(logger: Logger(label: "test") { _ in log }))
+        var options = Catalog.OpenOptions(logger: Logger(label: "test") { _ in log })
+        options.testing.jobs.listeningLookInterval = 3_600  // only the watch, or polling, notices
+        options.testing.jobs.externalPollInterval = 0.05
+        options.testing.jobs.idlePollInterval = .milliseconds(50)
+        let catalog = try Catalog.open(at: t.root, options: options)
         defer { catalog.close() }
         let processor = UntilCancelled()
         let counter = RunCounter()
         catalog.jobs.register(processor, as: "until-cancelled")
         catalog.jobs.register(counter, as: "count")
-        catalog.jobs.listeningLookInterval = 3_600  // only the watch, or polling, notices
-        catalog.jobs.externalPollInterval = 0.05
-        catalog.jobs.idlePollInterval = .milliseconds(50)
         let running = try catalog.jobs.submit("until-cancelled", for: assets[0].id)
         StoreWatch.$injectedPollFailure.withValue(EIO) { catalog.jobs.start() }
         defer { catalog.jobs.stop() }
         #expect(try await waitUntil { processor.runs.withLock { $0 } == 1 })
-        #expect(catalog.jobs.isWatchingStore)
+        #expect(catalog.jobs.watcher.isWatchingStore)
         #expect(
-            try await waitUntil(atMost: .seconds(60)) { !catalog.jobs.hearsAnnouncements },
+            try await waitUntil(atMost: .seconds(60)) { !catalog.jobs.watcher.hearsAnnouncements },
             "the queue was not told that the watch failed")
         let wal = t.root.appending(path: "catalog.sqlite").path + "-wal"
         #expect(
@@ -80,7 +81,7 @@ final class LoggedMessages: LogHandler, Sendable {
         #expect(
             try await waitUntil(atMost: .seconds(60)) { processor.cancellations.withLock { $0 } == 1 },
             "another process's deletion did not stop the run")
-        #expect(try await waitUntil { catalog.jobs.tasksInFlight == 0 })
+        #expect(try await waitUntil { catalog.jobs.runs.tasksInFlight == 0 })
         #expect(try catalog.jobs.job(id: running)?.state == .cancelled)
 
         other.jobs.register(counter, as: "count")
@@ -89,6 +90,6 @@ final class LoggedMessages: LogHandler, Sendable {
             try await waitUntil(atMost: .seconds(60)) { counter.runs.withLock { $0[submitted] } == 1 },
             "a job another process submitted was not claimed")
         #expect(try await waitUntil { try catalog.jobs.job(id: submitted)?.state == .succeeded })
-        #expect(catalog.jobs.externalPollCount > 0)
+        #expect(catalog.jobs.metrics.externalPolls > 0)
     }
 }
