@@ -447,7 +447,7 @@ final class Scan {
             try db.run(
                 "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?",
                 [.integer(Int64(manifest)), .text(BagIndex.key(path))]
-            ) { checksum = Database.text($0, 0) }
+            ) { checksum = Database.checksum($0, 0).hex }
             return checksum
         }
     }
@@ -602,22 +602,55 @@ final class Scan {
         switch parseManifestLine(id, number: number, line, version: manifests[id].version!) {
         case .failure(let problem): manifests[id].failure = problem
         case .success(nil): break
-        case .success(let (key, parsed)?):
+        case .success(let parsed?):
             if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
             try writer.add(
-                .line(manifest: id, number: number, key: key, path: parsed.path, checksum: parsed.checksum))
+                .line(manifest: id, number: number, key: parsed.key, path: parsed.storedPath, checksum: parsed.checksum)
+            )
         }
+    }
+
+    /// A manifest line, parsed, as the read's index keeps it.
+    struct IndexedLine {
+        var key: String
+        /// The path as the row keeps it: `nil` when it is ``key`` without the manifest's root
+        /// (``BagIndex/storedManifestLinePath(_:key:root:)``).
+        var storedPath: String?
+        var checksum: ManifestChecksum
+        /// Whether the path came after md5sum's binary-mode `*`.
+        var marksBinary: Bool
+
+        /// The path, relative to the manifest's `root`.
+        func path(root: String) -> String { BagIndex.manifestLinePath(stored: storedPath, key: key, root: root) }
     }
 
     /// Parses line `number` of manifest `id`: its key, path and checksum (`nil` for a blank
     /// line), or what is wrong with it.
     func parseManifestLine(
         _ id: Int, number: Int, _ line: UnsafeRawBufferPointer, version: String
-    ) -> Result<(key: String, line: TagFile.ManifestLine)?, BagError> {
-        // Most lines, from their bytes (ASCII reads alike in every encoding a line can be in).
-        if let parsed = TagFile.parseASCIIManifestLine(line, algorithm: manifests[id].algorithm) {
-            let root = manifests[id].root
-            return .success((root.isEmpty ? parsed.path : BagIndex.key(root + parsed.path), parsed))
+    ) -> Result<IndexedLine?, BagError> {
+        let root = manifests[id].root
+        // Most lines, from their bytes (ASCII reads alike in every encoding a line can be in);
+        // in a root of ASCII, the key is the root and the path's bytes, made in one string.
+        if let scanned = TagFile.scanASCIIManifestLine(line, algorithm: manifests[id].algorithm) {
+            guard root.utf8.allSatisfy({ $0 < 0x80 }) else {
+                let path = String(decoding: scanned.path, as: UTF8.self)
+                return .success(Self.indexedLine(path, root: root, scanned.checksum, marksBinary: scanned.marksBinary))
+            }
+            let key = String(unsafeUninitializedCapacity: root.utf8.count + scanned.path.count) { key in
+                var i = 0
+                for byte in root.utf8 {
+                    key[i] = byte
+                    i += 1
+                }
+                for byte in scanned.path {
+                    key[i] = byte
+                    i += 1
+                }
+                return i
+            }
+            return .success(
+                IndexedLine(key: key, storedPath: nil, checksum: scanned.checksum, marksBinary: scanned.marksBinary))
         }
         let manifest = manifests[id]
         do {
@@ -626,10 +659,24 @@ final class Scan {
                     line, number: number, file: manifest.name, algorithm: manifest.algorithm, version: version,
                     encoding: manifest.encoding, isUTF16: manifest.isUTF16)
             else { return .success(nil) }
-            return .success((BagIndex.key(manifest.root + parsed.path), parsed))
+            return .success(
+                Self.indexedLine(
+                    parsed.path, root: root, ManifestChecksum(validHex: parsed.checksum),
+                    marksBinary: parsed.marksBinary))
         } catch {
             return .failure(error)
         }
+    }
+
+    /// The line of `path` (relative to `root`) and `checksum`: its key is the NFC form of the
+    /// root and path.
+    static func indexedLine(
+        _ path: String, root: String, _ checksum: ManifestChecksum, marksBinary: Bool
+    ) -> IndexedLine {
+        let key = BagIndex.key(root + path)
+        return IndexedLine(
+            key: key, storedPath: BagIndex.storedManifestLinePath(path, key: key, root: root), checksum: checksum,
+            marksBinary: marksBinary)
     }
 
     /// Decodes (UTF-8) and parses line `number` (from 1) of `fetch.txt` as it streamed, its
@@ -676,7 +723,7 @@ final class Scan {
     func endManifest(_ id: Int) throws {
         try writer.drain()
         let version = manifests[id].version ?? "1.0"  // (a manifest whose lines wait has written none)
-        for (kind, first) in writer.repeats(in: id) {
+        for (kind, first) in writer.repeats(in: id, root: manifests[id].root) {
             if Self.repeatIsError(kind, version: version) {
                 if first.number < manifests[id].failureLine {
                     manifests[id].failure = TagFile.duplicateManifestLine(
@@ -724,10 +771,11 @@ final class Scan {
         manifests[id].encoding = encoding
         let root = manifests[id].root
         var checksAbsence = options.stopsAtMaxProblems && fetchLists[root + "fetch.txt"] == nil
-        /// Whether line `path` (its `key`) names a payload file the bag lacks, with no twin.
-        func isAbsent(_ path: String, key: String) throws -> Bool {
+        /// Whether `line` names a payload file the bag lacks, with no twin.
+        func isAbsent(_ line: IndexedLine, root: String) throws -> Bool {
+            let path = line.path(root: root)
             guard path.hasBytePrefix("data/"), !Self.isSystemFile(path) else { return false }
-            let has = { (sql: String) in try Bool.fetchOne(files, sql: sql, arguments: [key]) == true }
+            let has = { (sql: String) in try Bool.fetchOne(files, sql: sql, arguments: [line.key]) == true }
             if try has("SELECT EXISTS (SELECT 1 FROM file WHERE key = ?)") { return false }
             // One scan of the files, once: a twin by case leaves the rest to the checks after.
             if try has("SELECT EXISTS (SELECT 1 FROM file WHERE key = ? COLLATE NOCASE)") {
@@ -743,17 +791,20 @@ final class Scan {
             switch parseManifestLine(id, number: number, line, version: version) {
             case .failure(let problem): manifests[id].failure = problem
             case .success(nil): break
-            case .success(let (key, parsed)?):
-                let (path, checksum) = (parsed.path, parsed.checksum)
-                if checksAbsence, try isAbsent(path, key: key) {
-                    throw BagError(.missingFile, file: path, "is listed in \(manifests[id].name) but is not in the bag")
+            case .success(let parsed?):
+                if checksAbsence, try isAbsent(parsed, root: root) {
+                    throw BagError(
+                        .missingFile, file: parsed.path(root: root),
+                        "is listed in \(manifests[id].name) but is not in the bag")
                 }
                 if parsed.marksBinary { manifests[id].binaryMarkers += 1 }
                 let insert = try db.cachedStatement(sql: BagIndex.insertManifestLineSQL).sqliteStatement
                 let isNew = try BagIndex.insertManifestLine(
-                    insert, db, manifest: id, key: key, path: path, checksum: checksum)
+                    insert, db, manifest: id, key: parsed.key, path: parsed.storedPath, checksum: parsed.checksum)
                 if !isNew {
-                    let kind = try BagIndexWriter.Repeat.of(path, checksum, key: key, manifest: id, db)
+                    let path = parsed.path(root: root)
+                    let kind = try BagIndexWriter.Repeat.of(
+                        parsed.storedPath, parsed.checksum, key: parsed.key, manifest: id, db)
                     if Self.repeatIsError(kind, version: version) {
                         manifests[id].failure = TagFile.duplicateManifestLine(
                             path, number: number, file: manifests[id].name)
@@ -1438,30 +1489,37 @@ final class Scan {
         // system makes, by count; and those to look at once the walk is over, for a twin
         // that differs only by case (a bag made on a case-insensitive file system).
         var absentSystemFiles = 0
-        var absentByManifest: [(name: String, id: Int, files: [(path: String, key: String, checksum: String)])] = []
+        var absentByManifest: [(name: String, id: Int, files: [AbsentFile])] = []
+        // A line's path is under data/ when its key is under the root's key and data/ (a key is
+        // the NFC form of the root and the path, and NFC changes neither an ASCII `data/` nor
+        // anything across a `/`): the lines outside data/ are the keys either side of the range.
+        let (keyLow, keyHigh) = BagPayload.range(BagIndex.key(root) + "data/")
         merging: for (index, algorithm) in payloadManifests.keys.sorted().enumerated() {
             let name = "manifest-\(algorithm.rawValue).txt"
             let id = payloadManifests[algorithm]!
-            var absent: [(path: String, key: String, checksum: String)] = []
+            var absent: [AbsentFile] = []
             defer { if !absent.isEmpty { absentByManifest.append((name, id, absent)) } }
-            let outside = try RowWalk(
-                mdb, "SELECT path FROM manifest WHERE manifest = ? AND (path < 'data/' OR path >= 'data0')",
-                [.integer(Int64(id))])
-            while outside.hasRow {
-                if enough() {
-                    stopped = true
-                    break merging
+            for side in ["key < ?", "key >= ?"] {
+                let outside = try RowWalk(
+                    mdb, "SELECT key, path FROM manifest WHERE manifest = ? AND \(side) ORDER BY key",
+                    [.integer(Int64(id)), .text(side == "key < ?" ? keyLow : keyHigh)])
+                while outside.hasRow {
+                    if enough() {
+                        stopped = true
+                        break merging
+                    }
+                    problems.append(
+                        BagError(
+                            .malformedManifest, file: name,
+                            "lists \(outside.manifestLinePath(root: root)), which is not under data/"))
+                    try outside.step()
                 }
-                problems.append(
-                    BagError(.malformedManifest, file: name, "lists \(outside.text(0) ?? ""), which is not under data/")
-                )
-                try outside.step()
             }
             // The manifest's lines and the payload files, side by side in the order of their keys.
             let listed = try RowWalk(
                 mdb,
-                "SELECT key, path, checksum FROM manifest WHERE manifest = ? AND path >= 'data/' AND path < 'data0' "
-                    + "ORDER BY key", [.integer(Int64(id))])
+                "SELECT key, path, checksum FROM manifest WHERE manifest = ? AND key >= ? AND key < ? ORDER BY key",
+                [.integer(Int64(id)), .text(keyLow), .text(keyHigh)])
             let files = try RowWalk(
                 db, "SELECT key, path, \(algorithm.rawValue) FROM file WHERE path >= ? AND path < ? ORDER BY key",
                 [.text(dataLow), .text(dataHigh)])
@@ -1472,7 +1530,7 @@ final class Scan {
                 }
                 let order = !listed.hasRow ? 1 : !files.hasRow ? -1 : listed.compare(0, with: files, 0)
                 if order < 0 {
-                    let path = listed.text(1) ?? ""
+                    let path = listed.manifestLinePath(root: root)
                     if fetchListed > 0,
                         try Bool.fetchOne(
                             mdb, sql: "SELECT EXISTS (SELECT 1 FROM fetch WHERE key = ?)", arguments: [listed.text(0)])
@@ -1487,7 +1545,7 @@ final class Scan {
                                     + "which copies often leave out"))
                         if index == 0 { absentSystemFiles += 1 }
                     } else if absent.count < Self.maxCaseTwinChecks {
-                        absent.append((path, listed.text(0) ?? "", listed.text(2) ?? ""))
+                        absent.append((path, listed.text(0) ?? "", Database.checksum(listed.handle, 2)))
                     } else {
                         problems.append(.missingFile, file: path, "is listed in \(name) but is not in the bag")
                     }
@@ -1498,12 +1556,12 @@ final class Scan {
                         "is in the bag but not listed in \(name)")
                     try files.step()
                 } else {
-                    if !listed.bytes(2).elementsEqual(files.bytes(2))
-                        || sqlite3_column_type(files.handle, 2) == SQLITE_NULL
-                    {
+                    let checksum = Database.checksum(listed.handle, 2)
+                    if !checksum.matches(hex: files.bytes(2)) || sqlite3_column_type(files.handle, 2) == SQLITE_NULL {
                         problems.append(
                             contentsOf: Self.checksumProblem(
-                                listed.text(1) ?? "", listed: listed.text(2) ?? "", in: name, algorithm, files.text(2)))
+                                listed.manifestLinePath(root: root), listed: checksum.hex, in: name, algorithm,
+                                files.text(2)))
                     }
                     try listed.step()
                     try files.step()
@@ -1514,7 +1572,7 @@ final class Scan {
         // checksum, a file the bag holds whose path differs only by (ASCII) case: on the
         // case-insensitive file system the bag was made on, they were one file.
         if !absentByManifest.isEmpty {
-            let twins = try caseTwins(of: absentByManifest.map { ($0.id, $0.files) }, db, mdb)
+            let twins = try caseTwins(of: absentByManifest.map { ($0.id, $0.files) }, root: root, db, mdb)
             for (m, (name, _, absent)) in absentByManifest.enumerated() {
                 for (f, file) in absent.enumerated() {
                     if let twin = twins[m][f] {
@@ -1624,6 +1682,9 @@ final class Scan {
     /// (in each payload manifest); those beyond are problems without a look.
     static let maxCaseTwinChecks = 1000
 
+    /// A listed file the bag lacks, kept for ``caseTwins(of:root:_:_:)``: its path, key and checksum.
+    typealias AbsentFile = (path: String, key: String, checksum: ManifestChecksum)
+
     /// For each manifest's listed files that the bag lacks (`absent`, by manifest ID): the
     /// path, as that manifest spells it, of a file the bag holds whose key differs from the
     /// absent one's only by ASCII case (as SQLite's `NOCASE` folds) and that the manifest lists
@@ -1636,8 +1697,7 @@ final class Scan {
     /// without statistics SQLite scans all of a manifest's lines for each look-up instead of
     /// using it.)
     func caseTwins(
-        of absent: [(id: Int, files: [(path: String, key: String, checksum: String)])], _ db: Database,
-        _ mdb: Database
+        of absent: [(id: Int, files: [AbsentFile])], root: String, _ db: Database, _ mdb: Database
     ) throws -> [[String?]] {
         var byFolded: [String: [(manifest: Int, file: Int)]] = [:]
         for (m, list) in absent.enumerated() {
@@ -1655,11 +1715,16 @@ final class Scan {
                     guard !key.utf8.elementsEqual(file.key.utf8),
                         twins[m][f].map({ key.utf8.lexicographicallyPrecedes($0.key.utf8) }) ?? true
                     else { continue }
-                    var listed: (path: String, checksum: String)?
+                    var listed: (path: String, checksum: ManifestChecksum)?
                     try mdb.run(
                         "SELECT path, checksum FROM manifest WHERE manifest = ? AND key = ?",
                         [.integer(Int64(absent[m].id)), .text(key)]
-                    ) { listed = (Database.text($0, 0) ?? "", Database.text($0, 1) ?? "") }
+                    ) {
+                        listed = (
+                            BagIndex.manifestLinePath(stored: Database.text($0, 0), key: key, root: root),
+                            Database.checksum($0, 1)
+                        )
+                    }
                     if let listed, listed.checksum == file.checksum { twins[m][f] = (key, listed.path) }
                 }
             }
