@@ -18,6 +18,9 @@ package final class BagIndex {
     /// The files read (`file`), and a directory's paths to read (`walk`).
     let files: DatabaseQueue
     /// The manifests' lines (`manifest`; those that wait are in the read's ``ByteSpool`` until then).
+    /// A line's row keeps its checksum as bytes (``ManifestChecksum``), and its path only when
+    /// it is not the key with the manifest's root taken off (``ManifestLinePath``): a line of
+    /// a million-line manifest is about half the bytes it would be as text.
     let manifests: DatabaseQueue
 
     /// A private temporary database: SQLite deletes its file as it opens it, so nothing is
@@ -52,8 +55,8 @@ package final class BagIndex {
                 try db.execute(
                     sql: """
                         CREATE TABLE manifest(
-                            manifest INTEGER NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL,
-                            checksum TEXT NOT NULL, PRIMARY KEY (manifest, key)) WITHOUT ROWID;
+                            manifest INTEGER NOT NULL, key TEXT NOT NULL, path TEXT,
+                            checksum BLOB NOT NULL, PRIMARY KEY (manifest, key)) WITHOUT ROWID;
                         CREATE TABLE fetchline(
                             file TEXT NOT NULL, number INTEGER NOT NULL, line BLOB NOT NULL,
                             PRIMARY KEY (file, number)) WITHOUT ROWID;
@@ -76,23 +79,34 @@ package final class BagIndex {
     /// Inserts a line of manifest `manifest` with `statement`, ``insertManifestLineSQL`` prepared
     /// on `db` (cached: the hottest statement of a read, a line at a time, its arguments bound
     /// where they are); whether it is new — `false` when the manifest has a line of that key.
+    ///
+    /// - Parameter path: The line's path, or `nil` when it is `key` without the manifest's
+    ///   root (``ManifestLinePath``).
     static func insertManifestLine(
-        _ statement: OpaquePointer, _ db: Database, manifest: Int, key: String, path: String, checksum: String
+        _ statement: OpaquePointer, _ db: Database, manifest: Int, key: String, path: String?,
+        checksum: ManifestChecksum
     ) throws -> Bool {
-        var (key, path, checksum) = (key, path, checksum)
+        var (key, path) = (key, path)
         sqlite3_reset(statement)
         sqlite3_bind_int64(statement, 1, Int64(manifest))
         // Bound without a copy (SQLITE_STATIC): the bytes outlive the step, and every use of
         // the statement binds its arguments anew.
         let code = key.withUTF8 { key in
-            path.withUTF8 { path in
-                checksum.withUTF8 { checksum in
-                    sqlite3_bind_text(statement, 2, key.baseAddress, Int32(key.count), nil)
-                    sqlite3_bind_text(statement, 3, path.baseAddress, Int32(path.count), nil)
-                    sqlite3_bind_text(statement, 4, checksum.baseAddress, Int32(checksum.count), nil)
+            checksum.withUnsafeBytes { checksum in
+                sqlite3_bind_text(statement, 2, key.baseAddress, Int32(key.count), nil)
+                sqlite3_bind_blob(statement, 4, checksum.baseAddress, Int32(checksum.count), nil)
+                let step = {
                     let code = sqlite3_step(statement)
                     sqlite3_reset(statement)
                     return code
+                }
+                guard path != nil else {
+                    sqlite3_bind_null(statement, 3)
+                    return step()
+                }
+                return path!.withUTF8 { path in
+                    sqlite3_bind_text(statement, 3, path.baseAddress, Int32(path.count), nil)
+                    return step()
                 }
             }
         }
@@ -107,6 +121,20 @@ package final class BagIndex {
     /// The key of a path: its NFC form.
     static func key(_ path: String) -> String {
         path.utf8.allSatisfy { $0 < 0x80 } ? path : path.precomposedStringWithCanonicalMapping
+    }
+
+    /// What a manifest line's row keeps of its `path` (relative to the manifest's `root`),
+    /// whose key is `key`: `nil` when the key is the root and the path byte for byte — every
+    /// ASCII line of a bag whose root is ASCII — else the path (``manifestLinePath(stored:key:root:)``).
+    static func storedManifestLinePath(_ path: String, key: String, root: String) -> String? {
+        let bytes = key.utf8
+        return bytes.count == root.utf8.count + path.utf8.count && bytes.starts(with: root.utf8)
+            && bytes.dropFirst(root.utf8.count).elementsEqual(path.utf8) ? nil : path
+    }
+
+    /// The path of a manifest line's row (``storedManifestLinePath(_:key:root:)``).
+    static func manifestLinePath(stored: String?, key: String, root: String) -> String {
+        stored ?? key.droppingBytePrefix(root)
     }
 
     /// Runs `body` on `database` (``files`` unless said); the database's own errors become
@@ -222,7 +250,7 @@ public final class BagPayload {
             for (algorithm, id) in self.manifests where file != nil {
                 try manifests.run(
                     "SELECT checksum FROM manifest WHERE manifest = ? AND key = ?", [.integer(Int64(id)), .text(key)]
-                ) { file!.listed[algorithm] = Database.text($0, 0) }
+                ) { file!.listed[algorithm] = Database.checksum($0, 0).hex }
             }
             return file
         }
@@ -261,7 +289,7 @@ public final class BagPayload {
                         let key = Database.text(row, 0) ?? ""
                         while i < page.count, page[i].key.utf8.lexicographicallyPrecedes(key.utf8) { i += 1 }
                         if i < page.count, page[i].key.utf8.elementsEqual(key.utf8) {
-                            page[i].file.listed[algorithm] = Database.text(row, 1)
+                            page[i].file.listed[algorithm] = Database.checksum(row, 1).hex
                         }
                     }
                 }
@@ -331,6 +359,13 @@ extension Database {
         }
     }
 
+    /// The checksum in blob column `index` of the current row (a manifest line's).
+    static func checksum(_ handle: OpaquePointer, _ index: Int32) -> ManifestChecksum {
+        ManifestChecksum(
+            bytes: UnsafeRawBufferPointer(
+                start: sqlite3_column_blob(handle, index), count: Int(sqlite3_column_bytes(handle, index))))
+    }
+
     /// The text of column `index` of the current row, whole (NULs included); `nil` for NULL.
     package static func text(_ handle: OpaquePointer, _ index: Int32) -> String? {
         guard let bytes = sqlite3_column_text(handle, index) else { return nil }
@@ -374,6 +409,13 @@ final class RowWalk {
 
     func text(_ index: Int32) -> String? { Database.text(handle, index) }
 
+    /// The path of the current row of a walk of manifest lines that selects `key, path` first,
+    /// made once from the row's bytes (``BagIndex/manifestLinePath(stored:key:root:)``).
+    func manifestLinePath(root: String) -> String {
+        if let stored = text(1) { return stored }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes(0)[root.utf8.count...]), as: UTF8.self)
+    }
+
     /// How the text of column `index` of this row and of `other`'s compare, as SQLite orders
     /// them (by bytes): negative, zero or positive.
     func compare(_ index: Int32, with other: RowWalk, _ otherIndex: Int32) -> Int {
@@ -397,8 +439,9 @@ final class BagIndexWriter: @unchecked Sendable {
         /// A file read, and for an archive member, its path as the archive spells it (a
         /// second file with the same key is refused).
         case file(path: String, member: String?, size: Int64, digests: [ChecksumAlgorithm: String], link: String?)
-        /// A line of a manifest, parsed (a path listed twice is noted: ``duplicate(in:)``).
-        case line(manifest: Int, number: Int, key: String, path: String, checksum: String)
+        /// A line of a manifest, parsed (a path listed twice is noted: ``repeats(in:root:)``);
+        /// its path as the row keeps it (``BagIndex/storedManifestLinePath(_:key:root:)``).
+        case line(manifest: Int, number: Int, key: String, path: String?, checksum: ManifestChecksum)
         /// A line of a `fetch.txt` (by its path in the bundle), raw: parsed once the bag's root
         /// and version are known.
         case fetchLine(file: String, number: Int, line: [UInt8])
@@ -417,34 +460,41 @@ final class BagIndexWriter: @unchecked Sendable {
         case conflicting
 
         /// How the line `path checksum` stands to the line of `manifest` already in `db` under
-        /// its key.
-        static func of(_ path: String, _ checksum: String, key: String, manifest: Int, _ db: Database) throws -> Repeat
-        {
-            var earlier: (path: String, checksum: String)?
+        /// its key; `path` as the row keeps it (``BagIndex/storedManifestLinePath(_:key:root:)``).
+        static func of(
+            _ path: String?, _ checksum: ManifestChecksum, key: String, manifest: Int, _ db: Database
+        ) throws -> Repeat {
+            var earlier: (path: String?, checksum: ManifestChecksum)?
             try db.run(
                 "SELECT path, checksum FROM manifest WHERE manifest = ? AND key = ?",
                 [.integer(Int64(manifest)), .text(key)]
-            ) { earlier = (Database.text($0, 0) ?? "", Database.text($0, 1) ?? "") }
+            ) { earlier = (Database.text($0, 0), Database.checksum($0, 1)) }
             guard let earlier, earlier.checksum == checksum else { return .conflicting }
-            return earlier.path.utf8.elementsEqual(path.utf8) ? .sameLine : .otherNormalization
+            // Both kept (the key without the root is neither), or neither (it is both).
+            switch (earlier.path, path) {
+            case (nil, nil): return .sameLine
+            case (let a?, let b?) where a.utf8.elementsEqual(b.utf8): return .sameLine
+            default: return .otherNormalization
+            }
         }
     }
 
-    /// Each manifest's first line that lists a path again, and how many do, by how, noted by
-    /// the writing thread.
+    /// Each manifest's first line that lists a path again (its key, and its path as the row
+    /// keeps it), and how many do, by how, noted by the writing thread.
     private final class Duplicates: @unchecked Sendable {
+        typealias First = (number: Int, key: String, path: String?, count: Int)
         private let lock = NSLock()
-        private var first: [Int: [Repeat: (number: Int, path: String, count: Int)]] = [:]
+        private var first: [Int: [Repeat: First]] = [:]
 
-        func note(_ manifest: Int, _ number: Int, _ path: String, _ kind: Repeat) {
+        func note(_ manifest: Int, _ number: Int, key: String, path: String?, _ kind: Repeat) {
             lock.withLock {
                 let count = first[manifest]?[kind]?.count ?? 0
-                let (n, p) = first[manifest]?[kind].map { ($0.number, $0.path) } ?? (number, path)
-                first[manifest, default: [:]][kind] = (n, p, count + 1)
+                let earlier = first[manifest]?[kind] ?? (number, key, path, 0)
+                first[manifest, default: [:]][kind] = (earlier.number, earlier.key, earlier.path, count + 1)
             }
         }
 
-        subscript(manifest: Int) -> [Repeat: (number: Int, path: String, count: Int)] {
+        subscript(manifest: Int) -> [Repeat: First] {
             lock.withLock { first[manifest] ?? [:] }
         }
     }
@@ -460,10 +510,10 @@ final class BagIndexWriter: @unchecked Sendable {
             let isFile: (Row) -> Bool = {
                 if case .file = $0 { true } else { false }
             }
-            for (database, chosen) in [
-                (\BagIndex.files, rows.filter(isFile)), (\.manifests, rows.filter { !isFile($0) }),
-            ]
-            where !chosen.isEmpty {
+            // Mostly one kind: a batch of one is written as it is, not copied.
+            let files = rows.contains(where: isFile) ? rows.filter(isFile) : []
+            let others = files.isEmpty ? rows : files.count == rows.count ? [] : rows.filter { !isFile($0) }
+            for (database, chosen) in [(\BagIndex.files, files), (\.manifests, others)] where !chosen.isEmpty {
                 try index.run(database) { db in
                     try db.inTransaction {
                         // The batch's manifest lines share a statement, looked up once.
@@ -489,9 +539,13 @@ final class BagIndexWriter: @unchecked Sendable {
     /// Waits for the writes under way, without throwing (a read that failed ends with it).
     func stop() { batches.stop() }
 
-    /// The first line of manifest `id` that listed a path again, and how many did, by how
-    /// they stand to the lines before them, once written.
-    func repeats(in id: Int) -> [Repeat: (number: Int, path: String, count: Int)] { duplicates[id] }
+    /// The first line of manifest `id` (whose root is `root`) that listed a path again, and how
+    /// many did, by how they stand to the lines before them, once written.
+    func repeats(in id: Int, root: String) -> [Repeat: (number: Int, path: String, count: Int)] {
+        duplicates[id].mapValues {
+            ($0.number, BagIndex.manifestLinePath(stored: $0.path, key: $0.key, root: root), $0.count)
+        }
+    }
 
     private static func write(
         _ row: Row, _ db: Database, _ insertLine: inout OpaquePointer?, _ duplicates: Duplicates,
@@ -524,7 +578,8 @@ final class BagIndexWriter: @unchecked Sendable {
                 insertLine!, db, manifest: manifest, key: key, path: path, checksum: checksum)
             if !isNew {
                 duplicates.note(
-                    manifest, number, path, try Repeat.of(path, checksum, key: key, manifest: manifest, db))
+                    manifest, number, key: key, path: path,
+                    try Repeat.of(path, checksum, key: key, manifest: manifest, db))
             }
         case .fetchLine(let file, let number, let line):
             try line.withUnsafeBytes { bytes in

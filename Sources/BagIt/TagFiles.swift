@@ -312,6 +312,17 @@ public enum TagFile {
     /// for any other line (blank, malformed, or one of those cares), which that function
     /// parses or refuses. For the millions of lines a payload manifest can have.
     static func parseASCIIManifestLine(_ line: UnsafeRawBufferPointer, algorithm: ChecksumAlgorithm) -> ManifestLine? {
+        scanASCIIManifestLine(line, algorithm: algorithm).map {
+            ManifestLine(
+                path: String(decoding: $0.path, as: UTF8.self), checksum: $0.checksum.hex, marksBinary: $0.marksBinary)
+        }
+    }
+
+    /// ``parseASCIIManifestLine(_:algorithm:)`` without making strings: the checksum's bytes,
+    /// and the path's bytes in `line` — what a read indexes a line by, a line at a time.
+    static func scanASCIIManifestLine(
+        _ line: UnsafeRawBufferPointer, algorithm: ChecksumAlgorithm
+    ) -> (checksum: ManifestChecksum, path: UnsafeRawBufferPointer, marksBinary: Bool)? {
         let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
         let count = line.count
         var gap = 0
@@ -323,21 +334,10 @@ public enum TagFile {
         let marksBinary = start == gap + 1 && line[gap] == 0x20 && line[start] == 0x2A
         if marksBinary { start += 1 }
         let path = UnsafeRawBufferPointer(rebasing: line[start...])
-        guard !path.isEmpty, path.allSatisfy({ $0 != 0 && $0 < 0x80 && $0 != 0x25 }), isNormal(bytes: path) else {
-            return nil
-        }
-        var isHex = true
-        let checksum = String(unsafeUninitializedCapacity: gap) { buffer in
-            for i in 0..<gap {
-                // Lowercased, as `lowercased()` lowercases ASCII.
-                let byte = line[i] >= 0x41 && line[i] <= 0x5A ? line[i] | 0x20 : line[i]
-                isHex = isHex && isHexDigit(byte)
-                buffer[i] = byte
-            }
-            return gap
-        }
-        guard isHex else { return nil }
-        return ManifestLine(path: String(decoding: path, as: UTF8.self), checksum: checksum, marksBinary: marksBinary)
+        guard !path.isEmpty, path.allSatisfy({ $0 != 0 && $0 < 0x80 && $0 != 0x25 }), isNormal(bytes: path),
+            let checksum = ManifestChecksum(hex: UnsafeRawBufferPointer(rebasing: line[0..<gap]))
+        else { return nil }
+        return (checksum, path, marksBinary)
     }
 
     /// Parses one line of `fetch.txt` (RFC 8493 2.2.3: `url length path`), `number` counting
