@@ -62,7 +62,7 @@ final class SQLiteStore: PersistentStore {
                 fullCheck: checksIntegrity ? .always : Self.leftByUncleanShutdown(url) ? .always : .ifSmall,
                 needsSchema: !mode.createsSchema, schema: schema)
         }
-        sql = EntityMap(schema) { EntitySQL($0) }
+        sql = EntityMap(schema) { EntitySQL($0, dialect: .sqlite) }
         self.schema = schema
         if mode.readOnly {
             pool = try Self.openReadOnly(url, busyTimeout: busyTimeout)
@@ -436,41 +436,21 @@ final class SQLiteStore: PersistentStore {
 
     /// Makes the tables, columns and indexes of `schema` that the store lacks.
     private static func extendSchema(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
+        let dialect = StoreDialect.sqlite
         for entity in schema.entities {
             let table = sql[entity].table
             if try db.tableExists(entity.name) {
                 let existing = Set(try db.columns(in: entity.name).map(\.name))
                 for property in entity.storedProperties where !existing.contains(property.name) {
-                    try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(columnDefinition(property))")
+                    try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(dialect.columnDefinition(property))")
                 }
             } else {
-                let columns =
-                    ["\"id\" INTEGER PRIMARY KEY NOT NULL", "\"_version\" INTEGER NOT NULL DEFAULT 1"]
-                    + entity.storedProperties.map(columnDefinition)
-                try db.execute(sql: "CREATE TABLE \(table) (\(columns.joined(separator: ", ")))")
+                try db.execute(sql: "CREATE TABLE \(table) (\(dialect.tableColumns(entity).joined(separator: ", ")))")
             }
-            for property in entity.storedProperties {
-                let isRelationship = !property.isAttribute
-                guard property.isIndexed || property.isUnique || isRelationship else { continue }
-                let unique = property.isUnique ? "UNIQUE " : ""
-                let index = quote(entity.indexName(of: property))
-                try db.execute(
-                    sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))")
-            }
-            for composite in try entity.compositeIndexDescriptions() {
-                let unique = composite.isUnique ? "UNIQUE " : ""
-                // A partial index is named by its filter's column too; its condition is written
-                // with `IS`, as predicates and tallies compile `==`, so that the planner sees a
-                // fetch's `column IS ?` (bound to the value) imply it.
-                let index = quote(
-                    entity.indexName(
-                        columns: composite.columns, isUnique: composite.isUnique,
-                        filterColumn: composite.filter?.column))
-                let condition = composite.filter.map { " WHERE \(quote($0.column)) IS \(literal($0.value))" } ?? ""
-                try db.execute(
-                    sql: "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) "
-                        + "(\(composite.columns.map(quote).joined(separator: ", ")))\(condition)")
-            }
+            // A partial index's condition is written with `IS`, as predicates and tallies
+            // compile `==`, so that the planner sees a fetch's `column IS ?` (bound to the
+            // value) imply it.
+            for statement in try dialect.indexStatements(entity, table: table) { try db.execute(sql: statement) }
             try db.execute(
                 sql: """
                     INSERT INTO _persistence_sequence (entity, next) VALUES (?, 1) ON CONFLICT (entity) DO NOTHING;
@@ -531,26 +511,6 @@ final class SQLiteStore: PersistentStore {
             foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: row[3]))
         }
         return foreign
-    }
-
-    private static func columnDefinition(_ property: PropertyDescription) -> String {
-        let type: String
-        switch property.kind {
-        case .attribute(let t): type = t.sqlType
-        default: type = "INTEGER"
-        }
-        let null = property.isOptional ? "" : " NOT NULL"
-        return "\(quote(property.name)) \(type)\(null) DEFAULT \(literal(property.defaultValue))"
-    }
-
-    private static func literal(_ value: StoreValue) -> String {
-        switch value {
-        case .null: "NULL"
-        case .integer(let v): String(v)
-        case .real(let v): v.isFinite ? "\(v)" : "NULL"
-        case .text(let v): "'\(v.replacingOccurrences(of: "'", with: "''"))'"
-        case .blob(let v): "X'\(v.map { String(format: "%02x", $0) }.joined())'"
-        }
     }
 
     // MARK: - IDs
@@ -683,24 +643,9 @@ final class SQLiteStore: PersistentStore {
     func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
         if let driven = searchDrivenSelect(columns, fetch, ordered: ordered) { return driven }
         if let driven = relatedDrivenSelect(columns, fetch) { return driven }
-        var arguments: [StoreValue] = []
-        var query = "SELECT \(columns) FROM \(sql[fetch.entity].table)"
-        if let predicate = fetch.predicate {
-            query += " WHERE " + Self.compile(predicate, into: &arguments)
-        }
-        // Relevance without a full-text conjunct at the top level (which drives the fetch
-        // above) has no rank to order by.
-        var order = fetch.sort.filter { !$0.relevance }.map { key in
-            (key.property.map { quote($0.column) } ?? "\"id\"") + (key.ascending ? " ASC" : " DESC")
-        }
-        if !fetch.sort.contains(where: \.isRowID) { order.append("\"id\" ASC") }
-        if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
-        if fetch.limit != nil || fetch.offset > 0 {
-            query += " LIMIT ? OFFSET ?"
-            arguments.append(.integer(Int64(fetch.limit ?? -1)))
-            arguments.append(.integer(Int64(fetch.offset)))
-        }
-        return (query, arguments)
+        var statement = PredicateSQL(dialect: .sqlite)
+        let query = statement.select(columns, from: sql[fetch.entity].table, fetch, ordered: ordered)
+        return (query, statement.arguments)
     }
 
     /// A fetch in ID order (a page of a listing: IDs after the last page's, a limit) that
@@ -734,123 +679,29 @@ final class SQLiteStore: PersistentStore {
         let outer = entitySQL.table
         let link = "\"_related\".\(quote(column))"
         let list = entitySQL.qualified(columns)
-        var arguments: [StoreValue] = [value]
+        var statement = PredicateSQL(dialect: .sqlite)
         var query =
             "SELECT \(list) FROM \(quote(table)) AS \"_related\" CROSS JOIN \(outer) ON \(outer).\"id\" = \(link) "
-            + "WHERE \"_related\".\(quote(p.column)) = ?"
+            + "WHERE \"_related\".\(quote(p.column)) = \(statement.argument(value))"
         for case .rowIDAbove(let bound) in conjuncts {
-            query += " AND \(link) > ?"
-            arguments.append(.integer(bound))
+            query += " AND \(link) > \(statement.argument(.integer(bound)))"
         }
-        for node in conjuncts { query += " AND " + Self.compile(node, into: &arguments, qualifier: outer) }
-        query += " ORDER BY \(link) ASC"
-        if fetch.limit != nil || fetch.offset > 0 {
-            query += " LIMIT ? OFFSET ?"
-            arguments.append(.integer(Int64(fetch.limit ?? -1)))
-            arguments.append(.integer(Int64(fetch.offset)))
-        }
-        return (query, arguments)
-    }
-
-    /// Compiles a predicate to two-valued SQL (never NULL: a comparison with
-    /// NULL is false), matching ``PredicateNode/evaluate(_:rowID:)``. With `qualifier` (a
-    /// quoted table name or alias), the columns of the fetched entity are named through it.
-    static func compile(_ node: PredicateNode, into arguments: inout [StoreValue], qualifier: String? = nil)
-        -> String
-    {
-        let prefix = qualifier.map { $0 + "." } ?? ""
-        func quote(_ column: String) -> String { prefix + Persistence.quote(column) }
-        func compile(_ node: PredicateNode, into arguments: inout [StoreValue]) -> String {
-            Self.compile(node, into: &arguments, qualifier: qualifier)
-        }
-        let id = prefix + "\"id\""
-        switch node {
-        case .constant(let b):
-            return b ? "1" : "0"
-        case .compare(let p, let op, let value):
-            let column = quote(p.column)
-            arguments.append(value)
-            switch op {
-            case .equal: return "\(column) IS ?"
-            case .notEqual: return "\(column) IS NOT ?"
-            case .less: return "(\(column) < ? AND \(column) IS NOT NULL)"
-            case .lessOrEqual: return "(\(column) <= ? AND \(column) IS NOT NULL)"
-            case .greater: return "(\(column) > ? AND \(column) IS NOT NULL)"
-            case .greaterOrEqual: return "(\(column) >= ? AND \(column) IS NOT NULL)"
-            }
-        case .isIn(let p, let list):
-            let column = quote(p.column)
-            let present = list.filter { !$0.isNull }
-            var parts: [String] = []
-            if list.contains(where: \.isNull) { parts.append("\(column) IS NULL") }
-            if !present.isEmpty {
-                arguments += present
-                let marks = Array(repeating: "?", count: present.count).joined(separator: ",")
-                parts.append("(\(column) IN (\(marks)) AND \(column) IS NOT NULL)")
-            }
-            return parts.isEmpty ? "0" : "(" + parts.joined(separator: " OR ") + ")"
-        case .text(let p, let op, let s):
-            // On bytes, not characters: SQLite's text functions stop at a NUL.
-            let column = quote(p.column)
-            let bytes = "CAST(\(column) AS BLOB)"
-            guard !s.isEmpty else { return "(typeof(\(column)) = 'text')" }
-            arguments.append(.text(s))
-            switch op {
-            case .contains:
-                return "(instr(\(bytes), CAST(? AS BLOB)) > 0 AND typeof(\(column)) = 'text')"
-            case .hasPrefix:
-                arguments.append(.text(s))
-                return "(substr(\(bytes), 1, length(CAST(? AS BLOB))) = CAST(? AS BLOB) AND typeof(\(column)) = 'text')"
-            case .hasSuffix:
-                arguments.append(.text(s))
-                return "(substr(\(bytes), -length(CAST(? AS BLOB))) = CAST(? AS BLOB) AND typeof(\(column)) = 'text')"
-            }
-        case .rowIDIn(let ids):
-            guard !ids.isEmpty else { return "0" }
-            arguments += ids.map { .integer($0) }
-            return "\(id) IN (" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
-        case .rowIDAbove(let bound):
-            arguments.append(.integer(bound))
-            return "\(id) > ?"
-        case .related(let table, let column, let condition, _):
-            let inner = Self.compile(condition, into: &arguments)  // in the subquery's own scope
-            let linked = Persistence.quote(column)
-            // Not NULL: `id IN (…, NULL)` is NULL when nothing else matches, and its NOT too.
-            return "\(id) IN (SELECT \(linked) FROM \(Persistence.quote(table)) WHERE \(inner) "
-                + "AND \(linked) IS NOT NULL)"
-        case .matches(let entity, let terms):
-            // Not at the top level of a fetch (under `OR`, `NOT`): the IDs the index matches.
-            arguments.append(.text(matchText(terms)))
-            let fts = searchTable(entity)
-            return "\(id) IN (SELECT rowid FROM \(fts) WHERE \(fts) MATCH ?)"
-        case .and(let nodes):
-            return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " AND ") + ")"
-        case .or(let nodes):
-            return "(" + nodes.map { compile($0, into: &arguments) }.joined(separator: " OR ") + ")"
-        case .not(let node):
-            return "(NOT " + compile(node, into: &arguments) + ")"
-        }
+        for node in conjuncts { query += " AND " + statement.compile(node, qualifier: outer) }
+        query += " ORDER BY \(link) ASC" + statement.window(fetch)
+        return (query, statement.arguments)
     }
 
     // MARK: - Writing
 
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
-        do {
-            let result = try write(changes, effects: effects)
-            announceCommitted(effects.announcements)
-            return result
-        } catch let error as StoreConflict {
-            throw error
-        } catch let failure as StreamFailure {
-            throw failure.error
-        } catch let error as PersistenceError {
-            throw error
-        } catch {
-            guard changes.wrapsCommitFailures else { throw error }
-            throw PersistenceError(
+        let result = try changes.committing({ try write(changes, effects: effects) }) { error in
+            guard changes.wrapsCommitFailures else { return error }
+            return PersistenceError(
                 Self.isDiskFull(error, in: url.deletingLastPathComponent()) ? .diskFull : .io,
                 "Could not commit to \(url.path): \(error)", cause: error)
         }
+        announceCommitted(effects.announcements)
+        return result
     }
 
     private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
@@ -1062,17 +913,11 @@ final class SQLiteStore: PersistentStore {
                 var claimed: [StoreRow] = []
                 claimed.reserveCapacity(rows.count)
                 for (row, change) in zip(rows, updates) {
-                    var assignments = change.slots.map { "\(entitySQL.columns[$0]) = ?" }
-                    assignments.append("\"_version\" = \"_version\" + 1")
-                    let statement = """
-                        UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE "id" = ? \
-                        RETURNING "_version"
-                        """
+                    let (statement, arguments) = entitySQL.update(
+                        slots: change.slots, values: change.values, id: row.id, expectedVersion: nil)
                     let id = ManagedObjectID(entityName: fetch.entity.name, rowID: row.id)
                     let version = try mapErrors(id) {
-                        try Self.query(db, statement, change.values + [.integer(row.id)]) {
-                            sqlite3_column_int64($0, 0)
-                        }
+                        try Self.query(db, statement, arguments) { sqlite3_column_int64($0, 0) }
                     }
                     claimed.append(change.applied(to: row, version: version.first ?? row.version + 1))
                 }
@@ -1250,23 +1095,8 @@ final class SQLiteStore: PersistentStore {
     }
 }
 
-/// The SQL of one entity, built once when the store opens.
-struct EntitySQL {
-    let table: String
-    /// Quoted column names, by slot.
-    let columns: [String]
-    let selectList: String
-    let insert: String
-
-    init(_ entity: EntityDescription) {
-        table = quote(entity.name)
-        columns = entity.storedProperties.map { quote($0.name) }
-        selectList = (["\"id\"", "\"_version\""] + columns).joined(separator: ", ")
-        let names = (["\"id\""] + columns).joined(separator: ", ")
-        let marks = Array(repeating: "?", count: columns.count + 1).joined(separator: ", ")
-        insert = "INSERT INTO \(table) (\(names)) VALUES (\(marks))"
-    }
-
+extension EntitySQL {
+    /// The row at `handle`, a statement of ``selectList``, read straight from SQLite.
     func decode(_ handle: OpaquePointer) -> StoreRow {
         var values: [StoreValue] = []
         values.reserveCapacity(columns.count)
@@ -1291,16 +1121,6 @@ struct EntitySQL {
         default: return .null
         }
     }
-
-    /// `columns` (the ``selectList``, the ID, or an expression) named through the table, for
-    /// a select that joins another table.
-    func qualified(_ columns: String) -> String {
-        switch columns {
-        case selectList: (["\"id\"", "\"_version\""] + self.columns).map { "\(table).\($0)" }.joined(separator: ", ")
-        case "\"id\"": "\(table).\"id\""
-        default: columns
-        }
-    }
 }
 
 private struct GRDBMigrationDatabase: MigrationDatabase {
@@ -1310,11 +1130,6 @@ private struct GRDBMigrationDatabase: MigrationDatabase {
     func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
     func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }
     func integer(_ sql: String) throws -> Int64? { try Int64.fetchOne(db, sql: sql) }
-}
-
-/// A quoted SQL identifier, as SQLite and PostgreSQL both read it.
-package func quote(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
 
 extension StoreValue {
@@ -1351,33 +1166,19 @@ struct SQLiteStatements: SaveStatements {
     let store: SQLiteStore
     let db: Database
 
-    func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
-        var query = "DELETE FROM \(store.sql[delete.entity].table) WHERE \"id\" = ?"
-        var arguments: [StoreValue] = [.integer(delete.id)]
-        if let expected = delete.expectedVersion {
-            query += " AND \"_version\" = ?"
-            arguments.append(.integer(expected))
-        }
-        let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
-        _ = try store.mapErrors(id) { try SQLiteStore.query(db, query, arguments) { _ in () } }
-        return db.changesCount > 0
+    var sql: EntityMap<EntitySQL> { store.sql }
+
+    func run(_ statement: (String, [StoreValue]), for id: ManagedObjectID) throws -> Int {
+        _ = try store.mapErrors(id) { try SQLiteStore.query(db, statement.0, statement.1) { _ in () } }
+        return db.changesCount
     }
 
     func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
         for update in updates {
             let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
-            let entitySQL = store.sql[update.entity]
-            var assignments = update.slots.map { "\(entitySQL.columns[$0]) = ?" }
-            assignments.append("\"_version\" = \"_version\" + 1")
-            var query = "UPDATE \(entitySQL.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = ?"
-            var arguments = update.values
-            arguments.append(.integer(update.id))
-            if let expected = update.expectedVersion {
-                query += " AND \"_version\" = ?"
-                arguments.append(.integer(expected))
-            }
-            query += " RETURNING \"_version\""
+            let (query, arguments) = store.sql[update.entity].update(
+                slots: update.slots, values: update.values, id: update.id, expectedVersion: update.expectedVersion)
             let version = try store.mapErrors(id) {
                 try SQLiteStore.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
             }

@@ -79,7 +79,7 @@ final class PostgreSQLStore: PersistentStore {
     /// connections: a server down for good fails a command after one bound, not after one
     /// for each connection (``PostgreSQLLocation/reconnectTimeout``).
     let outage: ServerOutage
-    let sql: EntityMap<EntityStatements>
+    let sql: EntityMap<EntitySQL>
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     let writerID = UUID().uuidString
     let injectedFault = FaultSlot()
@@ -118,7 +118,7 @@ final class PostgreSQLStore: PersistentStore {
         self.url = location.redacted
         self.schema = schema
         isReadOnly = options.readOnly
-        sql = EntityMap(schema) { EntityStatements($0) }
+        sql = EntityMap(schema) { EntitySQL($0, dialect: .postgresql) }
         var unique: [String: String] = [:]
         for entity in schema.entities {
             for property in entity.storedProperties where property.isUnique {
@@ -198,35 +198,16 @@ final class PostgreSQLStore: PersistentStore {
         try runMigrations(pending, .beforeSchema, isNew: isNew)
         for entity in schema.entities {
             let table = sql[entity].table
+            let dialect = StoreDialect.postgresql
             if try tableExists(entity.name) {
                 let existing = Set(try columns(of: entity.name))
                 for property in entity.storedProperties where !existing.contains(property.name) {
-                    try writer.run("ALTER TABLE \(table) ADD COLUMN \(Self.columnDefinition(property))", [])
+                    try writer.run("ALTER TABLE \(table) ADD COLUMN \(dialect.columnDefinition(property))", [])
                 }
             } else {
-                let columns =
-                    ["\"id\" BIGINT PRIMARY KEY NOT NULL", "\"_version\" BIGINT NOT NULL DEFAULT 1"]
-                    + entity.storedProperties.map(Self.columnDefinition)
-                try writer.run("CREATE TABLE \(table) (\(columns.joined(separator: ", ")))", [])
+                try writer.run("CREATE TABLE \(table) (\(dialect.tableColumns(entity).joined(separator: ", ")))", [])
             }
-            for property in entity.storedProperties {
-                guard property.isIndexed || property.isUnique || !property.isAttribute else { continue }
-                let unique = property.isUnique ? "UNIQUE " : ""
-                let index = quote(entity.indexName(of: property))
-                try writer.run("CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) (\(quote(property.name)))", [])
-            }
-            for composite in try entity.compositeIndexDescriptions() {
-                let unique = composite.isUnique ? "UNIQUE " : ""
-                let index = quote(
-                    entity.indexName(
-                        columns: composite.columns, isUnique: composite.isUnique,
-                        filterColumn: composite.filter?.column))
-                let condition =
-                    composite.filter.map { " WHERE \(quote($0.column)) = \(Self.literal($0.value, type: ""))" } ?? ""
-                try writer.run(
-                    "CREATE \(unique)INDEX IF NOT EXISTS \(index) ON \(table) "
-                        + "(\(composite.columns.map(quote).joined(separator: ", ")))\(condition)", [])
-            }
+            for statement in try dialect.indexStatements(entity, table: table) { try writer.run(statement, []) }
             try writer.run(
                 """
                 INSERT INTO \(Self.sequenceTable) (entity, next) \
@@ -368,7 +349,7 @@ final class PostgreSQLStore: PersistentStore {
         // Each sequence ahead of its table's rows (rows written with their IDs by another
         // program, or copied in, are followed by the slow path's repair): a plain read.
         let behind = schema.entities.map { entity in
-            "SELECT 1 FROM \(Self.sequenceTable) WHERE entity = \(Self.literal(.text(entity.name), type: "")) "
+            "SELECT 1 FROM \(Self.sequenceTable) WHERE entity = \(StoreDialect.postgresql.literal(.text(entity.name))) "
                 + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity].table))"
         }
         return try behind.isEmpty || writer.run(behind.joined(separator: " UNION ALL "), []).rows.isEmpty
@@ -513,16 +494,6 @@ final class PostgreSQLStore: PersistentStore {
         ).rows.map { try $0.decode(String.self) }
     }
 
-    private static func columnDefinition(_ property: PropertyDescription) -> String {
-        let type: String
-        switch property.kind {
-        case .attribute(let t): type = columnType(t)
-        default: type = "BIGINT"
-        }
-        let null = property.isOptional ? "" : " NOT NULL"
-        return "\(quote(property.name)) \(type)\(null) DEFAULT \(literal(property.defaultValue, type: type))"
-    }
-
     /// The column type of an attribute: text compares by its bytes (`C`), as in SQLite.
     static func columnType(_ type: AttributeType) -> String {
         switch type {
@@ -530,16 +501,6 @@ final class PostgreSQLStore: PersistentStore {
         case .real, .date: "DOUBLE PRECISION"
         case .text, .uuid: "TEXT COLLATE \"C\""
         case .blob: "BYTEA"
-        }
-    }
-
-    private static func literal(_ value: StoreValue, type: String) -> String {
-        switch value {
-        case .null: "NULL"
-        case .integer(let v): String(v)
-        case .real(let v): v.isFinite ? "\(v)" : "NULL"
-        case .text(let v): "'\(v.replacingOccurrences(of: "'", with: "''"))'"
-        case .blob(let v): "'\\x\(v.map { String(format: "%02x", $0) }.joined())'::bytea"
         }
     }
 
@@ -635,21 +596,9 @@ final class PostgreSQLStore: PersistentStore {
     /// With `ordered` false, the rows come in no particular order (for a count).
     func select(_ columns: String, _ fetch: StoreFetch, ordered: Bool = true) -> (String, [StoreValue]) {
         if let driven = searchDrivenSelect(columns, fetch, ordered: ordered) { return driven }
-        var compiler = PredicateCompiler()
-        var query = "SELECT \(columns) FROM \(sql[fetch.entity].table)"
-        if let predicate = fetch.predicate { query += " WHERE " + compiler.compile(predicate) }
-        // SQLite's order: NULL before every value, ascending. Relevance without a full-text
-        // conjunct at the top level (which drives the fetch above) has no rank to order by.
-        var order = fetch.sort.filter { !$0.relevance }.map { key in
-            // An ID is never NULL: a `NULLS` clause on it keeps the primary key from giving the order.
-            guard let property = key.property else { return "\"id\"" + (key.ascending ? " ASC" : " DESC") }
-            return quote(property.column) + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
-        }
-        if !fetch.sort.contains(where: \.isRowID) { order.append("\"id\" ASC") }
-        if ordered { query += " ORDER BY " + order.joined(separator: ", ") }
-        if let limit = fetch.limit { query += " LIMIT \(compiler.argument(.integer(Int64(limit))))" }
-        if fetch.offset > 0 { query += " OFFSET \(compiler.argument(.integer(Int64(fetch.offset))))" }
-        return (query, compiler.arguments)
+        var statement = PredicateSQL(dialect: .postgresql)
+        let query = statement.select(columns, from: sql[fetch.entity].table, fetch, ordered: ordered)
+        return (query, statement.arguments)
     }
 
     // MARK: - Writing
@@ -657,19 +606,12 @@ final class PostgreSQLStore: PersistentStore {
     func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
         try requireWritable()
         try refuseIfSessionLost()
-        do {
-            return try writer.withLock { try transaction(writer) { try write(changes, effects: effects) } }
-        } catch let error as StoreConflict {
-            throw error
-        } catch let failure as StreamFailure {
-            throw failure.error
-        } catch let error as PersistenceError {
-            throw error
-        } catch let error as PSQLError {
-            throw mapped(error, nil)
-        } catch {
-            guard changes.wrapsCommitFailures else { throw error }
-            throw PersistenceError(.io, "Could not commit to \(url.absoluteString): \(error)", cause: error)
+        return try changes.committing({
+            try writer.withLock { try transaction(writer) { try write(changes, effects: effects) } }
+        }) { error in
+            if error is PSQLError { return mapped(error, nil) }
+            guard changes.wrapsCommitFailures else { return error }
+            return PersistenceError(.io, "Could not commit to \(url.absoluteString): \(error)", cause: error)
         }
     }
 
@@ -804,26 +746,17 @@ final class PostgreSQLStore: PersistentStore {
 
     /// One row's update; its new version, or `nil` when its expected version is not the
     /// stored one (a conflict).
-    private func updateOne(_ statements: EntityStatements, _ update: StoreChanges.Update) throws -> Int64? {
+    private func updateOne(_ statements: EntitySQL, _ update: StoreChanges.Update) throws -> Int64? {
         let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
-        var arguments = update.values
-        var assignments = update.slots.enumerated().map { i, slot in "\(statements.columns[slot]) = $\(i + 1)" }
-        assignments.append("\"_version\" = \"_version\" + 1")
-        arguments.append(.integer(update.id))
-        var query =
-            "UPDATE \(statements.table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = $\(arguments.count)"
-        if let expected = update.expectedVersion {
-            arguments.append(.integer(expected))
-            query += " AND \"_version\" = $\(arguments.count)"
-        }
-        query += " RETURNING \"_version\""
+        let (query, arguments) = statements.update(
+            slots: update.slots, values: update.values, id: update.id, expectedVersion: update.expectedVersion)
         return try mapErrors(id) { try writer.run(query, arguments).rows.first?.decode(Int64.self) }
     }
 
     /// Updates of rows that change the same slots, in one `UPDATE … FROM (VALUES …)`; each
     /// changes only if its expected version (if any) is the stored one. Returns the new
     /// versions of the rows changed.
-    private func updateMany(_ statements: EntityStatements, _ updates: ArraySlice<StoreChanges.Update>) throws
+    private func updateMany(_ statements: EntitySQL, _ updates: ArraySlice<StoreChanges.Update>) throws
         -> [Int64: Int64]
     {
         let slots = updates[updates.startIndex].slots
@@ -926,7 +859,7 @@ final class PostgreSQLStore: PersistentStore {
 
     /// One `UPDATE` of claimed rows that change the same slots; returns each row's new version.
     private func updateClaimed(
-        _ statements: EntityStatements, slots: [Int], rows: [(id: Int64, values: [StoreValue])]
+        _ statements: EntitySQL, slots: [Int], rows: [(id: Int64, values: [StoreValue])]
     ) throws -> [(Int64, Int64)] {
         let properties = statements.entity.storedProperties
         var arguments: [StoreValue] = []
@@ -1134,28 +1067,7 @@ final class FaultSlot: @unchecked Sendable {
     }
 }
 
-/// The SQL of one entity, built once when the store opens.
-struct EntityStatements {
-    let entity: EntityDescription
-    let table: String
-    /// Quoted column names, by slot.
-    let columns: [String]
-    let selectList: String
-    /// `"id"` and the columns, quoted, as an `INSERT` names them.
-    let insertColumns: String
-    let insert: String
-
-    init(_ entity: EntityDescription) {
-        self.entity = entity
-        table = quote(entity.name)
-        columns = entity.storedProperties.map { quote($0.name) }
-        selectList = (["\"id\"", "\"_version\""] + columns).joined(separator: ", ")
-        let names = (["\"id\""] + columns).joined(separator: ", ")
-        let marks = (1...columns.count + 1).map { "$\($0)" }.joined(separator: ", ")
-        insertColumns = names
-        insert = "INSERT INTO \(table) (\(names)) VALUES (\(marks))"
-    }
-
+extension EntitySQL {
     /// Rows of ``selectList``, decoded by each column's declared type.
     func decode(_ rows: [PostgresRow]) throws -> [StoreRow] {
         try rows.map { row in
@@ -1192,15 +1104,10 @@ struct PostgreSQLStatements: SaveStatements {
     let store: PostgreSQLStore
     let connection: PostgreSQLConnection
 
-    func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
-        var query = "DELETE FROM \(store.sql[delete.entity].table) WHERE \"id\" = $1"
-        var arguments: [StoreValue] = [.integer(delete.id)]
-        if let expected = delete.expectedVersion {
-            query += " AND \"_version\" = $2"
-            arguments.append(.integer(expected))
-        }
-        let id = ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)
-        return (try store.mapErrors(id) { try connection.run(query, arguments) }.metadata.rows ?? 0) > 0
+    var sql: EntityMap<EntitySQL> { store.sql }
+
+    func run(_ statement: (String, [StoreValue]), for id: ManagedObjectID) throws -> Int {
+        try store.mapErrors(id) { try connection.run(statement.0, statement.1) }.metadata.rows ?? 0
     }
 
     func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
