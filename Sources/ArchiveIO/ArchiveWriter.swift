@@ -75,27 +75,27 @@ public final class ArchiveWriter {
     /// The format being written.
     public let format: ArchiveFormat
     /// Every warning libarchive reported so far, in order.
-    public private(set) var warnings: [ArchiveWarning] = []
+    public internal(set) var warnings: [ArchiveWarning] = []
     /// Called with each warning as it is reported (in addition to ``warnings``).
     public var onWarning: ((ArchiveWarning) -> Void)?
 
-    private let handle: OpaquePointer
-    private let locale = UTF8LocaleScope()
-    private let sink: ChunkSink
+    let handle: OpaquePointer
+    let locale = UTF8LocaleScope()
+    let sink: ChunkSink
     /// For a compressed archive written to a file: the thread that compresses it.
-    private var stage: CompressionStage?
-    private let options: ArchiveWriteOptions
+    var stage: CompressionStage?
+    let options: ArchiveWriteOptions
     /// Where a file archive is written until ``finish()`` publishes it; `nil` for a stream.
-    private let file: FileTarget?
-    private var state = State.open
-    private var buffer: UnsafeMutableRawBufferPointer?
+    let file: FileTarget?
+    var state = State.open
+    var buffer: UnsafeMutableRawBufferPointer?
 
-    private enum State {
+    enum State {
         case open, finished
         case failed(ArchiveError)
     }
 
-    private enum FileTarget {
+    enum FileTarget {
         /// An `O_TMPFILE` file: no name until it is linked at the archive's path.
         case unnamed
         /// A hidden file beside the archive's path.
@@ -153,7 +153,7 @@ public final class ArchiveWriter {
     }
 
     /// A hidden path beside `path` that no file has (by chance).
-    private static func temporaryPath(for path: String, _ kind: String) -> String {
+    static func temporaryPath(for path: String, _ kind: String) -> String {
         let url = URL(fileURLWithPath: path)
         return url.deletingLastPathComponent().path
             + "/.\(url.lastPathComponent).\(kind)-\(UInt32.random(in: .min ... .max))"
@@ -175,7 +175,7 @@ public final class ArchiveWriter {
         return (fd, .named(temporary))
     }
 
-    private static func announced(
+    static func announced(
         _ temporary: String, to announce: ((String) throws -> Void)?, archivePath: String
     ) throws(ArchiveError) {
         do {
@@ -215,7 +215,7 @@ public final class ArchiveWriter {
     }
 
     /// For a file archive: names the hidden file that replacing an existing one takes.
-    private let willCreateTemporaryFile: ((String) throws -> Void)?
+    let willCreateTemporaryFile: ((String) throws -> Void)?
 
     private init(
         archivePath: String, format: ArchiveFormat, options: ArchiveWriteOptions, sink: ChunkSink,
@@ -320,460 +320,6 @@ public final class ArchiveWriter {
         sink.closeFile()
         if !finished, let temporaryPath = file?.temporaryPath { unlink(temporaryPath) }
         buffer?.deallocate()
-    }
-
-    // MARK: Adding members
-
-    /// Writes a member whose data is `contents`.
-    ///
-    /// `entry.size` is set from `contents.count` for a regular file.
-    ///
-    /// - Parameters:
-    ///   - entry: The member's header.
-    ///   - contents: The member's data (regular files only).
-    /// - Throws: ``ArchiveError`` with code `writeFailed`, `unsupportedEntry` (a type the
-    ///   format cannot hold), `invalidArgument` or `misuse` after ``finish()``.
-    public func writeEntry(_ entry: ArchiveEntry, contents: [UInt8] = []) throws(ArchiveError) {
-        var entry = entry
-        if entry.kind == .file { entry.size = Int64(contents.count) }
-        var pending: [UInt8]? = contents
-        try writeEntry(entry) { () -> [UInt8]? in
-            defer { pending = nil }
-            return pending
-        }
-    }
-
-    /// Writes a member whose data comes from a stream of chunks.
-    ///
-    /// A tar header holds the size before the data, so `entry.size` must be set for a regular
-    /// file, and the chunks must add up to exactly that many bytes; otherwise the writer fails
-    /// (code `invalidArgument`) and the archive cannot be finished.
-    ///
-    /// ```swift
-    /// var remaining = 1 << 30
-    /// try writer.writeEntry(ArchiveEntry(path: "big.bin", kind: .file, size: Int64(remaining))) {
-    ///     guard remaining > 0 else { return nil }
-    ///     remaining -= 1 << 20
-    ///     return [UInt8](repeating: 7, count: 1 << 20)
-    /// }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - entry: The member's header.
-    ///   - nextChunk: Returns the next chunk of data, or `nil` at its end.
-    /// - Throws: ``ArchiveError`` with code `invalidArgument` (no size, or a size that the
-    ///   chunks do not match), `callbackFailed` if `nextChunk` throws, `writeFailed`,
-    ///   `unsupportedEntry` or `misuse`.
-    public func writeEntry(_ entry: ArchiveEntry, nextChunk: () throws -> [UInt8]?) throws(ArchiveError) {
-        try writeEntry(entry) { write in
-            while let chunk = try nextChunk() { try chunk.withUnsafeBytes { try write($0) } }
-        }
-    }
-
-    /// Writes a member whose data `produce` pushes, chunk by chunk, through the function it
-    /// is given — for a source that reads into its own buffer (a file, a decompressor, a
-    /// hash-as-you-go copy), with no copy into an array per chunk.
-    ///
-    /// As with ``writeEntry(_:nextChunk:)``, `entry.size` must be set for a regular file and
-    /// the chunks must add up to exactly that many bytes.
-    ///
-    /// ```swift
-    /// try writer.writeEntry(ArchiveEntry(path: "copy.bin", kind: .file, size: size)) { write in
-    ///     try source.read { chunk in try write(chunk) }
-    /// }
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - entry: The member's header.
-    ///   - produce: Called once; calls its argument with each chunk in order. The chunk
-    ///     need only be valid during that call.
-    /// - Throws: ``ArchiveError`` with code `invalidArgument` (no size, or a size that the
-    ///   chunks do not match), `callbackFailed` if `produce` throws an error of its own,
-    ///   `writeFailed`, `unsupportedEntry` or `misuse`.
-    public func writeEntry(
-        _ entry: ArchiveEntry, producing produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void
-    ) throws(ArchiveError) {
-        try writeHeader(entry)
-        guard entry.kind == .file else { return try finishEntry(entry) }
-        let expected = entry.size ?? 0
-        var written: Int64 = 0
-        do {
-            try produce { chunk in
-                try self.checkSize(entry, written: written + Int64(chunk.count), expected: expected, ended: false)
-                try self.writeData(chunk, member: entry.path)
-                written += Int64(chunk.count)
-            }
-        } catch let error as ArchiveError {
-            throw poisonIfOpen(error)
-        } catch {
-            throw poison(
-                ArchiveError(
-                    code: .callbackFailed,
-                    message: "Cannot write '\(archivePath)', member '\(displayName(entry.path))': "
-                        + "the chunk source threw: \(error)",
-                    archivePath: archivePath, member: entry.path, cause: error))
-        }
-        try checkSize(entry, written: written, expected: expected, ended: true)
-        try finishEntry(entry)
-    }
-
-    /// Adds the file, directory or symbolic link at `diskPath` as the member `memberPath`,
-    /// with its size, modification date and permissions. A directory is added alone (see
-    /// ``addTree(at:as:)`` for its contents); a symbolic link is stored as a link, never
-    /// followed.
-    ///
-    /// - Parameters:
-    ///   - diskPath: The file on disk.
-    ///   - memberPath: The member's path inside the archive.
-    /// - Throws: ``ArchiveError`` with code `io` if the file cannot be read or changes size
-    ///   while being read, `unsupportedEntry` for a device, FIFO or socket, or any error of
-    ///   ``writeEntry(_:nextChunk:)``.
-    public func addFile(at diskPath: String, as memberPath: String) throws(ArchiveError) {
-        try addItem(directoryFD: AT_FDCWD, name: diskPath, diskPath: diskPath, memberPath: memberPath, recurse: false)
-    }
-
-    /// Adds the directory at `diskPath` and everything below it, in byte order of names, as
-    /// members under `memberPath` (or at the top level when `memberPath` is empty). Symbolic
-    /// links are stored as links, never followed.
-    ///
-    /// ```swift
-    /// try writer.addTree(at: "/data/photos", as: "photos")   // photos/, photos/a.jpg, …
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - diskPath: The directory on disk.
-    ///   - memberPath: The path of the directory's member inside the archive.
-    /// - Throws: Like ``addFile(at:as:)``.
-    public func addTree(at diskPath: String, as memberPath: String) throws(ArchiveError) {
-        try addItem(directoryFD: AT_FDCWD, name: diskPath, diskPath: diskPath, memberPath: memberPath, recurse: true)
-    }
-
-    /// Writes the archive's trailer, flushes the compressor and, for a file archive, moves
-    /// the finished file to its path.
-    ///
-    /// - Throws: ``ArchiveError`` with code `writeFailed` or `io`; `misuse` if called twice.
-    public func finish() throws(ArchiveError) {
-        try ensureOpen()
-        let status = archive_write_close(handle)
-        if status < ARCHIVE_WARN { throw poison(fail("archive_write_close", member: nil)) }
-        if status == ARCHIVE_WARN { warn("archive_write_close", member: nil) }
-        if let ending = stage?.finish() {
-            let failure = ending.failure
-            if ending.isWarning {
-                warn(ending.operation, member: nil, message: failure.message)
-            } else {
-                throw poison(
-                    ArchiveError(
-                        code: failure.errno == ENOMEM ? .outOfMemory : .writeFailed,
-                        message:
-                            "Cannot write '\(archivePath)': compressing failed: \(failure.message ?? "unknown error")",
-                        archivePath: archivePath, operation: ending.operation, libarchiveMessage: failure.message,
-                        errno: failure.errno))
-            }
-        }
-        if let file {
-            if options.synchronizesOnFinish, let fd = sink.fd, fsync(fd) != 0 {
-                throw poison(ioError("fsync", path: file.temporaryPath ?? archivePath, member: nil))
-            }
-            try publish(file)
-            if options.synchronizesOnFinish {
-                let directory = URL(fileURLWithPath: archivePath).deletingLastPathComponent().path
-                let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                if fd >= 0 {
-                    defer { close(fd) }
-                    if fsync(fd) != 0 { throw poison(ioError("fsync", path: directory, member: nil)) }
-                }
-            }
-        }
-        state = .finished
-    }
-
-    // MARK: Internals
-
-    /// Gives the finished file the archive's path: never replacing a file there unless
-    /// ``ArchiveWriteOptions/replacesExisting``, and then in one `rename(2)`.
-    private func publish(_ file: FileTarget) throws(ArchiveError) {
-        switch file {
-        case .named(let temporary):
-            sink.closeFile()
-            let status =
-                options.replacesExisting
-                ? rename(temporary, archivePath) : cfilesync_rename_noreplace(temporary, archivePath)
-            guard status == 0 else {
-                throw poison(
-                    Glibc.errno == EEXIST ? alreadyExists() : ioError("rename", path: archivePath, member: nil))
-            }
-        case .unnamed:
-            guard let fd = sink.fd else { throw poison(ioError("linkat", path: archivePath, member: nil)) }
-            if cfilesync_link_unnamed(fd, archivePath) == 0 {
-                sink.closeFile()
-                return
-            }
-            guard Glibc.errno == EEXIST else { throw poison(ioError("linkat", path: archivePath, member: nil)) }
-            guard options.replacesExisting else { throw poison(alreadyExists()) }
-            // Replacing: linked under a hidden name beside the target, then renamed over it.
-            let temporary = Self.temporaryPath(for: archivePath, "replacing")
-            do throws(ArchiveError) {
-                try Self.announced(temporary, to: willCreateTemporaryFile, archivePath: archivePath)
-            } catch {
-                throw poison(error)
-            }
-            guard cfilesync_link_unnamed(fd, temporary) == 0 else {
-                throw poison(ioError("linkat", path: temporary, member: nil))
-            }
-            sink.closeFile()
-            guard rename(temporary, archivePath) == 0 else {
-                let error = ioError("rename", path: archivePath, member: nil)
-                unlink(temporary)
-                throw poison(error)
-            }
-        }
-    }
-
-    private func alreadyExists() -> ArchiveError {
-        ArchiveError(
-            code: .alreadyExists, message: "Cannot write '\(archivePath)': a file of that name already exists",
-            archivePath: archivePath, operation: "link", errno: EEXIST)
-    }
-
-    private func addItem(
-        directoryFD: Int32, name: String, diskPath: String, memberPath: String, recurse: Bool
-    ) throws(ArchiveError) {
-        var info = stat()
-        guard fstatat(directoryFD, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw ioError("lstat", path: diskPath, member: memberPath)
-        }
-        let date = Date(
-            timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-        let permissions = UInt16(info.st_mode & 0o7777)
-        switch info.st_mode & S_IFMT {
-        case S_IFREG:
-            let fd = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { throw ioError("open", path: diskPath, member: memberPath) }
-            defer { close(fd) }
-            try addOpenFile(fd: fd, diskPath: diskPath, memberPath: memberPath, date: date, permissions: permissions)
-        case S_IFDIR:
-            if !memberPath.isEmpty {
-                try writeHeader(
-                    ArchiveEntry(path: memberPath, kind: .directory, modificationDate: date, permissions: permissions))
-            }
-            guard recurse else { return }
-            let fd = openat(directoryFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard fd >= 0 else { throw ioError("open", path: diskPath, member: memberPath) }
-            guard let directory = fdopendir(fd) else {
-                close(fd)
-                throw ioError("fdopendir", path: diskPath, member: memberPath)
-            }
-            defer { closedir(directory) }
-            var names: [[UInt8]] = []
-            let failure = forEachDirectoryEntry(in: directory) { names.append(Array($0)) }
-            if failure != 0 {
-                errno = failure
-                throw ioError("readdir", path: diskPath, member: memberPath)
-            }
-            names.sort { $0.lexicographicallyPrecedes($1) }
-            for childBytes in names {
-                let child = String(decoding: childBytes, as: UTF8.self)
-                try addItem(
-                    directoryFD: dirfd(directory), name: child, diskPath: diskPath + "/" + child,
-                    memberPath: memberPath.isEmpty ? child : memberPath + "/" + child, recurse: true)
-            }
-        case S_IFLNK:
-            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let count = readlinkat(directoryFD, name, &target, target.count - 1)
-            guard count >= 0 else { throw ioError("readlink", path: diskPath, member: memberPath) }
-            let linkTarget = String(decoding: target[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            try writeHeader(
-                ArchiveEntry(path: memberPath, kind: .symlink, modificationDate: date, linkTarget: linkTarget))
-        default:
-            throw ArchiveError(
-                code: .unsupportedEntry,
-                message: "Cannot add '\(diskPath)' to '\(archivePath)': it is a device, FIFO or socket; "
-                    + "only regular files, directories and symbolic links can be added",
-                archivePath: archivePath, member: memberPath)
-        }
-    }
-
-    private func addOpenFile(
-        fd: Int32, diskPath: String, memberPath: String, date: Date, permissions: UInt16
-    ) throws(ArchiveError) {
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw ioError("fstat", path: diskPath, member: memberPath) }
-        let entry = ArchiveEntry(
-            path: memberPath, kind: .file, size: Int64(info.st_size), modificationDate: date, permissions: permissions)
-        try writeHeader(entry)
-        let buffer = readBuffer()
-        var written: Int64 = 0
-        while true {
-            let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
-            if count < 0 {
-                if Glibc.errno == EINTR { continue }
-                throw poison(ioError("read", path: diskPath, member: memberPath))
-            }
-            if count == 0 { break }
-            guard written + Int64(count) <= Int64(info.st_size) else { break }
-            try writeData(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), member: memberPath)
-            written += Int64(count)
-        }
-        guard written == Int64(info.st_size) else {
-            throw poison(
-                ArchiveError(
-                    code: .io,
-                    message: "Cannot add '\(diskPath)' to '\(archivePath)': the file changed size while it was "
-                        + "being read (\(info.st_size) bytes expected, \(written == info.st_size ? "more" : "\(written)") read)",
-                    archivePath: archivePath, member: memberPath))
-        }
-        try finishEntry(entry)
-    }
-
-    private func readBuffer() -> UnsafeMutableRawBufferPointer {
-        if let buffer { return buffer }
-        let made = UnsafeMutableRawBufferPointer.allocate(byteCount: max(options.readBufferSize, 4096), alignment: 64)
-        buffer = made
-        return made
-    }
-
-    private func writeHeader(_ entry: ArchiveEntry) throws(ArchiveError) {
-        try ensureOpen()
-        guard let raw = archive_entry_new2(handle) else {
-            throw poison(fail("archive_entry_new2", member: entry.path, code: .outOfMemory))
-        }
-        defer { archive_entry_free(raw) }
-        if entry.kind == .file && entry.size == nil {
-            throw ArchiveError(
-                code: .invalidArgument,
-                message: "Cannot write member '\(displayName(entry.path))' to '\(archivePath)': a regular file "
-                    + "needs its size before its data",
-                archivePath: archivePath, member: entry.path)
-        }
-        let status = locale.run { () -> Int32 in
-            // Names go in as bytes of the (UTF-8) locale, not through `_utf8` setters: libarchive
-            // would convert those "from UTF-8" and normalise them to NFC on the way.
-            archive_entry_copy_pathname(raw, entry.path)
-            let type: UInt32
-            switch entry.kind {
-            case .file, .hardlink: type = CARCHIVE_AE_IFREG
-            case .directory: type = CARCHIVE_AE_IFDIR
-            case .symlink: type = CARCHIVE_AE_IFLNK
-            case .characterDevice: type = CARCHIVE_AE_IFCHR
-            case .blockDevice: type = CARCHIVE_AE_IFBLK
-            case .fifo: type = CARCHIVE_AE_IFIFO
-            case .socket: type = CARCHIVE_AE_IFSOCK
-            case .other: type = 0
-            }
-            archive_entry_set_filetype(raw, type)
-            archive_entry_set_perm(raw, mode_t(entry.permissions & 0o7777))
-            archive_entry_set_size(raw, entry.kind == .file ? (entry.size ?? 0) : 0)
-            if let date = entry.modificationDate {
-                let seconds = date.timeIntervalSince1970.rounded(.down)
-                let nanoseconds = Int((date.timeIntervalSince1970 - seconds) * 1e9)
-                archive_entry_set_mtime(raw, time_t(seconds), min(max(nanoseconds, 0), 999_999_999))
-            } else {
-                archive_entry_set_mtime(raw, 0, 0)
-            }
-            if entry.kind == .symlink { archive_entry_copy_symlink(raw, entry.linkTarget ?? "") }
-            if entry.kind == .hardlink { archive_entry_copy_hardlink(raw, entry.linkTarget ?? "") }
-            return archive_write_header(handle, raw)
-        }
-        if status == ARCHIVE_WARN { warn("archive_write_header", member: entry.path) }
-        if status == ARCHIVE_FAILED {
-            throw fail("archive_write_header", member: entry.path, code: .unsupportedEntry)
-        }
-        if status < ARCHIVE_FAILED { throw poison(fail("archive_write_header", member: entry.path)) }
-    }
-
-    private func writeData(_ bytes: UnsafeRawBufferPointer, member: String) throws(ArchiveError) {
-        var remaining = bytes
-        while !remaining.isEmpty {
-            let count = archive_write_data(handle, remaining.baseAddress, remaining.count)
-            guard count > 0 else {
-                if count == 0 { continue }
-                throw poison(fail("archive_write_data", member: member))
-            }
-            remaining = UnsafeRawBufferPointer(rebasing: remaining[count...])
-        }
-    }
-
-    private func finishEntry(_ entry: ArchiveEntry) throws(ArchiveError) {
-        let status = archive_write_finish_entry(handle)
-        if status == ARCHIVE_WARN { warn("archive_write_finish_entry", member: entry.path) }
-        if status < ARCHIVE_WARN { throw poison(fail("archive_write_finish_entry", member: entry.path)) }
-    }
-
-    private func checkSize(_ entry: ArchiveEntry, written: Int64, expected: Int64, ended: Bool) throws(ArchiveError) {
-        guard written > expected || (ended && written < expected) else { return }
-        throw poison(
-            ArchiveError(
-                code: .invalidArgument,
-                message: "Cannot write member '\(displayName(entry.path))' to '\(archivePath)': its header declares "
-                    + "\(expected) bytes but its chunks \(ended ? "hold" : "hold at least") \(written)",
-                archivePath: archivePath, member: entry.path))
-    }
-
-    private func ensureOpen() throws(ArchiveError) {
-        switch state {
-        case .open: return
-        case .failed(let error): throw error
-        case .finished:
-            throw ArchiveError(
-                code: .misuse, message: "Cannot write to '\(archivePath)': the archive is already finished",
-                archivePath: archivePath)
-        }
-    }
-
-    private func check(_ status: Int32, _ operation: String) throws(ArchiveError) {
-        if status == ARCHIVE_WARN { warn(operation, member: nil) }
-        if status < ARCHIVE_WARN { throw failEarly(fail(operation, member: nil, code: .invalidArgument)) }
-    }
-
-    /// A failure while setting up: the writer never becomes usable.
-    private func failEarly(_ error: ArchiveError) -> ArchiveError {
-        state = .failed(error)
-        return error
-    }
-
-    /// Marks the writer failed: no later call can produce a complete-looking archive.
-    /// Poisons the writer with `error` unless it failed already (with that error).
-    private func poisonIfOpen(_ error: ArchiveError) -> ArchiveError {
-        if case .failed(let first) = state { return first }
-        return poison(error)
-    }
-
-    private func poison(_ error: ArchiveError) -> ArchiveError {
-        state = .failed(error)
-        archive_write_fail(handle)
-        return error
-    }
-
-    private func fail(_ operation: String, member: String?, code: ArchiveError.Code = .writeFailed) -> ArchiveError {
-        let failure = LibarchiveFailure(handle)
-        var location = "'\(archivePath)'"
-        if let member { location += ", member '\(displayName(member))'" }
-        if let cause = sink.error {
-            return ArchiveError(
-                code: .callbackFailed, message: "Cannot write \(location): the chunk sink threw: \(cause)",
-                archivePath: archivePath, member: member, operation: operation, libarchiveMessage: failure.message,
-                errno: failure.errno, cause: cause)
-        }
-        return ArchiveError(
-            code: failure.errno == ENOMEM ? .outOfMemory : code,
-            message: "Cannot write \(location): \(operation) failed: \(failure.message ?? "unknown error")",
-            archivePath: archivePath, member: member, operation: operation, libarchiveMessage: failure.message,
-            errno: failure.errno)
-    }
-
-    private func ioError(_ operation: String, path: String, member: String?) -> ArchiveError {
-        let code = Glibc.errno
-        return ArchiveError(
-            code: .io, message: "Cannot write '\(archivePath)': \(operation) '\(path)' failed: \(systemMessage(code))",
-            archivePath: archivePath, member: member, operation: operation, errno: code)
-    }
-
-    private func warn(_ operation: String, member: String?, message: String? = nil) {
-        let message = message ?? archive_error_string(handle).map { String(cString: $0) } ?? "warning"
-        let warning = ArchiveWarning(archivePath: archivePath, member: member, operation: operation, message: message)
-        warnings.append(warning)
-        onWarning?(warning)
     }
 }
 

@@ -3,7 +3,7 @@
 /// programming error, stopped with its name.
 ///
 /// ```swift
-/// let sql = EntityMap(schema) { EntitySQL($0) }
+/// let sql = EntityMap(schema) { EntitySQL($0, dialect: .sqlite) }
 /// let table = sql[entity].table
 /// ```
 package struct EntityMap<Value> {

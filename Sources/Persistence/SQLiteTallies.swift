@@ -5,7 +5,7 @@ import GRDB
 /// entity's table, so that every statement that writes rows — whoever issues it — keeps
 /// them, in its own transaction.
 extension SQLiteStore {
-    static let talliesTable = "_persistence_tallies"
+    static let talliesTable = TallySQL.table
 
     /// Makes the tallies' table and each entity's triggers as `schema` declares them.
     /// An entity whose triggers change (new tallies, changed ones, a store that had none)
@@ -30,7 +30,7 @@ extension SQLiteStore {
             for (name, _) in wanted { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
             try db.execute(sql: "DELETE FROM \(talliesTable) WHERE entity = ?", arguments: [entity.name])
             for (_, text) in wanted where !text.isEmpty { try db.execute(sql: text) }
-            for select in expected(entity.name, table: sql[entity].table, tallies) {
+            for select in counts.expected(entity.name, table: sql[entity].table, tallies) {
                 try db.execute(sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) \(select)")
             }
         }
@@ -86,7 +86,7 @@ extension SQLiteStore {
             for entity in schema.entities {
                 let tallies = try entity.resolvedTallies()
                 guard !tallies.isEmpty else { continue }
-                for select in Self.expected(entity.name, table: sql[entity].table, tallies) {
+                for select in Self.counts.expected(entity.name, table: sql[entity].table, tallies) {
                     try db.execute(
                         sql: "INSERT INTO temp._persistence_counted (entity, tally, key, n, total) \(select)")
                 }
@@ -135,23 +135,23 @@ extension SQLiteStore {
     /// statement a tally, each counting the range with an aggregate, as the insert trigger
     /// would have counted its rows one by one. Empty when the entity has no tallies.
     static func rangeTallySQL(_ entity: EntityDescription, table: String) throws -> [String] {
-        let e = literal(.text(entity.name))
+        let e = counts.literal(.text(entity.name))
         let upsert =
             " ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total"
         let range = "\(table).\"id\" BETWEEN ?1 AND ?2"
         return try entity.resolvedTallies().map { tally in
-            let name = literal(.text(tally.name))
-            let sum = sumExpression(tally, row: table)
-            let cond = condition(tally, row: table)
+            let name = counts.literal(.text(tally.name))
+            let sum = counts.sum(tally, row: table)
+            let cond = counts.condition(tally, row: table)
             guard let distinct = tally.distinct else {
-                let key = keyExpression(tally.key, row: table)
+                let key = counts.key(tally.key, row: table)
                 return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), "
                     + "count(*), IFNULL(sum(\(sum)), 0) FROM \(table) WHERE \(range) AND \(cond) GROUP BY 3" + upsert
             }
             // Each value the range holds counts once, unless a row outside the range holds it
             // (that row counted it). A NULL counts once a row, as the trigger counts it.
             let column = "\(table).\(quote(distinct))"
-            let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+            let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(counts.literal($0.value))" } ?? ""
             let values =
                 "SELECT \(column) AS v, max(\(sum)) AS total, sum(\(sum)) AS totals, count(*) AS rows FROM \(table) "
                 + "WHERE \(range) AND \(cond) GROUP BY \(column)"
@@ -169,10 +169,11 @@ extension SQLiteStore {
     /// `(value, rows, largest sum, sum)` a value of a distinct tally, which counts off only
     /// if no row is left with it (``deletionProbeSQL(_:_:table:)``, asked after the deletion).
     static func deletionTallySQL(_ tally: ResolvedTally, table: String, marks: String) -> String {
-        let sum = sumExpression(tally, row: table)
-        let rows = "FROM \(table) WHERE \(table).\"id\" IN (\(marks)) AND \(condition(tally, row: table)) GROUP BY 1"
+        let sum = counts.sum(tally, row: table)
+        let rows =
+            "FROM \(table) WHERE \(table).\"id\" IN (\(marks)) AND \(counts.condition(tally, row: table)) GROUP BY 1"
         guard let distinct = tally.distinct else {
-            return "SELECT \(keyExpression(tally.key, row: table)), count(*), IFNULL(sum(\(sum)), 0) \(rows)"
+            return "SELECT \(counts.key(tally.key, row: table)), count(*), IFNULL(sum(\(sum)), 0) \(rows)"
         }
         return "SELECT \(table).\(quote(distinct)), count(*), IFNULL(max(\(sum)), 0), IFNULL(sum(\(sum)), 0) \(rows)"
     }
@@ -180,7 +181,7 @@ extension SQLiteStore {
     /// A `SELECT` of whether a row holds the value bound to `?` of a distinct tally's
     /// column, among the rows its filter selects.
     static func deletionProbeSQL(_ tally: ResolvedTally, _ column: String, table: String) -> String {
-        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(counts.literal($0.value))" } ?? ""
         return "SELECT 1 FROM \(table) AS o WHERE o.\(quote(column)) = ?\(filter) LIMIT 1"
     }
 
@@ -224,44 +225,25 @@ extension SQLiteStore {
         ]
     }
 
-    private static func keyExpression(_ column: String?, row: String) -> String {
-        column.map { "IFNULL(CAST(\(row).\(quote($0)) AS TEXT), '')" } ?? "''"
-    }
-
-    private static func sumExpression(_ tally: ResolvedTally, row: String) -> String {
-        tally.sum.map { "IFNULL(\(row).\(quote($0)), 0)" } ?? "0"
-    }
-
-    private static func condition(_ tally: ResolvedTally, row: String) -> String {
-        tally.filter.map { "\(row).\(quote($0.column)) IS \(literal($0.value))" } ?? "1"
-    }
-
-    private static func literal(_ value: StoreValue) -> String {
-        switch value {
-        case .null: "NULL"
-        case .integer(let v): "\(v)"
-        case .real(let v): "\(v)"
-        case .text(let v): "'" + v.replacingOccurrences(of: "'", with: "''") + "'"
-        case .blob(let v): "X'" + v.map { String(format: "%02X", $0) }.joined() + "'"
-        }
-    }
+    /// The tallies' expressions in SQLite's dialect.
+    private static let counts = TallySQL(dialect: .sqlite)
 
     /// Whether no other row than `row` holds `row`'s value of a distinct tally's column
     /// among the rows its filter selects: a probe of the entity's own table (of the index
     /// on that column, which a distinct tally needs).
     private static func alone(_ tally: ResolvedTally, _ column: String, table: String, row: String) -> String {
-        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(literal($0.value))" } ?? ""
+        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(counts.literal($0.value))" } ?? ""
         return "NOT EXISTS (SELECT 1 FROM \(table) AS o WHERE o.\(quote(column)) = \(row).\(quote(column))\(filter) "
             + "AND o.\"id\" <> \(row).\"id\")"
     }
 
     private static func addSQL(_ entity: String, _ tally: ResolvedTally, table: String, row: String) -> String {
         let t = talliesTable
-        let e = literal(.text(entity))
-        let name = literal(.text(tally.name))
-        let sum = sumExpression(tally, row: row)
-        var cond = condition(tally, row: row)
-        var key = keyExpression(tally.key, row: row)
+        let e = counts.literal(.text(entity))
+        let name = counts.literal(.text(tally.name))
+        let sum = counts.sum(tally, row: row)
+        var cond = counts.condition(tally, row: row)
+        var key = counts.key(tally.key, row: row)
         if let distinct = tally.distinct {
             // Counted by the first row with the value.
             cond += " AND " + alone(tally, distinct, table: table, row: row)
@@ -275,10 +257,10 @@ extension SQLiteStore {
 
     private static func removeSQL(_ entity: String, _ tally: ResolvedTally, table: String, row: String) -> String {
         let t = talliesTable
-        let e = literal(.text(entity))
-        let name = literal(.text(tally.name))
-        var cond = condition(tally, row: row)
-        var key = keyExpression(tally.key, row: row)
+        let e = counts.literal(.text(entity))
+        let name = counts.literal(.text(tally.name))
+        var cond = counts.condition(tally, row: row)
+        var key = counts.key(tally.key, row: row)
         if let distinct = tally.distinct {
             // Uncounted by the last row with the value.
             cond += " AND " + alone(tally, distinct, table: table, row: row)
@@ -286,31 +268,8 @@ extension SQLiteStore {
         }
         let here = "entity = \(e) AND tally = \(name) AND key = \(key)"
         return """
-             UPDATE \(t) SET n = n - 1, total = total - \(sumExpression(tally, row: row)) WHERE \(here) AND \(cond); \
+             UPDATE \(t) SET n = n - 1, total = total - \(counts.sum(tally, row: row)) WHERE \(here) AND \(cond); \
             DELETE FROM \(t) WHERE \(here) AND n = 0;
             """
-    }
-
-    /// `SELECT`s of (entity, tally, key, n, total) that count `entity`'s tallies from its rows.
-    private static func expected(_ entity: String, table: String, _ tallies: [ResolvedTally]) -> [String] {
-        let e = literal(.text(entity))
-        var selects: [String] = []
-        for tally in tallies {
-            let name = literal(.text(tally.name))
-            let sum = sumExpression(tally, row: table)
-            let cond = condition(tally, row: table)
-            guard let distinct = tally.distinct else {
-                let key = keyExpression(tally.key, row: table)
-                selects.append(
-                    "SELECT \(e), \(name), \(key), count(*), IFNULL(sum(\(sum)), 0) FROM \(table) WHERE \(cond) GROUP BY 3"
-                )
-                continue
-            }
-            let key = keyExpression(distinct, row: table)
-            let values = "SELECT \(key) AS k, max(\(sum)) AS total FROM \(table) WHERE \(cond) GROUP BY 1"
-            selects.append(
-                "SELECT \(e), \(name), '', count(*), IFNULL(sum(total), 0) FROM (\(values)) HAVING count(*) > 0")
-        }
-        return selects
     }
 }

@@ -2,9 +2,11 @@
 /// in its own SQL: those of ``DeletionStatements``, and the objects' own deletes, updates and
 /// inserts.
 package protocol SaveStatements: DeletionStatements {
-    /// Deletes the row of `delete`, if its version is still the one expected (any version
-    /// when none is); returns whether a row was deleted.
-    func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool
+    /// The store's SQL of each entity.
+    var sql: EntityMap<EntitySQL> { get }
+    /// Runs `statement` (its SQL and arguments), a write of the object `id`; returns how
+    /// many rows it changed.
+    func run(_ statement: (String, [StoreValue]), for id: ManagedObjectID) throws -> Int
     /// Writes `updates`, each only if its row's version is still the one expected; returns
     /// the new versions of the rows written, by ID (a row missing is a conflict).
     func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64]
@@ -153,6 +155,35 @@ package struct SavePipeline<Statements: SaveStatements> {
             rules.links.rows(inserts)
             try statements.insertBatch(insertion.entity, inserts)
             try statements.mapErrors(nil) { try rules.insertEffectRows(from: planned, refusingLinksInto: deleted) }
+        }
+    }
+}
+
+extension SaveStatements {
+    /// Deletes the row of `delete`, if its version is still the one expected (any version
+    /// when none is); returns whether a row was deleted.
+    func deleteObject(_ delete: StoreChanges.Delete) throws -> Bool {
+        let statement = sql[delete.entity].delete(id: delete.id, expectedVersion: delete.expectedVersion)
+        return try run(statement, for: ManagedObjectID(entityName: delete.entity.name, rowID: delete.id)) > 0
+    }
+}
+
+extension StoreChanges {
+    /// Runs `write` — a store's transaction of these changes — and throws what a store's
+    /// `save` throws when it fails: a conflict, a ``PersistenceError`` and a hook's error
+    /// (``StreamFailure``) as they are, any other error as `otherwise` makes it (the store's
+    /// own errors mapped, a commit's failure wrapped when ``wrapsCommitFailures``).
+    package func committing<T>(_ write: () throws -> T, otherwise: (any Error) -> any Error) throws -> T {
+        do {
+            return try write()
+        } catch let error as StoreConflict {
+            throw error
+        } catch let failure as StreamFailure {
+            throw failure.error
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
+            throw otherwise(error)
         }
     }
 }

@@ -28,10 +28,10 @@ extension PostgreSQLStore {
             let text = field.sources.map { source in
                 switch source {
                 case .column(let column):
-                    return "COALESCE(\(row).\(quote(column))::TEXT, '')"
+                    return StoreDialect.postgresql.textOrEmpty("\(row).\(quote(column))")
                 case .related(let link, let table, let column):
-                    return "COALESCE((SELECT d.\(quote(column))::TEXT FROM \(quote(schema)).\(quote(table)) AS d "
-                        + "WHERE d.\"id\" = \(row).\(quote(link))), '')"
+                    return StoreDialect.postgresql.relatedText(
+                        column, of: "\(quote(schema)).\(quote(table))", linkedBy: "\(row).\(quote(link))")
                 case .pathExtension(let column):
                     // What follows the last `.` of the last component, when that dot neither
                     // starts nor ends it: as SQLite's index reads it.
@@ -197,60 +197,15 @@ extension PostgreSQLStore {
         guard let (entityName, terms, rest) = fetch.drivingSearch, entityName == fetch.entity.name,
             (try? fetch.entity.resolvedSearchIndex()) != nil
         else { return nil }
-        let statements = sql[fetch.entity]
-        let outer = statements.table
         let search = quote(Self.searchTableName(entityName))
-        let list =
-            switch columns {
-            case statements.selectList:
-                (["\"id\"", "\"_version\""] + statements.columns).map { "\(outer).\($0)" }.joined(separator: ", ")
-            case "\"id\"": "\(outer).\"id\""
-            default: columns
-            }
-        var compiler = PredicateCompiler()
-        let query = "to_tsquery('simple', \(compiler.argument(.text(Self.queryText(terms)))))"
-        // IDs (or a count) of a match alone, in ID order: the index table answers without
-        // the rows, as SQLite's search does.
-        let alone =
-            rest.isEmpty && (columns == "\"id\"" || columns == "1")
-            && fetch.sort.allSatisfy { $0.isRowID || !ordered }
-        var text =
-            alone
-            ? "SELECT \(columns == "1" ? "1" : "s.\"id\"") FROM \(search) AS s WHERE s.doc @@ \(query)"
-            : "SELECT \(list) FROM \(search) AS s JOIN \(outer) ON \(outer).\"id\" = s.\"id\" WHERE s.doc @@ \(query)"
-        for node in rest {
-            // A related row's condition (a tag), asked of each match through the related
-            // table's index, as SQLite's search does.
-            var negated = false
-            var condition = node
-            if case .not(let inner) = node, case .related = inner {
-                negated = true
-                condition = inner
-            }
-            if case .related(let table, let column, let inner, _) = condition {
-                let related = quote(table)
-                let test = compiler.compile(inner)
-                text +=
-                    " AND \(negated ? "NOT " : "")EXISTS (SELECT 1 FROM \(related) WHERE \(test) "
-                    + "AND \(related).\(quote(column)) = \(outer).\"id\")"
-            } else {
-                text += " AND " + compiler.compile(node, qualifier: outer)
-            }
-        }
-        if ordered {
-            var order = fetch.sort.map { key in
-                if key.relevance { return "ts_rank(s.doc, \(query)) DESC" }
-                // An ID is never NULL: a `NULLS` clause on it would keep the primary key from
-                // giving the order (the whole index was read and sorted for a page).
-                guard let property = key.property else { return "s.\"id\"" + (key.ascending ? " ASC" : " DESC") }
-                return "\(outer).\(quote(property.column))" + (key.ascending ? " ASC NULLS FIRST" : " DESC NULLS LAST")
-            }
-            if !fetch.sort.contains(where: \.isRowID) { order.append("s.\"id\" ASC") }
-            text += " ORDER BY " + order.joined(separator: ", ")
-        }
-        if let limit = fetch.limit { text += " LIMIT \(compiler.argument(.integer(Int64(limit))))" }
-        if fetch.offset > 0 { text += " OFFSET \(compiler.argument(.integer(Int64(fetch.offset))))" }
-        return (text, compiler.arguments)
+        var statement = PredicateSQL(dialect: .postgresql)
+        let query = "to_tsquery('simple', \(statement.argument(.text(Self.queryText(terms)))))"
+        let source = SearchIndexSQL(
+            from: "\(search) AS s", join: "JOIN", id: "s.\"id\"", match: "s.doc @@ \(query)",
+            rank: "ts_rank(s.doc, \(query)) DESC")
+        let text = statement.searchDrivenSelect(
+            columns, fetch, ordered: ordered, entity: sql[fetch.entity], rest: rest, index: source)
+        return (text, statement.arguments)
     }
 
     /// Compares each index with its rows: that it is the one declared, that each row's entry

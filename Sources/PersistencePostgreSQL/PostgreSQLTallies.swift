@@ -25,7 +25,7 @@ import PostgresNIO
 ///   as SQLite's for text and integers; a `real` key is written the shorter way (`1`, where
 ///   SQLite writes `1.0`).
 extension PostgreSQLStore {
-    static let talliesTable = "_persistence_tallies"
+    static let talliesTable = TallySQL.table
 
     /// Makes the tallies' table and each entity's trigger as the schema declares them. An
     /// entity whose trigger changes (new tallies, changed ones, a store that had none) has
@@ -54,7 +54,7 @@ extension PostgreSQLStore {
             }
             try connection.run("DELETE FROM \(Self.talliesTable) WHERE entity = $1", [.text(entity.name)])
             for function in functions { try function.create(on: table, connection) }
-            for select in Self.expected(entity.name, table: table, tallies) {
+            for select in Self.counts.expected(entity.name, table: table, tallies) {
                 try connection.run("INSERT INTO \(Self.talliesTable) (entity, tally, key, n, total) \(select)", [])
             }
         }
@@ -113,7 +113,7 @@ extension PostgreSQLStore {
                     for entity in schema.entities {
                         let tallies = try entity.resolvedTallies()
                         guard !tallies.isEmpty else { continue }
-                        for select in Self.expected(entity.name, table: quote(entity.name), tallies) {
+                        for select in Self.counts.expected(entity.name, table: quote(entity.name), tallies) {
                             try writer.run(
                                 "INSERT INTO _persistence_counted (entity, tally, key, n, total) \(select)", [])
                         }
@@ -279,11 +279,11 @@ extension PostgreSQLStore {
     /// row holds any more taken out.
     private static func keyedDelta(_ entity: String, _ tally: ResolvedTally, old: String, new: String) -> String {
         let t = talliesTable
-        let e = literal(.text(entity))
-        let name = literal(.text(tally.name))
+        let e = counts.literal(.text(entity))
+        let name = counts.literal(.text(tally.name))
         func rows(_ table: String, sign: String) -> String {
-            "SELECT \(keyExpression(tally.key, row: "o")) AS k, \(sign)1 AS n, \(sign)(\(sumExpression(tally, row: "o"))) AS t "
-                + "FROM \(table) AS o WHERE \(condition(tally, row: "o"))"
+            "SELECT \(counts.key(tally.key, row: "o")) AS k, \(sign)1 AS n, \(sign)(\(counts.sum(tally, row: "o"))) AS t "
+                + "FROM \(table) AS o WHERE \(counts.condition(tally, row: "o"))"
         }
         return """
 
@@ -302,10 +302,10 @@ extension PostgreSQLStore {
         let t = talliesTable
         let table = quote(entity)
         let column = quote(tally.distinct!)
-        let e = literal(.text(entity))
-        let name = literal(.text(tally.name))
-        func cond(_ row: String) -> String { condition(tally, row: row) }
-        func sum(_ row: String) -> String { sumExpression(tally, row: row) }
+        let e = counts.literal(.text(entity))
+        let name = counts.literal(.text(tally.name))
+        func cond(_ row: String) -> String { counts.condition(tally, row: row) }
+        func sum(_ row: String) -> String { counts.sum(tally, row: row) }
         let values =
             "SELECT o.\(column) AS v FROM \(old) AS o WHERE \(cond("o")) AND o.\(column) IS NOT NULL "
             + "UNION SELECT o.\(column) FROM \(new) AS o WHERE \(cond("o")) AND o.\(column) IS NOT NULL"
@@ -331,57 +331,9 @@ extension PostgreSQLStore {
     /// The lock every tally trigger of the store takes first, held to the end of the
     /// transaction: the counts' rows are then only ever locked by one transaction at a time.
     private static func lock(_ schema: String) -> String {
-        "PERFORM pg_advisory_xact_lock(hashtext(\(literal(.text("persistence-tallies:" + schema)))));"
+        "PERFORM pg_advisory_xact_lock(hashtext(\(counts.literal(.text("persistence-tallies:" + schema)))));"
     }
 
-    private static func keyExpression(_ column: String?, row: String) -> String {
-        column.map { "COALESCE(\(row).\(quote($0))::TEXT, '')" } ?? "''"
-    }
-
-    private static func sumExpression(_ tally: ResolvedTally, row: String) -> String {
-        tally.sum.map { "COALESCE(\(row).\(quote($0)), 0)" } ?? "0"
-    }
-
-    /// Whether `row` is one the tally counts. A plain `=` (never negated here, so unknown is
-    /// false): the planner can then use an index on the column, and match a partial index
-    /// whose `WHERE` is the same filter, as it cannot for `IS NOT DISTINCT FROM`.
-    private static func condition(_ tally: ResolvedTally, row: String) -> String {
-        guard let filter = tally.filter else { return "TRUE" }
-        let column = "\(row).\(quote(filter.column))"
-        return filter.value.isNull ? "\(column) IS NULL" : "\(column) = \(literal(filter.value))"
-    }
-
-    private static func literal(_ value: StoreValue) -> String {
-        switch value {
-        case .null: "NULL"
-        case .integer(let v): "\(v)::BIGINT"
-        case .real(let v): "\(v)::DOUBLE PRECISION"
-        case .text(let v): "'" + v.replacingOccurrences(of: "'", with: "''") + "'"
-        case .blob(let v): "'\\x" + v.map { String(format: "%02x", $0) }.joined() + "'::BYTEA"
-        }
-    }
-
-    /// `SELECT`s of (entity, tally, key, n, total) that count `entity`'s tallies from its rows.
-    static func expected(_ entity: String, table: String, _ tallies: [ResolvedTally]) -> [String] {
-        let e = literal(.text(entity))
-        var selects: [String] = []
-        for tally in tallies {
-            let name = literal(.text(tally.name))
-            let sum = sumExpression(tally, row: table)
-            let cond = condition(tally, row: table)
-            guard let distinct = tally.distinct else {
-                let key = keyExpression(tally.key, row: table)
-                selects.append(
-                    "SELECT \(e), \(name), \(key), count(*), COALESCE(sum(\(sum)), 0)::BIGINT FROM \(table) "
-                        + "WHERE \(cond) GROUP BY 3")
-                continue
-            }
-            let key = keyExpression(distinct, row: table)
-            let values = "SELECT \(key) AS k, max(\(sum)) AS total FROM \(table) WHERE \(cond) GROUP BY 1"
-            selects.append(
-                "SELECT \(e), \(name), '', count(*), COALESCE(sum(g.total), 0)::BIGINT FROM (\(values)) AS g "
-                    + "HAVING count(*) > 0")
-        }
-        return selects
-    }
+    /// The tallies' expressions in PostgreSQL's dialect.
+    private static let counts = TallySQL(dialect: .postgresql)
 }

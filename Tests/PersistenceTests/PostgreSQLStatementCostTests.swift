@@ -139,7 +139,7 @@ struct ServerReads {
         defer { store.close() }
         let predicate: FetchPredicate<DigestedItem> =
             \.digest == "d41d8cd98f00b204e9800998ecf8427e" && \.state == "stored"
-        var compiler = PredicateCompiler()
+        var compiler = PredicateSQL(dialect: .postgresql)
         let condition = compiler.compile(predicate.node)
         _ = try store.connection.run("BEGIN", [])
         defer { _ = try? store.connection.run("ROLLBACK", []) }

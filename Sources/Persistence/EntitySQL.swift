@@ -1,0 +1,70 @@
+/// The SQL of one entity in one store's dialect, built once when the store opens and
+/// held by it in an ``EntityMap``: its table, its columns by slot, and the statements of an
+/// object's insert, update and delete. Each store reads rows its own way (an extension in
+/// its own files: `decode`).
+package struct EntitySQL: Sendable {
+    package let entity: EntityDescription
+    package let dialect: StoreDialect
+    /// The table, quoted.
+    package let table: String
+    /// Quoted column names, by slot.
+    package let columns: [String]
+    /// The ID, the version and the columns, quoted: what a fetch of rows selects.
+    package let selectList: String
+    /// The ID and the columns, quoted, as an `INSERT` names them.
+    package let insertColumns: String
+    /// The insert of one row: its ID, then its values by slot.
+    package let insert: String
+
+    package init(_ entity: EntityDescription, dialect: StoreDialect) {
+        self.entity = entity
+        self.dialect = dialect
+        table = quote(entity.name)
+        columns = entity.storedProperties.map { quote($0.name) }
+        selectList = (["\"id\"", "\"_version\""] + columns).joined(separator: ", ")
+        insertColumns = (["\"id\""] + columns).joined(separator: ", ")
+        let marks = (1...columns.count + 1).map(dialect.mark).joined(separator: ", ")
+        insert = "INSERT INTO \(table) (\(insertColumns)) VALUES (\(marks))"
+    }
+
+    /// `columns` (the ``selectList``, the ID, or an expression) named through the table, for
+    /// a select that joins another table.
+    package func qualified(_ columns: String) -> String {
+        switch columns {
+        case selectList: (["\"id\"", "\"_version\""] + self.columns).map { "\(table).\($0)" }.joined(separator: ", ")
+        case "\"id\"": "\(table).\"id\""
+        default: columns
+        }
+    }
+
+    /// The statement that deletes the row `id` if its version is still `expectedVersion`
+    /// (whatever it is, for `nil`), and its arguments.
+    package func delete(id: Int64, expectedVersion: Int64?) -> (String, [StoreValue]) {
+        var query = "DELETE FROM \(table) WHERE \"id\" = \(dialect.mark(1))"
+        var arguments: [StoreValue] = [.integer(id)]
+        if let expectedVersion {
+            arguments.append(.integer(expectedVersion))
+            query += " AND \"_version\" = \(dialect.mark(2))"
+        }
+        return (query, arguments)
+    }
+
+    /// The statement that writes `values` into the columns of `slots` of the row `id`, and
+    /// steps its version, if its version is still `expectedVersion` (whatever it is, for
+    /// `nil`); it returns the new version. And its arguments.
+    package func update(slots: [Int], values: [StoreValue], id: Int64, expectedVersion: Int64?) -> (
+        String, [StoreValue]
+    ) {
+        var arguments = values
+        var assignments = slots.enumerated().map { i, slot in "\(columns[slot]) = \(dialect.mark(i + 1))" }
+        assignments.append("\"_version\" = \"_version\" + 1")
+        arguments.append(.integer(id))
+        var query =
+            "UPDATE \(table) SET \(assignments.joined(separator: ", ")) WHERE \"id\" = \(dialect.mark(arguments.count))"
+        if let expectedVersion {
+            arguments.append(.integer(expectedVersion))
+            query += " AND \"_version\" = \(dialect.mark(arguments.count))"
+        }
+        return (query + " RETURNING \"_version\"", arguments)
+    }
+}

@@ -1,0 +1,335 @@
+import CSQLiteConfig
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// Writing: IDs, a save (``SavePipeline`` inside one write transaction), the inserts and
+/// deletes that count their tallies once a batch, and the statements the pipeline runs
+/// (``SQLiteStatements``).
+extension SQLiteStore {
+    func reserveIDs(entity: EntityDescription, count: Int) throws -> ClosedRange<Int64> {
+        try mapErrors(nil) {
+            try writing { db in try Self.reserve(db, entity: entity.name, count: count) }
+        }
+    }
+
+    fileprivate static func reserve(_ db: Database, entity: String, count: Int) throws -> ClosedRange<Int64> {
+        let next = try Int64.fetchOne(
+            db, sql: "UPDATE _persistence_sequence SET next = next + ? WHERE entity = ? RETURNING next",
+            arguments: [count, entity])
+        guard let next else { throw PersistenceError(.misuse, "\(entity) is not an entity of this store") }
+        return (next - Int64(count))...(next - 1)
+    }
+
+    func releaseIDs(entity: EntityDescription, unused: ClosedRange<Int64>) {
+        _ = try? writing { db in
+            try db.execute(
+                sql: "UPDATE _persistence_sequence SET next = ? WHERE entity = ? AND next = ?",
+                arguments: [unused.lowerBound, entity.name, unused.upperBound + 1])
+        }
+    }
+
+    func refuseDeletion(entity: EntityDescription, ids: [Int64]) throws {
+        try mapErrors(nil) {
+            try pool.read { db in
+                try DeleteRules(
+                    schema: schema, statements: SQLiteStatements(store: self, db: db),
+                    effects: SaveEffects(commitsToStore: false)
+                ).refuseDeletion(entity, ids)
+            }
+        }
+    }
+
+    func save(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
+        let result = try changes.committing({ try write(changes, effects: effects) }) { error in
+            guard changes.wrapsCommitFailures else { return error }
+            return PersistenceError(
+                Self.isDiskFull(error, in: url.deletingLastPathComponent()) ? .diskFull : .io,
+                "Could not commit to \(url.path): \(error)", cause: error)
+        }
+        announceCommitted(effects.announcements)
+        return result
+    }
+
+    private func write(_ changes: StoreChanges, effects: SaveEffects) throws -> StoreSaveResult {
+        try mapErrors(nil) {
+            try writing { db in
+                let result = try SavePipeline(
+                    schema: schema, statements: SQLiteStatements(store: self, db: db), effects: effects
+                ).write(changes)
+                try runInjectedFault()
+                return result
+            }
+        }
+    }
+
+    /// Inserts rows with one prepared statement per entity, binding values
+    /// directly (the hot path of a large save).
+    fileprivate static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: EntityMap<EntitySQL>) throws
+    {
+        var statements: [ObjectIdentifier: Statement] = [:]
+        for row in rows {
+            guard row.id > 0 else {
+                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+                throw PersistenceError(
+                    .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
+            }
+            let key = ObjectIdentifier(row.entity)
+            let statement: Statement
+            if let cached = statements[key] {
+                statement = cached
+            } else {
+                statement = try db.cachedStatement(sql: sql[row.entity].insert)
+                statements[key] = statement
+            }
+            let handle = statement.sqliteStatement
+            sqlite3_reset(handle)
+            sqlite3_bind_int64(handle, 1, row.id)
+            for (i, value) in row.values.enumerated() { bind(value, to: handle, at: Int32(i + 2)) }
+            let code = sqlite3_step(handle)
+            sqlite3_reset(handle)
+            guard code == SQLITE_DONE else {
+                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+                let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+                let what = "Could not save \(id): \(message)"
+                let error = DatabaseError(resultCode: ResultCode(rawValue: code), message: message)
+                if code & 0xff == SQLITE_CONSTRAINT {
+                    throw PersistenceError(.constraint, what, objectIDs: [id], cause: error)
+                }
+                if isDamage(error.resultCode) {
+                    let path = String(cString: sqlite3_db_filename(db.sqliteConnection, "main"))
+                    throw PersistenceError(
+                        .storeDamaged, "The store \(path) is damaged (\(message)); nothing was changed",
+                        objectIDs: [id], cause: error)
+                }
+                throw PersistenceError(.io, what, objectIDs: [id], cause: error)
+            }
+        }
+        for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
+    }
+
+    /// Writes the rows of an insertion one batch at a time: only one batch's values are alive,
+    /// and the rows its entity's `willInsertRows` hook plans for a batch are written with it.
+    /// Inserts `rows` of `entity`, whose IDs are consecutive. A batch of at least
+    /// ``rangeTallyMinimum`` rows of an entity with tallies is written with the connection's
+    /// triggers off, then added to the tallies with one aggregate statement a tally over the
+    /// rows' IDs (``rangeTallySQL(_:table:)``): a tally trigger fired for each row (a statement
+    /// journal, a sub-program, an upsert a tally) costs more than writing the row. The counts
+    /// come out as the triggers would have made them, in the same transaction: a rollback or
+    /// a killed process discards them with the rows. A table with a trigger the store did not
+    /// make keeps its triggers.
+    fileprivate func insertTallyingOnce(_ db: Database, _ entity: EntityDescription, _ rows: [StoreChanges.Insert])
+        throws
+    {
+        guard rows.count >= Self.rangeTallyMinimum, let first = rows.first?.id, let last = rows.last?.id,
+            last - first == Int64(rows.count - 1)
+        else { return try Self.insertRows(db, rows, sql: sql) }
+        let table = sql[entity].table
+        let statements =
+            try SQLiteStore.rangeTallySQL(entity, table: table)
+            + [try SQLiteStore.rangeSearchSQL(entity, table: table)].compactMap { $0 }
+        guard !statements.isEmpty else { return try Self.insertRows(db, rows, sql: sql) }
+        guard try !Self.hasOthersTriggers(db, entity) else { return try Self.insertRows(db, rows, sql: sql) }
+        let connection = db.sqliteConnection
+        guard persistence_set_triggers_enabled(connection, 0) == 0 else {
+            return try Self.insertRows(db, rows, sql: sql)
+        }
+        do {
+            defer { _ = persistence_set_triggers_enabled(connection, 1) }
+            try Self.insertRows(db, rows, sql: sql)
+        }
+        for statement in statements {
+            try db.execute(sql: statement, arguments: [first, last])
+        }
+    }
+
+    /// The fewest rows of one batch whose tallies are counted for the batch rather than by
+    /// a trigger a row.
+    static let rangeTallyMinimum = 32
+
+    /// Whether `entity`'s table has a trigger the store did not make (its triggers then stay on).
+    static func hasOthersTriggers(_ db: Database, _ entity: EntityDescription) throws -> Bool {
+        try Int.fetchOne(
+            db,
+            sql: """
+                SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE \
+                AND NOT (name GLOB '_persistence_tally_*' OR name GLOB '_persistence_search_*')
+                """, arguments: [entity.name]) != 0
+    }
+
+    /// Deletes the rows of `entity` whose IDs are `ids`. A page of at least
+    /// ``rangeTallyMinimum`` rows of an entity with tallies is deleted with the connection's
+    /// triggers off, and taken from the tallies once for the page: what each tally loses is
+    /// read from the rows with one aggregate a tally before they go
+    /// (``deletionTallySQL(_:table:marks:)``), and each value of a distinct tally is looked
+    /// up once after, where the triggers ran two statements a tally, and a probe, for each
+    /// row. The counts come out as the triggers would have made them, in the same
+    /// transaction. A table with a trigger the store did not make keeps its triggers.
+    fileprivate func deleteTallyingOnce(_ db: Database, _ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
+        let table = sql[entity].table
+        let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+        let arguments = StatementArguments(Array(ids))
+        let delete = "DELETE FROM \(table) WHERE \"id\" IN (\(marks))"
+        let tallies = try entity.resolvedTallies()
+        let search = try Self.deletionSearchSQL(entity, marks: marks)
+        guard ids.count >= Self.rangeTallyMinimum, !tallies.isEmpty || search != nil,
+            try !Self.hasOthersTriggers(db, entity)
+        else {
+            return try db.execute(sql: delete, arguments: arguments)
+        }
+        let lost = try tallies.map { tally in
+            (
+                tally,
+                try Row.fetchAll(
+                    db, sql: Self.deletionTallySQL(tally, table: table, marks: marks), arguments: arguments)
+            )
+        }
+        let connection = db.sqliteConnection
+        guard persistence_set_triggers_enabled(connection, 0) == 0 else {
+            return try db.execute(sql: delete, arguments: arguments)
+        }
+        do {
+            defer { _ = persistence_set_triggers_enabled(connection, 1) }
+            try db.execute(sql: delete, arguments: arguments)
+        }
+        if let search { try db.execute(sql: search, arguments: arguments) }
+        for (tally, rows) in lost {
+            guard let distinct = tally.distinct else {
+                for row in rows {
+                    try Self.subtract(db, entity, tally, key: row[0], count: row[1], total: row[2])
+                }
+                continue
+            }
+            // A value counts off when no row is left with it; a NULL counts once a row.
+            let probe = try db.cachedStatement(sql: Self.deletionProbeSQL(tally, distinct, table: table))
+            var count: Int64 = 0
+            var total: Int64 = 0
+            for row in rows {
+                let value: DatabaseValue = row[0]
+                if value.isNull {
+                    count += row[1]
+                    total += row[3]
+                } else if try Int.fetchOne(probe, arguments: [value]) == nil {
+                    count += 1
+                    total += row[2]
+                }
+            }
+            if count > 0 { try Self.subtract(db, entity, tally, key: "", count: count, total: total) }
+        }
+    }
+
+    fileprivate static func members(
+        _ db: Database, _ entitySQL: EntitySQL, inverse: PropertyDescription, owners: ArraySlice<Int64>, limit: Int,
+        after: Int64?
+    ) throws -> [StoreRow] {
+        let marks = Array(repeating: "?", count: owners.count).joined(separator: ",")
+        var arguments: [StoreValue] = owners.map { .integer($0) }
+        var above = ""
+        if let after {
+            above = " AND \"id\" > ?"
+            arguments.append(.integer(after))
+        }
+        let query = """
+            SELECT \(entitySQL.selectList) FROM \(entitySQL.table) WHERE \(quote(inverse.name)) IN (\(marks))\(above) \
+            ORDER BY "id" LIMIT \(limit)
+            """
+        return try readRows(db, query, arguments, entitySQL)
+    }
+}
+
+/// The SQLite statements of the delete-rule engine (``DeleteRules``), on the connection of
+/// one save's transaction.
+struct SQLiteStatements: SaveStatements {
+    let store: SQLiteStore
+    let db: Database
+
+    var sql: EntityMap<EntitySQL> { store.sql }
+
+    func run(_ statement: (String, [StoreValue]), for id: ManagedObjectID) throws -> Int {
+        _ = try store.mapErrors(id) { try SQLiteStore.query(db, statement.0, statement.1) { _ in () } }
+        return db.changesCount
+    }
+
+    func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
+        var versions: [ManagedObjectID: Int64] = [:]
+        for update in updates {
+            let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
+            let (query, arguments) = store.sql[update.entity].update(
+                slots: update.slots, values: update.values, id: update.id, expectedVersion: update.expectedVersion)
+            let version = try store.mapErrors(id) {
+                try SQLiteStore.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
+            }
+            versions[id] = version.first
+        }
+        return versions
+    }
+
+    func insertBatch(_ entity: EntityDescription, _ rows: [StoreChanges.Insert]) throws {
+        try store.insertTallyingOnce(db, entity, rows)
+    }
+
+    func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T { try store.mapErrors(id, body) }
+
+    /// A named lock is held already: this write transaction (`BEGIN IMMEDIATE`) holds the
+    /// store's one write lock, which excludes every other writer until it ends. So are the
+    /// locks of `SaveEffects.lockFirst`, which this store therefore does not read, and the
+    /// rows a count locks: no other writer can delete them before the commit.
+    var transactionReader: TransactionReader {
+        TransactionReader(countRows: { fetch, _ in try store.count(db, fetch) }, lock: { _, _ in })
+    }
+
+    func rows(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws -> [StoreRow] {
+        try SQLiteStore.rows(db, store.sql[entity], ids: Array(ids))
+    }
+
+    func members(
+        _ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>, limit: Int, after: Int64?
+    ) throws -> [StoreRow] {
+        try SQLiteStore.members(db, store.sql[entity], inverse: link, owners: owners, limit: limit, after: after)
+    }
+
+    func fetchRows(_ fetch: StoreFetch) throws -> [StoreRow] {
+        let entitySQL = store.sql[fetch.entity]
+        let (query, arguments) = store.select(entitySQL.selectList, fetch)
+        return try SQLiteStore.readRows(db, query, arguments, entitySQL)
+    }
+
+    func fetchIDs(_ fetch: StoreFetch) throws -> [Int64] {
+        let (query, arguments) = store.select("\"id\"", fetch)
+        return try SQLiteStore.query(db, query, arguments) { sqlite3_column_int64($0, 0) }
+    }
+
+    func nullify(_ entity: EntityDescription, link: PropertyDescription, owners: ArraySlice<Int64>) throws -> [Int64] {
+        let marks = Array(repeating: "?", count: owners.count).joined(separator: ",")
+        return try SQLiteStore.query(
+            db,
+            """
+            UPDATE \(store.sql[entity].table) SET \(quote(link.name)) = NULL, \
+            "_version" = "_version" + 1 WHERE \(quote(link.name)) IN (\(marks)) RETURNING "id"
+            """, owners.map { .integer($0) }
+        ) { sqlite3_column_int64($0, 0) }
+    }
+
+    func delete(_ entity: EntityDescription, ids: ArraySlice<Int64>) throws {
+        try store.deleteTallyingOnce(db, entity, ids: ids)
+    }
+
+    func reserve(entity: String, count: Int) throws -> ClosedRange<Int64> {
+        try SQLiteStore.reserve(db, entity: entity, count: count)
+    }
+
+    func insert(_ rows: [StoreChanges.Insert]) throws {
+        try SQLiteStore.insertRows(db, rows, sql: store.sql)
+    }
+
+    func foreignLinks() throws -> [String: [ForeignLink]] { try store.currentForeignLinks(db) }
+
+    func firstLinked(table: String, column: String, targets: ArraySlice<Int64>) throws -> (row: Int64, target: Int64)? {
+        let marks = Array(repeating: "?", count: targets.count).joined(separator: ",")
+        return try SQLiteStore.query(
+            db,
+            "SELECT \"id\", \(quote(column)) FROM \(quote(table)) WHERE \(quote(column)) IN (\(marks)) "
+                + "ORDER BY \"id\" LIMIT 1", targets.map { .integer($0) }
+        ) { (row: sqlite3_column_int64($0, 0), target: sqlite3_column_int64($0, 1)) }.first
+    }
+}

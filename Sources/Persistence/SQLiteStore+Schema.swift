@@ -1,0 +1,161 @@
+import Foundation
+import GRDB
+import Locking
+
+/// The store's schema: migrations, the tables, columns and indexes the entities declare,
+/// and the links other programs' entities recorded.
+extension SQLiteStore {
+    /// Throws ``PersistenceError/Code/newerStore`` when the store records migrations that
+    /// `schema` does not declare: a newer program wrote it, and this one would not know its
+    /// schema. Called before anything is written.
+    static func refuseUnknown(_ applied: Set<String>, schema: Schema) throws {
+        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
+        guard !unknown.isEmpty else { return }
+        throw PersistenceError(
+            .newerStore,
+            "it was written by a newer version of this program (it has applied the migration"
+                + "\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this "
+                + "version does not know); nothing was changed: upgrade to open it")
+    }
+
+    static func migrate(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
+        let isNew = try !db.tableExists("_persistence_sequence")
+        if try db.tableExists("_persistence_migrations") {
+            try refuseUnknown(
+                Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations")), schema: schema)
+        }
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS _persistence_migrations (id TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS _persistence_sequence (entity TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL);
+                """)
+        let applied = Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations"))
+        func run(_ phase: Migration.Phase) throws -> Bool {
+            var ran = false
+            for migration in schema.migrations where migration.phase == phase && !applied.contains(migration.id) {
+                if !isNew {
+                    ran = true
+                    do {
+                        try migration.body(GRDBMigrationDatabase(db: db))
+                    } catch {
+                        throw PersistenceError(
+                            .migration, "Migration '\(migration.id)' failed: \(describe(error))", cause: error)
+                    }
+                }
+                try db.execute(
+                    sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
+                    arguments: [migration.id, Date().timeIntervalSince1970])
+            }
+            return ran
+        }
+        _ = try run(.beforeSchema)
+        try extendSchema(db, schema: schema, sql: sql)
+        guard try run(.afterSchema) else { return }
+        // Rows a migration inserted took their IDs from SQLite: the next ones come after them.
+        for entity in schema.entities {
+            try db.execute(
+                sql: """
+                    UPDATE _persistence_sequence SET next = max(next, (SELECT IFNULL(MAX(id), 0) + 1 FROM \(
+                        sql[entity].table)))
+                    WHERE entity = ?;
+                    """, arguments: [entity.name])
+        }
+    }
+
+    /// Makes the tables, columns and indexes of `schema` that the store lacks.
+    private static func extendSchema(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
+        let dialect = StoreDialect.sqlite
+        for entity in schema.entities {
+            let table = sql[entity].table
+            if try db.tableExists(entity.name) {
+                let existing = Set(try db.columns(in: entity.name).map(\.name))
+                for property in entity.storedProperties where !existing.contains(property.name) {
+                    try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN \(dialect.columnDefinition(property))")
+                }
+            } else {
+                try db.execute(sql: "CREATE TABLE \(table) (\(dialect.tableColumns(entity).joined(separator: ", ")))")
+            }
+            // A partial index's condition is written with `IS`, as predicates and tallies
+            // compile `==`, so that the planner sees a fetch's `column IS ?` (bound to the
+            // value) imply it.
+            for statement in try dialect.indexStatements(entity, table: table) { try db.execute(sql: statement) }
+            try db.execute(
+                sql: """
+                    INSERT INTO _persistence_sequence (entity, next) VALUES (?, 1) ON CONFLICT (entity) DO NOTHING;
+                    UPDATE _persistence_sequence SET next = (SELECT IFNULL(MAX(id), 0) + 1 FROM \(table))
+                    WHERE entity = ? AND next < (SELECT IFNULL(MAX(id), 0) + 1 FROM \(table));
+                    """, arguments: [entity.name, entity.name])
+        }
+    }
+
+    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
+    static func recordLinks(_ db: Database, schema: Schema) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS \(linksTable) (entity TEXT NOT NULL, property TEXT NOT NULL, \
+                destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property));
+                """)
+        for entity in schema.entities {
+            var wanted: [[String]] = []
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                wanted.append([property.name, destination, rule.rawValue])
+            }
+            // Written only when they changed: an open that changes nothing writes nothing, so a
+            // reader killed later leaves no frames in the `-wal` (which the next open would
+            // take for an unclean shutdown, and check the whole store for).
+            let recorded = try Row.fetchAll(
+                db, sql: "SELECT property, destination, rule FROM \(linksTable) WHERE entity = ? ORDER BY property",
+                arguments: [entity.name]
+            ).map { row -> [String] in [row[0], row[1], row[2]] }
+            guard recorded != wanted.sorted(by: { $0[0] < $1[0] }) else { continue }
+            try db.execute(sql: "DELETE FROM \(linksTable) WHERE entity = ?", arguments: [entity.name])
+            for link in wanted {
+                try db.execute(
+                    sql: "INSERT INTO \(linksTable) (entity, property, destination, rule) VALUES (?, ?, ?, ?)",
+                    arguments: [entity.name, link[0], link[1], link[2]])
+            }
+        }
+    }
+
+    /// The rules of ``linksTable`` recorded by entities `schema` does not have (whose table
+    /// is still there), by destination.
+    private static func readForeignLinks(_ db: Database, schema: Schema) throws -> [String: [ForeignLink]] {
+        // Straight from the database: GRDB's schema cache does not see another connection's
+        // new tables.
+        let tables = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'"))
+        guard tables.contains(linksTable) else { return [:] }
+        var foreign: [String: [ForeignLink]] = [:]
+        let rows = try Row.fetchAll(db, sql: "SELECT entity, property, destination, rule FROM \(linksTable)")
+        for row in rows {
+            let (entity, property, destination): (String, String, String) = (row[0], row[1], row[2])
+            guard schema.entity(named: entity) == nil, schema.entity(named: destination) != nil,
+                tables.contains(entity),
+                try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [entity])
+                    .contains(property)
+            else { continue }
+            foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: row[3]))
+        }
+        return foreign
+    }
+
+    /// The foreign links (``ForeignLink``) of the store, read again when its schema changed.
+    func currentForeignLinks(_ db: Database) throws -> [String: [ForeignLink]] {
+        let version = try Int64.fetchOne(db, sql: "PRAGMA schema_version") ?? 0
+        if let known = foreignLinks.withLock({ $0.schemaVersion == version ? $0.links : nil }) { return known }
+        let links = try Self.readForeignLinks(db, schema: schema)
+        foreignLinks.withLock { $0 = (version, links) }
+        return links
+    }
+}
+
+private struct GRDBMigrationDatabase: MigrationDatabase {
+    let db: Database
+    var dialect: SQLDialect { .sqlite }
+    func execute(_ sql: String) throws { try db.execute(sql: sql) }
+    func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
+    func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }
+    func integer(_ sql: String) throws -> Int64? { try Int64.fetchOne(db, sql: sql) }
+}

@@ -1,0 +1,434 @@
+import Foundation
+import Persistence
+import PostgresNIO
+
+/// The store's schema: the tables, columns, indexes, links and migrations the entities
+/// declare, made or checked in the open's transaction, and the check of a store against them.
+extension PostgreSQLStore {
+    /// Makes the tables, columns, indexes and links the schema declares that the store
+    /// lacks, and records the migrations of a new store as applied.
+    func createSchema(createsStore: Bool) throws {
+        let name = location.schema
+        let schemaExists = try !writer.run(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1", [.text(name)]
+        ).rows.isEmpty
+        let isNew = try !schemaExists || !tableExists(Self.sequenceTable)
+        if isNew && !createsStore {
+            throw PersistenceError(.notFound, "There is no store at \(url.absoluteString)")
+        }
+        // One open at a time makes or extends the schema (two hosts opening a new store).
+        try writer.run("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("persistence-schema:" + name)])
+        if !schemaExists { try writer.run("CREATE SCHEMA IF NOT EXISTS \(quote(name))", []) }
+        try writer.run(
+            """
+            CREATE TABLE IF NOT EXISTS \(Self.migrationsTable) (id TEXT PRIMARY KEY, applied DOUBLE PRECISION NOT NULL)
+            """, [])
+        try writer.run(
+            "CREATE TABLE IF NOT EXISTS \(Self.sequenceTable) (entity TEXT PRIMARY KEY, next BIGINT NOT NULL)", [])
+        try writer.run(
+            "CREATE TABLE IF NOT EXISTS \(Self.commitsTable) (writer TEXT PRIMARY KEY, commits BIGINT NOT NULL)", [])
+        try createSessionTables()
+        let applied = try appliedMigrations()
+        try refuseUnknown(applied)
+        let pending = schema.migrations.filter { !applied.contains($0.id) }
+        try runMigrations(pending, .beforeSchema, isNew: isNew)
+        for entity in schema.entities {
+            let table = sql[entity].table
+            let dialect = StoreDialect.postgresql
+            if try tableExists(entity.name) {
+                let existing = Set(try columns(of: entity.name))
+                for property in entity.storedProperties where !existing.contains(property.name) {
+                    try writer.run("ALTER TABLE \(table) ADD COLUMN \(dialect.columnDefinition(property))", [])
+                }
+            } else {
+                try writer.run("CREATE TABLE \(table) (\(dialect.tableColumns(entity).joined(separator: ", ")))", [])
+            }
+            for statement in try dialect.indexStatements(entity, table: table) { try writer.run(statement, []) }
+            try writer.run(
+                """
+                INSERT INTO \(Self.sequenceTable) (entity, next) \
+                VALUES ($1, (SELECT COALESCE(MAX("id"), 0) + 1 FROM \(table))) \
+                ON CONFLICT (entity) DO UPDATE SET next = GREATEST(\(Self.sequenceTable).next, EXCLUDED.next)
+                """, [.text(entity.name)])
+        }
+        try recordLinks()
+        try installTallies(writer)
+        try installSearchIndexes(writer)
+        // A to-one relationship is a link the server keeps: a committed row never points at
+        // a row that is gone. Checked at commit (the delete rules run as statements inside
+        // the save, in an order that may leave a link dangling for a moment).
+        for entity in schema.entities {
+            for property in entity.storedProperties {
+                guard case .toOne(let destination) = property.kind else { continue }
+                let constraint = "\(entity.name)_\(property.name)_link"
+                let exists = try !writer.run(
+                    """
+                    SELECT 1 FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+                    WHERE c.conname = $1 AND n.nspname = $2
+                    """, [.text(constraint), .text(name)]
+                ).rows.isEmpty
+                guard !exists else { continue }
+                try writer.run(
+                    """
+                    ALTER TABLE \(quote(entity.name)) ADD CONSTRAINT \(quote(constraint)) \
+                    FOREIGN KEY (\(quote(property.name))) REFERENCES \(quote(destination)) ("id") \
+                    DEFERRABLE INITIALLY DEFERRED
+                    """, [])
+            }
+        }
+        try runMigrations(pending, .afterSchema, isNew: isNew)
+        // Rows a migration inserted named their IDs: the next ones come after them.
+        for entity in schema.entities {
+            try writer.run(
+                """
+                UPDATE \(Self.sequenceTable) SET next = GREATEST(next, (SELECT COALESCE(MAX("id"), 0) + 1 \
+                FROM \(sql[entity].table))) WHERE entity = $1
+                """, [.text(entity.name)])
+        }
+    }
+
+    /// Whether the store already has everything ``createSchema(createsStore:)`` would make
+    /// or record: every migration applied (and none unknown), the bookkeeping tables, each
+    /// entity's table, columns, indexes, sequence row, links and tallies' functions. Reads
+    /// the server's catalog and the store's own tables only, in a few statements, and takes
+    /// no lock an ordinary save conflicts with. `false` sends the open to
+    /// ``createSchema(createsStore:)``, which checks again under the schema lock.
+    func schemaIsCurrent() throws -> Bool {
+        let name = location.schema
+        var relations: [String: String] = [:]
+        for row in try writer.run(
+            """
+            SELECT c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+            WHERE n.nspname = $1
+            """, [.text(name)]
+        ).rows {
+            let (relation, kind) = try row.decode((String, String).self)
+            relations[relation] = kind
+        }
+        let bookkeeping = [
+            Self.migrationsTable, Self.sequenceTable, Self.commitsTable, Self.sessionsTable, Self.linksTable,
+            Self.talliesTable,
+        ]
+        guard bookkeeping.allSatisfy({ relations[$0] == "r" }), relations[Self.sessionSequence] == "S" else {
+            return false
+        }
+        let applied = try appliedMigrations()
+        guard applied == Set(schema.migrations.map(\.id)) else { return false }
+        var columns: [String: Set<String>] = [:]
+        for row in try writer.run(
+            """
+            SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+            JOIN pg_namespace n ON n.oid = c.relnamespace \
+            WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+            """, [.text(name)]
+        ).rows {
+            let (table, column) = try row.decode((String, String).self)
+            columns[table, default: []].insert(column)
+        }
+        // The sessions' writers (a reap folds a dead session's count of commits).
+        guard columns[Self.sessionsTable]?.contains("writer") == true else { return false }
+        let constraints = Set(
+            try writer.run(
+                """
+                SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+                WHERE n.nspname = $1
+                """, [.text(name)]
+            ).rows.map { try $0.decode(String.self) })
+        let sequenced = Set(
+            try writer.run("SELECT entity FROM \(Self.sequenceTable)", []).rows.map { try $0.decode(String.self) })
+        var links: Set<[String]> = []
+        for row in try writer.run("SELECT entity, property, destination, rule FROM \(Self.linksTable)", []).rows {
+            let (entity, property, destination, rule) = try row.decode((String, String, String, String).self)
+            guard schema.entity(named: entity) != nil else { continue }
+            links.insert([entity, property, destination, rule])
+        }
+        var expectedLinks: Set<[String]> = []
+        var functions: [String: String] = [:]
+        for row in try writer.run(
+            """
+            SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+            WHERE n.nspname = $1
+            """, [.text(name)]
+        ).rows {
+            let (function, body) = try row.decode((String, String).self)
+            functions[function] = body
+        }
+        for entity in schema.entities {
+            guard relations[entity.name] == "r", sequenced.contains(entity.name),
+                let existing = columns[entity.name],
+                entity.storedProperties.allSatisfy({ existing.contains($0.name) })
+            else { return false }
+            for property in entity.storedProperties {
+                if property.isIndexed || property.isUnique || !property.isAttribute {
+                    guard relations[entity.indexName(of: property)] == "i" else { return false }
+                }
+                guard case .toOne = property.kind else { continue }
+                guard constraints.contains("\(entity.name)_\(property.name)_link") else { return false }
+            }
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                expectedLinks.insert([entity.name, property.name, destination, rule.rawValue])
+            }
+            for composite in try entity.compositeIndexDescriptions() {
+                let index = entity.indexName(
+                    columns: composite.columns, isUnique: composite.isUnique, filterColumn: composite.filter?.column)
+                guard relations[index] == "i" else { return false }
+            }
+            for function in Self.functions(entity.name, try entity.resolvedTallies(), schema: name)
+            where functions[function.name] != function.body {
+                return false
+            }
+        }
+        guard links == expectedLinks else { return false }
+        // Each sequence ahead of its table's rows (rows written with their IDs by another
+        // program, or copied in, are followed by the slow path's repair): a plain read.
+        let behind = schema.entities.map { entity in
+            "SELECT 1 FROM \(Self.sequenceTable) WHERE entity = \(StoreDialect.postgresql.literal(.text(entity.name))) "
+                + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity].table))"
+        }
+        return try behind.isEmpty || writer.run(behind.joined(separator: " UNION ALL "), []).rows.isEmpty
+    }
+
+    /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.
+    private func recordLinks() throws {
+        try writer.run(
+            """
+            CREATE TABLE IF NOT EXISTS \(Self.linksTable) (entity TEXT NOT NULL, property TEXT NOT NULL, \
+            destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property))
+            """, [])
+        for entity in schema.entities {
+            try writer.run("DELETE FROM \(Self.linksTable) WHERE entity = $1", [.text(entity.name)])
+            for property in entity.properties {
+                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                    continue
+                }
+                try writer.run(
+                    "INSERT INTO \(Self.linksTable) (entity, property, destination, rule) VALUES ($1, $2, $3, $4)",
+                    [.text(entity.name), .text(property.name), .text(destination), .text(rule.rawValue)])
+            }
+        }
+    }
+
+    /// The rules of ``linksTable`` recorded by entities the schema does not have (whose
+    /// column is still there), by destination.
+    func foreignLinks(_ connection: PostgreSQLConnection) throws -> [String: [ForeignLink]] {
+        let rows = try connection.run("SELECT entity, property, destination, rule FROM \(Self.linksTable)", []).rows
+        var foreign: [String: [ForeignLink]] = [:]
+        for row in rows {
+            let (entity, property, destination, rule) = try row.decode((String, String, String, String).self)
+            guard schema.entity(named: entity) == nil, schema.entity(named: destination) != nil else { continue }
+            let present = try !connection.run(
+                """
+                SELECT 1 FROM information_schema.columns \
+                WHERE table_schema = $1 AND table_name = $2 AND column_name = $3
+                """, [.text(location.schema), .text(entity), .text(property)]
+            ).rows.isEmpty
+            guard present else { continue }
+            foreign[destination, default: []].append(ForeignLink(entity: entity, property: property, rule: rule))
+        }
+        return foreign
+    }
+
+    /// The IDs of the migrations the store records as applied.
+    private func appliedMigrations() throws -> Set<String> {
+        Set(try writer.run("SELECT id FROM \(Self.migrationsTable)", []).rows.map { try $0.decode(String.self) })
+    }
+
+    /// Throws ``PersistenceError/Code/newerStore`` when the store records migrations the
+    /// schema does not declare: a newer program wrote it.
+    private func refuseUnknown(_ applied: Set<String>) throws {
+        let unknown = applied.subtracting(schema.migrations.map(\.id)).sorted()
+        guard !unknown.isEmpty else { return }
+        throw PersistenceError(
+            .newerStore,
+            "Could not open the store \(url.absoluteString): it was written by a newer version of this program "
+                + "(it has applied the migration\(unknown.count == 1 ? "" : "s") "
+                + "\(unknown.map { "'\($0)'" }.joined(separator: ", ")), which this version does not know); "
+                + "nothing was changed: upgrade to open it")
+    }
+
+    /// Runs the pending migrations of `phase` on an existing store (a new one records them
+    /// only), each recorded as applied, in the open's transaction.
+    private func runMigrations(_ pending: [Migration], _ phase: Migration.Phase, isNew: Bool) throws {
+        for migration in pending where migration.phase == phase {
+            if !isNew {
+                do {
+                    try migration.body(PostgreSQLMigrationDatabase(store: self))
+                    // Links are checked at commit; the rows this migration wrote are checked
+                    // now, so that a dangling link fails this migration by name, and no check
+                    // left pending stops a later `ALTER TABLE` of the open ("pending trigger
+                    // events"). Later statements are checked at commit again.
+                    try writer.run("SET CONSTRAINTS ALL IMMEDIATE", [])
+                    try writer.run("SET CONSTRAINTS ALL DEFERRED", [])
+                } catch {
+                    throw PersistenceError(
+                        .migration,
+                        "Could not open the store \(url.absoluteString): migration '\(migration.id)' failed: "
+                            + "\(PostgreSQLConnection.describe(error)); nothing was changed", cause: error)
+                }
+            }
+            try writer.run(
+                "INSERT INTO \(Self.migrationsTable) (id, applied) VALUES ($1, $2)",
+                [.text(migration.id), .real(Date().timeIntervalSince1970)])
+        }
+    }
+
+    /// What a read-only open requires, since it can change nothing: a store with every
+    /// migration applied, every table and column, and the tallies' triggers of this version.
+    func requireCurrent() throws {
+        let schemaExists = try !writer.run(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1", [.text(location.schema)]
+        ).rows.isEmpty
+        guard try schemaExists && tableExists(Self.sequenceTable) && tableExists(Self.migrationsTable) else {
+            throw PersistenceError(.notFound, "There is no store at \(url.absoluteString)")
+        }
+        let applied = try appliedMigrations()
+        try refuseUnknown(applied)
+        let stale = PersistenceError(
+            .migration,
+            "Could not open the store \(url.absoluteString): the store needs migrating to this version, which a "
+                + "read-only open cannot do; open it once where it can be written")
+        guard schema.migrations.allSatisfy({ applied.contains($0.id) }) else { throw stale }
+        for entity in schema.entities {
+            guard try tableExists(entity.name) else { throw stale }
+            let existing = Set(try columns(of: entity.name))
+            guard entity.storedProperties.allSatisfy({ existing.contains($0.name) }) else { throw stale }
+        }
+        guard try talliesAreCurrent(writer) else {
+            throw PersistenceError(
+                .migration,
+                "Could not open the store \(url.absoluteString): the store's counts need making for this version, "
+                    + "which a read-only open cannot do; open it once where it can be written")
+        }
+        guard try searchIndexesAreCurrent(writer) else {
+            throw PersistenceError(
+                .migration,
+                "Could not open the store \(url.absoluteString): the store's search index needs making for this "
+                    + "version, which a read-only open cannot do; open it once where it can be written")
+        }
+    }
+
+    fileprivate func tableExists(_ table: String) throws -> Bool {
+        try !writer.run(
+            "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2", [.text(location.schema), .text(table)]
+        ).rows.isEmpty
+    }
+
+    fileprivate func columns(of table: String) throws -> [String] {
+        try writer.run(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2",
+            [.text(location.schema), .text(table)]
+        ).rows.map { try $0.decode(String.self) }
+    }
+
+    /// The column type of an attribute: text compares by its bytes (`C`), as in SQLite.
+    static func columnType(_ type: AttributeType) -> String {
+        switch type {
+        case .integer, .boolean: "BIGINT"
+        case .real, .date: "DOUBLE PRECISION"
+        case .text, .uuid: "TEXT COLLATE \"C\""
+        case .blob: "BYTEA"
+        }
+    }
+
+    /// What the check means on PostgreSQL, whose server keeps its own pages sound: that the
+    /// store is the one this version makes — no migration it does not know (a newer
+    /// version's), none pending, every table and column, every link enforced by the server,
+    /// every entity's next ID above its rows', and the tallies' triggers current (their
+    /// counts: ``recountTallies(fix:)``). One finding a line; empty when sound.
+    func checkIntegrity() throws -> [String] {
+        try mapErrors(nil) {
+            try writer.withLock {
+                try transaction(writer) { try integrityFindings() }
+            }
+        }
+    }
+
+    private func integrityFindings() throws -> [String] {
+        var findings: [String] = []
+        let applied = try appliedMigrations()
+        for id in applied.subtracting(schema.migrations.map(\.id)).sorted() {
+            findings.append(
+                "the store has applied the migration '\(id)', which this version does not know (a newer version wrote it)"
+            )
+        }
+        for migration in schema.migrations where !applied.contains(migration.id) {
+            findings.append("the migration '\(migration.id)' has not been applied")
+        }
+        for entity in schema.entities {
+            guard try tableExists(entity.name) else {
+                findings.append("the table \(quote(entity.name)) is missing")
+                continue
+            }
+            let existing = Set(try columns(of: entity.name))
+            for property in entity.storedProperties where !existing.contains(property.name) {
+                findings.append("the column \(entity.name).\(property.name) is missing")
+            }
+            let rows = try writer.run(
+                """
+                SELECT (SELECT next FROM \(Self.sequenceTable) WHERE entity = $1), \
+                (SELECT COALESCE(MAX("id"), 0) FROM \(sql[entity].table))
+                """, [.text(entity.name)]
+            ).rows
+            if let row = rows.first {
+                let (next, highest) = try row.decode((Int64?, Int64).self)
+                if let next, next <= highest {
+                    findings.append(
+                        "the next ID of \(entity.name) (\(next)) is not above its highest row's (\(highest)): IDs would "
+                            + "be handed out twice")
+                } else if next == nil {
+                    findings.append("\(entity.name) has no row in \(Self.sequenceTable)")
+                }
+            }
+            for property in entity.storedProperties {
+                guard case .toOne = property.kind else { continue }
+                let validated = try writer.run(
+                    """
+                    SELECT c.convalidated FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
+                    WHERE c.conname = $1 AND n.nspname = $2
+                    """, [.text("\(entity.name)_\(property.name)_link"), .text(location.schema)]
+                ).rows.first.map { try $0.decode(Bool.self) }
+                if validated != true {
+                    findings.append("the link \(entity.name).\(property.name) is not enforced by the server")
+                }
+            }
+        }
+        if try !talliesAreCurrent(writer) {
+            findings.append("the tallies' triggers are not those this version declares")
+        }
+        if try !searchIndexesAreCurrent(writer) {
+            findings.append("the search index is not the one this version declares")
+        }
+        if try !tableExists(Self.sessionsTable) {
+            findings.append("the table \(quote(Self.sessionsTable)) is missing")
+        }
+        let sequence = "\(quote(location.schema)).\(quote(Self.sessionSequence))"
+        if try writer.run("SELECT to_regclass($1) IS NULL", [.text(sequence)]).rows.first?.decode(Bool.self) != false {
+            findings.append("the sequence \(quote(Self.sessionSequence)) is missing")
+        }
+        return findings
+    }
+}
+
+/// The database a ``Migration`` receives on PostgreSQL: the writer, inside the open's
+/// transaction.
+struct PostgreSQLMigrationDatabase: MigrationDatabase {
+    let store: PostgreSQLStore
+
+    var dialect: SQLDialect { .postgresql }
+
+    func execute(_ sql: String) throws { try store.writer.run(sql, []) }
+
+    func tableExists(_ name: String) throws -> Bool { try store.tableExists(name) }
+
+    func columns(of table: String) throws -> [String] { try store.columns(of: table) }
+
+    func integer(_ sql: String) throws -> Int64? {
+        guard let row = try store.writer.run(sql, []).rows.first, let cell = row.first(where: { _ in true }) else {
+            return nil
+        }
+        return try cell.decode(Int64?.self)
+    }
+}
