@@ -308,21 +308,11 @@ extension ManagedObjectContext {
             throw PersistenceError(
                 .misuse, "Batch operations write to the store; run them on a context without a parent")
         }
-        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo, values: values)
-        effects.deletionsTaken = true  // its hooks run inside the transaction
         // One deletion of rows, alone in its transaction.
         var changes = StoreChanges()
         let fetch = request.storeFetch
         changes.rows.deletions = [.init(entity: fetch.entity, selection: .matching(fetch))]
-        changes.wrapsCommitFailures = false
-        let outcome: StoreSaveResult
-        do {
-            outcome = try core.store.save(changes, effects: effects)
-        } catch {
-            effects.runOnFailure()
-            throw error
-        }
-        effects.runAfterCommit()
+        let (outcome, effects) = try commitAlone(changes)
         let note =
             namingRowsByRange
             ? SaveNotification(
@@ -337,6 +327,25 @@ extension ManagedObjectContext {
                 contextName: name, insertedRowRanges: effects.rowRanges.mapValues(\.ranges))
         core.broadcast(note, from: nil)
         return note
+    }
+
+    /// Commits `changes` in a transaction of their own — a batch delete's, an explicit
+    /// transaction's — whose hooks run inside it: the effects' work after the commit runs, or
+    /// on a failure their failure work, and the error is thrown as it is.
+    func commitAlone(_ changes: StoreChanges) throws -> (StoreSaveResult, SaveEffects) {
+        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo, values: values)
+        effects.deletionsTaken = true  // the hooks run inside the transaction
+        var changes = changes
+        changes.wrapsCommitFailures = false
+        let outcome: StoreSaveResult
+        do {
+            outcome = try core.store.save(changes, effects: effects)
+        } catch {
+            effects.runOnFailure()
+            throw error
+        }
+        effects.runAfterCommit()
+        return (outcome, effects)
     }
 }
 

@@ -18,14 +18,8 @@ public enum SQLiteMarkerStore {
         do {
             let queue = try DatabaseQueue(path: path)
             try queue.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE _persistence_migrations (id TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL);
-                        CREATE TABLE _persistence_sequence (entity TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL);
-                        """)
-                try db.execute(
-                    sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
-                    arguments: [marker, Date().timeIntervalSince1970])
+                try db.execute(sql: SQLiteStore.bookkeepingTables)
+                try SQLiteStore.recordMigration(db, marker)
             }
             try queue.close()
         } catch {

@@ -18,17 +18,26 @@ extension SQLiteStore {
                 + "version does not know); nothing was changed: upgrade to open it")
     }
 
+    /// The store's own tables: the migrations applied, and the next ID of each entity.
+    static let bookkeepingTables = """
+        CREATE TABLE IF NOT EXISTS _persistence_migrations (id TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL);
+        CREATE TABLE IF NOT EXISTS _persistence_sequence (entity TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL);
+        """
+
+    /// Records the migration `id` as applied.
+    static func recordMigration(_ db: Database, _ id: String) throws {
+        try db.execute(
+            sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
+            arguments: [id, Date().timeIntervalSince1970])
+    }
+
     static func migrate(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
         let isNew = try !db.tableExists("_persistence_sequence")
         if try db.tableExists("_persistence_migrations") {
             try refuseUnknown(
                 Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations")), schema: schema)
         }
-        try db.execute(
-            sql: """
-                CREATE TABLE IF NOT EXISTS _persistence_migrations (id TEXT PRIMARY KEY NOT NULL, applied REAL NOT NULL);
-                CREATE TABLE IF NOT EXISTS _persistence_sequence (entity TEXT PRIMARY KEY NOT NULL, next INTEGER NOT NULL);
-                """)
+        try db.execute(sql: bookkeepingTables)
         let applied = Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations"))
         func run(_ phase: Migration.Phase) throws -> Bool {
             var ran = false
@@ -42,9 +51,7 @@ extension SQLiteStore {
                             .migration, "Migration '\(migration.id)' failed: \(describe(error))", cause: error)
                     }
                 }
-                try db.execute(
-                    sql: "INSERT INTO _persistence_migrations (id, applied) VALUES (?, ?)",
-                    arguments: [migration.id, Date().timeIntervalSince1970])
+                try recordMigration(db, migration.id)
             }
             return ran
         }

@@ -19,7 +19,9 @@
 /// write lock from its start, so no other writer commits meanwhile).
 public struct StoreTransaction {
     let effects: SaveEffects
-    let reader: TransactionReader
+    /// The transaction as a ``SaveEffects/beforeCommit(_:)`` check reads it: for code that
+    /// serves both (a lock both take).
+    public let reader: TransactionReader
     let fetchRows: (StoreFetch) throws -> [StoreRow]
     let deleteRows: (StoreFetch) throws -> Int
 
@@ -85,22 +87,12 @@ extension ManagedObjectContext {
         guard !isSaving else {
             throw PersistenceError(.misuse, "write was called during a save (from a save hook)")
         }
-        let effects = SaveEffects(commitsToStore: true, userInfo: userInfo, values: values)
-        effects.deletionsTaken = true  // the body runs inside the transaction
         var result: T?
-        let outcome: StoreSaveResult
-        do {
-            outcome = try withoutActuallyEscaping(body) { body in
-                var changes = StoreChanges()  // dropped by the time `body` goes out of scope
-                changes.wrapsCommitFailures = false
-                changes.work = { result = try body($0) }
-                return try core.store.save(changes, effects: effects)
-            }
-        } catch {
-            effects.runOnFailure()
-            throw error
+        let outcome = try withoutActuallyEscaping(body) { body in
+            var changes = StoreChanges()  // dropped by the time `body` goes out of scope
+            changes.work = { result = try body($0) }
+            return try commitAlone(changes).0
         }
-        effects.runAfterCommit()
         let deleted = outcome.deletedRows.flatMap { name, ids in
             ids.map { ManagedObjectID(entityName: name, rowID: $0) }
         }

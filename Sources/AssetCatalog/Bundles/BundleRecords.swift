@@ -152,7 +152,7 @@ struct BundleRecords {
             if next == page.count {
                 guard page.isEmpty || page.count == ImportScratch.pageSize else { return nil }
                 if let last = page.last { after = (last.key, last.seq) }
-                page = try scratch.entriesByPayloadKey(after: after).map { (seq: $0.0, key: $0.1, entry: $0.2) }
+                page = try scratch.entriesByPayloadKey(after: after)
                 next = 0
                 if page.isEmpty { return nil }
             }

@@ -71,17 +71,11 @@ final class CatalogRuntime: Sendable, ContextKey {
     /// lock waits for a lock a waiter for it holds.
     static let contentLock = "assetcat.content"
 
-    /// Takes ``contentLock`` in a save's transaction — unless a test turned it off
+    /// Takes ``contentLock`` in a save's transaction, or the sweep's — unless a test turned it off
     /// (``FaultPoint/skipContentLock``), to show the race it prevents.
     static func lockContent(_ reader: TransactionReader, shared: Bool, faults: FaultPoints) throws {
         guard !faults.isActive(.skipContentLock) else { return }
         try reader.lock(contentLock, shared: shared)
-    }
-
-    /// Takes ``contentLock`` in a transaction of the sweep, as it is taken in a save's.
-    private func lockContent(_ transaction: StoreTransaction, shared: Bool) throws {
-        guard !content.faults.isActive(.skipContentLock) else { return }
-        try transaction.lock(Self.contentLock, shared: shared)
     }
 
     // MARK: - Removal after commit
@@ -175,7 +169,7 @@ final class CatalogRuntime: Sendable, ContextKey {
             // 2. No save certifies content until this transaction ends. Taken after the plans'
             //    deletion, and the count below is a statement of its own: it sees what every
             //    certifying save that held the lock committed.
-            try lockContent(transaction, shared: false)
+            try Self.lockContent(transaction.reader, shared: false, faults: content.faults)
             // 3. What no asset uses.
             let unused = try unused(digests.sorted(), transaction)
             // 4. Unlinked, the folders synced once.

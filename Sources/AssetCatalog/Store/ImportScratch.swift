@@ -633,9 +633,11 @@ extension ImportScratch {
     /// A page of the records' entries (``BundleRecords/Check`` walks them), by payload key and
     /// then `seq`, after `after` (from the first when `nil`): each with its `seq` and payload key,
     /// and the fields the check reads (the others blank).
-    func entriesByPayloadKey(after: (key: String, seq: Int64)?) throws -> [(Int64, String, BundleRecords.Entry)] {
+    func entriesByPayloadKey(after: (key: String, seq: Int64)?) throws -> [(
+        seq: Int64, key: String, entry: BundleRecords.Entry
+    )] {
         try run { db in
-            var rows: [(Int64, String, BundleRecords.Entry)] = []
+            var rows: [(seq: Int64, key: String, entry: BundleRecords.Entry)] = []
             try db.run(
                 """
                 SELECT seq, payload_key, key, name, storage, size, sha256, payload, archive, member
