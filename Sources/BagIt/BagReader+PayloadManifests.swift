@@ -47,11 +47,11 @@ extension BagValidation {
                 : "has no UTF-16 byte-order mark, which this reader needs to read it as bagit.txt declares")
     }
 
-    /// A bag needs a payload manifest in a supported algorithm. (One that could not be read,
-    /// payload or tag manifest, has said why already.)
+    /// A bag needs a payload manifest in a supported algorithm. (A payload manifest that could
+    /// not be read has said why already; a tag manifest, read or not, is not one.)
     private func checkThereIsOne() throws {
         let readManifest = scan.manifests.contains { $0.root == root }
-        guard payloadManifests.isEmpty && !readManifest && !problems.contains(.malformedManifest) else { return }
+        guard payloadManifests.isEmpty && !readManifest else { return }
         let manifestFiles = try String.fetchAll(
             db, sql: "SELECT path FROM file WHERE path >= ? AND path < ? ORDER BY path",
             arguments: [root + "manifest-", root + "manifest."]

@@ -34,6 +34,23 @@ import Testing
         #expect(contents.problems.map(\.description) == (0..<100).map(Self.missing))
     }
 
+    /// A malformed tag manifest is a problem of its own: it does not stand for the payload
+    /// manifest the bag lacks, which is reported too.
+    @Test func aMalformedTagManifestDoesNotHideAMissingPayloadManifest() throws {
+        let bag = try ScratchDirectory.make("bag-no-payload-manifest").path
+        try FileManager.default.createDirectory(atPath: bag + "/data", withIntermediateDirectories: true)
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: bag + "/data/hello.txt"))
+        try Data("BagIt-Version: 1.0\nTag-File-Character-Encoding: UTF-8\n".utf8)
+            .write(to: URL(fileURLWithPath: bag + "/bagit.txt"))
+        try Data("garbage line\n".utf8).write(to: URL(fileURLWithPath: bag + "/tagmanifest-sha256.txt"))
+        let contents = try BagReader.read(at: bag)
+        #expect(
+            contents.problems.map(\.description) == [
+                "manifest-sha256.txt: is missing: a bag needs a payload manifest",
+                "tagmanifest-sha256.txt: line 1: 'garbage' is not a sha256 checksum",
+            ])
+    }
+
     /// A payload sink that keeps nothing.
     final class Discard: BagPayloadSink {
         func write(_ bytes: UnsafeRawBufferPointer) {}
