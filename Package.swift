@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "PersistencePostgreSQL", targets: ["PersistencePostgreSQL"]),
         .library(name: "ArchiveIO", targets: ["ArchiveIO"]),
         .library(name: "BagIt", targets: ["BagIt"]),
+        .library(name: "Thumbnails", targets: ["Thumbnails"]),
         .library(name: "AssetCatalog", targets: ["AssetCatalog"]),
         .executable(name: "assetcat", targets: ["assetcat"]),
     ],
@@ -71,13 +72,18 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
+        // libvips, as a system library (see Sources/CVips/shim.h).
+        .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        // Thumbnails of untrusted images, through libvips, in bounded memory. Knows nothing of
+        // catalogs.
+        .target(name: "Thumbnails", dependencies: ["CVips", "Locking"]),
         // syncfs(2), O_TMPFILE and renameat2(2), which Swift's Glibc module does not import.
         .target(name: "CFileSync"),
         // Assets, file resources, lifecycle-safe removal: the library's front door.
         .target(
             name: "AssetCatalog",
             dependencies: [
-                "Persistence", "ArchiveIO", "BagIt", "CFileSync", "Locking",
+                "Persistence", "ArchiveIO", "BagIt", "CFileSync", "Locking", "Thumbnails",
                 // A catalog whose records are in PostgreSQL (`assetcat init --store`).
                 "PersistencePostgreSQL",
                 // For the temporary databases of an export's selection (ExportScratch) and of
@@ -121,6 +127,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO", "TestScratch"]),
+        .testTarget(
+            name: "ThumbnailsTests", dependencies: ["Thumbnails", "TestScratch"],
+            // Made from make-png.py at test time, or committed (a JPEG and a GIF, a few KB).
+            exclude: ["Fixtures"]),
         .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO", "TestScratch"]),
         .testTarget(
             name: "AssetCatalogTests",

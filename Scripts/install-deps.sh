@@ -2,7 +2,7 @@
 # Installs the system packages the build and the tests need, if missing, and bagit-python.
 # Safe to run repeatedly: it only calls apt-get or pip when something is absent.
 set -euo pipefail
-needed=(libsqlite3-dev libarchive-dev libssl-dev openssl libarchive-tools zstd xz-utils python3 time unzip)
+needed=(libsqlite3-dev libarchive-dev libssl-dev libvips-dev openssl libarchive-tools zstd xz-utils python3 time unzip)
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
