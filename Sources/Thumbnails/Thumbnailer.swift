@@ -114,7 +114,8 @@ public enum Thumbnailer {
         let (pixels, overflow) = header.width.multipliedReportingOverflow(by: header.height)
         let whole = decodedWhole.contains(format) || header.isInterlaced
         let (bytes, bytesOverflow) = pixels.multipliedReportingOverflow(by: header.pixelBytes)
-        let what = "the \(header.isInterlaced ? "interlaced " : "")\(format) image is \(header.width) × \(header.height) pixels"
+        let what =
+            "the \(header.isInterlaced ? "interlaced " : "")\(format) image is \(header.width) × \(header.height) pixels"
         if overflow || pixels > maximumPixels {
             throw ThumbnailError(
                 .tooLarge, "\(what), more than the \(maximumPixels / 1_000_000) megapixels a thumbnail is made of")
@@ -185,7 +186,8 @@ public enum Thumbnailer {
 
     /// The error of a failed decode: the first line libvips gave.
     private static func damaged(_ format: String) -> ThumbnailError {
-        let reason = String(cString: vips_error_buffer())
+        let reason =
+            String(cString: vips_error_buffer())
             .split(separator: "\n").first.map { String($0.trimmingPrefix(#/[a-z_]+: /#)) } ?? "no reason given"
         return ThumbnailError(.damaged, "the \(format) image could not be decoded: \(reason)")
     }

@@ -75,7 +75,8 @@ import Testing
         let path = try await Self.png(640, 480, ["--truncate", "3000"])
         let error = #expect(throws: ThumbnailError.self) { try Self.thumbnail(path) }
         #expect(error?.code == .damaged)
-        #expect(error?.message.hasPrefix("the PNG image could not be decoded: ") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.hasPrefix("the PNG image could not be decoded: ") == true, "\(String(describing: error))")
     }
 
     @Test func textIsNotAnImage() throws {
