@@ -54,6 +54,11 @@ public final class Asset: ManagedObject {
     /// When the asset was added (kept by an import from the catalog it came from). Indexed:
     /// `ls --sort added` pages through the index.
     @Attribute(.indexed) public var created = Date(timeIntervalSince1970: 0)
+    /// The SHA-256 of the asset's thumbnail — a small WebP its `thumbnail` job made of an
+    /// image, kept in `objects/` as managed content is — or `nil`. It goes as content does:
+    /// journaled in the transaction that deletes the asset (or replaces the thumbnail), removed
+    /// once that commits and no asset uses it. Indexed: that is how the sweep asks.
+    @Attribute(.indexed) public var thumbnail: String?
     @Attribute public var modified = Date(timeIntervalSince1970: 0)
     /// For an archive member: the archive asset it belongs to.
     @ToOne public var archive: Asset?
@@ -187,8 +192,10 @@ public final class Asset: ManagedObject {
             storage: committedValue(for: \.storage) ?? storage, sha256: committedValue(for: \.sha256) ?? sha256
         )
         let committedTags = isInserted ? "\n" : committedValue(for: \.tagText) ?? tagText
+        let committedThumbnail = isInserted ? nil : committedValue(for: \.thumbnail) ?? thumbnail
         if isDeleted {
-            rules.deleted(id: objectID.rowID, storage: committed.storage, sha256: committed.sha256)
+            rules.deleted(
+                id: objectID.rowID, storage: committed.storage, sha256: committed.sha256, thumbnail: committedThumbnail)
             rules.tagsSettled(objectID, committed: committedTags, current: nil)
             return
         }
@@ -199,6 +206,7 @@ public final class Asset: ManagedObject {
         } else {
             rules.changed(name: name, from: committed, to: (storage, sha256))
         }
+        rules.thumbnailChanged(of: name, from: committedThumbnail, to: thumbnail)
     }
 
     /// Rows deleted without objects (a batch delete, an import's replace, the members a

@@ -36,6 +36,10 @@ public struct AssetFields: Sendable, Hashable {
     public var created: Date
     /// When the asset was last changed.
     public var modified: Date
+    /// The SHA-256 of the asset's thumbnail, once its `thumbnail` job made one
+    /// (``Asset/thumbnail``; ``Catalog/thumbnailURL(of:)`` gives its file). Not part of the
+    /// record's JSON, nor of a bundle: a catalog makes its own.
+    public var thumbnail: String?
 
     /// The tags, sorted, without duplicates.
     public var tags: [String] {
@@ -76,6 +80,7 @@ public struct AssetFields: Sendable, Hashable {
             modified: asset.modified)
         tagText = asset.tagText  // as stored: no JSON work
         metadataJSON = asset.metadataJSON
+        thumbnail = asset.thumbnail
     }
 
     /// The fields of an asset's row read without making an object (``Catalog/forEachAsset(_:pageSize:_:)``).
@@ -89,6 +94,7 @@ public struct AssetFields: Sendable, Hashable {
             modified: row.value(for: \Asset.modified) ?? Date(timeIntervalSince1970: 0))
         tagText = row.value(for: \Asset.tagText) ?? "\n"  // as stored: no JSON work
         metadataJSON = row.value(for: \Asset.metadataJSON) ?? "{}"
+        thumbnail = row.value(for: \Asset.thumbnail) ?? nil
     }
 
     /// Writes the fields into a row of assets inserted in bulk (the asset's archive, for a

@@ -100,11 +100,12 @@ struct AssetRules {
 
     /// Content a save certifies is checked under the shared content lock
     /// (``CatalogRuntime/contentLock``), so that no sweep removes it between the check and
-    /// the commit.
-    private func requireContent(_ named: [String: String]) {
+    /// the commit; content with a pin among `pins` is linked back from it should a sweep
+    /// have removed it since it was stored.
+    private func requireContent(_ named: [String: String], pins: [String: String] = [:]) {
         effects.beforeCommit { [content = runtime.content] reader in
             try CatalogRuntime.lockContent(reader, shared: true, faults: content.faults)
-            for (digest, name) in named { try content.requireObject(digest, for: name) }
+            for (digest, name) in named { try content.requireObject(digest, for: name, pin: pins[digest]) }
             content.faults.reach(.afterContentCheck)
         }
     }
@@ -157,23 +158,37 @@ struct AssetRules {
         var assets: [ManagedObjectID: (committed: String, current: String?)] = [:]
     }
 
+    // MARK: - Thumbnails
+
+    /// An asset's thumbnail made, made again or dropped (`old` is the one the store's row
+    /// names): the new one must be in `objects/` at the commit — put back from its pin
+    /// (``ContentPins``) should a sweep have taken it since it was stored — and the old one
+    /// is journaled, as a deleted asset's content is.
+    func thumbnailChanged(of name: String, from old: String?, to new: String?) {
+        guard old != new else { return }
+        if let new { requireContent([new: "the thumbnail of \(name)"], pins: effects[ContentPins.self] ?? [:]) }
+        if let old { journalRemoval(of: old) }
+    }
+
     // MARK: - Deleted
 
-    /// An asset deleted (an object, or a row without one), with the storage and content its
-    /// row in the store names: a managed one's content is journaled for removal; once the
-    /// save commits, the asset's jobs are cancelled and the sweep runs.
-    func deleted(id: Int64, storage: Storage, sha256: String) {
+    /// An asset deleted (an object, or a row without one), with the storage, content and
+    /// thumbnail its row in the store names: a managed one's content, and any asset's
+    /// thumbnail, are journaled for removal; once the save commits, the asset's jobs are
+    /// cancelled and the sweep runs.
+    func deleted(id: Int64, storage: Storage, sha256: String, thumbnail: String?) {
         DeletedAssets.of(effects, runtime).ids.insert(id)
+        if let thumbnail { journalRemoval(of: thumbnail) }
         guard storage == .managed else { return }  // referenced files and members are never removed
         journalRemoval(of: sha256)
     }
 
-    /// Rows deleted without objects: each as ``deleted(id:storage:sha256:)``.
+    /// Rows deleted without objects: each as ``deleted(id:storage:sha256:thumbnail:)``.
     func deleted(rows: [ObjectSnapshot]) {
         for row in rows {
             deleted(
                 id: row.objectID.rowID, storage: row.value(for: \Asset.storage) ?? .managed,
-                sha256: row.value(for: \Asset.sha256) ?? "")
+                sha256: row.value(for: \Asset.sha256) ?? "", thumbnail: row.value(for: \Asset.thumbnail) ?? nil)
         }
     }
 

@@ -72,6 +72,8 @@ extension Catalog {
             var text = "add 1\n\(options.mode.rawValue)\n\(options.recursive)\n\(options.defersHashing)\n"
             if let host { text += "host \(host)\n" }
             text += "\(options.indexesArchives)\n\(options.extractsMetadata)\n"
+            // Named only when off: the key of an add from before thumbnails stays the same.
+            if !options.makesThumbnails { text += "no thumbnails\n" }
             text += Set(options.tags).sorted().map { "tag \($0)\n" }.joined()
             for source in named {
                 switch source {

@@ -32,6 +32,8 @@ public struct AddOptions: Sendable, Hashable {
     public var defersHashing: Bool
     /// Queue a `metadata` job (media type, pixel size) for each image.
     public var extractsMetadata: Bool
+    /// Queue a `thumbnail` job for each image (``Catalog/thumbnailURL(of:)``).
+    public var makesThumbnails: Bool
     /// How many files are read at once (small files go in runs of up to 64 per read); all
     /// cores by default.
     public var concurrency: Int
@@ -65,7 +67,7 @@ public struct AddOptions: Sendable, Hashable {
     /// the same name.
     public init(
         mode: Mode = .copy, tags: [String] = [], recursive: Bool = false, indexesArchives: Bool = true,
-        defersHashing: Bool = false, extractsMetadata: Bool = true,
+        defersHashing: Bool = false, extractsMetadata: Bool = true, makesThumbnails: Bool = true,
         concurrency: Int = ProcessInfo.processInfo.activeProcessorCount, batchSize: Int = 512,
         keepsRecords: Bool = true, resumesInterrupted: Bool = true
     ) {
@@ -75,6 +77,7 @@ public struct AddOptions: Sendable, Hashable {
         self.indexesArchives = indexesArchives
         self.defersHashing = defersHashing
         self.extractsMetadata = extractsMetadata
+        self.makesThumbnails = makesThumbnails
         self.concurrency = max(1, concurrency)
         self.batchSize = max(1, batchSize)
         self.keepsRecords = keepsRecords
@@ -585,6 +588,9 @@ extension Catalog {
                     }
                     if options.extractsMetadata && fields[i].kind == "image" {
                         queue(BuiltInProcessors.metadata, for: id)
+                    }
+                    if options.makesThumbnails && fields[i].kind == "image" {
+                        queue(BuiltInProcessors.thumbnail, for: id)
                     }
                 }
                 if !journal.isEmpty {

@@ -157,10 +157,11 @@ extension Catalog {
                 let digests = chunk.map(\.sha256)
                 let used = try storeErrors {
                     try withContext { context in
-                        let managed = try context.fetchSnapshots(
-                            FetchRequest<Asset>(predicate: .in(\.sha256, digests) && \.storage == Storage.managed))
+                        let (managed, thumbnails) = ContentUse.users(of: digests)
                         let pending = try context.fetch(FetchRequest<RemovalPlan>(predicate: .in(\.sha256, digests)))
-                        return Set(managed.compactMap { $0.value(for: \Asset.sha256) }).union(pending.map(\.sha256))
+                        return Set(try context.fetchSnapshots(managed).compactMap { $0.value(for: \Asset.sha256) })
+                            .union(try context.fetchSnapshots(thumbnails).compactMap { $0.value(for: \Asset.thumbnail) ?? nil })
+                            .union(pending.map(\.sha256))
                     }
                 }
                 for file in chunk where !used.contains(file.sha256) { try body(file) }

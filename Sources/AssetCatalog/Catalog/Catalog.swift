@@ -181,16 +181,17 @@ final class CatalogRuntime: Sendable, ContextKey {
         }  // 5. Committed: the plans are gone with their files.
     }
 
-    /// Those of `digests` that no managed asset uses, in `transaction`: one count answers for
-    /// all of them when none is in use (the usual case); else each is counted.
+    /// Those of `digests` that no asset uses, as managed content or as a thumbnail, in
+    /// `transaction`: two counts answer for all of them when none is in use (the usual case);
+    /// else each is counted.
     private func unused(_ digests: [String], _ transaction: StoreTransaction) throws -> [String] {
-        guard !digests.isEmpty else { return [] }
-        let used = FetchRequest<Asset>(predicate: .in(\.sha256, digests) && \.storage == Storage.managed)
-        guard try transaction.count(for: used) > 0 else { return digests }
-        return try digests.filter { digest in
-            try transaction.count(
-                for: FetchRequest<Asset>(predicate: \.sha256 == digest && \.storage == Storage.managed)) == 0
+        func isUsed(_ digests: [String]) throws -> Bool {
+            let (managed, thumbnails) = ContentUse.users(of: digests)
+            return try transaction.count(for: managed) > 0 || transaction.count(for: thumbnails) > 0
         }
+        guard !digests.isEmpty else { return [] }
+        guard try isUsed(digests) else { return digests }
+        return try digests.filter { try !isUsed([$0]) }
     }
 }
 

@@ -14,6 +14,8 @@ enum FaultPoint: String {
     /// A removal plan is about to unlink its file, inside the sweep's transaction.
     case beforeUnlink = "before-unlink"
     /// An import's content is journaled, not linked into objects/ yet.
+    /// A thumbnail job stored its file, before the save that records it on the asset.
+    case beforeThumbnailCommit = "before-thumbnail-commit"
     case afterImportJournal = "after-import-journal"
     /// An import's content is linked into objects/, its records not committed.
     case beforeImportCommit = "before-import-commit"

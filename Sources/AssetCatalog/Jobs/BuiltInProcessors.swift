@@ -8,6 +8,7 @@ enum BuiltInProcessors {
     static let digest = "digest"
     static let indexArchive = "index-archive"
     static let metadata = "metadata"
+    static let thumbnail = "thumbnail"
     /// The job an import from another tool queues for an asset of each kind, as an add does
     /// (by default): an archive is indexed, an image's metadata read.
     static let jobForKind = ["archive": indexArchive, "image": metadata]
@@ -16,6 +17,7 @@ enum BuiltInProcessors {
         queue.register(DigestProcessor(), as: digest)
         queue.register(ArchiveIndexProcessor(), as: indexArchive)
         queue.register(MetadataProcessor(), as: metadata)
+        queue.register(ThumbnailProcessor(), as: thumbnail)
     }
 }
 
