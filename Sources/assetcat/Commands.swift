@@ -17,7 +17,7 @@ extension AssetCat {
                 it recorded stays, and the same command run again adds the rest.
 
                 Then add runs the jobs it queued — indexing archives (one record per member), reading image \
-                metadata — and only those, before it returns: a job that fails is named on stderr with its asset and \
+                metadata, making image thumbnails — and only those, before it returns: a job that fails is named on stderr with its asset and \
                 error (exit 1). Ctrl-C (or SIGTERM) while they run leaves the files added and the jobs \
                 queued for `assetcat jobs run`. With --queue-only (or --defer-hash), add queues them and returns, for \
                 pipelines whose workers run them.
@@ -31,7 +31,7 @@ extension AssetCat {
         @Flag(name: [.customShort("r"), .long], help: "Add the files under directories.") var recursive = false
         @Flag(help: "With --reference: record files without reading them; a digest job hashes them later.")
         var deferHash = false
-        @Flag(help: "Queue the jobs (archive indexing, metadata, digests) and return without running them.")
+        @Flag(help: "Queue the jobs (archive indexing, metadata, thumbnails, digests) and return without running them.")
         var queueOnly = false
 
         func validate() throws {

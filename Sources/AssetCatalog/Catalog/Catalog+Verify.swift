@@ -160,7 +160,11 @@ extension Catalog {
                         let (managed, thumbnails) = ContentUse.users(of: digests)
                         let pending = try context.fetch(FetchRequest<RemovalPlan>(predicate: .in(\.sha256, digests)))
                         return Set(try context.fetchSnapshots(managed).compactMap { $0.value(for: \Asset.sha256) })
-                            .union(try context.fetchSnapshots(thumbnails).compactMap { $0.value(for: \Asset.thumbnail) ?? nil })
+                            .union(
+                                try context.fetchSnapshots(thumbnails).compactMap {
+                                    $0.value(for: \Asset.thumbnail) ?? nil
+                                }
+                            )
                             .union(pending.map(\.sha256))
                     }
                 }
