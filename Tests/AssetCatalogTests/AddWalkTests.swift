@@ -56,12 +56,12 @@ import Testing
             options: AddOptions(recursive: true, batchSize: 7, keepsRecords: false))
         #expect(result.added.isEmpty && result.queuedJobs.isEmpty)
         #expect(result.addedCount == 41 && result.filesFound == 41)
-        #expect(result.queuedJobCount == 1)  // the photo's metadata
+        #expect(result.queuedJobCount == 2)  // the photo's metadata and thumbnail
         #expect(try catalog.assets().count == 41)
-        #expect(try catalog.jobs.list().count == 1)
+        #expect(try catalog.jobs.list().count == 2)
         // With records kept (the default), the counts are there too.
         let kept = try await catalog.add([t.sources.appending(path: "many").path], options: AddOptions(recursive: true))
-        #expect(kept.added.count == 41 && kept.addedCount == 41 && kept.queuedJobCount == 1)
+        #expect(kept.added.count == 41 && kept.addedCount == 41 && kept.queuedJobCount == 2)
     }
 
     /// Progress: the totals before the first file, then every file once, to the totals.

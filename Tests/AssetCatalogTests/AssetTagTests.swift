@@ -306,7 +306,7 @@ import Testing
         }
         let expected =
             "Asset_archive_index\nAsset_created_index\nAsset_kind_index\nAsset_name_index\n"
-            + "Asset_sha256_where_storage_index\n"
+            + "Asset_sha256_where_storage_index\nAsset_thumbnail_index\n"
         let old = try TestCatalog()
         try FileManager.default.copyItem(atPath: testAsset("catalogs/release-0.1.0"), toPath: old.root.path)
         #expect(try indexes(old.root).contains("Asset_tagText_index"))

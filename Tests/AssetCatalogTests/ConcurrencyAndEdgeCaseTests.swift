@@ -189,7 +189,9 @@ import Testing
         let t = try TestCatalog()
         let work = t.sources
         #expect(try await t.run(["init"], namesCatalog: false, in: work).status == 0)
-        try t.file("photo.jpg", "JFIF")
+        let red = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appending(path: "TestAssets/demo/photos/red.png")
+        try t.file("photo.jpg", try Data(contentsOf: red))  // a picture: its thumbnail job succeeds
         let add = try await t.run(["add", "--recursive", "."], namesCatalog: false, in: work)
         let ls = try await t.run(["ls"], namesCatalog: false, in: work)
         #expect(add.status == 0, "\(add.stderr)")

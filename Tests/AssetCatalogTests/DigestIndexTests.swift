@@ -39,6 +39,7 @@ import Testing
             Asset_kind_index: CREATE INDEX "Asset_kind_index" ON "Asset" ("kind")
             Asset_name_index: CREATE INDEX "Asset_name_index" ON "Asset" ("name")
             Asset_sha256_where_storage_index: \(Self.partial)
+            Asset_thumbnail_index: CREATE INDEX "Asset_thumbnail_index" ON "Asset" ("thumbnail")
 
             """
         let new = try TestCatalog()

@@ -61,11 +61,11 @@ struct Parked: JobProcessor {
         defer { catalog.close() }
         catalog.jobs.register(Parked(), as: "parked")
         let message =
-            "No processor is registered for the job kind 'thumbnail'; register one before submitting (no job was queued)"
-        let one = #expect(throws: CatalogError.self) { try catalog.jobs.submit("thumbnail", for: assets[0].id) }
+            "No processor is registered for the job kind 'transcode'; register one before submitting (no job was queued)"
+        let one = #expect(throws: CatalogError.self) { try catalog.jobs.submit("transcode", for: assets[0].id) }
         #expect(one?.code == .invalidArgument && one?.message == message)
         let batch = #expect(throws: CatalogError.self) {
-            try catalog.jobs.submit(["parked", "thumbnail"], for: [assets[0].id])
+            try catalog.jobs.submit(["parked", "transcode"], for: [assets[0].id])
         }
         #expect(batch?.message == message)
         #expect(try catalog.jobs.list().isEmpty)

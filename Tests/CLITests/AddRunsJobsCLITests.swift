@@ -92,8 +92,8 @@ import Testing
         let catalog = try t.open()
         defer { catalog.close() }
         let jobs = try catalog.jobs.list()
-        #expect(jobs.map(\.kind) == ["metadata", "index-archive"])
-        #expect(jobs.map(\.state) == [.queued, .succeeded])
+        #expect(jobs.map(\.kind) == ["metadata", "thumbnail", "index-archive"])
+        #expect(jobs.map(\.state) == [.queued, .queued, .succeeded])
     }
 
     /// `--defer-hash` asks for the digests later: its jobs stay queued, as with `--queue-only`.
@@ -185,8 +185,9 @@ import Testing
         defer { catalog.close() }
         let recorded = try catalog.assets().count
         #expect(recorded > 0 && recorded < 200)
-        #expect(try catalog.jobs.list().map(\.state) == Array(repeating: .queued, count: recorded))
-        let jobs = "\(recorded) job\(recorded == 1 ? "" : "s")"
+        // A metadata job and a thumbnail job for each image recorded.
+        #expect(try catalog.jobs.list().map(\.state) == Array(repeating: .queued, count: 2 * recorded))
+        let jobs = "\(2 * recorded) jobs"
         #expect(
             run.stderrText
                 == "interrupted: added \(recorded) of 200 files (0 archive members); nothing was left half-done — "

@@ -8,7 +8,7 @@ import Testing
 /// exactly.
 @Suite struct BundleCLITests {
     /// A catalog made through the CLI: a.txt (6 bytes) and b.txt (8), tagged `demo`, then
-    /// photo.jpg (4).
+    /// photo.jpg (4; not a picture: its jobs are left queued, its thumbnail's would fail).
     func populated() async throws -> TestCatalog {
         let t = try TestCatalog()
         #expect(try await t.run(["init", t.root.path]).status == 0)
@@ -16,7 +16,7 @@ import Testing
             "add", try t.file("a.txt", "hello\n"), try t.file("b.txt", "bonjour\n"), "--tag", "demo",
         ])
         #expect(add.status == 0, "\(add.stderr)")
-        #expect(try await t.run(["add", try t.file("photo.jpg", "JFIF")]).status == 0)
+        #expect(try await t.run(["add", "--queue-only", try t.file("photo.jpg", "JFIF")]).status == 0)
         return t
     }
 

@@ -6,16 +6,20 @@ import Testing
 
 /// The `assetcat` binary, run as a user would, its output compared exactly.
 @Suite struct CLITests {
-    /// A catalog with three files: a.txt and copy.txt (same content), photo.jpg.
+    static let redPNG = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appending(path: "TestAssets/demo/photos/red.png")
+
+    /// A catalog with three files: a.txt and copy.txt (same content), photo.jpg (a 4 × 4 PNG,
+    /// TestAssets/demo/photos/red.png: its thumbnail job makes a thumbnail).
     func populated() async throws -> TestCatalog {
         let t = try TestCatalog()
         #expect(try await t.run(["init", t.root.path]).stdout == "Created an empty catalog in \(t.root.path)\n")
         let a = try t.file("a.txt", "hello\n")
         let copy = try t.file("copy.txt", "hello\n")
-        let photo = try t.file("photo.jpg", "JFIF")
+        let photo = try t.file("photo.jpg", try Data(contentsOf: Self.redPNG))
         let add = try await t.run(["add", a, copy, photo, "--tag", "demo"])
         #expect(add.status == 0)
-        // photo.jpg gets a metadata job, which add runs before it returns.
+        // photo.jpg gets a metadata job and a thumbnail job, which add runs before it returns.
         #expect(add.stdout == "added 3 files\n")
         #expect(add.stderr == "")  // no progress bar in a pipe
         return t
@@ -29,7 +33,7 @@ import Testing
                      ID  KIND      STORAGE             SIZE  SHA256        NAME
                       1  text      managed                6  5891b5b522d5  a.txt
                       2  text      managed                6  5891b5b522d5  copy.txt
-                      3  image     managed                4  963eb818f218  photo.jpg
+                      3  image     managed               73  3fd6e6be528c  photo.jpg
 
                 """)
         #expect(try await t.run(["ls", "--kind", "image"]).stdout.components(separatedBy: "\n").count == 3)
@@ -93,13 +97,13 @@ import Testing
         let show = try await t.run(["show", "photo.jpg"]).stdout.components(separatedBy: "\n")
         #expect(
             Array(show.prefix(8)) == [
-                "id:       3", "name:     photo.jpg", "kind:     image", "storage:  managed", "size:     4",
-                "sha256:   963eb818f2186caad270b8575f9f2a2bc2e3798d71992f3c0d6835226e5688c2",
+                "id:       3", "name:     photo.jpg", "kind:     image", "storage:  managed", "size:     73",
+                "sha256:   3fd6e6be528c182d768563a63b65ac5a70d022149a01eeeaaa30396d75f426e0",
                 "path:     \(t.sources.appending(path: "photo.jpg").path)", "tags:     cover",
             ])
         let stats = try await t.run(["stats"]).stdout.components(separatedBy: "\n")
         #expect(stats[0] == "assets:        3 (3 managed, 0 referenced, 0 members)")
-        #expect(stats[3] == "objects/:      2 files, 10 B")
+        #expect(stats[3] == "objects/:      2 files, 79 B")
     }
 
     @Test func errorsAreOneLineNamingTheThingWithANonZeroExit() async throws {
@@ -184,11 +188,12 @@ import Testing
     let photo = try t.file("photo.png", Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
     #expect(
         try await t.run(["add", "--queue-only", photo]).stdout
-            == "added 1 file\nqueued 1 job; run them with `assetcat jobs run`\n")
+            == "added 1 file\nqueued 2 jobs; run them with `assetcat jobs run`\n")
     #expect(
         try await t.run(["jobs"]).stdout == """
                  ID  KIND              ASSET  STATE       PROGRESS  ATTEMPTS  ERROR
                   1  metadata              1  queued            0%         0  \n
+                  2  thumbnail             1  queued            0%         0  \n
             """)
     #expect(try await t.run(["jobs", "cancel", "1"]).stdout == "1  metadata  asset 1  cancelled\n")
     let again = try await t.run(["jobs", "cancel", "1"])
@@ -197,7 +202,8 @@ import Testing
     let missing = try await t.run(["jobs", "retry", "99"])
     #expect(missing.stderr == "assetcat: No job with ID 99; list jobs with `assetcat jobs`\n")
     #expect(try await t.run(["jobs", "retry", "1"]).stdout == "1  metadata  asset 1  queued\n")
-    #expect(try await t.run(["jobs", "run"]).stdout == "ran jobs: 1 succeeded, 0 failed, 0 cancelled\n")
+    // The thumbnail of a PNG that is only its signature cannot be made.
+    #expect(try await t.run(["jobs", "run"]).stdout == "ran jobs: 1 succeeded, 1 failed, 0 cancelled\n")
     let data = Data(try await t.run(["jobs", "--json"]).stdout.utf8)
     let jobs = try #require(try JSONSerialization.jsonObject(with: data) as? [[String: Any]])
     #expect(

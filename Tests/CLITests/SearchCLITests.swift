@@ -10,7 +10,7 @@ import Testing
     func populated() async throws -> TestCatalog {
         let t = try TestCatalog()
         #expect(try await t.run(["init", t.root.path]).status == 0)
-        let beach = try t.file("beach.png", "PNG")
+        let beach = try t.file("beach.png", try Data(contentsOf: CLITests.redPNG))
         let notes = try t.file("beach-notes.txt", "notes\n")
         let other = try t.file("other.txt", "other\n")
         #expect(try await t.run(["add", beach, "--tag", "trip"]).status == 0)
