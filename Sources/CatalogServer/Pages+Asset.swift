@@ -45,8 +45,9 @@ extension Pages {
             let label = record.storage == .referenced ? "File" : "Added from"
             rows.insert("<dt>\(label)</dt><dd>\(path)</dd>", at: 2)
         }
+        let crumb: HTML = record.archive != nil ? " / \(archive)" : ""
         let body: HTML = """
-            <nav class="crumbs"><a href="/">Assets</a>\(record.archive != nil ? " / \(archive)" : "") / \
+            <nav class="crumbs"><a href="/">Assets</a>\(crumb) / \
             <span>\(record.member ?? record.name)</span></nav>
             <h1 id="asset-name">\(listed.location)</h1>
             <div class="asset">

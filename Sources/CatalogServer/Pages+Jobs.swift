@@ -55,9 +55,10 @@ extension Pages {
                 <td class="error-text">\(job.error ?? "")</td></tr>
                 """
         }
+        let assetHeader: HTML = showsAsset ? "<th>Asset</th>" : ""
         return """
             <table class="jobs">
-            <thead><tr><th class="num">ID</th><th>Kind</th>\(showsAsset ? "<th>Asset</th>" : "")<th>State</th>\
+            <thead><tr><th class="num">ID</th><th>Kind</th>\(assetHeader)<th>State</th>\
             <th>Progress</th><th class="num">Attempts</th><th>Updated</th><th>Error</th></tr></thead>
             <tbody>\(rows)</tbody>
             </table>

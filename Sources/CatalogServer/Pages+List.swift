@@ -60,10 +60,15 @@ extension Pages {
             let found = try await blocking { try catalog.search(query, limit: limit, offset: Int(start)) }
             rows = found.assets
             next = found.hasMore ? Self.searchPath(text, [("offset", String(start + Int64(limit)))]) : nil
-            let shown = rows.isEmpty ? "no assets found" : "\(start + 1)–\(start + Int64(rows.count))"
+            let shown =
+                rows.isEmpty
+                ? "No assets found"
+                : start == 0 && !found.hasMore
+                    ? "\(rows.count) result\(rows.count == 1 ? "" : "s")"
+                    : "Results \(start + 1)–\(start + Int64(rows.count))\(found.hasMore ? " (more follow)" : "")"
             heading = """
                 <h1>Search</h1>
-                <p class="summary">Results \(shown)\(found.hasMore ? " (more follow)" : "") \
+                <p class="summary">\(shown) \
                 for <code>\(text)</code>\(found.isRanked ? ", best first" : "") · <a href="/">all assets</a></p>
                 """
         }

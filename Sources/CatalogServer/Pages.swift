@@ -32,7 +32,7 @@ struct Pages: Sendable {
             <nav><a href="/">Assets</a><a href="/jobs">Jobs</a></nav>
             <form class="search" action="/" method="get" role="search">
             <input type="search" name="q" value="\(query)" aria-label="Search" \
-            placeholder="Search: words, tag:x, kind:image, ext:png, size>1MB">
+            placeholder="Search: words, tag:x, kind:image, ext:png">
             <button type="submit">Search</button>
             </form>
             </header>

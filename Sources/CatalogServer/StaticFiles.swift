@@ -72,12 +72,13 @@ enum StaticFiles {
         }
         .actions { display: flex; gap: 10px; align-items: center; margin: 14px 0; }
         .crumbs { color: var(--muted); margin-bottom: 8px; overflow-wrap: anywhere; }
-        .asset { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1.2fr); gap: 28px; margin-top: 14px; }
-        .preview {
-          border: 1px solid var(--line); border-radius: 8px; background: var(--soft); padding: 12px; min-height: 120px;
-          display: flex; align-items: flex-start; justify-content: center; flex-direction: column;
+        .asset {
+          display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1.2fr); gap: 28px; margin-top: 14px;
+          align-items: start;
         }
-        .preview img { max-width: 100%; max-height: 480px; image-rendering: auto; align-self: center; }
+        .preview { border: 1px solid var(--line); border-radius: 8px; background: var(--soft); padding: 12px; }
+        .preview p { margin: 0; }
+        .preview img { display: block; width: 100%; height: 320px; object-fit: contain; }
         .text-preview {
           margin: 0; width: 100%; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 480px; overflow: auto;
         }
@@ -99,6 +100,7 @@ enum StaticFiles {
         .error { color: var(--danger); background: var(--danger-soft); padding: 10px 14px; border-radius: 6px; }
         .notice { color: var(--ok); background: #e9f7ef; padding: 10px 14px; border-radius: 6px; }
         .empty { color: var(--muted); padding: 16px 0; }
+        .block .empty { padding: 0; margin: 0; }
         .confirm { max-width: 640px; }
         .confirm form { display: flex; gap: 10px; margin-top: 16px; }
         progress { width: 120px; vertical-align: middle; }
