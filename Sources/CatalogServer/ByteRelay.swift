@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import NIOCore
 
-/// Hands the chunks a synchronous reader produces (``AssetCatalog/Catalog/read(_:_:)``, a
+/// Hands the chunks a synchronous reader produces (`Catalog.read`, a
 /// file descriptor's `read(2)`) to a response body that writes them asynchronously, holding
 /// at most ``depth`` chunks: the reader, on a thread of its own, waits while the client is
 /// slower, so a download's memory stays bounded whatever its size. When the body stops (the

@@ -8,7 +8,7 @@ import NIOCore
 /// search box with tag and kind facets, an asset's page (preview, download, tags, deletion),
 /// export of a selection as a bundle, and the jobs that run — for a browser on this machine.
 ///
-/// Every page reads the catalog afresh through ``AssetCatalog/Catalog``'s public API, and
+/// Every page reads the catalog afresh through `Catalog`'s public API, and
 /// every change goes through the calls the CLI makes (`tag`, `remove`, `export`): a deletion
 /// from the page commits, and its file goes, exactly as with `assetcat rm`. Lists are read a
 /// page at a time by ID (`?after=ID`), so a page costs the same in a catalog of ten million.
@@ -61,7 +61,7 @@ public struct CatalogServer: Sendable {
     /// A server for `catalog`. A `host` that is not loopback without a token gets a random
     /// one (``generatedToken``).
     ///
-    /// - Throws: ``AssetCatalog/CatalogError/Code/invalidArgument`` for an empty token, a
+    /// - Throws: `CatalogError.Code.invalidArgument` for an empty token, a
     ///   token with characters other than letters, digits, `-`, `.`, `_` and `~`, or a port
     ///   outside 0…65535.
     public init(catalog: Catalog, configuration: Configuration, logger: Logger = Logger(label: "assetcat.serve"))
@@ -130,7 +130,7 @@ public struct CatalogServer: Sendable {
     /// `onListening` is called with the URL once the server listens (with `--port 0`, the port
     /// it got).
     ///
-    /// - Throws: ``AssetCatalog/CatalogError/Code/io`` when the address cannot be listened on
+    /// - Throws: `CatalogError.Code.io` when the address cannot be listened on
     ///   (in use, not this machine's).
     public func run(onListening: @escaping @Sendable (URL) async -> Void = { _ in }) async throws {
         do {
