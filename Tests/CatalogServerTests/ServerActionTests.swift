@@ -10,6 +10,10 @@ import Testing
 
 @testable import CatalogServer
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 @Suite("CatalogServer: tags, deletion, downloads and export")
 struct ServerActionTests {
     @Test("Tags are added and removed through the page's forms, then the asset is shown again")
@@ -135,5 +139,73 @@ struct ServerActionTests {
         #expect(bag.payload.count == 2)
         #expect(bag.payloadBytes == Int64(f.notes.size + f.hello.size))
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == [])
+    }
+
+    @Test("An export whose client goes away mid-stream leaves no file, open or named")
+    func exportClientGoesAway() async throws {
+        let scratch = try TestCatalog().directory.appending(path: "tmp")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        let f = try await ServerFixture.make(temporaryDirectory: scratch.path)
+        // Larger than the socket's buffers, so the stream is still running when the client leaves.
+        let path = try f.t.file("big.bin", Data((0..<(16 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }))
+        let big = try #require(try await f.catalog.add([path]).added.first)
+        let body = "id=\(big.id)&csrf=\(f.server.csrfToken)"
+        try await f.server.application().test(.live) { client in
+            let port = try #require(client.port)
+            let head = try await blockingOff {
+                try Self.postAndLeave(port: port, path: "/export", body: body)
+            }
+            #expect(head.hasPrefix("HTTP/1.1 200 OK"))
+            let closed = try await waitUntil(atMost: .seconds(30)) { !Self.holdsDeletedExport() }
+            #expect(closed, "the unlinked bundle is still open after the client left")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == [])
+    }
+
+    /// Whether this process holds an unlinked `assetcat-export.tar` open.
+    static func holdsDeletedExport() -> Bool {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return fds.contains { fd in
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd)) ?? ""
+            return target.contains("assetcat-export.tar") && target.hasSuffix("(deleted)")
+        }
+    }
+
+    /// POSTs a form to 127.0.0.1:`port`, reads the response's head and a little of its body,
+    /// then closes the connection; returns what it read.
+    static func postAndLeave(port: Int, path: String, body: String) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var size: Int32 = 4096
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0, "connect: errno \(errno)")
+        let request =
+            "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+            + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while received.count < 64 * 1024 {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+        }
+        return String(decoding: received.prefix(200), as: UTF8.self)
+    }
+}
+
+/// Runs blocking work on a thread of its own, off the concurrency pool.
+func blockingOff<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
