@@ -18,7 +18,7 @@ export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH ?= 16
 # The build `make install` installs; `make install-check CONFIGURATION=debug` reuses make test's.
 CONFIGURATION ?= release
 
-.PHONY: deps build demo demo-persistence test sanitize sanitize-address fuzz bench bench-postgresql lint format install install-check docs
+.PHONY: deps build demo demo-persistence test test-browser sanitize sanitize-address fuzz bench bench-postgresql lint format install install-check docs
 
 deps:
 	@./Scripts/install-deps.sh
@@ -33,9 +33,15 @@ demo-persistence: build
 	$(SWIFT) run --skip-build PersistenceDemo
 
 # The build fails on a compiler warning in Sources/ or Tests/ (Scripts/build-without-warnings.sh).
+# Then the Swift tests, then `assetcat serve` in headless Chromium (Tests/Browser/browse.py).
 test: deps
 	./Scripts/build-without-warnings.sh $(SWIFT) build --build-tests
 	./Scripts/with-postgres.sh $(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory test-browser
+
+# The browser test alone, with the assetcat of the last build: screenshots in .build/browser-screenshots/.
+test-browser:
+	ASSETCAT="$$($(SWIFT) build --show-bin-path)/assetcat" python3 Tests/Browser/browse.py
 
 # The whole suite under AddressSanitizer, then ThreadSanitizer; fails on any report.
 sanitize: deps

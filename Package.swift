@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "BagIt", targets: ["BagIt"]),
         .library(name: "Thumbnails", targets: ["Thumbnails"]),
         .library(name: "AssetCatalog", targets: ["AssetCatalog"]),
+        .library(name: "CatalogServer", targets: ["CatalogServer"]),
         .executable(name: "assetcat", targets: ["assetcat"]),
     ],
     dependencies: [
@@ -26,6 +27,10 @@ let package = Package(
         // `swift package generate-documentation` (`make docs`): a command plugin, resolved but
         // never built by `swift build`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // `assetcat serve`: the HTTP server of CatalogServer.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // HTTP's fields and statuses, as Hummingbird names them (the version it resolves).
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // libarchive, as a system library (see Sources/CArchive/shim.h).
@@ -94,11 +99,23 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // `assetcat serve`: pages to browse, search and act on a catalog, over HTTP. Knows catalogs
+        // through AssetCatalog's public API only.
+        .target(
+            name: "CatalogServer",
+            dependencies: [
+                "AssetCatalog",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The CLI: parses, calls AssetCatalog, prints. No logic of its own.
         .executableTarget(
             name: "assetcat",
             dependencies: [
-                "AssetCatalog", "BagIt",
+                "AssetCatalog", "BagIt", "CatalogServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -143,6 +160,16 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 // To read what the catalog logs.
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "CatalogServerTests",
+            dependencies: [
+                "CatalogServer", "AssetCatalog", "AssetCatalogTestSupport", "BagIt", "TestScratch",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(

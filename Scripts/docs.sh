@@ -7,11 +7,14 @@ cd "$(dirname "$0")/.."
 swift="${SWIFT:-swift}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-for target in Persistence PersistencePostgreSQL ArchiveIO BagIt AssetCatalog; do
+for target in Persistence PersistencePostgreSQL ArchiveIO BagIt AssetCatalog CatalogServer; do
     "$swift" package generate-documentation --target "$target" 2>&1 | tee -a "$log"
 done
-if grep -q 'warning:' "$log"; then
-    echo "error: DocC warned $(grep -c 'warning:' "$log") time(s); see above" >&2
+# SwiftPM's notes on a dependency's own files (swift-distributed-tracing's CMakeLists.txt, which
+# Hummingbird brings) are not ours, and not DocC's.
+ours="$(grep 'warning:' "$log" | grep -v "file(s) which are unhandled; explicitly declare them as resources" || true)"
+if [ -n "$ours" ]; then
+    echo "error: DocC warned $(printf '%s\n' "$ours" | wc -l) time(s); see above" >&2
     exit 1
 fi
-echo "docs: Persistence, PersistencePostgreSQL, ArchiveIO, BagIt and AssetCatalog built without warnings"
+echo "docs: Persistence, PersistencePostgreSQL, ArchiveIO, BagIt, AssetCatalog and CatalogServer built without warnings"

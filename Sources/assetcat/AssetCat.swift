@@ -16,6 +16,7 @@ struct AssetCat: AsyncParsableCommand {
             Init.self, Recover.self, Add.self, List.self, Search.self, Show.self, Cat.self, Remove.self, Tag.self,
             Verify.self,
             CollectGarbage.self, Stats.self, Jobs.self, Export.self, Import.self, Validate.self, MigrateStore.self,
+            Serve.self,
             ExitCodes.self,
         ]
     )

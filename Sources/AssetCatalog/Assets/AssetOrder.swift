@@ -111,6 +111,30 @@ extension Catalog {
         }
     }
 
+    /// One page of a listing in ID order: up to `limit` assets that `query` selects with IDs
+    /// above `after` (from the first when `nil`), each with its archive's name when it is a
+    /// member. The next page starts after this page's last ID (keyset paging): each page
+    /// is one range of the ID index, so it costs the same however deep it is and whatever
+    /// the catalog's size, and nothing but the page is loaded.
+    ///
+    /// ```swift
+    /// var page = try catalog.listedAssets(limit: 50)
+    /// while let last = page.last {
+    ///     for asset in page { print(asset.record.id, asset.location) }
+    ///     page = try catalog.listedAssets(after: last.record.id, limit: 50)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``CatalogError/Code/invalidArgument`` when `limit` is not above 0.
+    public func listedAssets(_ query: AssetQuery = AssetQuery(), after: AssetID? = nil, limit: Int) throws
+        -> [ListedAsset]
+    {
+        guard limit > 0 else { throw CatalogError(.invalidArgument, "A page of assets needs a limit above 0") }
+        let page = try assetPage(query, after: after?.rawValue ?? 0, limit: limit)
+        let names = try archiveNames(Set(page.compactMap(\.archive)))
+        return page.map { ListedAsset(record: $0, archiveName: $0.archive.flatMap { names[$0] }) }
+    }
+
     /// `record` with the name of its archive when it is a member: what `assetcat show` prints.
     public func listed(_ record: AssetRecord) throws -> ListedAsset {
         let names = try archiveNames(Set(record.archive.map { [$0] } ?? []))

@@ -130,6 +130,8 @@ public struct AssetQuery: Sendable, Hashable {
     public var kind: String?
     /// Only assets stored this way.
     public var storage: Storage?
+    /// Only the members of this archive asset (an archive's members are listed with it).
+    public var archive: AssetID?
 
     /// Only assets with this tag: the first of ``tags`` (set: ``tags`` is just it, or
     /// empty for `nil`).
@@ -138,18 +140,23 @@ public struct AssetQuery: Sendable, Hashable {
         set { tags = newValue.map { [$0] } ?? [] }
     }
 
-    /// The assets with `tag` (all when `nil`), of `kind` and stored as `storage`.
-    public init(tag: String? = nil, kind: String? = nil, storage: Storage? = nil) {
-        self.init(tags: tag.map { [$0] } ?? [], kind: kind, storage: storage)
+    /// The assets with `tag` (all when `nil`), of `kind`, stored as `storage`, and members
+    /// of `archive`.
+    public init(tag: String? = nil, kind: String? = nil, storage: Storage? = nil, archive: AssetID? = nil) {
+        self.init(tags: tag.map { [$0] } ?? [], kind: kind, storage: storage, archive: archive)
     }
 
-    /// The assets with every tag of `tags` and none of `excludingTags`, of `kind` and stored
-    /// as `storage`. A tag both asked for and excluded matches nothing.
-    public init(tags: [String], excludingTags: [String] = [], kind: String? = nil, storage: Storage? = nil) {
+    /// The assets with every tag of `tags` and none of `excludingTags`, of `kind`, stored as
+    /// `storage`, and members of `archive`. A tag both asked for and excluded matches nothing.
+    public init(
+        tags: [String], excludingTags: [String] = [], kind: String? = nil, storage: Storage? = nil,
+        archive: AssetID? = nil
+    ) {
         self.tags = tags
         self.excludingTags = excludingTags
         self.kind = kind
         self.storage = storage
+        self.archive = archive
     }
 
     /// The query in the store: each tag through the index of ``AssetTag``, in
@@ -160,6 +167,9 @@ public struct AssetQuery: Sendable, Hashable {
         for tag in excludingTags { p = p && !AssetTag.tagged(tag) }
         if let kind { p = p && \.kind == kind }
         if let storage { p = p && \.storage == storage }
+        if let archive {
+            p = p && \Asset.archive == ManagedObjectID(entityName: Asset.entityName, rowID: archive.rawValue)
+        }
         return p
     }
 
@@ -168,6 +178,7 @@ public struct AssetQuery: Sendable, Hashable {
         let recordTags = Set(record.tags)
         return tags.allSatisfy(recordTags.contains) && !excludingTags.contains(where: recordTags.contains)
             && kind.map { $0 == record.kind } ?? true && storage.map { $0 == record.storage } ?? true
+            && archive.map { $0 == record.archive } ?? true
     }
 }
 

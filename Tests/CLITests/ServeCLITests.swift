@@ -1,0 +1,112 @@
+import AssetCatalogTestSupport
+import Foundation
+import TestScratch
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("assetcat serve")
+struct ServeCLITests {
+    /// `GET path` from 127.0.0.1:`port` over a plain socket, with `headers`: the whole response.
+    static func get(port: Int, _ path: String, headers: [String] = []) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0, "connect: errno \(errno)")
+        let request =
+            (["GET \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Connection: close"] + headers)
+            .joined(separator: "\r\n") + "\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        var response = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            response.append(contentsOf: buffer[0..<count])
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    /// Starts `assetcat serve ARGUMENTS` on the test's catalog; returns it and the first line
+    /// it printed.
+    static func start(_ t: TestCatalog, _ arguments: [String]) throws -> (ChildProcess, String) {
+        let child = try ChildProcess(
+            TestCatalog.executable().path, ["serve", "--catalog", t.root.path] + arguments,
+            environment: ["ASSETCAT_CATALOG": nil])
+        let out = child.stdout(within: 120) { $0.contains(UInt8(ascii: "\n")) } ?? Data()
+        let line = String(decoding: out, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        return (child, line)
+    }
+
+    @Test("serve --port 0 prints its URL first, answers, and exits 0 on SIGTERM")
+    func servesAndStops() async throws {
+        let t = try TestCatalog()
+        try #require(try await t.run(["init", t.root.path]).status == 0)
+        let path = try t.file("notes.txt", "hello\n")
+        try #require(try await t.run(["add", path]).status == 0)
+        let (child, line) = try Self.start(t, ["--port", "0"])
+        let url = try #require(URL(string: line), "first line: \(line)")
+        #expect(line.hasPrefix("http://127.0.0.1:"))
+        #expect(line.hasSuffix("/"))
+        let port = try #require(url.port)
+        #expect(port > 0)
+        let page = try await offThePool { try Self.get(port: port, "/") }
+        #expect(page.hasPrefix("HTTP/1.1 200 OK"))
+        #expect(page.contains(">notes.txt</a>"))
+        child.signal(SIGTERM)
+        let outcome = try await child.finish(within: 60)
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+        #expect(outcome.stdoutText == line + "\n")
+    }
+
+    @Test("serve --host 0.0.0.0 without --token generates one, prints it once, and requires it")
+    func generatesToken() async throws {
+        let t = try TestCatalog()
+        try #require(try await t.run(["init", t.root.path]).status == 0)
+        let (child, line) = try Self.start(t, ["--host", "0.0.0.0", "--port", "0"])
+        let components = try #require(URLComponents(string: line), "first line: \(line)")
+        #expect(components.host == "0.0.0.0")
+        let token = try #require(components.queryItems?.first { $0.name == "token" }?.value)
+        #expect(token.count == 64)
+        let port = try #require(components.port)
+        let refused = try await offThePool { try Self.get(port: port, "/") }
+        #expect(refused.hasPrefix("HTTP/1.1 401 Unauthorized"))
+        let accepted = try await offThePool {
+            try Self.get(port: port, "/", headers: ["Authorization: Bearer \(token)"])
+        }
+        #expect(accepted.hasPrefix("HTTP/1.1 200 OK"))
+        child.signal(SIGINT)
+        let outcome = try await child.finish(within: 60)
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+        #expect(outcome.stdoutText.components(separatedBy: token).count - 1 == 1)
+        #expect(!outcome.stderrText.contains(token))
+        #expect(
+            outcome.stderrText.contains(
+                "note: 0.0.0.0 is not loopback: requests need the token generated in the URL above"))
+    }
+
+    @Test("serve refuses a bad token or port in one line")
+    func refusesBadOptions() async throws {
+        let t = try TestCatalog()
+        try #require(try await t.run(["init", t.root.path]).status == 0)
+        let token = try await t.run(["serve", "--token", "a b"])
+        #expect(token.status == 1)
+        #expect(
+            token.stderr
+                == "assetcat: Invalid token: use 1 to 256 letters, digits, '-', '.', '_' or '~' (it goes in a URL)\n")
+        let port = try await t.run(["serve", "--port", "70000"])
+        #expect(port.status == 1)
+        #expect(port.stderr == "assetcat: Invalid port 70000: use 0 to 65535 (0: any free port)\n")
+    }
+}
