@@ -209,6 +209,27 @@ extension Pages {
         return stream(id, size: size, headers: [.contentType: type, .contentDisposition: "inline"])
     }
 
+    /// `/assets/ID/thumbnail`: the WebP the asset's `thumbnail` job made
+    /// (`Catalog.thumbnailURL(of:)`), read whole — a few kilobytes; a file over
+    /// ``maximumThumbnailBytes`` in its place is not served.
+    func thumbnail(_ id: AssetID) async throws -> Response {
+        let bytes = try await blocking { [catalog] () -> Data? in
+            guard let url = try catalog.thumbnailURL(of: id), let file = FileHandle(forReadingAtPath: url.path) else {
+                return nil
+            }
+            defer { try? file.close() }
+            let bytes = try file.read(upToCount: Self.maximumThumbnailBytes + 1) ?? Data()
+            return bytes.count <= Self.maximumThumbnailBytes ? bytes : nil
+        }
+        guard let bytes else { throw PageError(.notFound, "No thumbnail: this asset has none (yet).") }
+        return Response(
+            status: .ok, headers: [.contentType: "image/webp", .contentDisposition: "inline"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The most bytes a thumbnail is served with (they are a few kilobytes).
+    static let maximumThumbnailBytes = 1 << 20
+
     // MARK: - Download
 
     /// `/assets/ID/download`: the asset's bytes as an attachment, streamed through the catalog

@@ -122,15 +122,19 @@ extension Pages {
             """
     }
 
-    /// One asset's row. (A thumbnail goes in its name cell, before the link, as an `<img>`
-    /// of the asset's own address: `img-src 'self'` allows it.)
+    /// One asset's row: its thumbnail (an image whose `thumbnail` job made one; an empty
+    /// frame otherwise) before its name.
     func row(_ asset: ListedAsset) -> HTML {
         let record = asset.record
         let id = record.id.rawValue
+        let thumbnail: HTML =
+            record.thumbnail == nil
+            ? "<span class=\"thumb\"></span>"
+            : "<img class=\"thumb\" src=\"\(Self.assetPath(record.id))/thumbnail\" alt=\"\" loading=\"lazy\">"
         return """
             <tr id="asset-\(id)">
             <td class="select"><input type="checkbox" name="id" value="\(id)" aria-label="Select \(asset.location)"></td>
-            <td class="name"><a href="\(Self.assetPath(record.id))">\(asset.location)</a></td>
+            <td class="name">\(thumbnail)<a href="\(Self.assetPath(record.id))">\(asset.location)</a></td>
             <td><span class="kind">\(record.kind)</span></td>
             <td class="num">\(Self.bytes(record.size))</td>
             <td class="tags">\(record.tags.map { tag -> HTML in "<span class=\"tag\">\(tag)</span>" })</td>

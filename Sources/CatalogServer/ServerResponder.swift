@@ -159,6 +159,10 @@ struct ServerResponder: HTTPResponder {
                 try readOnly()
                 _ = try fields([])
                 return try await pages.preview(id)
+            case "thumbnail":
+                try readOnly()
+                _ = try fields([])
+                return try await pages.thumbnail(id)
             case "download":
                 try readOnly()
                 _ = try fields([])

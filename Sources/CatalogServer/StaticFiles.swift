@@ -62,6 +62,10 @@ enum StaticFiles {
         thead th { font-size: 13px; color: var(--muted); font-weight: 600; background: var(--soft); }
         tbody tr:hover { background: #fafbfd; }
         td.name { overflow-wrap: anywhere; }
+        .thumb {
+          display: inline-block; width: 48px; height: 48px; margin-right: 10px; vertical-align: middle;
+          object-fit: contain; border-radius: 4px; background: var(--soft); border: 1px solid var(--line);
+        }
         .num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
         .date { white-space: nowrap; color: var(--muted); font-variant-numeric: tabular-nums; }
         .select { width: 28px; }

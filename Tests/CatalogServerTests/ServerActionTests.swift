@@ -45,11 +45,11 @@ struct ServerActionTests {
     @Test("A deletion commits, then the file is gone, and the asset's queued job is cancelled")
     func deleteRemovesFileAfterCommit() async throws {
         let f = try await ServerFixture.make()
-        // An image added without running its jobs: its metadata job waits in the queue.
+        // An image added without running its jobs: its metadata and thumbnail jobs wait in the queue.
         let path = try f.t.file("blue.png", Data(contentsOf: testAssets.appending(path: "demo/photos/blue.png")))
         let blue = try #require(try await f.catalog.add([path]).added.first)
         let queued = try f.catalog.jobs.list(asset: blue.id)
-        #expect(queued.map(\.state) == [.queued])
+        #expect(queued.map(\.state) == [.queued, .queued])
         #expect(f.t.hasObject(blue.sha256))
         try await f.test { client in
             let confirm = try await client.execute(uri: "/assets/\(blue.id)/delete", method: .get)
@@ -70,7 +70,7 @@ struct ServerActionTests {
                 uri: "/assets/\(f.archive.id)/delete", method: .post, headers: formHeaders, body: f.form([]))
             #expect(archive.text.contains("Deleted sample.tar and its 6 members; 1 file removed"))
         }
-        #expect(try f.catalog.jobs.list(asset: blue.id).map(\.state) == [.cancelled])
+        #expect(try f.catalog.jobs.list(asset: blue.id).map(\.state) == [.cancelled, .cancelled])
         #expect(throws: CatalogError.self) { try f.catalog.asset(blue.id) }
         #expect(try f.catalog.assets(AssetQuery(archive: f.archive.id)).isEmpty)
     }

@@ -43,6 +43,29 @@ struct ServerPageTests {
         }
     }
 
+    @Test("An image's thumbnail is on its row and served as WebP; an asset without one has a 404")
+    func thumbnails() async throws {
+        let f = try await ServerFixture.make()
+        let image = f.image.id.rawValue
+        let notes = f.notes.id.rawValue
+        try await f.test { client in
+            let list = try await client.execute(uri: "/", method: .get)
+            #expect(
+                list.text.contains(
+                    "<img class=\"thumb\" src=\"/assets/\(image)/thumbnail\" alt=\"\" loading=\"lazy\"><a href=\"/assets/\(image)\">"
+                ))
+            #expect(list.text.contains("<span class=\"thumb\"></span><a href=\"/assets/\(notes)\">"))
+            let served = try await client.execute(uri: "/assets/\(image)/thumbnail", method: .get)
+            #expect(served.status == .ok)
+            #expect(served.header("Content-Type") == "image/webp")
+            let file = try #require(try f.catalog.thumbnailURL(of: f.image.id))
+            #expect(Data(served.body.readableBytesView) == (try Data(contentsOf: file)))
+            let none = try await client.execute(uri: "/assets/\(notes)/thumbnail", method: .get)
+            #expect(none.status == .notFound)
+            #expect(none.text.contains("No thumbnail: this asset has none (yet)."))
+        }
+    }
+
     @Test("A search's syntax error is its one line, with its column, in a 400 page")
     func searchSyntaxError() async throws {
         let f = try await ServerFixture.make()
@@ -116,7 +139,7 @@ struct ServerPageTests {
             let page = try await client.execute(uri: "/jobs", method: .get)
             #expect(page.status == .ok)
             #expect(page.text.contains("<h2>Running <span class=\"count\">0</span></h2>"))
-            #expect(page.text.contains("<h2>Queued <span class=\"count\">1</span></h2>"))
+            #expect(page.text.contains("<h2>Queued <span class=\"count\">2</span></h2>"))  // metadata, thumbnail
             #expect(
                 page.text.contains(
                     "<tr><td class=\"num\">\(job.id)</td><td>\(job.kind)</td><td><a href=\"/assets/\(blue.id)\">\(blue.id)</a></td>"
