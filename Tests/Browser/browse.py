@@ -244,7 +244,8 @@ def main():
         check(not notes.exists(), "the file is gone once the deletion has committed")
         shot(driver, "07-deleted")
 
-        # Another process adds an image and leaves its job queued: the next load shows both.
+        # Another process adds an image and leaves its jobs (metadata, thumbnail) queued: the next
+        # load shows them.
         shutil.copy(ROOT / "TestAssets" / "demo" / "photos" / "blue.png", work / "queued.png")
         subprocess.run([tool, "add", "--catalog", str(catalog), "--queue-only", str(work / "queued.png")],
                        check=True, capture_output=True)
@@ -252,7 +253,8 @@ def main():
         check(driver.find_element(By.TAG_NAME, "h1").text == "Jobs", "the jobs page")
         check("<th>" not in driver.find_element(By.TAG_NAME, "body").text, "no markup shows as text")
         queued = driver.find_elements(By.CSS_SELECTOR, "#queued tbody tr")
-        check(len(queued) == 1 and "queued" in queued[0].text, f"the queued job is listed: {[q.text for q in queued]}")
+        check(len(queued) == 2 and all("queued" in q.text for q in queued),
+              f"the queued jobs are listed: {[q.text for q in queued]}")
         shot(driver, "08-jobs")
 
         # Back to the list: 8 assets; a GET of the deletion's address only asks.
