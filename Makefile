@@ -35,12 +35,14 @@ demo-persistence: build
 # The build fails on a compiler warning in Sources/ or Tests/ (Scripts/build-without-warnings.sh).
 # Then the Swift tests, then `assetcat serve` in headless Chromium (Tests/Browser/browse.py).
 test: deps
+	./Scripts/install-browser.sh --background
 	./Scripts/build-without-warnings.sh $(SWIFT) build --build-tests
 	./Scripts/with-postgres.sh $(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory test-browser
 
 # The browser test alone, with the assetcat of the last build: screenshots in .build/browser-screenshots/.
 test-browser:
+	./Scripts/install-browser.sh --wait
 	ASSETCAT="$$($(SWIFT) build --show-bin-path)/assetcat" python3 Tests/Browser/browse.py
 
 # The whole suite under AddressSanitizer, then ThreadSanitizer; fails on any report.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the system packages the build and the tests need, if missing, bagit-python, and
-# selenium (the browser test drives Debian's chromium through chromium-driver).
+# Installs the system packages the build and the tests need, if missing, and bagit-python.
+# (The browser test's own, chromium and selenium: Scripts/install-browser.sh.)
 # Safe to run repeatedly: it only calls apt-get or pip when something is absent.
 set -euo pipefail
 needed=(libsqlite3-dev libarchive-dev libssl-dev libvips-dev openssl libarchive-tools zstd xz-utils python3 time
-    unzip chromium chromium-driver)
+    unzip)
 missing=()
 for p in "${needed[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,5 +19,3 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # bagit-python, the reference BagIt implementation the bundle interoperability tests run.
 python3 -c 'import bagit' 2>/dev/null || python3 -m pip install --quiet bagit==1.9.0
-# selenium, which drives chromium in the browser test (Tests/Browser/browse.py).
-python3 -c 'import selenium' 2>/dev/null || python3 -m pip install --quiet selenium==4.51.0
