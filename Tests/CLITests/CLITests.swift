@@ -192,7 +192,7 @@ import Testing
     #expect(
         try await t.run(["jobs"]).stdout == """
                  ID  KIND              ASSET  STATE       PROGRESS  ATTEMPTS  ERROR
-                  1  metadata              1  queued            0%         0  \n
+                  1  metadata              1  queued            0%         0 \u{20}
                   2  thumbnail             1  queued            0%         0  \n
             """)
     #expect(try await t.run(["jobs", "cancel", "1"]).stdout == "1  metadata  asset 1  cancelled\n")
