@@ -91,8 +91,8 @@ public enum Thumbnailer {
     public static func make(fromDescriptor descriptor: Int32, side: Int = defaultSide) throws(ThumbnailError)
         -> Thumbnail
     {
-        try lock.withLock { _ throws(ThumbnailError) in
-            try started.get()
+        try libvips.withLock { start throws(ThumbnailError) in
+            try Self.started(&start).get()
             defer { vips_error_clear() }
             let format = try format(of: descriptor)
             let header = try header(of: descriptor, format)
@@ -194,14 +194,19 @@ public enum Thumbnailer {
 
     // MARK: - libvips, once
 
-    private static let lock = Locked(())
+    /// How libvips's start went (`nil` until the first thumbnail), behind the lock that makes
+    /// thumbnails one at a time. (A lock of a value, not of `()`: ThreadSanitizer takes an
+    /// access to a zero-sized value for one to the lock beside it.)
+    private static let libvips = Locked<Result<Void, ThumbnailError>?>(nil)
 
     /// libvips started, once for the process.
-    private static let started: Result<Void, ThumbnailError> = {
-        guard cvips_start() == 0 else {
-            return .failure(
-                ThumbnailError(.unsupported, "libvips could not start: \(String(cString: vips_error_buffer()))"))
-        }
-        return .success(())
-    }()
+    private static func started(_ start: inout Result<Void, ThumbnailError>?) -> Result<Void, ThumbnailError> {
+        if let start { return start }
+        let result: Result<Void, ThumbnailError> =
+            cvips_start() == 0
+            ? .success(())
+            : .failure(ThumbnailError(.unsupported, "libvips could not start: \(String(cString: vips_error_buffer()))"))
+        start = result
+        return result
+    }
 }
