@@ -27,8 +27,9 @@ install() {
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+    # One apt at a time: Scripts/with-postgres.sh may install PostgreSQL meanwhile (same lock).
+    $sudo flock /tmp/assetcat-apt.lock apt-get update -qq
+    $sudo flock /tmp/assetcat-apt.lock apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
     python3 -c 'import selenium' 2>/dev/null || python3 -m pip install --quiet selenium==4.51.0
 }
 

@@ -31,9 +31,11 @@ bin=$(find_bin)
 if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
     echo "installing: postgresql" >&2
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
+    # One apt at a time: `make test` may be installing the browser test's packages in the
+    # background (Scripts/install-browser.sh takes the same lock).
+    $sudo flock /tmp/assetcat-apt.lock apt-get update -qq
     # Debian's postgresql-common would start a cluster of its own: it is stopped below.
-    $sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+    $sudo flock /tmp/assetcat-apt.lock apt-get install -y -qq --no-install-recommends postgresql >/dev/null
     bin=$(find_bin)
     # Only the binaries are wanted: a system cluster the package started is not ours.
     if command -v pg_ctlcluster >/dev/null && [ -n "$(pg_lsclusters -h 2>/dev/null)" ]; then
