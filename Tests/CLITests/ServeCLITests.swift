@@ -11,19 +11,8 @@ import Testing
 struct ServeCLITests {
     /// `GET path` from 127.0.0.1:`port` over a plain socket, with `headers`: the whole response.
     static func get(port: Int, _ path: String, headers: [String] = []) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(fd >= 0)
+        let fd = try LoopbackSocket.connect(port: port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        try #require(connected == 0, "connect: errno \(errno)")
         let request =
             (["GET \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Connection: close"] + headers)
             .joined(separator: "\r\n") + "\r\n\r\n"

@@ -6,6 +6,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import TestScratch
 import Testing
 
 @testable import CatalogServer
@@ -174,20 +175,9 @@ struct ServerActionTests {
     /// POSTs a form to 127.0.0.1:`port`, reads the response's head and a little of its body,
     /// then closes the connection; returns what it read.
     static func postAndLeave(port: Int, path: String, body: String) throws -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // A small receive buffer: the server's writes soon wait on this client.
+        let fd = try LoopbackSocket.connect(port: port, receiveBuffer: 4096)
         defer { close(fd) }
-        var size: Int32 = 4096
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        try #require(connected == 0, "connect: errno \(errno)")
         let request =
             "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
             + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
