@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Locking
 @_spi(Testing) import Persistence
 import Synchronization
 import TestScratch
@@ -105,6 +106,25 @@ final class Flaky: JobProcessor {
         #expect(summary.succeeded == 50)
         #expect(try catalog.jobs.list([.queued, .running]).isEmpty)
         #expect(try catalog.jobs.list([.succeeded]).count == 50)
+    }
+
+    /// When `runUntilIdle` returns, its caller has heard of every job it ran: the progress
+    /// callback of a job's end (slow here, as drawing a bar on a busy terminal can be) comes
+    /// before the run stops counting as running.
+    @Test func runUntilIdleReturnsOnlyOnceItsCallerHeardOfEveryEnd() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        let assets = try await catalog.add((0..<3).map { try t.file("q\($0)", "quick \($0)") }).added
+        catalog.jobs.register(Stepper(log: StepLog(), steps: 1, stepDuration: .zero), as: "quick")
+        let ids = try catalog.jobs.submit(["quick"], for: assets.map(\.id))
+        let heard = Locked<Set<Int64>>([])
+        let summary = try await catalog.jobs.runUntilIdle(jobs: ids.map { $0...$0 }) { job in
+            guard job.state == .succeeded else { return }
+            Thread.sleep(forTimeInterval: 0.2)
+            heard.withLock { _ = $0.insert(job.id) }
+        }
+        #expect(summary.succeeded == 3)
+        #expect(heard.withLock { $0 } == Set(ids))
     }
 
     @Test func deletingAnAssetStopsItsRunningJobPromptlyAndNoResultLands() async throws {

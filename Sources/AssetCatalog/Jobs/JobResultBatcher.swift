@@ -109,14 +109,17 @@ final class JobResultBatcher: Sendable {
                     }
                 }
             }
+            // Reported before the runs stop being `running`, as a run that fails is: the caller
+            // of a `runUntilIdle` has heard of every job it ran when it returns (a progress
+            // bar drawn after the command's last line would be out of place).
+            for (r, final) in zip(group, finals) {
+                if let final { kinds.publish(final, progress: r.progress) }
+            }
             runs.state.withLock { s in
                 for r in group + dropped where s.running[r.job.id]?.token == r.token { s.running[r.job.id] = nil }
                 s.resultsSincePace += group.count
             }
             if !group.isEmpty { metrics.resultsCommitted() }
-            for (r, final) in zip(group, finals) {
-                if let final { kinds.publish(final, progress: r.progress) }
-            }
             runs.state.withLock { $0.tasksInFlight -= group.count + dropped.count }
             sleep.wake()
         }
