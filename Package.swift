@@ -167,7 +167,6 @@ let package = Package(
             dependencies: [
                 "CatalogServer", "AssetCatalog", "AssetCatalogTestSupport", "BagIt", "TestScratch",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

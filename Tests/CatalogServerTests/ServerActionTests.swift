@@ -4,7 +4,6 @@ import BagIt
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import NIOCore
 import TestScratch
 import Testing
@@ -151,8 +150,8 @@ struct ServerActionTests {
         let path = try f.t.file("big.bin", Data((0..<(16 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }))
         let big = try #require(try await f.catalog.add([path]).added.first)
         let body = "id=\(big.id)&csrf=\(f.server.csrfToken)"
-        try await f.server.application().test(.live) { client in
-            let port = try #require(client.port)
+        try await f.server.withLiveClient { client in
+            let port = client.port
             let head = try await blockingOff {
                 try Self.postAndLeave(port: port, path: "/export", body: body)
             }

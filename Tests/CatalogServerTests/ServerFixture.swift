@@ -3,7 +3,6 @@ import AssetCatalogTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Testing
 
 @testable import CatalogServer
@@ -63,9 +62,9 @@ struct ServerFixture {
             hello: try #require(added.first { $0.member == "sample/hello.txt" }))
     }
 
-    /// Runs `body` with a client of the server (through its router: no socket).
-    func test<Value: Sendable>(_ body: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
-        try await server.application().test(.router, body)
+    /// Runs `body` with a client of the server, which listens on a free port meanwhile.
+    func test<Value: Sendable>(_ body: @Sendable (LiveClient) async throws -> Value) async throws -> Value {
+        try await server.withLiveClient(body)
     }
 
     /// A form's body: the fields, and the server's CSRF token unless `csrf` says otherwise.

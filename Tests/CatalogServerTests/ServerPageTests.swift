@@ -3,7 +3,6 @@ import AssetCatalogTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Testing
 
 @testable import CatalogServer
@@ -22,7 +21,7 @@ struct ServerPageTests {
         let paths = try (1...120).map { try t.file(String(format: "f%03d.txt", $0), "file \($0)\n") }
         let ids = try await catalog.add(paths).added.map(\.id.rawValue).sorted()
         let server = try CatalogServer(catalog: catalog, configuration: .init(port: 0))
-        try await server.application().test(.router) { client in
+        try await server.withLiveClient { client in
             let first = try await client.execute(uri: "/", method: .get)
             #expect(Self.rowIDs(first.text) == Array(ids[0..<50]))
             #expect(first.text.contains("<a class=\"button\" id=\"next\" href=\"/?after=\(ids[49])\">Next page →</a>"))

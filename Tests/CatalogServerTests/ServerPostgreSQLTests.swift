@@ -2,7 +2,6 @@ import AssetCatalogTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import TestScratch
 import Testing
 
@@ -26,7 +25,7 @@ struct ServerPostgreSQLTests {
         let other = try Catalog(root: t.root, options: .init(), creating: false, store: (location, identity))
         defer { other.close() }
         let server = try CatalogServer(catalog: catalog, configuration: .init(port: 0))
-        try await server.application().test(.live) { client in
+        try await server.withLiveClient { client in
             let before = try await client.execute(uri: "/", method: .get)
             #expect(before.text.contains(">first.txt</a>"))
             #expect(!before.text.contains("second.txt"))

@@ -3,7 +3,6 @@ import AssetCatalogTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Testing
 
 @testable import CatalogServer
