@@ -145,6 +145,38 @@ import Testing
         #expect(all == ["lighthouse.txt", "a.txt"])
     }
 
+    /// Pages of more matches than are ranked, in ID order, whether the page is among the
+    /// matches the ranking probe read (taken by ID) or past them (read from the index again):
+    /// the same assets either way, with the query's filters kept, and `hasMore` right.
+    @Test(arguments: Store.allCases) func pagesOfUnrankedMatchesAreTheSameFromTheProbeOrTheIndex(_ store: Store)
+        async throws
+    {
+        let made = try Made(store)
+        let catalog = made.catalog
+        defer { catalog.close() }
+        let paths = try (0..<9).map { try made.t.file("lighthouse-\($0).txt", "light \($0)\n") }
+        let added = try await catalog.addAndRunJobs(paths)
+        let odd = added.filter { $0.name.dropLast(4).last.map { Int(String($0))! % 2 == 1 } ?? false }
+        _ = try catalog.tag(odd.map(\.id), adding: ["odd"])
+        for (text, expected) in [
+            ("lighthouse", added.sorted { $0.id < $1.id }.map(\.name)),
+            ("lighthouse -tag:odd", added.filter { !odd.contains($0) }.sorted { $0.id < $1.id }.map(\.name)),
+        ] {
+            let query = try SearchQuery(parsing: text)
+            for limit in 1...3 {
+                for offset in 0...expected.count {
+                    // Ranking at most 3: the probe reads 4 matches; a page of offset + limit + 1 ≤ 4
+                    // comes from them.
+                    let page = try catalog.search(query, limit: limit, offset: offset, rankingAtMost: 3)
+                    let want = Array(expected.dropFirst(offset).prefix(limit))
+                    #expect(!page.isRanked, "\(text) \(limit) \(offset)")
+                    #expect(page.assets.map(\.record.name) == want, "\(text) limit \(limit) offset \(offset)")
+                    #expect(page.hasMore == (offset + limit < expected.count), "\(text) \(limit) \(offset)")
+                }
+            }
+        }
+    }
+
     /// A save that fails after every write ran (the store's test hook fails its commit) leaves
     /// the index as it was: the words of a tag it added are not found, a removal it made
     /// leaves the asset found.

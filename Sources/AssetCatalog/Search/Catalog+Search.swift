@@ -48,9 +48,19 @@ extension Catalog {
                 guard let predicate = try searchPredicate(query, context) else {
                     return SearchPage(assets: [], isRanked: false, hasMore: false)
                 }
-                let ranked = try ranks(query, predicate, context, atMost: rankLimit)
-                let request = FetchRequest<Asset>(
-                    predicate: predicate, sortBy: [ranked ? .relevance : .objectID()], limit: limit + 1, offset: offset)
+                let probe = try probe(query, predicate, context, atMost: rankLimit)
+                let ranked = probe.map { $0.count <= rankLimit } ?? false
+                let request: FetchRequest<Asset>
+                if let probe, !ranked, offset + limit + 1 <= probe.count {
+                    // Too many to rank, and the page is among the first matches the probe
+                    // read, in ID order: its assets by ID, without walking the index again.
+                    let ids = Array(probe[offset..<(offset + limit + 1)])
+                    request = FetchRequest<Asset>(predicate: .objectIDs(ids), sortBy: [.objectID()])
+                } else {
+                    request = FetchRequest<Asset>(
+                        predicate: predicate, sortBy: [ranked ? .relevance : .objectID()], limit: limit + 1,
+                        offset: offset)
+                }
                 let records = try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))
                 let page = Array(records.prefix(limit))
                 let names = try archiveNames(Set(page.compactMap(\.archive)))
@@ -69,7 +79,8 @@ extension Catalog {
         let start = try storeErrors {
             try withContext { context -> (FetchPredicate<Asset>, Bool)? in
                 guard let predicate = try searchPredicate(query, context) else { return nil }
-                return (predicate, try ranks(query, predicate, context, atMost: Self.rankedSearchLimit))
+                let probe = try probe(query, predicate, context, atMost: Self.rankedSearchLimit)
+                return (predicate, probe.map { $0.count <= Self.rankedSearchLimit } ?? false)
             }
         }
         guard let (predicate, ranked) = start else { return }
@@ -97,14 +108,14 @@ extension Catalog {
         }
     }
 
-    /// Whether `query`'s matches are ranked: it has words, and at most `limit` assets match
-    /// (counted up to one more, by the index).
-    private func ranks(
+    /// The first `limit` + 1 matches of `query`, in ID order, when it has words (`nil` when
+    /// it has none: it is never ranked). At most `limit` of them: the matches are ranked.
+    private func probe(
         _ query: SearchQuery, _ predicate: FetchPredicate<Asset>, _ context: ManagedObjectContext, atMost limit: Int
-    ) throws -> Bool {
-        guard query.hasFullText else { return false }
-        let probe = FetchRequest<Asset>(predicate: predicate, sortBy: [.objectID()], limit: limit + 1)
-        return try context.fetchObjectIDs(probe).count <= limit
+    ) throws -> [ManagedObjectID]? {
+        guard query.hasFullText else { return nil }
+        return try context.fetchObjectIDs(
+            FetchRequest<Asset>(predicate: predicate, sortBy: [.objectID()], limit: limit + 1))
     }
 
     /// The store's predicate of `query`; `nil` when it can match nothing (an archive name no
