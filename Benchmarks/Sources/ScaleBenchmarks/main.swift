@@ -36,6 +36,10 @@
 //   ls --sort            every asset by name, size and date added, to /dev/null, beside `ls` by ID
 //                        (pages through an index each). Bar: ≤ 1.5×, < 200 MB; and `ls --sort
 //                        size | head -c 1`, bar ≤ 50 ms at 10M.
+//   serve                `assetcat serve --port 0` on each catalog: curl's time_total of each page
+//                        (warm, median), the list's first page and one from its middle, three
+//                        search pages and an asset's page, beside the same page of the small
+//                        catalog's server; and the large server's peak RSS. Bar: ≤ 200 ms at 10M.
 //   export --tag         the 1,000 tagged files into a .tar bundle, beside `tar` of the same files
 //                        plus `openssl dgst -sha256` of them (what a bag's manifest costs).
 //   add                  `add --reference --recursive` of --files tiny files (default 100,000; the
@@ -124,7 +128,7 @@ var heavyRepeats = 3
 var work = "/tmp"
 var markdownFile: String?
 var store: String?
-let sections: Set<String> = ["one-asset", "stats", "ls", "sort", "search", "export", "add", "rm"]
+let sections: Set<String> = ["one-asset", "stats", "ls", "sort", "search", "serve", "export", "add", "rm"]
 var only = sections
 
 /// Whether the run includes `section` (`--only`).
@@ -188,8 +192,8 @@ if store != nil {
     // The stores' URLs (with their password) are kept per catalog under XDG_CONFIG_HOME: here,
     // for this run's children, never in the user's own configuration.
     setenv("XDG_CONFIG_HOME", base + "/config", 1)
-    let kept = only.intersection(["one-asset", "stats", "search"])
-    if kept != only { say("on PostgreSQL: only the one-asset, stats and search sections run") }
+    let kept = only.intersection(["one-asset", "stats", "search", "serve"])
+    if kept != only { say("on PostgreSQL: only the one-asset, stats, search and serve sections run") }
     only = kept
 }
 let sampleZip = repositoryRoot + "/TestAssets/archives/sample.zip"
@@ -204,9 +208,11 @@ func shell(_ script: String, timed: Bool = true, stdout: String = "/dev/null") -
     children.shell(script, timed: timed, stdout: stdout)
 }
 
-@MainActor func output(_ args: [String], binary: String? = nil) -> String {
+@MainActor func output(_ args: [String], binary: String? = nil, shellScript: String? = nil) -> String {
     let file = base + "/output.txt"
-    if let binary {
+    if let shellScript {
+        shell(shellScript, timed: false, stdout: file)
+    } else if let binary {
         children.spawn(binary, args, stdout: file, timed: false)
     } else {
         run(args, stdout: file, timed: false)
@@ -532,6 +538,104 @@ if wanted("search") {
                     baseline: median(reals), baselineName: largeSchema == nil ? "sqlite3" : "psql",
                     bar: "≤ 1.5×"))
         }
+    }
+}
+
+// MARK: 3d. serve: the pages of `assetcat serve` on the large catalog beside the small one
+
+/// A server of `catalog` (`assetcat serve --port 0`) while `body` runs: its base URL (no
+/// token: loopback), and afterwards its peak resident memory, in KiB.
+@MainActor func withServer(_ catalog: String, _ body: (String) -> Void) -> Int {
+    let out = base + "/serve.out"
+    let pidFile = base + "/serve.pid"
+    // The background job's redirection is made in its own process, after the shell returns:
+    // a file left by the last server would be read as this one's.
+    unlink(out)
+    unlink(pidFile)
+    shell(
+        "\(quoted(assetcat)) serve --catalog \(quoted(catalog)) --port 0 > \(quoted(out)) 2> \(quoted(out)).err & "
+            + "echo $! > \(quoted(pidFile))", timed: false)
+    let deadline = now() + 120
+    var url = ""
+    while url.isEmpty && now() < deadline {
+        let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        if let line = text.split(separator: "\n", omittingEmptySubsequences: false).first, text.contains("\n") {
+            url = String(line)
+        } else {
+            usleep(20_000)
+        }
+    }
+    let pid =
+        Int32(
+            ((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").trimmingCharacters(
+                in: .whitespacesAndNewlines)) ?? 0
+    guard url.hasPrefix("http://"), pid > 0 else { fatalError("serve did not start: \(url)") }
+    body(url.hasSuffix("/") ? String(url.dropLast()) : url)
+    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    let peak =
+        status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+        .flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+    kill(pid, SIGTERM)
+    // The shell's child, not ours: polled, not waited for (a zombie no one reaps has ended).
+    func ended() -> Bool {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        return kill(pid, 0) != 0 || stat.split(separator: ")").last?.hasPrefix(" Z") == true
+    }
+    let stopBy = now() + 60
+    while !ended() && now() < stopBy { usleep(10_000) }
+    return peak
+}
+
+/// The time `curl` takes to fetch `url` whole (its `time_total`: connection to last byte),
+/// failing the run on an HTTP error.
+@MainActor func fetchTime(_ url: String) -> Run {
+    let file = base + "/curl.out"
+    children.spawn(
+        "curl", ["-sS", "-f", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", url], stdout: file, timed: false,
+        mayFail: true)
+    let text = ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: " ")
+    guard text.count == 2, text[0] == "200", let seconds = Double(text[1]) else {
+        let err = (try? String(contentsOfFile: base + "/serve.out.err", encoding: .utf8)) ?? ""
+        let out = (try? String(contentsOfFile: base + "/serve.out", encoding: .utf8)) ?? ""
+        shell("ss -ltnp > \(base)/ss.txt; ps aux | grep '[a]ssetcat serve' >> \(base)/ss.txt || true", timed: false)
+        let ss = (try? String(contentsOfFile: base + "/ss.txt", encoding: .utf8)) ?? ""
+        fatalError("curl \(url): \(children.lastStderr)\nserve printed: \(out)\nserve said: \(err)\n\(ss)")
+    }
+    return Run(seconds: seconds, peakKiB: 0)
+}
+
+if wanted("serve") {
+    say("serve, large catalog beside the small one: a page's time from curl's request to its last byte")
+    let rare = String(assets / 2 + 7)
+    let pages: [(name: String, path: String)] = [
+        ("the first page of the list", "/"),
+        ("a page from the middle of the list", "/?after=\(assets / 2)"),
+        ("a search page: a rare word", "/?q=\(rare)"),
+        ("a search page: a word in every name (first page)", "/?q=file"),
+        ("a search page: a word and a tag facet", "/?q=thousand+tag%3Athousand"),
+        ("an asset's page", "/assets/\(largeIDs.file)"),
+    ]
+    var timesLarge: [Double] = []
+    var timesSmall: [Double] = []
+    let largePeak = withServer(large) { url in
+        for page in pages {
+            _ = fetchTime(url + page.path)  // warm
+            timesLarge.append(median((0..<repeats).map { _ in fetchTime(url + page.path).seconds }))
+        }
+    }
+    _ = withServer(small) { url in
+        for page in pages {
+            let path = page.path.hasPrefix("/assets/") ? "/assets/\(smallIDs.file)" : page.path
+            _ = fetchTime(url + path)
+            timesSmall.append(median((0..<repeats).map { _ in fetchTime(url + path).seconds }))
+        }
+    }
+    for (k, page) in pages.enumerated() {
+        report(
+            Row(
+                name: "serve: \(page.name) (GET \(page.path))", ours: timesLarge[k],
+                oursPeakKiB: k == pages.count - 1 ? largePeak : 0, baseline: timesSmall[k],
+                baselineName: "10 assets", bar: "≤ 200 ms"))
     }
 }
 
