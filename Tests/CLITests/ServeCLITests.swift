@@ -1,3 +1,4 @@
+import AssetCatalog
 import AssetCatalogTestSupport
 import Foundation
 import TestScratch
@@ -83,6 +84,83 @@ struct ServeCLITests {
         #expect(
             outcome.stderrText.contains(
                 "note: 0.0.0.0 is not loopback: requests need the token generated in the URL above"))
+    }
+
+    @Test(
+        "SIGTERM while a deletion from the page is between its commit and its file's removal: the request finishes, the file goes, serve exits 0"
+    )
+    func sigtermDuringADeletion() async throws {
+        let t = try TestCatalog()
+        try #require(try await t.run(["init", t.root.path]).status == 0)
+        let path = try t.file("notes.txt", "hello\n")
+        try #require(try await t.run(["add", path]).status == 0)
+        let objects = t.root.path + "/objects"
+        #expect(Self.files(under: objects, holding: "hello\n").count == 1)
+        let barrier = t.directory.appending(path: "pause-\(UUID().uuidString)").path
+        let child = try ChildProcess(
+            TestCatalog.executable().path, ["serve", "--catalog", t.root.path, "--port", "0"],
+            environment: [
+                "ASSETCAT_CATALOG": nil, "ASSETCAT_FAULT_PAUSE": "after-commit", "ASSETCAT_FAULT_PAUSE_FILE": barrier,
+            ])
+        let out = child.stdout(within: 120) { $0.contains(UInt8(ascii: "\n")) } ?? Data()
+        let line = String(decoding: out, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        let port = try #require(URL(string: line)?.port, "first line: \(line)")
+        let confirm = try await offThePool { try Self.get(port: port, "/assets/1/delete") }
+        let csrf = try #require(confirm.firstMatch(of: /name="csrf" value="([0-9a-f]+)"/)?.1)
+        // The POST waits for its response on a thread of its own; the server stops after the commit.
+        async let posted = offThePool { try Self.post(port: port, "/assets/1/delete", body: "csrf=\(csrf)") }
+        let reached = try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") }
+        #expect(reached, "the deletion never reached its commit")
+        child.signal(SIGTERM)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(Self.isRunning(child.pid), "serve exited with a request in progress")
+        _ = FileManager.default.createFile(atPath: barrier, contents: nil)  // lets the deletion go on
+        let response = try await posted
+        #expect(response.hasPrefix("HTTP/1.1 200 OK"), "\(response.prefix(300))")
+        #expect(response.contains("1 file removed from the catalog's objects/"))
+        let outcome = try await child.finish(within: 60)
+        #expect(outcome.termination == .exited(0), "\(outcome.stderrText)")
+        #expect(Self.files(under: objects, holding: "hello\n") == [])
+        let catalog = try t.open()
+        defer { catalog.close() }
+        #expect(try catalog.stats().assets == 0)
+        #expect(try catalog.stats().pendingRemovals == 0)
+    }
+
+    /// Whether process `pid` runs (neither gone nor a zombie not reaped yet).
+    static func isRunning(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return false }
+        return stat.split(separator: ")").last?.hasPrefix(" Z") == false
+    }
+
+    /// The files under `folder` whose content is `text`, by path relative to it.
+    static func files(under folder: String, holding text: String) -> [String] {
+        let walk = FileManager.default.enumerator(atPath: folder)
+        var found: [String] = []
+        while let path = walk?.nextObject() as? String {
+            if let data = FileManager.default.contents(atPath: folder + "/" + path), data == Data(text.utf8) {
+                found.append(path)
+            }
+        }
+        return found
+    }
+
+    /// `POST path` of a form `body` to 127.0.0.1:`port` over a plain socket: the whole response.
+    static func post(port: Int, _ path: String, body: String) throws -> String {
+        let fd = try LoopbackSocket.connect(port: port)
+        defer { close(fd) }
+        let request =
+            "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+            + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        var response = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            response.append(contentsOf: buffer[0..<count])
+        }
+        return String(decoding: response, as: UTF8.self)
     }
 
     @Test("serve refuses a bad token or port in one line")
