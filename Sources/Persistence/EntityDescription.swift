@@ -91,6 +91,8 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
     /// destination's description may not exist yet when this one is built).
     private let inverseResolvers: [String: @Sendable () -> PropertyDescription?]
     private let inverses = Locked<[String: PropertyDescription]>([:])
+    /// ``resolvedSearchIndex()``, once resolved (every search fetch asks for it).
+    let resolvedSearch = Locked<Result<ResolvedSearchIndex?, PersistenceError>?>(nil)
 
     /// One prototype instance, probed to map key paths to properties.
     private let probe: Locked<Probe>

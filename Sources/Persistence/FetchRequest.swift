@@ -112,7 +112,8 @@ public struct FetchPredicate<Root: ManagedObject>: Sendable {
 
     /// Matches the objects with one of these IDs.
     public static func objectIDs(_ ids: some Sequence<ManagedObjectID>) -> FetchPredicate {
-        FetchPredicate(.rowIDIn(ids.filter { $0.entityName == Root.entityName }.map(\.rowID)))
+        let entityName = Root.entityName  // String(describing:) of the type: once, not per ID
+        return FetchPredicate(.rowIDIn(ids.filter { $0.entityName == entityName }.map(\.rowID)))
     }
 
     /// Matches the objects whose row ID is greater than `id`'s: with a sort by

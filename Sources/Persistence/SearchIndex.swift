@@ -1,3 +1,5 @@
+import Locking
+
 /// A full-text index of an entity's rows (``ManagedObject/searchIndex``), kept by the store in
 /// every transaction that writes them — an object's save, rows inserted or deleted without
 /// objects, a delete rule's cascade, a migration — so that a rollback or a failed save undoes
@@ -184,6 +186,20 @@ extension EntityDescription {
     ///   to-one relationship of the entity, or the fields are not one to four with distinct
     ///   names of letters, digits and `_`.
     package func resolvedSearchIndex() throws -> ResolvedSearchIndex? {
+        if let resolved = resolvedSearch.withLock({ $0 }) { return try resolved.get() }
+        let resolved: Result<ResolvedSearchIndex?, PersistenceError>
+        do {
+            resolved = .success(try resolveSearchIndex())
+        } catch let error as PersistenceError {
+            resolved = .failure(error)
+        } catch {
+            resolved = .failure(PersistenceError(.misuse, "The search index of \(name): \(error)"))
+        }
+        resolvedSearch.withLock { $0 = resolved }
+        return try resolved.get()
+    }
+
+    private func resolveSearchIndex() throws -> ResolvedSearchIndex? {
         guard let index = objectType.searchIndex else { return nil }
         func column(_ keyPath: AnyKeyPath, of entity: EntityDescription) throws -> String {
             guard let property = entity.property(for: keyPath), property.slot != nil else {
