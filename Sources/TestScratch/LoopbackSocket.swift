@@ -1,3 +1,5 @@
+public import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -32,5 +34,30 @@ public enum LoopbackSocket {
             throw Failure(description: "connect to 127.0.0.1:\(port): errno \(error)")
         }
         return fd
+    }
+
+    /// Writes `request` to 127.0.0.1:`port` on a connection of its own, then reads until the
+    /// server closes it: the whole response (a request with `Connection: close`).
+    public static func exchange(_ request: Data, port: Int) throws -> Data {
+        let fd = try connect(port: port)
+        defer { close(fd) }
+        try request.withUnsafeBytes { bytes in
+            var sent = 0
+            while sent < bytes.count {
+                let count = send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { throw Failure(description: "send: errno \(errno)") }
+                sent += count
+            }
+        }
+        var response = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw Failure(description: "recv: errno \(errno)") }
+            if count == 0 { return response }
+            response.append(contentsOf: buffer[0..<count])
+        }
     }
 }

@@ -12,20 +12,10 @@ import Testing
 struct ServeCLITests {
     /// `GET path` from 127.0.0.1:`port` over a plain socket, with `headers`: the whole response.
     static func get(port: Int, _ path: String, headers: [String] = []) throws -> String {
-        let fd = try LoopbackSocket.connect(port: port)
-        defer { close(fd) }
         let request =
             (["GET \(path) HTTP/1.1", "Host: 127.0.0.1:\(port)", "Connection: close"] + headers)
             .joined(separator: "\r\n") + "\r\n\r\n"
-        _ = request.withCString { send(fd, $0, strlen($0), 0) }
-        var response = Data()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            response.append(contentsOf: buffer[0..<count])
-        }
-        return String(decoding: response, as: UTF8.self)
+        return String(decoding: try LoopbackSocket.exchange(Data(request.utf8), port: port), as: UTF8.self)
     }
 
     /// Starts `assetcat serve ARGUMENTS` on the test's catalog; returns it and the first line
@@ -147,20 +137,10 @@ struct ServeCLITests {
 
     /// `POST path` of a form `body` to 127.0.0.1:`port` over a plain socket: the whole response.
     static func post(port: Int, _ path: String, body: String) throws -> String {
-        let fd = try LoopbackSocket.connect(port: port)
-        defer { close(fd) }
         let request =
             "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
             + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
-        _ = request.withCString { send(fd, $0, strlen($0), 0) }
-        var response = Data()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            response.append(contentsOf: buffer[0..<count])
-        }
-        return String(decoding: response, as: UTF8.self)
+        return String(decoding: try LoopbackSocket.exchange(Data(request.utf8), port: port), as: UTF8.self)
     }
 
     @Test("serve refuses a bad token or port in one line")

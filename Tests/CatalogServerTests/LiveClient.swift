@@ -36,31 +36,8 @@ struct LiveClient: Sendable {
         head += ["Connection: close", "Content-Length: \(body?.readableBytes ?? 0)"]
         let request = Data((head.joined(separator: "\r\n") + "\r\n\r\n").utf8) + Data(body?.readableBytesView ?? [])
         let port = self.port
-        let response = try await blockingOff { try Self.exchange(request, port: port) }
+        let response = try await blockingOff { try LoopbackSocket.exchange(request, port: port) }
         return try Self.parse(response)
-    }
-
-    /// Writes `request` to 127.0.0.1:`port` and reads until the server closes the connection.
-    private static func exchange(_ request: Data, port: Int) throws -> Data {
-        let fd = try LoopbackSocket.connect(port: port)
-        defer { close(fd) }
-        try request.withUnsafeBytes { bytes in
-            var sent = 0
-            while sent < bytes.count {
-                let count = send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
-                guard count > 0 else { throw Failure(description: "send: errno \(errno)") }
-                sent += count
-            }
-        }
-        var response = Data()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw Failure(description: "recv: errno \(errno)") }
-            if count == 0 { return response }
-            response.append(contentsOf: buffer[0..<count])
-        }
     }
 
     /// The status, fields and body of a whole HTTP/1.1 response.
