@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Locking
 import Persistence
 import PostgresNIO
 import Synchronization

@@ -1,6 +1,7 @@
 import AssetCatalogTestSupport
 import Dispatch
 import Foundation
+import Locking
 import Persistence
 import PostgresNIO
 import Synchronization
@@ -13,7 +14,7 @@ import Testing
 /// A save parked inside its transaction: it has written everything and waits, before its
 /// commit, until the test lets it go.
 final class SaveParking: Sendable {
-    private let parked = Mutex(false)
+    private let parked = Locked(false)
     private let release = DispatchSemaphore(value: 0)
 
     /// Whether a save is parked (or was, and has been let go).
@@ -52,7 +53,7 @@ final class ParkedSaveRow: ManagedObject {
 /// A processor whose one run waits until the test lets it end, then returns `output`.
 final class HeldJob: JobProcessor {
     let output: JobOutput
-    private let started = Mutex(false)
+    private let started = Locked(false)
     /// Finished by ``letEnd()``: the run waits for it, not on a clock.
     private let end = AsyncStream<Never>.makeStream()
     init(_ output: JobOutput = JobOutput()) { self.output = output }
@@ -70,7 +71,7 @@ final class HeldJob: JobProcessor {
 
 /// A processor that does nothing but note which job it ran.
 final class NotedJob: JobProcessor {
-    let ran = Mutex<[Int64]>([])
+    let ran = Locked<[Int64]>([])
     func run(_ job: JobContext) async throws -> JobOutput {
         ran.withLock { $0.append(job.jobID) }
         return JobOutput()
@@ -79,8 +80,8 @@ final class NotedJob: JobProcessor {
 
 /// A processor that runs until it is cancelled, and notes that it saw its cancellation.
 final class EndlessJob: JobProcessor {
-    private let started = Mutex(false)
-    private let cancelled = Mutex(false)
+    private let started = Locked(false)
+    private let cancelled = Locked(false)
     var hasStarted: Bool { started.withLock { $0 } }
     var sawCancellation: Bool { cancelled.withLock { $0 } }
 
