@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Locking
 import Persistence
 import Synchronization
 import TestScratch
@@ -459,9 +460,19 @@ final class EndsAfterAnother: JobProcessor {
         self.queue = queue
         self.leader = leader
     }
+    /// How many runs have started: the leader ends only once the other run has started too
+    /// (under load, the leader could end before the other was started, and then no run was
+    /// under way for its result to wait for).
+    private let started = Locked(0)
+
     func run(_ job: JobContext) async throws -> JobOutput {
-        if job.asset.id != leader {
-            let deadline = ContinuousClock.now + .seconds(20)
+        started.withLock { $0 += 1 }
+        let deadline = ContinuousClock.now + .seconds(20)
+        if job.asset.id == leader {
+            while started.withLock({ $0 }) < 2 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        } else {
             while queue.batcher.pendingCount == 0 && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(1))
             }
