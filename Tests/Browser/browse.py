@@ -26,6 +26,8 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / ".build" / "browser-screenshots"
@@ -115,6 +117,15 @@ def shot(driver, name):
     driver.set_window_size(1280, 900)
 
 
+def navigate(driver, action, timeout=20):
+    """Does `action` (a click on a link or a form's button, Enter in a field), then waits until
+    the page it leads to has replaced this one: a click returns once it is dispatched, and the
+    old page's elements could otherwise be read as the new page's."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    action()
+    WebDriverWait(driver, timeout).until(expected_conditions.staleness_of(old))
+
+
 def wait_for_file(folder, suffix, timeout=20):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -166,12 +177,12 @@ def main():
 
         # Search, then a facet adds its filter.
         box = driver.find_element(By.NAME, "q")
-        box.send_keys("readme", Keys.ENTER)
+        navigate(driver, lambda: box.send_keys("readme", Keys.ENTER))
         found = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "td.name a")]
         check(found == ["bundle.tar:docs/readme.txt"], f"search finds the member: {found}")
         shot(driver, "02-search")
         driver.get(url.split("?")[0] + "?q=demo")
-        driver.find_element(By.LINK_TEXT, "image").click()
+        navigate(driver, driver.find_element(By.LINK_TEXT, "image").click)
         images = sorted(e.text for e in driver.find_elements(By.CSS_SELECTOR, "td.name a"))
         check(images == ["blue.png", "red.png"], f"the kind facet narrows to images: {images}")
         check(driver.find_element(By.NAME, "q").get_attribute("value") == "demo kind:image", "facet's query")
@@ -182,14 +193,14 @@ def main():
 
         # An image's page: the preview loads under the CSP.
         driver.get(url.split("?")[0] + "?q=red")
-        driver.find_element(By.LINK_TEXT, "red.png").click()
+        navigate(driver, driver.find_element(By.LINK_TEXT, "red.png").click)
         width = driver.execute_script("return document.getElementById('preview-image').naturalWidth")
         check(width > 0, "the image preview loads")
         shot(driver, "03-asset-image")
 
         # An archive member: its page links its archive; its download is byte for byte.
         driver.get(url.split("?")[0] + "?q=data.bin")
-        driver.find_element(By.PARTIAL_LINK_TEXT, "docs/data.bin").click()
+        navigate(driver, driver.find_element(By.PARTIAL_LINK_TEXT, "docs/data.bin").click)
         check(driver.find_element(By.ID, "archive").text == "bundle.tar", "the member's page names its archive")
         crumbs = driver.find_element(By.CSS_SELECTOR, "nav.crumbs").text
         check(crumbs == "Assets / bundle.tar / docs/data.bin", f"the member's crumbs: {crumbs!r}")
@@ -197,23 +208,23 @@ def main():
         downloaded = wait_for_file(downloads, "data.bin")
         check(downloaded is not None and downloaded.read_bytes() == members["docs/data.bin"],
               "the member downloads byte for byte")
-        driver.find_element(By.ID, "archive").click()
+        navigate(driver, driver.find_element(By.ID, "archive").click)
         member_rows = driver.find_elements(By.CSS_SELECTOR, "table.assets tbody tr")
         check(len(member_rows) == 3, f"the archive's page lists its 3 members, not {len(member_rows)}")
         shot(driver, "04-asset-archive")
 
         # The hostile member's page: its name and text preview are text.
         driver.get(url.split("?")[0] + "?q=script")
-        driver.find_element(By.PARTIAL_LINK_TEXT, "alert(1)").click()
+        navigate(driver, driver.find_element(By.PARTIAL_LINK_TEXT, "alert(1)").click)
         check(driver.find_element(By.ID, "asset-name").text == f"bundle.tar:{HOSTILE_MEMBER}", "hostile heading")
         no_alert(driver, "hostile member page")
 
         # A tag, added through the form.
         driver.get(url.split("?")[0] + "?q=notes")
-        driver.find_element(By.LINK_TEXT, "notes.txt").click()
+        navigate(driver, driver.find_element(By.LINK_TEXT, "notes.txt").click)
         notes_page = driver.current_url
         driver.find_element(By.ID, "new-tag").send_keys("favourite")
-        driver.find_element(By.ID, "add-tag").click()
+        navigate(driver, driver.find_element(By.ID, "add-tag").click)
         tags = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#tags li a")]
         check(tags == ["demo", "favourite"], f"the tag is added: {tags}")
         shot(driver, "05-asset-text-tagged")
@@ -236,10 +247,10 @@ def main():
         notes = object_path(catalog, (work / "files" / "notes.txt").read_bytes())
         check(notes.exists(), "the text's content is in objects/ before the deletion")
         driver.get(notes_page)
-        driver.find_element(By.ID, "delete").click()
+        navigate(driver, driver.find_element(By.ID, "delete").click)
         check(notes.exists(), "the confirmation page changes nothing")
         shot(driver, "06-confirm-delete")
-        driver.find_element(By.ID, "confirm-delete").click()
+        navigate(driver, driver.find_element(By.ID, "confirm-delete").click)
         check("Deleted notes.txt" in driver.find_element(By.ID, "deleted").text, "the deletion is reported")
         check(not notes.exists(), "the file is gone once the deletion has committed")
         shot(driver, "07-deleted")
