@@ -102,7 +102,13 @@ struct ServeCLITests {
         let reached = try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") }
         #expect(reached, "the deletion never reached its commit")
         child.signal(SIGTERM)
-        try await Task.sleep(for: .milliseconds(300))
+        // The shutdown has begun once the listener is closed: a new connection is refused.
+        let stoppedListening = try await waitUntil(atMost: .seconds(60)) {
+            guard let fd = try? LoopbackSocket.connect(port: port) else { return true }
+            close(fd)
+            return false
+        }
+        #expect(stoppedListening, "serve still takes connections after SIGTERM")
         #expect(Self.isRunning(child.pid), "serve exited with a request in progress")
         _ = FileManager.default.createFile(atPath: barrier, contents: nil)  // lets the deletion go on
         let response = try await posted
