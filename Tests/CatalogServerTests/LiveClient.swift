@@ -4,10 +4,6 @@ import HTTPTypes
 import Hummingbird
 import TestScratch
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// A response, as a ``LiveClient`` read it.
 struct TestResponse: Sendable {
     let status: HTTPResponse.Status
