@@ -14,6 +14,12 @@ struct SQLiteAnnouncer {
     /// `PRAGMA data_version` on the writer when last looked at: it moves when another
     /// connection commits, never for this store's own commits.
     var dataVersion: Int64?
+    /// The delays between looks for the commit of a change of the `-wal`
+    /// (``SQLiteStore/commitLookDelays``).
+    var lookDelays = SQLiteStore.commitLookDelays
+    /// Which of ``lookDelays`` the watch waits for next, after a change of the `-wal` whose
+    /// commit it has not seen yet.
+    var nextLook = 0
 }
 
 extension SQLiteStore {
@@ -23,20 +29,24 @@ extension SQLiteStore {
     /// few milliseconds, so the first looks come a millisecond or two apart: with looks 1, 2,
     /// 5, 10, 20 ms apart, JobBenchmarks' cancellation by another process's deletion took
     /// p50 15.3 / p99 21.4 ms, with these 7.5 / 12.0 ms (same quiet machine). About half a
-    /// second in all.
+    /// second in all. A change of the `-wal` while the looks go on (another commit) starts
+    /// them again from the first: this store's own commits, which never show as another
+    /// connection's, would otherwise keep the next one waiting for the later, longer looks.
     static let commitLookDelays: [TimeInterval] =
-        [0, 0.001, 0.001, 0.001, 0.002, 0.002, 0.002, 0.003, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3]
+        [0.001, 0.001, 0.001, 0.002, 0.002, 0.002, 0.003, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3]
 
     func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void) {
         guard !isClosed else { return }  // a closed container's stream has ended
         let version = try? currentDataVersion()
+        let delays = StoreWatch.injectedLookDelays ?? Self.commitLookDelays
         announcer.withLock {
             $0.deliver = deliver
             $0.dataVersion = version
+            $0.lookDelays = delays
         }
         guard
             let watch = StoreWatch(
-                path: url.path + "-wal", logger: logger, onChange: { [weak self] in self?.walChanged() },
+                path: url.path + "-wal", logger: logger, onChange: { [weak self] in self?.walChanged($0) },
                 onFailure: { [weak self] in self?.watchFailed() })
         else {
             // Other connections' commits cannot be heard: only this store's own announcements are.
@@ -79,23 +89,27 @@ extension SQLiteStore {
         try pool.writeWithoutTransaction { try Int64.fetchOne($0, sql: "PRAGMA data_version") ?? 0 }
     }
 
-    /// On the watch's thread: the `-wal` changed. When another connection committed (the
-    /// writer's `data_version` moved), the listeners get the re-read marker; the store's own
-    /// commits, and writes that commit nothing, deliver nothing.
-    private func walChanged() {
-        for delay in Self.commitLookDelays {
-            guard announcer.withLock({ $0.deliver != nil }) else { return }  // closing
-            if delay > 0 { Thread.sleep(forTimeInterval: delay) }
-            guard let version = try? currentDataVersion() else { return }
-            let deliver = announcer.withLock { a -> (@Sendable (Announcement) -> Void)? in
-                guard a.dataVersion != version else { return nil }
-                a.dataVersion = version
-                return a.deliver
-            }
-            if let deliver {
-                deliver(.reread)
-                return
-            }
+    /// On the watch's thread: the `-wal` changed (or the delay this asked for passed). When
+    /// another connection committed (the writer's `data_version` moved), the listeners get the
+    /// re-read marker; the store's own commits, and writes that commit nothing, deliver
+    /// nothing. Returns the delay to the next look while the commit is not seen, through
+    /// the look delays, started again at each change.
+    private func walChanged(_ wake: StoreWatch.Wake) -> TimeInterval? {
+        guard announcer.withLock({ $0.deliver != nil }), let version = try? currentDataVersion() else {
+            return nil  // closing
         }
+        let (deliver, delay) = announcer.withLock { a -> ((@Sendable (Announcement) -> Void)?, TimeInterval?) in
+            if wake == .changed { a.nextLook = 0 }
+            if a.dataVersion != version {
+                a.dataVersion = version
+                a.nextLook = a.lookDelays.count
+                return (a.deliver, nil)
+            }
+            guard a.nextLook < a.lookDelays.count else { return (nil, nil) }
+            defer { a.nextLook += 1 }
+            return (nil, a.lookDelays[a.nextLook])
+        }
+        deliver?(.reread)
+        return delay
     }
 }

@@ -181,6 +181,28 @@ import Testing
         #expect(heard.all.allSatisfy { $0 == .reread })
     }
 
+    /// SQLite: the watch's looks for the commit of this store's own change of the `-wal`
+    /// (which never shows as another connection's commit) do not keep another connection's
+    /// commit waiting: its change of the `-wal` starts the looks again, at once. Here the
+    /// look after the first waits ten minutes, longer than `eventually` waits.
+    @Test func anotherConnectionsCommitIsHeardWhileTheStoresOwnIsStillLookedFor() async throws {
+        let store = try TestStore()
+        let other = try store.reopen()
+        defer { other.close() }
+        let heard = StoreWatch.$injectedLookDelays.withValue([600]) { Heard(store.container) }
+        defer { heard.stop() }
+        let own = store.context()
+        Checked(context: own).label = "own"
+        try own.save()
+        // Time for the watch to look once, find nothing of another connection, and wait.
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(heard.all.isEmpty)
+        let there = other.newBackgroundContext()
+        Checked(context: there).label = "there"
+        try there.save()
+        #expect(try await eventually { heard.all.contains(.reread) }, "heard \(heard.all)")
+    }
+
     /// PostgreSQL: the server ends the `LISTEN` connection; the stream says so at once (the
     /// interruption marker), the re-read marker follows once it listens again, and later
     /// announcements arrive. Until then the store is kept from listening again: a stream asked
