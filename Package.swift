@@ -77,8 +77,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
-        // libvips, as a system library (see Sources/CVips/shim.h).
-        .systemLibrary(name: "CVips", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
+        // libvips, loaded when the first thumbnail is made rather than linked (see
+        // Sources/CVips/include/cvips.h); Debian's libvips42 at run time.
+        .target(name: "CVips"),
         // Thumbnails of untrusted images, through libvips, in bounded memory. Knows nothing of
         // catalogs.
         .target(name: "Thumbnails", dependencies: ["CVips", "Locking"]),
@@ -144,8 +145,12 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ArchiveIOTests", dependencies: ["ArchiveIO", "TestScratch"]),
+        // libvips's and GLib's own headers, for ThumbnailsTests to check the constants CVips
+        // declares against them.
+        .systemLibrary(
+            name: "CVipsHeaders", path: "Tests/CVipsHeaders", pkgConfig: "vips", providers: [.apt(["libvips-dev"])]),
         .testTarget(
-            name: "ThumbnailsTests", dependencies: ["Thumbnails", "TestScratch"],
+            name: "ThumbnailsTests", dependencies: ["Thumbnails", "CVips", "CVipsHeaders", "TestScratch"],
             // Made from make-png.py at test time, or committed (a JPEG and a GIF, a few KB).
             exclude: ["Fixtures"]),
         .testTarget(name: "BagItTests", dependencies: ["BagIt", "ArchiveIO", "TestScratch"]),

@@ -93,7 +93,7 @@ public enum Thumbnailer {
     {
         try libvips.withLock { start throws(ThumbnailError) in
             try Self.started(&start).get()
-            defer { vips_error_clear() }
+            defer { cvips_error_clear() }
             let format = try format(of: descriptor)
             let header = try header(of: descriptor, format)
             try checkSize(header, format)
@@ -133,8 +133,8 @@ public enum Thumbnailer {
     /// The name of the image's format, from its first bytes.
     private static func format(of descriptor: Int32) throws(ThumbnailError) -> String {
         let source = try openSource(descriptor)
-        defer { cvips_release(source) }
-        guard let loader = vips_foreign_find_load_source(source).map({ String(cString: $0) }) else {
+        defer { cvips_release_source(source) }
+        guard let loader = cvips_find_load_source(source).map({ String(cString: $0) }) else {
             throw ThumbnailError(.unsupported, "not an image: its first bytes are those of no image format")
         }
         guard let format = loaders[loader] else {
@@ -148,11 +148,11 @@ public enum Thumbnailer {
     /// The image's size, from its header alone.
     private static func header(of descriptor: Int32, _ format: String) throws(ThumbnailError) -> Header {
         let source = try openSource(descriptor)
-        defer { cvips_release(source) }
+        defer { cvips_release_source(source) }
         guard let image = cvips_header(source) else { throw damaged(format) }
-        defer { cvips_release(image) }
+        defer { cvips_release_image(image) }
         return Header(
-            width: Int(vips_image_get_width(image)), height: Int(vips_image_get_height(image)),
+            width: Int(cvips_width(image)), height: Int(cvips_height(image)),
             pixelBytes: cvips_pixel_bytes(image), isInterlaced: cvips_interlaced(image) != 0)
     }
 
@@ -161,24 +161,24 @@ public enum Thumbnailer {
         of descriptor: Int32, _ format: String, side: Int, _ header: Header
     ) throws(ThumbnailError) -> Thumbnail {
         let source = try openSource(descriptor)
-        defer { cvips_release(source) }
-        var image: UnsafeMutablePointer<VipsImage>?
+        defer { cvips_release_source(source) }
+        var image: OpaquePointer?
         guard cvips_thumbnail(source, &image, Int32(clamping: side)) == 0, let image else { throw damaged(format) }
-        defer { cvips_release(image) }
+        defer { cvips_release_image(image) }
         var buffer: UnsafeMutableRawPointer?
         var length = 0
         // The pixels are decoded here, as the encoder pulls them.
         guard cvips_webp(image, &buffer, &length) == 0, let buffer else { throw damaged(format) }
-        defer { g_free(buffer) }
+        defer { cvips_free(buffer) }
         return Thumbnail(
             bytes: Array(UnsafeRawBufferPointer(start: buffer, count: length)),
-            width: Int(vips_image_get_width(image)), height: Int(vips_image_get_height(image)),
+            width: Int(cvips_width(image)), height: Int(cvips_height(image)),
             sourceWidth: header.width, sourceHeight: header.height)
     }
 
     /// A libvips source reading the file from its start (through a descriptor of its own).
-    private static func openSource(_ descriptor: Int32) throws(ThumbnailError) -> UnsafeMutablePointer<VipsSource> {
-        guard lseek(descriptor, 0, SEEK_SET) == 0, let source = vips_source_new_from_descriptor(descriptor) else {
+    private static func openSource(_ descriptor: Int32) throws(ThumbnailError) -> OpaquePointer {
+        guard lseek(descriptor, 0, SEEK_SET) == 0, let source = cvips_source_new_from_descriptor(descriptor) else {
             throw ThumbnailError(.damaged, "could not be read: \(String(cString: strerror(errno)))")
         }
         return source
@@ -187,7 +187,7 @@ public enum Thumbnailer {
     /// The error of a failed decode: the first line libvips gave.
     private static func damaged(_ format: String) -> ThumbnailError {
         let reason =
-            String(cString: vips_error_buffer())
+            String(cString: cvips_error_buffer())
             .split(separator: "\n").first.map { String($0.trimmingPrefix(#/[a-z_]+: /#)) } ?? "no reason given"
         return ThumbnailError(.damaged, "the \(format) image could not be decoded: \(reason)")
     }
@@ -199,14 +199,24 @@ public enum Thumbnailer {
     /// access to a zero-sized value for one to the lock beside it.)
     private static let libvips = Locked<Result<Void, ThumbnailError>?>(nil)
 
-    /// libvips started, once for the process.
+    /// libvips loaded and started, once for the process.
     private static func started(_ start: inout Result<Void, ThumbnailError>?) -> Result<Void, ThumbnailError> {
         if let start { return start }
-        let result: Result<Void, ThumbnailError> =
-            cvips_start() == 0
-            ? .success(())
-            : .failure(ThumbnailError(.unsupported, "libvips could not start: \(String(cString: vips_error_buffer()))"))
+        let result = Self.start(library: nil)
         start = result
         return result
+    }
+
+    /// Loads `library` (libvips's, when `nil`) and starts it. Called once for the process
+    /// (tests call it with a library that does not load).
+    static func start(library: String?) -> Result<Void, ThumbnailError> {
+        guard cvips_start(library) == 0 else {
+            return .failure(
+                ThumbnailError(
+                    .unsupported,
+                    "libvips could not be loaded, so no thumbnail is made: \(String(cString: cvips_start_error())) "
+                        + "(install libvips42)"))
+        }
+        return .success(())
     }
 }

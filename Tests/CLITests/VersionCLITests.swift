@@ -20,6 +20,19 @@ import Testing
         #expect(run.stdout == "assetcat 0.1.0\nSQLite \(sqlite)\nlibarchive \(libarchive)\n")
     }
 
+    /// libvips and the hundred libraries it needs are loaded by the first thumbnail, not by
+    /// every command: the program's start does not load them (the dynamic loader lists what
+    /// it would load, and stops).
+    @Test func theProgramStartsWithoutLoadingLibvips() async throws {
+        let t = try TestCatalog()
+        let run = try await t.run(["--version"], namesCatalog: false, environment: ["LD_TRACE_LOADED_OBJECTS": "1"])
+        #expect(run.status == 0)
+        #expect(run.stdout.contains("libsqlite3"), "\(run.stdout)")
+        for library in ["libvips", "libgobject", "libglib"] {
+            #expect(!run.stdout.contains(library), "\(run.stdout)")
+        }
+    }
+
     @Test func completionScriptsAreGeneratedForEachShell() async throws {
         let t = try TestCatalog()
         let bash = try await t.run(["--generate-completion-script", "bash"], namesCatalog: false)

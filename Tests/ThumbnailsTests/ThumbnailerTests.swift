@@ -1,3 +1,5 @@
+import CVips
+import CVipsHeaders
 import Foundation
 import TestScratch
 import Testing
@@ -99,6 +101,28 @@ import Testing
 
     /// Images decoded whole are held to a limit on their bytes; those decoded a few rows at a
     /// time, to one on their pixels.
+    /// The constants the loader passes to libvips and GLib, which it declares itself (it
+    /// includes no header of theirs), are those of their headers.
+    @Test func theLoadersConstantsAreLibvipssOwn() {
+        #expect(CVIPS_ACCESS_SEQUENTIAL == Int32(VIPS_ACCESS_SEQUENTIAL.rawValue))
+        #expect(CVIPS_SIZE_DOWN == Int32(VIPS_SIZE_DOWN.rawValue))
+        #expect(CVIPS_LOG_LEVEL_WARNING == Int32(G_LOG_LEVEL_WARNING.rawValue))
+        #expect(CVIPS_LOG_LEVEL_MESSAGE == Int32(G_LOG_LEVEL_MESSAGE.rawValue))
+        #expect(CVIPS_LOG_LEVEL_INFO == Int32(G_LOG_LEVEL_INFO.rawValue))
+        #expect(CVIPS_LIBRARY == "libvips.so.\(VIPS_LIBRARY_CURRENT - VIPS_LIBRARY_AGE)")
+    }
+
+    /// Without libvips, a thumbnail fails saying so and what to install; nothing else does.
+    @Test func aLibvipsThatDoesNotLoadIsNamed() throws {
+        let result = Thumbnailer.start(library: "libvips-absent.so.42")
+        #expect(
+            result.failure
+                == ThumbnailError(
+                    .unsupported,
+                    "libvips could not be loaded, so no thumbnail is made: libvips-absent.so.42: cannot open shared "
+                        + "object file: No such file or directory (install libvips42)"))
+    }
+
     @Test func theLimitsFollowHowAnImageIsDecoded() throws {
         typealias Header = Thumbnailer.Header
         // 96 megapixels of baseline JPEG: streamed, within the limit.
@@ -121,5 +145,12 @@ import Testing
         #expect(throws: ThumbnailError.self) {
             try Thumbnailer.checkSize(Header(width: .max, height: 3, pixelBytes: 3, isInterlaced: false), "PNG")
         }
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }
