@@ -434,6 +434,12 @@ final class ContainerCore: Sendable {
     let lastExternalToken = Locked<Int64?>(nil)
     private let subscribers = Locked<[UUID: AsyncStream<SaveNotification>.Continuation]>([:])
     private let announcementSubscribers = Locked(AnnouncementSubscribers())
+    /// Held while an announcement is delivered, and while a stream is added: every stream
+    /// sees the announcements in the order the store sent them. Not the lock of
+    /// ``announcementSubscribers``, which a stream's end takes: the end of a stream can come
+    /// from its task's cancellation, under the task's own lock, which a delivery to that task
+    /// waits for (with one lock for both, the two waited for each other).
+    private let announcementDelivery = NSLock()
     /// Held while the store's announcements start (once): a second caller waits for them.
     private let announcementsStart = NSLock()
     private let announcementsStarted = Locked(false)
@@ -489,10 +495,13 @@ final class ContainerCore: Sendable {
             return stream
         }
         let key = UUID()
-        announcementSubscribers.withLock { s in
+        announcementDelivery.lock()
+        let isInterrupted = announcementSubscribers.withLock { s in
             s.continuations[key] = continuation
-            if s.isInterrupted { continuation.yield(.interruption) }
+            return s.isInterrupted
         }
+        if isInterrupted { continuation.yield(.interruption) }
+        announcementDelivery.unlock()
         continuation.onTermination = { [weak self] _ in
             _ = self?.announcementSubscribers.withLock { $0.continuations.removeValue(forKey: key) }
         }
@@ -507,18 +516,22 @@ final class ContainerCore: Sendable {
 
     /// Delivers an announcement to every stream of ``subscribeAnnouncements()``; an
     /// interruption marker only when announcements were not interrupted already. Delivered
-    /// under the lock that a new stream's subscription takes: every stream sees the markers
-    /// in the order the store sent them, the interruption that came before it included.
+    /// under the lock that a new stream's subscription takes (``announcementDelivery``): every
+    /// stream sees the markers in the order the store sent them, the interruption that came
+    /// before it included.
     private func announce(_ announcement: Announcement) {
-        announcementSubscribers.withLock { s in
+        announcementDelivery.lock()
+        defer { announcementDelivery.unlock() }
+        let continuations = announcementSubscribers.withLock { s -> [AsyncStream<Announcement>.Continuation] in
             if announcement.isInterruption {
-                guard !s.isInterrupted else { return }
+                guard !s.isInterrupted else { return [] }
                 s.isInterrupted = true
             } else if announcement.isReread {
                 s.isInterrupted = false
             }
-            for continuation in s.continuations.values { continuation.yield(announcement) }
+            return Array(s.continuations.values)
         }
+        for continuation in continuations { continuation.yield(announcement) }
     }
 
     /// Publishes a committed save and merges it into auto-merging contexts.

@@ -203,6 +203,48 @@ import Testing
         #expect(try await eventually { heard.all.contains(.reread) }, "heard \(heard.all)")
     }
 
+    /// A stream that ends (its task cancelled) while announcements are delivered to it: the
+    /// two never wait for each other. (A delivery held the streams' lock while it resumed the
+    /// stream's task, which takes the task's own lock; a cancellation holds that lock while
+    /// the stream's end takes the streams' lock. JobBenchmarks' worker hung there once.)
+    /// Streams are asked for and cancelled on one thread while saves deliver bursts of
+    /// announcements on another, for a second.
+    @Test func aStreamThatEndsWhileAnnouncementsAreDeliveredToItEndsAndTheyGoOn() async throws {
+        let store = try TestStore()
+        let container = store.container
+        let until = ContinuousClock.now + .seconds(1)
+        let ended = DispatchSemaphore(value: 0)
+        let saver = Thread {
+            let context = container.newBackgroundContext()
+            context.userInfo["effects"] = { (effects: SaveEffects) in
+                for n in 0..<100 { try! effects.announce("burst", payload: "\(n)") }
+            }
+            var n = 0
+            while ContinuousClock.now < until {
+                Checked(context: context).label = "\(n)"
+                try! context.save()
+                n += 1
+            }
+            ended.signal()
+        }
+        let canceller = Thread {
+            while ContinuousClock.now < until {
+                let stream = container.announcements()
+                let listener = Task.detached {
+                    for await _ in stream {}
+                }
+                usleep(UInt32.random(in: 0..<300))
+                listener.cancel()
+            }
+            ended.signal()
+        }
+        saver.start()
+        canceller.start()
+        // A deadlock leaves both threads waiting: the test fails rather than waits for them.
+        let deadline = DispatchTime.now() + .seconds(120)
+        #expect(ended.wait(timeout: deadline) == .success && ended.wait(timeout: deadline) == .success, "deadlocked")
+    }
+
     /// PostgreSQL: the server ends the `LISTEN` connection; the stream says so at once (the
     /// interruption marker), the re-read marker follows once it listens again, and later
     /// announcements arrive. Until then the store is kept from listening again: a stream asked
