@@ -141,6 +141,11 @@ for tool in ["bsdtar", "openssl", "python3", "bash", "find", "xargs"] where whic
     exit(2)
 }
 setenv("LC_ALL", "C", 1)
+var workIsDirectory: ObjCBool = false
+guard FileManager.default.fileExists(atPath: work, isDirectory: &workIsDirectory), workIsDirectory.boolValue else {
+    say("--work \(work): no such directory")
+    exit(2)
+}
 
 // MARK: Processes
 
