@@ -17,6 +17,8 @@ struct SQLiteAnnouncer {
     /// The delays between looks for the commit of a change of the `-wal`
     /// (``SQLiteStore/commitLookDelays``).
     var lookDelays = SQLiteStore.commitLookDelays
+    /// Tests: told of each look (``StoreWatch/InjectedLooks``).
+    var looked: (@Sendable () -> Void)?
     /// Which of ``lookDelays`` the watch waits for next, after a change of the `-wal` whose
     /// commit it has not seen yet.
     var nextLook = 0
@@ -38,11 +40,12 @@ extension SQLiteStore {
     func startAnnouncements(_ deliver: @escaping @Sendable (Announcement) -> Void) {
         guard !isClosed else { return }  // a closed container's stream has ended
         let version = try? currentDataVersion()
-        let delays = StoreWatch.injectedLookDelays ?? Self.commitLookDelays
+        let injected = StoreWatch.injectedLooks
         announcer.withLock {
             $0.deliver = deliver
             $0.dataVersion = version
-            $0.lookDelays = delays
+            $0.lookDelays = injected?.delays ?? Self.commitLookDelays
+            $0.looked = injected?.looked
         }
         guard
             let watch = StoreWatch(
@@ -98,18 +101,20 @@ extension SQLiteStore {
         guard announcer.withLock({ $0.deliver != nil }), let version = try? currentDataVersion() else {
             return nil  // closing
         }
-        let (deliver, delay) = announcer.withLock { a -> ((@Sendable (Announcement) -> Void)?, TimeInterval?) in
+        let (deliver, delay, looked) = announcer.withLock {
+            a -> ((@Sendable (Announcement) -> Void)?, TimeInterval?, (@Sendable () -> Void)?) in
             if wake == .changed { a.nextLook = 0 }
             if a.dataVersion != version {
                 a.dataVersion = version
                 a.nextLook = a.lookDelays.count
-                return (a.deliver, nil)
+                return (a.deliver, nil, a.looked)
             }
-            guard a.nextLook < a.lookDelays.count else { return (nil, nil) }
+            guard a.nextLook < a.lookDelays.count else { return (nil, nil, a.looked) }
             defer { a.nextLook += 1 }
-            return (nil, a.lookDelays[a.nextLook])
+            return (nil, a.lookDelays[a.nextLook], a.looked)
         }
         deliver?(.reread)
+        looked?()
         return delay
     }
 }

@@ -37,10 +37,21 @@ package final class StoreWatch: Sendable {
     /// failed. Read by ``init(path:logger:onChange:onFailure:)`` on the caller's task.
     @TaskLocal package static var injectedPollFailure: Int32?
 
-    /// Tests: the delays between a SQLite store's looks for the commit a change of its `-wal`
-    /// belongs to, in place of its own. Read when the store's announcements start, on the
+    /// Tests: how a SQLite store's watch looks for the commit a change of its `-wal` belongs
+    /// to, in place of its own way. Read when the store's announcements start, on the
     /// caller's task.
-    @TaskLocal package static var injectedLookDelays: [Double]?
+    @TaskLocal package static var injectedLooks: InjectedLooks?
+
+    /// Tests: the delays between a SQLite store's looks for a commit, and what is told of each
+    /// look (on the watch's thread, once it has looked).
+    package struct InjectedLooks: Sendable {
+        package var delays: [Double]
+        package var looked: @Sendable () -> Void
+        package init(delays: [Double], looked: @escaping @Sendable () -> Void) {
+            self.delays = delays
+            self.looked = looked
+        }
+    }
 
     /// What `onChange` is called for.
     package enum Wake: Sendable {

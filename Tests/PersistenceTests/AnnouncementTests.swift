@@ -189,13 +189,18 @@ import Testing
         let store = try TestStore()
         let other = try store.reopen()
         defer { other.close() }
-        let heard = StoreWatch.$injectedLookDelays.withValue([600]) { Heard(store.container) }
+        let looks = Looks()
+        let heard = StoreWatch.$injectedLooks.withValue(.init(delays: [600], looked: { looks.add() })) {
+            Heard(store.container)
+        }
         defer { heard.stop() }
+        let before = looks.count
         let own = store.context()
         Checked(context: own).label = "own"
         try own.save()
-        // Time for the watch to look once, find nothing of another connection, and wait.
-        try await Task.sleep(for: .milliseconds(200))
+        // The watch has looked for the commit of this change, found none of another
+        // connection, and waits ten minutes for its next look.
+        #expect(try await eventually { looks.count > before })
         #expect(heard.all.isEmpty)
         let there = other.newBackgroundContext()
         Checked(context: there).label = "there"
@@ -302,6 +307,24 @@ import Testing
 }
 
 /// What a container's ``PersistentContainer/announcements()`` delivered, in order.
+/// How many times the `-wal`'s watch has looked for a commit (``StoreWatch/InjectedLooks``).
+final class Looks: @unchecked Sendable {
+    private let lock = NSLock()
+    private var looked = 0
+
+    func add() {
+        lock.lock()
+        looked += 1
+        lock.unlock()
+    }
+
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return looked
+    }
+}
+
 final class Heard: @unchecked Sendable {
     private let lock = NSLock()
     private var storage: [Announcement] = []
