@@ -1,5 +1,6 @@
 import ArchiveIO
 import Foundation
+import TestScratch
 import Testing
 
 @testable import BagIt
@@ -11,8 +12,8 @@ import Testing
     let root: String
 
     init() throws {
-        root = NSTemporaryDirectory() + "bagit-limits-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        // Under the test process's scratch folder, removed when the process exits.
+        root = try ScratchDirectory.make("bagit-limits").path
     }
 
     static let payload = Array("payload\n".utf8)
