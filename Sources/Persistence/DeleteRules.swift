@@ -23,6 +23,9 @@ package protocol DeletionStatements {
     func reserve(entity: String, count: Int) throws -> ClosedRange<Int64>
     /// Inserts rows whose IDs are set.
     func insert(_ rows: [StoreChanges.Insert]) throws
+    /// Inserts one batch of rows of `entity` with consecutive IDs (of an insertion of rows,
+    /// ``RowChanges/Insertion``, or of the rows save effects add), counting its tallies once.
+    func insertBatch(_ entity: EntityDescription, _ rows: [StoreChanges.Insert]) throws
     /// The to-one relationships with an `onDestinationDelete` rule that the store records
     /// (``ForeignLink``) for entities the schema does not have, by destination entity.
     func foreignLinks() throws -> [String: [ForeignLink]]
@@ -422,8 +425,14 @@ package struct DeleteRules<Statements: DeletionStatements> {
             let row = effects.rows[i]
             try Self.requireNoLink(row.entity, row.id, row.values, into: deleted)
         }
-        links.rows(Array(effects.rows[first...]))
-        try statements.insert(Array(effects.rows[first...]))
+        let rows = Array(effects.rows[first...])
+        links.rows(rows)
+        // Each entity's rows as one batch of consecutive IDs (the order of its rows kept), so
+        // that its tallies are counted once for the batch: a tag on each of a batch's assets
+        // fired a tally trigger a row.
+        var byEntity: [String: [StoreChanges.Insert]] = [:]
+        for row in rows { byEntity[row.entity.name, default: []].append(row) }
+        for name in order { try statements.insertBatch(byEntity[name]![0].entity, byEntity[name]!) }
         if start != nil { effects.rows.removeSubrange(first...) }
     }
 }

@@ -10,9 +10,6 @@ package protocol SaveStatements: DeletionStatements {
     /// Writes `updates`, each only if its row's version is still the one expected; returns
     /// the new versions of the rows written, by ID (a row missing is a conflict).
     func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64]
-    /// Inserts one batch of an insertion of rows (``RowChanges/Insertion``): rows of `entity`
-    /// with consecutive IDs.
-    func insertBatch(_ entity: EntityDescription, _ rows: [StoreChanges.Insert]) throws
     /// Runs `body`, turning the store's own errors into ``PersistenceError``s (naming `id`
     /// when it is the object at fault).
     func mapErrors<T>(_ id: ManagedObjectID?, _ body: () throws -> T) throws -> T

@@ -27,6 +27,27 @@ final class TallyItem: ManagedObject {
     }
 }
 
+/// Rows whose `willInsertRows` adds `items` tallied items each, as rows of the same save
+/// (``SaveEffects/insertRow(_:_:)``): what an add does with the tags of its assets.
+final class TallyPacker: ManagedObject {
+    @Attribute var items = 0
+
+    override class func willInsertRows(
+        _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
+    ) throws {
+        for (r, row) in rows.enumerated() {
+            for i in 0..<(row.value(for: \TallyPacker.items) ?? 0) {
+                effects.insertRow(TallyItem.self) {
+                    $0[\.kind] = ["packed", "text"][i % 2]
+                    $0[\.size] = 2
+                    $0[\.code] = "p\((r + i) % 30)"  // repeated within the batch and across rows
+                    $0[\.stocked] = i % 5 != 0
+                }
+            }
+        }
+    }
+}
+
 /// The same table without tallies: a store made before they were declared.
 final class UntalliedItem: ManagedObject {
     override class var entityName: String { "TallyItem" }
@@ -56,7 +77,8 @@ final class UncountedThing: ManagedObject {
         init(_ kind: StoreKind = .sqlite, url: URL? = nil) throws {
             let url = try url ?? Self.newURL(kind)
             self.url = url
-            container = try PersistentContainer.open(url: url, schema: try Schema([TallyBox.self, TallyItem.self]))
+            container = try PersistentContainer.open(
+                url: url, schema: try Schema([TallyBox.self, TallyItem.self, TallyPacker.self]))
         }
 
         static func newURL(_ kind: StoreKind = .sqlite) throws -> URL {
@@ -325,6 +347,36 @@ final class UncountedThing: ManagedObject {
         try store.expectExact()
         #expect(try store.kept().kinds["video"] == TallyCount(key: "video", count: 1, total: 9))
         #expect(try store.kept().codes == TallyCount(key: "", count: 252, total: 1_013))
+    }
+
+    /// The rows a hook adds to a save are counted as a batch an entity, once for the batch
+    /// (a tag on each of an add's files was a tally trigger a row): the counts come out as
+    /// the triggers make them, and go with the rows when the save fails.
+    @Test(arguments: StoreKind.allCases) func rowsAHookAddsAreCountedAsTheTriggersCountThem(_ kind: StoreKind) throws {
+        let store = try Store(kind)
+        let context = store.container.newBackgroundContext()
+        item(context, "packed", 2, code: "p3")  // counted before the batch
+        try context.save()
+        try context.insertRows(TallyPacker.self, count: 3) { _, row in row[\.items] = 40 }
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["packed"] == TallyCount(key: "packed", count: 61, total: 122))
+        #expect(try store.kept().codes == TallyCount(key: "", count: 30, total: 60))
+
+        struct DiskFull: Error {}
+        let before = try store.kept()
+        try context.insertRows(TallyPacker.self, count: 2) { _, row in row[\.items] = 50 }
+        store.container.failNextCommit(with: DiskFull())
+        #expect(throws: (any Error).self) { try context.save() }
+        #expect(try store.kept().kinds == before.kinds)
+        #expect(try store.kept().codes == before.codes)
+        context.rollback()
+
+        // A hook's few rows are counted by the triggers, still on.
+        try context.insertRows(TallyPacker.self, count: 1) { _, row in row[\.items] = 3 }
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().kinds["packed"] == TallyCount(key: "packed", count: 63, total: 126))
     }
 
     /// Pages of deleted rows are taken from the tallies once a page, with the triggers off:
