@@ -33,11 +33,13 @@ demo-persistence: build
 	$(SWIFT) run --skip-build PersistenceDemo
 
 # The build fails on a compiler warning in Sources/ or Tests/ (Scripts/build-without-warnings.sh).
-# Then the Swift tests, then `assetcat serve` in headless Chromium (Tests/Browser/browse.py).
+# Then the Swift tests, then the multi-host suites again behind pgbouncer (session mode), then
+# `assetcat serve` in headless Chromium (Tests/Browser/browse.py).
 test: deps
 	./Scripts/install-browser.sh --background
 	./Scripts/build-without-warnings.sh $(SWIFT) build --build-tests
 	./Scripts/with-postgres.sh $(SWIFT) test --skip-build
+	./Scripts/with-postgres.sh ./Scripts/test-behind-pgbouncer.sh $(SWIFT)
 	$(MAKE) --no-print-directory test-browser
 
 # The browser test alone, with the assetcat of the last build: screenshots in .build/browser-screenshots/.

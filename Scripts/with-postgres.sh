@@ -45,6 +45,18 @@ if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
     fi
 fi
 
+# pgbouncer, in front of the server for the tests of a catalog behind a pooler.
+if ! command -v pgbouncer >/dev/null; then
+    echo "installing: pgbouncer" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo flock /tmp/assetcat-apt.lock apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null || {
+        $sudo flock /tmp/assetcat-apt.lock apt-get update -qq
+        $sudo flock /tmp/assetcat-apt.lock apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+    }
+    # Only the binary is wanted: a system pgbouncer the package started is not ours.
+    if command -v systemctl >/dev/null; then $sudo systemctl stop pgbouncer 2>/dev/null || true; fi
+fi
+
 # Who runs the server: postgres refuses root.
 if [ "$(id -u)" -eq 0 ]; then
     runas=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
@@ -54,6 +66,22 @@ else
     owner=""
 fi
 
+# Stops the pgbouncers of the run whose directory is $1 (SIGTERM: at once), and waits up to
+# 5 s for them to be gone.
+stop_bouncers() {
+    local pids=() pid
+    for pidfile in "$1"/pgbouncer/*.pid; do
+        [ -f "$pidfile" ] && pids+=("$(cat "$pidfile")")
+    done
+    [ ${#pids[@]} -gt 0 ] || return 0
+    kill "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; pid=""; done
+        [ -z "$pid" ] && return 0
+        sleep 0.1
+    done
+}
+
 # A cluster left by a run that was killed (SIGKILL skips the trap below): its script is gone,
 # so its server is stopped and its directory removed. A run still alive is left alone.
 for stale in "${TMPDIR:-/tmp}"/assetcat-postgres.*; do
@@ -62,6 +90,7 @@ for stale in "${TMPDIR:-/tmp}"/assetcat-postgres.*; do
         echo "removing a PostgreSQL cluster left by a killed run: $stale" >&2
         # At most 5 s: an orphaned server, once stopped, may stay a zombie its reaper never waits for.
         "${runas[@]}" "$bin/pg_ctl" -D "$stale/data" -m immediate -w -t 5 stop >/dev/null 2>&1 || true
+        stop_bouncers "$stale"
         rm -rf "$stale"
     fi
 done
@@ -72,6 +101,7 @@ data="$root/data"
 started=0
 cleanup() {
     status=$?
+    stop_bouncers "$root"
     if [ "$started" -eq 1 ]; then
         "${runas[@]}" "$bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
     fi
@@ -137,6 +167,52 @@ PGPASSWORD=$password "$bin/createdb" -h 127.0.0.1 -p "$port" -U "$user" "$databa
 export ASSETCAT_TEST_POSTGRESQL_URL="postgresql://$user:$password@127.0.0.1:$port/$database"
 export ASSETCAT_TEST_POSTGRESQL_CA="$root/tls/ca.crt"
 echo "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $root)" >&2
+
+# Two pgbouncers in front of it, one a pool mode: session (a catalog works behind it) and
+# transaction (a catalog refuses it). Each on a free port, the role's password in its auth
+# file, taking TLS with the server's certificate and speaking TLS to the server; named in ASSETCAT_TEST_PGBOUNCER_SESSION_URL and
+# ASSETCAT_TEST_PGBOUNCER_TRANSACTION_URL.
+mkdir "$root/pgbouncer"
+printf '"%s" "%s"\n' "$user" "$password" >"$root/pgbouncer/users.txt"
+for mode in session transaction; do
+    for attempt in 1 2 3 4 5; do
+        bouncer_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        cat >"$root/pgbouncer/$mode.ini" <<EOF
+[databases]
+$database = host=127.0.0.1 port=$port dbname=$database
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bouncer_port
+unix_socket_dir =
+auth_type = plain
+auth_file = $root/pgbouncer/users.txt
+pool_mode = $mode
+max_client_conn = 1000
+default_pool_size = 150
+logfile = $root/pgbouncer/$mode.log
+pidfile = $root/pgbouncer/$mode.pid
+client_tls_sslmode = allow
+client_tls_cert_file = $root/tls/server.crt
+client_tls_key_file = $root/tls/server.key
+server_tls_sslmode = require
+EOF
+        [ -z "$owner" ] || chown -R "$owner" "$root/pgbouncer"
+        if "${runas[@]}" pgbouncer -d -q "$root/pgbouncer/$mode.ini" 2>>"$root/pgbouncer/start.log"; then break; fi
+        bouncer_port=""
+    done
+    if [ -z "$bouncer_port" ]; then
+        echo "could not start pgbouncer ($mode); its log:" >&2
+        cat "$root/pgbouncer/start.log" "$root/pgbouncer/$mode.log" >&2 || true
+        exit 1
+    fi
+    url="postgresql://$user:$password@127.0.0.1:$bouncer_port/$database"
+    if [ "$mode" = session ]; then
+        export ASSETCAT_TEST_PGBOUNCER_SESSION_URL="$url"
+    else
+        export ASSETCAT_TEST_PGBOUNCER_TRANSACTION_URL="$url"
+    fi
+done
+echo "pgbouncer $(pgbouncer --version | awk 'NR == 1 {print $2}') in front of it (session and transaction modes)" >&2
 
 # Not exec: the trap must run after the command. In the background, so that a signal to
 # this script is handled at once (passed on to the command) rather than after it ends.

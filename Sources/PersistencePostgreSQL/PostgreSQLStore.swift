@@ -137,6 +137,7 @@ final class PostgreSQLStore: PersistentStore {
         writer = try PostgreSQLConnection(location, logger: options.logger, outage: outage)
         reader = try PostgreSQLConnection(location, logger: options.logger, outage: outage)
         do {
+            try requireOwnServerSessions()
             // A reaper's fence waits for this connection's transaction: a host cut off in the
             // middle of a save is let go by the server as soon as a session's would be.
             try writer.configure(PostgreSQLConnection.keepaliveSettings)
@@ -166,6 +167,31 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     deinit { close() }
+
+    /// Refuses a pooler that hands this store's connections to other clients between
+    /// transactions (pgbouncer's `pool_mode = transaction` or `statement`): the store needs
+    /// each connection to keep its server session — its `search_path`, a session's advisory
+    /// lock, `LISTEN`. Two connections of one client never share a server session, and one
+    /// connection keeps its own, so each reports the server process behind it
+    /// (`pg_backend_pid()`): the writer, the reader, the writer again. Such a pool hands the
+    /// server connection a statement freed to the next client that asks (pgbouncer's default
+    /// order, last freed first out), so the reader is given the writer's; in the order first
+    /// freed first out, the writer comes back to another one. Three round trips at open.
+    func requireOwnServerSessions() throws {
+        func backend(_ connection: PostgreSQLConnection) throws -> Int64 {
+            try connection.run("SELECT pg_backend_pid()::bigint", []).rows.first!.decode(Int64.self)
+        }
+        let writing = try backend(writer)
+        let reading = try backend(reader)
+        let writingAgain = try backend(writer)
+        guard reading != writing && writingAgain == writing else {
+            throw PersistenceError(
+                .unsupported,
+                "The store \(url.absoluteString) is reached through a pooler that shares server connections between "
+                    + "transactions (pgbouncer's pool_mode = transaction or statement), and a store needs each connection "
+                    + "to keep its server session (its search path, session locks, LISTEN): use pool_mode = session")
+        }
+    }
 
     /// Refuses a change to a store opened read-only, before anything runs.
     func requireWritable() throws {

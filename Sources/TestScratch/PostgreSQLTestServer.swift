@@ -7,10 +7,15 @@ public enum PostgreSQLTestServer {
     /// The variable that names the server.
     public static let variable = "ASSETCAT_TEST_POSTGRESQL_URL"
 
-    /// The server's URL with a new schema of its own (`schema=t_…`) in its database. Without
-    /// a server, cancels the current test and says why on standard error, one line a test (a
-    /// cancelled test case is not listed with its reason).
-    public static func newSchema() throws -> URLComponents {
+    /// pgbouncer in front of the server, in `pool_mode = session`: Scripts/with-postgres.sh sets it.
+    public static let sessionPoolVariable = "ASSETCAT_TEST_PGBOUNCER_SESSION_URL"
+    /// pgbouncer in front of the server, in `pool_mode = transaction`.
+    public static let transactionPoolVariable = "ASSETCAT_TEST_PGBOUNCER_TRANSACTION_URL"
+
+    /// The server's URL (or the one in `variable`) with a new schema of its own (`schema=t_…`)
+    /// in its database. Without a server, cancels the current test and says why on standard
+    /// error, one line a test (a cancelled test case is not listed with its reason).
+    public static func newSchema(variable: String = variable) throws -> URLComponents {
         guard let server = ProcessInfo.processInfo.environment[variable], !server.isEmpty else {
             let reason = "no PostgreSQL server: \(variable) is not set (make test sets it)"
             FileHandle.standardError.write(

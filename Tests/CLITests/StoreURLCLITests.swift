@@ -25,8 +25,8 @@ import Testing
         }
     }
 
-    static func newStore() throws -> Store {
-        let components = try PostgreSQLTestServer.newSchema()
+    static func newStore(variable: String = PostgreSQLTestServer.variable) throws -> Store {
+        let components = try PostgreSQLTestServer.newSchema(variable: variable)
         let schema = components.queryItems?.last { $0.name == "schema" }?.value ?? ""
         let password = components.password ?? ""
         var safe = components
@@ -123,6 +123,25 @@ import Testing
         #expect(!store.password.isEmpty)
         #expect(Self.files(under: t.root, holding: store.password) == [])
         #expect(outputs.allSatisfy { !$0.contains(store.password) })
+    }
+
+    /// Behind pgbouncer in transaction mode, `init` refuses with the README's line and makes
+    /// nothing: no catalog, no schema (the multi-host suites pass behind it in session mode:
+    /// Scripts/test-behind-pgbouncer.sh).
+    @Test func initBehindATransactionPoolIsRefusedWithOneLine() async throws {
+        let t = try TestCatalog()
+        let store = try Self.newStore(variable: PostgreSQLTestServer.transactionPoolVariable)
+        let target = t.directory.appending(path: "pooled")
+        let run = try await t.run(["init", "--store", store.url, target.path], environment: Self.host(t, "h1"))
+        #expect(run.status == 1)
+        #expect(
+            run.stderr
+                == "assetcat: The store \(store.redacted) is reached through a pooler that shares server connections "
+                + "between transactions (pgbouncer's pool_mode = transaction or statement), and a store needs each "
+                + "connection to keep its server session (its search path, session locks, LISTEN): use pool_mode = "
+                + "session\n")
+        #expect(run.stdout == "")
+        #expect(!FileManager.default.fileExists(atPath: target.path))
     }
 
     @Test func aSecondInitOnTheSameSchemaIsRefusedNamingJoin() async throws {

@@ -7,8 +7,9 @@ import Testing
     private static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appending(path: "Scripts/with-postgres.sh").path
 
-    /// A run killed with SIGKILL cannot stop its server or remove its directory: the next run
-    /// does both, before it starts its own, and leaves nothing behind itself.
+    /// A run killed with SIGKILL cannot stop its server and pgbouncers or remove its
+    /// directory: the next run does it, before it starts its own, and leaves nothing behind
+    /// itself.
     @Test func aClusterLeftByAKilledRunIsRemovedByTheNextRun() throws {
         let temporary = try ScratchDirectory.make("with-postgres").path
         defer { try? FileManager.default.removeItem(atPath: temporary) }
@@ -23,12 +24,19 @@ import Testing
             contentsOfFile: "\(temporary)/\(left[0])/data/postmaster.pid", encoding: .utf8)
         let serverPID = try #require(pid_t(postmaster.split(separator: "\n")[0]))
         #expect(Self.isRunning(serverPID))  // the server outlived its script
+        // So did its two pgbouncers (session and transaction pools).
+        let bouncers = try ["session", "transaction"].map { mode in
+            let text = try String(contentsOfFile: "\(temporary)/\(left[0])/pgbouncer/\(mode).pid", encoding: .utf8)
+            return try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        }
+        #expect(bouncers.allSatisfy(Self.isRunning))
 
         let next = try ChildProcess(Self.script, ["true"], environment: ["TMPDIR": temporary]).wait(within: 120)
         #expect(next.status == 0, "\(next.stderrText)")
         #expect(next.stderrText.contains("removing a PostgreSQL cluster left by a killed run: \(temporary)/\(left[0])"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == [])
         #expect(!Self.isRunning(serverPID))
+        #expect(!bouncers.contains(where: Self.isRunning))
     }
 
     /// Whether `pid` is a live process: not gone, and not a zombie (an orphaned server,
