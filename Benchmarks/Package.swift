@@ -10,6 +10,7 @@ let package = Package(
     dependencies: [
         .package(name: "AssetCatalog", path: ".."),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // Child processes timed with their peak memory, for the suites that run `assetcat`.
@@ -46,6 +47,8 @@ let package = Package(
             dependencies: [
                 .product(name: "AssetCatalog", package: "AssetCatalog"),
                 .product(name: "Persistence", package: "AssetCatalog"),
+                // The work floor of the digest jobs: the same files hashed in this process.
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // What a catalog's size costs: one-asset commands on a large catalog against a ten-asset

@@ -42,6 +42,28 @@ final class StepLog: Sendable {
     func contains(_ event: String) -> Bool { all.contains(event) }
 }
 
+/// Reports progress 0.25 at once, then, let go by `gate`, 0.75 after 0.6 s (more than the
+/// half second before a run's progress is written), then ends when let go again.
+final class Reporter: JobProcessor {
+    let log = StepLog()
+    let gate = Mutex(0)
+
+    func waitForGate(_ value: Int) async throws {
+        while gate.withLock({ $0 }) < value { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    func run(_ job: JobContext) async throws -> JobOutput {
+        job.reportProgress(0.25)
+        log.record("reported 0.25")
+        try await waitForGate(1)
+        try await Task.sleep(for: .milliseconds(600))
+        job.reportProgress(0.75)
+        log.record("reported 0.75")
+        try await waitForGate(2)
+        return JobOutput()
+    }
+}
+
 /// Fails: transiently `transientFailures` times, then for good (or succeeds).
 final class Flaky: JobProcessor {
     let attempts = Mutex(0)
@@ -91,6 +113,28 @@ final class Flaky: JobProcessor {
         #expect(try state(catalog, id).state == .succeeded && state(catalog, id).progress == 1)
         let updated = try catalog.asset(asset.id)
         #expect(updated.metadata["stepped"] == "3" && updated.tags == ["processed"])
+    }
+
+    /// A run's progress is published to the run's callers at once, but written to its row
+    /// (for `jobs ls` and other processes) only once the run has lasted half a second: a
+    /// short job's report — a digest of a small file reports once — cost every job a write
+    /// transaction of its own (a sixth of a digest job's CPU).
+    @Test func aRunsProgressIsWrittenOnlyOnceItHasLastedHalfASecond() async throws {
+        let (_, catalog, asset) = try await catalogWithAsset()
+        let reporter = Reporter()
+        catalog.jobs.register(reporter, as: "reporter")
+        let id = try catalog.jobs.submit("reporter", for: asset.id)
+        let heard = Mutex<[Double]>([])
+        let run = Task { try await catalog.jobs.runUntilIdle { job in heard.withLock { $0.append(job.progress) } } }
+        try await eventually { reporter.log.contains("reported 0.25") }
+        #expect(heard.withLock { $0.contains(0.25) })  // published
+        #expect(try state(catalog, id).state == .running && state(catalog, id).progress == 0)  // not written
+        reporter.gate.withLock { $0 = 1 }
+        try await eventually { reporter.log.contains("reported 0.75") }
+        try await eventually { try state(catalog, id).progress == 0.75 }  // written: the run lasted 0.6 s
+        reporter.gate.withLock { $0 = 2 }
+        #expect(try await run.value == JobRunSummary(succeeded: 1))
+        #expect(try state(catalog, id).progress == 1)
     }
 
     @Test func runUntilIdleReturnsOnlyOnceEveryOutcomeIsWritten() async throws {

@@ -2,7 +2,8 @@
 //
 //   swift run -c release --package-path Benchmarks JobBenchmarks \
 //       [--jobs N] [--samples N] [--cross-samples N] [--idle-seconds N] [--repeat N] [--work DIR]
-//       [--store postgresql://… | --postgresql] [--workers N] [--only throughput,workers,cancel,idle]
+//       [--store postgresql://… | --postgresql] [--workers N] [--assetcat PATH]
+//       [--only throughput,workers,real,cancel,idle]
 //
 // --store (or --postgresql: the server of $ASSETCAT_TEST_POSTGRESQL_URL, as
 // Scripts/with-postgres.sh sets it) keeps every catalog's records in a fresh schema of that PostgreSQL server (content in
@@ -31,9 +32,20 @@
 //    Timed from the first spawn to the last exit, and from the first worker's `runUntilIdle` call
 //    to the last one's return (CLOCK_MONOTONIC, printed by each worker). Checked: every job
 //    succeeded once (the workers' counts sum to N; N rows `succeeded`).
+// 1c. Jobs that do something (--only real): the built-in digest job over the N tiny files,
+//    added with hashing deferred (`defersHashing`: the add queues one digest job an asset, which
+//    reads the file, hashes it and writes its digest and size onto the asset), and a processor
+//    that writes two metadata values onto its asset (what a pipeline's own kinds do), each worked
+//    by `runUntilIdle()`. Work floor of the digest row: the same files opened, read and hashed
+//    (SHA-256, swift-crypto) in this process by a TaskGroup of the queue's concurrency; the
+//    overhead a job is the run's process CPU less the floor's, over N. With --assetcat PATH,
+//    also the CLI: `assetcat add --reference --recursive --defer-hash` of the files (untimed),
+//    then `assetcat jobs run` timed from spawn to exit. Checked: N jobs succeeded, every asset
+//    has its digest (or its metadata).
 // 3. Idle cost. A fresh catalog of N assets and no jobs, the queue started (`start()`): this
 //    process's CPU time (utime + stime of /proc/self/stat) over --idle-seconds (default 10; 0 skips).
 import AssetCatalog
+import Crypto
 import Foundation
 import Persistence
 import Synchronization
@@ -103,7 +115,8 @@ var idleSeconds = 10
 var workRoot = NSTemporaryDirectory()
 var store: String?
 var workers = 0
-let allSections: Set<String> = ["throughput", "workers", "cancel", "idle"]
+let allSections: Set<String> = ["throughput", "workers", "real", "cancel", "idle"]
+var assetcat: String?
 var only = allSections
 do {
     var args = Array(CommandLine.arguments.dropFirst())
@@ -127,6 +140,7 @@ do {
             }
             store = url
         case "--workers": workers = max(0, Int(value()) ?? workers)
+        case "--assetcat": assetcat = value()
         case "--only":
             only = Set(value().split(separator: ",").map(String.init))
             guard only.isSubset(of: allSections) else { usage() }
@@ -136,7 +150,7 @@ do {
     func usage() -> Never {
         say(
             "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--idle-seconds N (0 skips)] "
-                + "[--repeat N] [--work DIR] [--store postgresql://… | --postgresql] [--workers N] "
+                + "[--repeat N] [--work DIR] [--store postgresql://… | --postgresql] [--workers N] [--assetcat PATH] "
                 + "[--only \(allSections.sorted().joined(separator: ","))]")
         exit(2)
     }
@@ -196,7 +210,8 @@ do {
 }
 
 /// A fresh catalog with every file added in reference mode; returns it and the asset IDs.
-@MainActor func makeCatalog(_ name: String) async throws -> (Catalog, [AssetID]) {
+/// With `defersHashing`, the add queues a digest job an asset.
+@MainActor func makeCatalog(_ name: String, defersHashing: Bool = false) async throws -> (Catalog, [AssetID]) {
     let directory = URL(fileURLWithPath: base + "/" + name)
     let catalog: Catalog
     if let store {
@@ -211,9 +226,11 @@ do {
     } else {
         catalog = try Catalog.create(at: directory)
     }
-    let result = try await catalog.add([filesRoot], options: AddOptions(mode: .reference, recursive: true))
+    let result = try await catalog.add(
+        [filesRoot], options: AddOptions(mode: .reference, recursive: true, defersHashing: defersHashing))
     precondition(result.failures.isEmpty && result.added.count == jobCount, "add: \(result.added.count) assets")
-    precondition(result.queuedJobs.isEmpty, "add queued \(result.queuedJobs.count) jobs of its own")
+    precondition(
+        result.queuedJobs.count == (defersHashing ? jobCount : 0), "add queued \(result.queuedJobs.count) jobs")
     // The checks count the succeeded rows: none pruned (the standard retention keeps 10,000).
     catalog.jobs.retention = .keepsEverything
     return (catalog, result.added.map(\.id))
@@ -368,6 +385,140 @@ if only.contains("workers") {
                 + "\(fmt(window)) s from the first runUntilIdle to the last return; jobs per worker "
                 + "\(counts.map(String.init).joined(separator: "/")), peaks \(peaks.map { fmt($0, 0) }.joined(separator: "/")) MB"
         )
+    }
+}
+
+// MARK: 1c. Jobs that do something
+
+/// Writes two metadata values onto its asset: what a pipeline's own job kinds do.
+struct WritesMetadata: JobProcessor {
+    func run(_ job: JobContext) async throws -> JobOutput {
+        JobOutput(metadata: ["checkedBy": "bench", "nameLength": String(job.asset.name.utf8.count)])
+    }
+}
+
+/// Opens, reads and hashes each of `paths` (SHA-256), at most `limit` at a time: the digest
+/// jobs' own work, without the queue.
+func hashFiles(_ paths: [String], limit: Int) async -> Int {
+    @Sendable func digest(_ path: String) -> Int {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        var hasher = SHA256()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { break }
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+        }
+        return hasher.finalize().withUnsafeBytes { Int($0[0]) } | 1 << 8
+    }
+    return await withTaskGroup(of: Int.self) { group in
+        var next = 0
+        var done = 0
+        while next < min(limit, paths.count) {
+            let path = paths[next]
+            group.addTask { digest(path) }
+            next += 1
+        }
+        for await result in group {
+            done += result >> 8
+            if next < paths.count {
+                let path = paths[next]
+                group.addTask { digest(path) }
+                next += 1
+            }
+        }
+        return done
+    }
+}
+
+/// One kind of real job, best of the rounds: its run, the run's process CPU, and the floor.
+struct RealRow {
+    var run = Double.infinity
+    var cpu = 0.0
+    var floor = Double.infinity
+    var floorCPU = 0.0
+}
+var digestRow = RealRow()
+var metadataRow = RealRow()
+var cliDigest: (wall: Double, cpu: Double)?
+if only.contains("real") {
+    say("1c. jobs that do something: the built-in digest job, and a processor that writes metadata")
+    let paths = (0..<jobCount).map { "\(filesRoot)/d\($0 % 100)/a\($0).dat" }
+    for round in 0..<repeats {
+        // The floor first on even rounds, last on odd ones.
+        func floor() async {
+            let cpu0 = cpuTime()
+            let t0 = now()
+            let hashed = await hashFiles(paths, limit: ProcessInfo.processInfo.activeProcessorCount)
+            let t = now() - t0
+            precondition(hashed == jobCount, "hashed \(hashed) files")
+            if t < digestRow.floor { digestRow.floorCPU = cpuTime() - cpu0 }
+            digestRow.floor = min(digestRow.floor, t)
+            say("   round \(round + 1): hashing the files in this process \(fmt(t, 4)) s")
+        }
+        if round % 2 == 0 { await floor() }
+        do {
+            let (catalog, ids) = try await makeCatalog("digest-\(round)", defersHashing: true)
+            let cpu0 = cpuTime()
+            let t0 = now()
+            let summary = try await catalog.jobs.runUntilIdle()
+            let t = now() - t0
+            let cpu = cpuTime() - cpu0
+            precondition(summary.succeeded == jobCount && summary.failed == 0, "digest run: \(summary)")
+            let unhashed = try ids.filter { try catalog.asset($0).sha256.isEmpty }.count
+            precondition(unhashed == 0, "\(unhashed) assets without their digest")
+            if t < digestRow.run { digestRow.cpu = cpu }
+            digestRow.run = min(digestRow.run, t)
+            say("   round \(round + 1): digest jobs \(fmt(t)) s (process CPU \(fmt(cpu)) s)")
+            catalog.close()
+        }
+        do {
+            let (catalog, ids) = try await makeCatalog("metadata-\(round)")
+            catalog.jobs.register(WritesMetadata(), as: "check")
+            _ = try catalog.jobs.submit(["check"], for: ids)
+            let cpu0 = cpuTime()
+            let t0 = now()
+            let summary = try await catalog.jobs.runUntilIdle()
+            let t = now() - t0
+            let cpu = cpuTime() - cpu0
+            precondition(summary.succeeded == jobCount && summary.failed == 0, "metadata run: \(summary)")
+            let unwritten = try ids.filter { try catalog.asset($0).metadata["checkedBy"] != "bench" }.count
+            precondition(unwritten == 0, "\(unwritten) assets without their metadata")
+            if t < metadataRow.run { metadataRow.cpu = cpu }
+            metadataRow.run = min(metadataRow.run, t)
+            say("   round \(round + 1): metadata-writing jobs \(fmt(t)) s (process CPU \(fmt(cpu)) s)")
+            catalog.close()
+        }
+        if round % 2 == 1 { await floor() }
+        if let assetcat, store == nil {
+            let directory = base + "/cli-\(round)"
+            func run(_ arguments: [String]) throws -> (wall: Double, cpu: Double) {
+                let child = Process()
+                child.executableURL = URL(fileURLWithPath: assetcat)
+                child.arguments = arguments
+                child.standardOutput = FileHandle.nullDevice
+                let t0 = now()
+                try child.run()
+                child.waitUntilExit()
+                let wall = now() - t0
+                precondition(child.terminationStatus == 0, "assetcat \(arguments.joined(separator: " ")) failed")
+                var usage = rusage()
+                getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
+                let cpu =
+                    Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                    + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+                return (wall, cpu)
+            }
+            _ = try run(["init", directory])
+            _ = try run(["add", "--catalog", directory, "-q", "--reference", "--recursive", "--defer-hash", filesRoot])
+            let before = try run(["--version"]).cpu  // the children's CPU so far
+            let jobs = try run(["jobs", "run", "--catalog", directory, "-q"])
+            let result = (wall: jobs.wall, cpu: jobs.cpu - before)
+            if cliDigest == nil || result.wall < cliDigest!.wall { cliDigest = result }
+            say("   round \(round + 1): `assetcat jobs run` of the digest jobs \(fmt(result.wall)) s")
+        }
     }
 }
 
@@ -580,6 +731,25 @@ if let best = workerRounds.min(by: { $0.window < $1.window }) {
             + "\(grouped(Int(Double(jobCount) / fastestWall))) jobs/s (\(fmt(fastestWall)) s); peak RSS per worker "
             + "\(fmt(peak, 0)) MB | – | – |")
     for failure in workerCheckFailures { say("| CHECK FAILED (several workers), \(failure) | – | – | – |") }
+}
+if only.contains("real") {
+    let overhead = (digestRow.cpu - digestRow.floorCPU) / Double(jobCount) * 1e6
+    say(
+        "| built-in digest jobs, \(grouped(jobCount)) tiny files added with hashing deferred, concurrency "
+            + "\(ProcessInfo.processInfo.activeProcessorCount): `runUntilIdle` | \(grouped(Int(Double(jobCount) / digestRow.run))) "
+            + "jobs/s (\(fmt(digestRow.run)) s); process CPU \(fmt(digestRow.cpu / Double(jobCount) * 1e6, 0)) µs a job | "
+            + "the files hashed in this process: \(fmt(digestRow.floor, 4)) s, \(fmt(digestRow.floorCPU / Double(jobCount) * 1e6, 0)) "
+            + "µs a file | \(fmt(digestRow.run / digestRow.floor, 1))×; overhead \(fmt(overhead, 0)) µs a job |")
+    say(
+        "| jobs writing two metadata values onto their asset, \(grouped(jobCount)): `runUntilIdle` | "
+            + "\(grouped(Int(Double(jobCount) / metadataRow.run))) jobs/s (\(fmt(metadataRow.run)) s); process CPU "
+            + "\(fmt(metadataRow.cpu / Double(jobCount) * 1e6, 0)) µs a job | – | – |")
+    if let cliDigest {
+        say(
+            "| the digest jobs through `assetcat jobs run` (spawn → exit) | \(grouped(Int(Double(jobCount) / cliDigest.wall))) "
+                + "jobs/s (\(fmt(cliDigest.wall)) s); CPU \(fmt(cliDigest.cpu / Double(jobCount) * 1e6, 0)) µs a job | – | – |"
+        )
+    }
 }
 if only.contains("cancel") {
     say(

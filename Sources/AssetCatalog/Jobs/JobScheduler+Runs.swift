@@ -69,7 +69,11 @@ extension JobScheduler {
         _ job: JobRecord, token: String, asset: AssetRecord, processor: any JobProcessor, catalog: Catalog,
         summary: SummaryBox, progress: (@Sendable (JobRecord) -> Void)?
     ) -> Bool {
-        let lastReport = Locked(Date.distantPast)
+        // A run's progress is written to its row at most every half second, and only once it
+        // has run that long: a short job's reports (a digest of a small file reports once) are
+        // only published, and its result writes the final progress. Writing the first report
+        // at once cost every job a write transaction of its own.
+        let lastReport = Locked(Date())
         let context = JobContext(
             jobID: job.id, kind: job.kind, asset: asset, catalog: catalog, runToken: token,
             progressSink: { [weak self] fraction in
