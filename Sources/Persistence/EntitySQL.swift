@@ -67,4 +67,20 @@ package struct EntitySQL: Sendable {
         }
         return (query + " RETURNING \"_version\"", arguments)
     }
+
+    /// SQLite's statement that writes the columns of `slots` of several rows at once, each
+    /// row's values a tuple of a `VALUES` list (its ID, its expected version when `versioned`,
+    /// then its values by slot), and steps each row's version if it is still the one expected;
+    /// it returns the ID and new version of each row written. `rows` tuples of arguments.
+    package func update(slots: [Int], rows: Int, versioned: Bool) -> String {
+        let first = versioned ? 3 : 2
+        let assignments =
+            slots.enumerated().map { i, slot in "\(columns[slot]) = v.column\(first + i)" }
+            + ["\"_version\" = \(table).\"_version\" + 1"]
+        let tuple = "(" + Array(repeating: "?", count: first - 1 + slots.count).joined(separator: ", ") + ")"
+        return "UPDATE \(table) SET \(assignments.joined(separator: ", ")) FROM (VALUES "
+            + Array(repeating: tuple, count: rows).joined(separator: ", ") + ") AS v WHERE \(table).\"id\" = v.column1"
+            + (versioned ? " AND \(table).\"_version\" = v.column2" : "")
+            + " RETURNING \(table).\"id\", \(table).\"_version\""
+    }
 }

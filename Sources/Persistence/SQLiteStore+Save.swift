@@ -250,9 +250,48 @@ struct SQLiteStatements: SaveStatements {
         return db.changesCount
     }
 
+    /// Writes updates of the same entity and columns (and with or without an expected
+    /// version) with one statement a group of up to ``groupedUpdateRows`` rows
+    /// (``EntitySQL/update(slots:rows:versioned:)``), others one statement a row. One statement
+    /// for many rows is cheaper by itself, and much cheaper where a trigger writes a search
+    /// index: FTS5 flushes what it holds into a segment of its own at each statement's
+    /// savepoint (a result on each of 10,000 assets' metadata cost 100 µs a row through their
+    /// statements, against 27 µs in one). A group that breaks a constraint changes nothing —
+    /// the statement is undone — and is written again a row at a time, which names the row at
+    /// fault as before; any other error ends the save.
     func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
+        var groups: [GroupKey: [StoreChanges.Update]] = [:]
+        var order: [GroupKey] = []
         for update in updates {
+            let key = GroupKey(
+                entity: ObjectIdentifier(update.entity), slots: update.slots, versioned: update.expectedVersion != nil)
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(update)
+        }
+        var single: [StoreChanges.Update] = []
+        for key in order {
+            let group = groups[key]!
+            // Statements of 4, 8, 16 … rows (a few statements to prepare and keep an entity),
+            // the largest that fits what is left; the last three or fewer a row at a time.
+            let most = min(Self.groupedUpdateRows, 30_000 / (key.slots.count + 2))
+            var start = 0
+            while group.count - start >= Self.groupedUpdateMinimum {
+                var size = Self.groupedUpdateMinimum
+                while size * 2 <= min(most, group.count - start) { size *= 2 }
+                let part = group[start..<start + size]
+                start += size
+                do {
+                    versions.merge(try updateGroup(part, versioned: key.versioned)) { $1 }
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                    single += part  // undone; a row at a time names the row at fault
+                } catch {
+                    try store.mapErrors(nil) { throw error }
+                }
+            }
+            single += group[start...]
+        }
+        for update in single {
             let id = ManagedObjectID(entityName: update.entity.name, rowID: update.id)
             let (query, arguments) = store.sql[update.entity].update(
                 slots: update.slots, values: update.values, id: update.id, expectedVersion: update.expectedVersion)
@@ -261,6 +300,42 @@ struct SQLiteStatements: SaveStatements {
             }
             versions[id] = version.first
         }
+        return versions
+    }
+
+    /// What updates are grouped by: their entity, their columns, and whether they expect a version.
+    struct GroupKey: Hashable {
+        var entity: ObjectIdentifier
+        var slots: [Int]
+        var versioned: Bool
+    }
+
+    /// The fewest updates of one group written with one statement.
+    static let groupedUpdateMinimum = 4
+    /// The most rows of one statement of a group (and its arguments at most 30,000, under
+    /// SQLite's limit of 32,766).
+    static let groupedUpdateRows = 1_024
+
+    /// Writes `group` (updates of one entity and the same columns) with one statement;
+    /// returns the new versions of the rows written.
+    private func updateGroup(_ group: ArraySlice<StoreChanges.Update>, versioned: Bool) throws -> [ManagedObjectID:
+        Int64]
+    {
+        let first = group[group.startIndex]
+        let entity = first.entity
+        let query = store.sql[entity].update(slots: first.slots, rows: group.count, versioned: versioned)
+        var arguments: [StoreValue] = []
+        arguments.reserveCapacity(group.count * (first.slots.count + 2))
+        for update in group {
+            arguments.append(.integer(update.id))
+            if let version = update.expectedVersion { arguments.append(.integer(version)) }
+            arguments += update.values
+        }
+        let written = try SQLiteStore.query(db, query, arguments) {
+            (sqlite3_column_int64($0, 0), sqlite3_column_int64($0, 1))
+        }
+        var versions: [ManagedObjectID: Int64] = [:]
+        for (id, version) in written { versions[ManagedObjectID(entityName: entity.name, rowID: id)] = version }
         return versions
     }
 
