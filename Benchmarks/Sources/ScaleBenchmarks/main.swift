@@ -43,8 +43,9 @@
 //   export --tag         the 1,000 tagged files into a .tar bundle, beside `tar` of the same files
 //                        plus `openssl dgst -sha256` of them (what a bag's manifest costs).
 //   add                  `add --reference --recursive` of --files tiny files (default 100,000; the
-//                        issue's figure is 1,000,000) into a fresh catalog, beside the hash floor:
-//                        find | xargs -0 -P2 openssl dgst -sha256. Bar: ≤ 2×, peak < 100 MB.
+//                        issue's figure is 1,000,000) into a fresh catalog, untagged and with
+//                        `--tag bulk`, beside the hash floor: find | xargs -0 -P2 openssl dgst
+//                        -sha256. Bars: ≤ 1.5× untagged, ≤ 2× tagged; peak < 100 MB.
 //   rm                   `rm` of 10,000 managed assets in the large catalog (IDs as arguments,
 //                        `--from-file`, `--tag`), beside `rm -rf` of a copy of the same files and
 //                        `sync`. Bar: ≤ 1.5×.
@@ -665,20 +666,29 @@ if wanted("add") {
     say("making \(files) tiny files for add")
     makeTinyFiles(at: tiny, count: files, prefix: "tiny")
     let fresh = base + "/fresh"
-    let (ours, peak) = measure(
-        heavyRepeats,
-        prepare: { _ in
-            children.removeTree(fresh)
-            run(["init", fresh], timed: false)
-        }
-    ) { _ in run(["add", "--catalog", fresh, "--reference", "--recursive", tiny]) }
+    // Untagged, then tagged (what the README's tour and pipelines do), then the floor.
+    func add(_ tags: [String]) -> (Double, Int) {
+        measure(
+            heavyRepeats,
+            prepare: { _ in
+                children.removeTree(fresh)
+                run(["init", fresh], timed: false)
+            }
+        ) { _ in run(["add", "--catalog", fresh, "--reference", "--recursive"] + tags + [tiny]) }
+    }
+    let (ours, peak) = add([])
+    let (tagged, taggedPeak) = add(["--tag", "bulk"])
     let (baseline, _) = measure(heavyRepeats) { _ in
         shell("find \(quoted(tiny)) -type f -print0 | xargs -0 -P2 -n 2000 openssl dgst -sha256 > /dev/null")
     }
     report(
         Row(
             name: "add --reference --recursive of \(files) tiny files", ours: ours, oursPeakKiB: peak,
-            baseline: baseline, baselineName: "hash floor", bar: "≤ 2×, peak < 100 MB"))
+            baseline: baseline, baselineName: "hash floor", bar: "≤ 1.5×, peak < 100 MB"))
+    report(
+        Row(
+            name: "the same with --tag bulk", ours: tagged, oursPeakKiB: taggedPeak, baseline: baseline,
+            baselineName: "hash floor", bar: "≤ 2×, peak < 100 MB"))
     children.removeTree(fresh)
     children.removeTree(tiny)
 }
