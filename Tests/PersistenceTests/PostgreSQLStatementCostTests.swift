@@ -174,6 +174,53 @@ struct ServerReads {
         #expect(counts?.1 == storedSizes + 5)
     }
 
+    /// A save's updates of one entity and the same columns are one statement wherever they
+    /// are among the save's changes: a job's result updates its job and its asset, so a group
+    /// of results alternates between the two (counted by a statement trigger of the test's).
+    @Test func aSavesUpdatesOfOneEntityAreOneStatementEvenInterleaved() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        let container = try PersistentContainer.open(
+            url: url, schema: try Schema([DigestedItem.self, Parcel.self, ParcelItem.self]))
+        defer { container.close() }
+        let admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+        defer { admin.close() }
+        let context = container.newBackgroundContext()
+        let pairs = (0..<12).map { i in
+            let item = DigestedItem(context: context)
+            item.digest = "d\(i)"
+            let parcel = Parcel(context: context)
+            parcel.label = "p\(i)"
+            return (item, parcel)
+        }
+        try context.save()
+        for table in ["DigestedItem", "Parcel"] {
+            try admin.run("CREATE TABLE \"statements_\(table)\" (n INTEGER)", [])
+            try admin.run(
+                """
+                CREATE FUNCTION "count_\(table)"() RETURNS trigger LANGUAGE plpgsql AS \
+                $$ BEGIN INSERT INTO "statements_\(table)" VALUES (1); RETURN NULL; END $$
+                """, [])
+            try admin.run(
+                "CREATE TRIGGER \"count\" AFTER UPDATE ON \"\(table)\" FOR EACH STATEMENT EXECUTE FUNCTION \"count_\(table)\"()",
+                [])
+        }
+        for (item, parcel) in pairs {  // item, parcel, item, parcel…
+            item.state = "dropped"
+            parcel.label += " sent"
+        }
+        try context.save()
+        for table in ["DigestedItem", "Parcel"] {
+            let statements = try admin.run("SELECT count(*) FROM \"statements_\(table)\"", []).rows.first!
+            #expect(try statements.decode(Int64.self) == 1, "\(table)")
+        }
+        let stored = try container.newBackgroundContext().fetch(FetchRequest<DigestedItem>())
+        #expect(stored.count == 12 && stored.allSatisfy { $0.state == "dropped" })
+        #expect(
+            try container.newBackgroundContext().fetch(FetchRequest<Parcel>()).allSatisfy {
+                $0.label.hasSuffix(" sent")
+            })
+    }
+
     @Test func aStatementOfManyRowsWritesEachCountOnce() throws {
         let store = try Store()
         defer { store.close() }
