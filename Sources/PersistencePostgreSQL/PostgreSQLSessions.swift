@@ -73,6 +73,7 @@ extension PostgreSQLStore {
             return
         }
         let fence = "SELECT 1 FROM \(Self.sessionsTable) WHERE id = $1 FOR SHARE"
+        if countingCommit { hasCountedCommits.withLock { $0 = true } }
         let rows =
             try countingCommit
             ? writer.run(

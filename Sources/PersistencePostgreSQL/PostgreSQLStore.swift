@@ -82,6 +82,8 @@ final class PostgreSQLStore: PersistentStore {
     let sql: EntityMap<EntitySQL>
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     let writerID = UUID().uuidString
+    /// Whether this store has counted a commit in its row (which ``close()`` then folds).
+    let hasCountedCommits = Locked(false)
     let injectedFault = FaultSlot()
     /// The columns of each unique index, by index name, as SQLite names them in its
     /// messages (`Folder.name`): a constraint error reads the same on both stores.
@@ -106,6 +108,7 @@ final class PostgreSQLStore: PersistentStore {
 
     /// Counts the commit of the writer's transaction.
     func countCommit() throws {
+        hasCountedCommits.withLock { $0 = true }
         try writer.run(Self.commitCount("$1"), [.text(writerID)])
     }
     /// The to-one relationships with an `onDestinationDelete` rule, as in the SQLite store:
@@ -241,7 +244,9 @@ final class PostgreSQLStore: PersistentStore {
     func close() {
         stopAnnouncements()
         currentSession?.end()
-        if !isReadOnly && !writer.isClosed {
+        // A store that never committed (a command that only read) has no row to fold: no
+        // transaction at its close, three round trips fewer.
+        if !isReadOnly && !writer.isClosed && hasCountedCommits.withLock({ $0 }) {
             _ = try? writer.withLock {
                 try transaction(writer) {
                     try writer.run(

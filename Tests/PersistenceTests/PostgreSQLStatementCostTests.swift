@@ -221,6 +221,41 @@ struct ServerReads {
             })
     }
 
+    /// A store that only read has no commits to fold into the retired row at its close, and
+    /// writes nothing then (a `show` took a write transaction at its close); one that saved folds
+    /// its commits as before (counted by a statement trigger of the test's).
+    @Test func aStoreThatOnlyReadWritesNothingAtItsClose() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self])).close()  // made
+        let admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+        defer { admin.close() }
+        try admin.run("CREATE TABLE \"folds\" (n INTEGER)", [])
+        try admin.run(
+            """
+            CREATE FUNCTION "count_fold"() RETURNS trigger LANGUAGE plpgsql AS \
+            $$ BEGIN INSERT INTO "folds" VALUES (1); RETURN NULL; END $$
+            """, [])
+        try admin.run(
+            "CREATE TRIGGER \"count\" AFTER DELETE ON _persistence_commits FOR EACH STATEMENT EXECUTE FUNCTION \"count_fold\"()",
+            [])
+        func folds() throws -> Int64 {
+            try admin.run("SELECT count(*) FROM \"folds\"", []).rows.first!.decode(Int64.self)
+        }
+        let reading = try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self]))
+        #expect(try reading.newBackgroundContext().fetch(FetchRequest<DigestedItem>()).isEmpty)
+        reading.close()
+        #expect(try folds() == 0)
+
+        let saving = try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self]))
+        let context = saving.newBackgroundContext()
+        _ = DigestedItem(context: context)
+        try context.save()
+        saving.close()
+        #expect(try folds() == 1)
+        let retired = try admin.run("SELECT commits FROM _persistence_commits WHERE writer = 'retired'", [])
+        #expect(try retired.rows.first?.decode(Int64.self) ?? 0 >= 1)
+    }
+
     @Test func aStatementOfManyRowsWritesEachCountOnce() throws {
         let store = try Store()
         defer { store.close() }
