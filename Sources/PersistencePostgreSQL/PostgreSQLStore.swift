@@ -137,8 +137,7 @@ final class PostgreSQLStore: PersistentStore {
         for warning in location.warnings { options.logger.warning("\(warning)") }
         let outage = ServerOutage()
         self.outage = outage
-        writer = try PostgreSQLConnection(location, logger: options.logger, outage: outage)
-        reader = try PostgreSQLConnection(location, logger: options.logger, outage: outage)
+        (writer, reader) = try Self.connectPair(location, logger: options.logger, outage: outage)
         do {
             try requireOwnServerSessions()
             // A reaper's fence waits for this connection's transaction: a host cut off in the
@@ -170,6 +169,33 @@ final class PostgreSQLStore: PersistentStore {
     }
 
     deinit { close() }
+
+    /// The writer and the reader, connected at the same time: each connection's start-up
+    /// (TCP, TLS, SCRAM's key derivation, the search path) is a few round trips and some CPU,
+    /// and every command waited for the two one after the other. The writer's error, if both
+    /// fail.
+    static func connectPair(_ location: PostgreSQLLocation, logger: Logger, outage: ServerOutage) throws -> (
+        PostgreSQLConnection, PostgreSQLConnection
+    ) {
+        let second = Locked<Result<PostgreSQLConnection, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let result = Result { try PostgreSQLConnection(location, logger: logger, outage: outage) }
+            second.withLock { $0 = result }
+            done.signal()
+        }
+        let first = Result { try PostgreSQLConnection(location, logger: logger, outage: outage) }
+        done.wait()
+        switch (first, second.withLock { $0! }) {
+        case (.success(let writer), .success(let reader)):
+            return (writer, reader)
+        case (.success(let connection), .failure(let error)), (.failure(let error), .success(let connection)):
+            connection.close()
+            throw error
+        case (.failure(let error), .failure):
+            throw error
+        }
+    }
 
     /// Refuses a pooler that hands this store's connections to other clients between
     /// transactions (pgbouncer's `pool_mode = transaction` or `statement`): the store needs
