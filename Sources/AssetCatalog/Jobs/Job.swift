@@ -253,7 +253,10 @@ public struct JobContext: Sendable {
     let runToken: String
     let progressSink: @Sendable (Double) -> Void
 
-    /// Reports progress, from 0 to 1.
+    /// Reports progress, from 0 to 1: passed at once to the run's progress callback
+    /// (`runUntilIdle(progress:)`), and written to the job's row (what `jobs ls` and other
+    /// processes read) at most every half second, once the run has lasted that long — a short
+    /// job's reports cost no write; its result sets its progress to 1.
     public func reportProgress(_ fraction: Double) { progressSink(min(1, max(0, fraction))) }
 
     /// Throws `CancellationError` once the job is cancelled: call it between steps.
