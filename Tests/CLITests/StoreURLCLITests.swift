@@ -125,7 +125,7 @@ import Testing
         #expect(outputs.allSatisfy { !$0.contains(store.password) })
     }
 
-    /// Behind pgbouncer in transaction mode, `init` refuses with the README's line and makes
+    /// Behind pgbouncer in transaction mode, `init` refuses with the line *Naming a store* shows and makes
     /// nothing: no catalog, no schema (the multi-host suites pass behind it in session mode:
     /// Scripts/test-behind-pgbouncer.sh).
     @Test func initBehindATransactionPoolIsRefusedWithOneLine() async throws {
