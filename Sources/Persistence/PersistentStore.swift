@@ -40,6 +40,27 @@ package struct StoreChanges {
         package var expectedVersion: Int64?
     }
 
+    /// `updates` grouped by entity, columns and whether they expect a version, wherever they
+    /// are among them: each group in their order, the groups in the order of their first
+    /// updates. What every store writes with one statement a group (a group of job results
+    /// alternates between jobs and assets, so runs of consecutive updates are not enough).
+    package static func groupedByColumns(_ updates: [Update]) -> [[Update]] {
+        struct Key: Hashable {
+            var entity: ObjectIdentifier
+            var slots: [Int]
+            var versioned: Bool
+        }
+        var groups: [Key: [Update]] = [:]
+        var order: [Key] = []
+        for update in updates {
+            let key = Key(
+                entity: ObjectIdentifier(update.entity), slots: update.slots, versioned: update.expectedVersion != nil)
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(update)
+        }
+        return order.map { groups[$0]! }
+    }
+
     package var inserts: [Insert] = []
     package var updates: [Update] = []
     package var deletes: [Delete] = []

@@ -261,20 +261,12 @@ struct SQLiteStatements: SaveStatements {
     /// fault as before; any other error ends the save.
     func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
-        var groups: [GroupKey: [StoreChanges.Update]] = [:]
-        var order: [GroupKey] = []
-        for update in updates {
-            let key = GroupKey(
-                entity: ObjectIdentifier(update.entity), slots: update.slots, versioned: update.expectedVersion != nil)
-            if groups[key] == nil { order.append(key) }
-            groups[key, default: []].append(update)
-        }
         var single: [StoreChanges.Update] = []
-        for key in order {
-            let group = groups[key]!
+        for group in StoreChanges.groupedByColumns(updates) {
+            let versioned = group[0].expectedVersion != nil
             // Statements of 4, 8, 16 … rows (a few statements to prepare and keep an entity),
             // the largest that fits what is left; the last three or fewer a row at a time.
-            let most = min(Self.groupedUpdateRows, 30_000 / (key.slots.count + 2))
+            let most = min(Self.groupedUpdateRows, 30_000 / (group[0].slots.count + 2))
             var start = 0
             while group.count - start >= Self.groupedUpdateMinimum {
                 var size = Self.groupedUpdateMinimum
@@ -282,7 +274,7 @@ struct SQLiteStatements: SaveStatements {
                 let part = group[start..<start + size]
                 start += size
                 do {
-                    versions.merge(try updateGroup(part, versioned: key.versioned)) { $1 }
+                    versions.merge(try updateGroup(part, versioned: versioned)) { $1 }
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
                     single += part  // undone; a row at a time names the row at fault
                 } catch {
@@ -301,13 +293,6 @@ struct SQLiteStatements: SaveStatements {
             versions[id] = version.first
         }
         return versions
-    }
-
-    /// What updates are grouped by: their entity, their columns, and whether they expect a version.
-    struct GroupKey: Hashable {
-        var entity: ObjectIdentifier
-        var slots: [Int]
-        var versioned: Bool
     }
 
     /// The fewest updates of one group written with one statement.

@@ -65,14 +65,13 @@ extension PostgreSQLStore {
         return result
     }
 
-    /// The objects' updates: the updates of one entity that change the same columns, wherever
-    /// they are in the save, in one statement (chunked under the server's limit of bound
-    /// values); returns the new versions of the rows written. (Runs of consecutive updates
-    /// were not enough: a job's result updates its job and its asset, so a group of results
-    /// alternated and took two statements a job.)
+    /// The objects' updates: each group of ``StoreChanges/groupedByColumns(_:)`` in one
+    /// statement (chunked under the server's limit of bound values); returns the new versions
+    /// of the rows written.
     fileprivate func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
-        for run in Self.groups(updates, by: { [$0.entity.name] + $0.slots.map(String.init) }) {
+        for group in StoreChanges.groupedByColumns(updates) {
+            let run = group[...]
             let statements = sql[run[run.startIndex].entity]
             let chunk = max(1, 60_000 / (run[run.startIndex].slots.count + 2))  // the server's limit: 65,535
             for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
@@ -127,19 +126,6 @@ extension PostgreSQLStore {
                     })
             }
         }
-    }
-
-    /// The elements grouped by `key`, each group in the elements' order, the groups in the
-    /// order of their first elements.
-    static func groups<T>(_ elements: [T], by key: (T) -> [String]) -> [ArraySlice<T>] {
-        var groups: [[String]: [T]] = [:]
-        var order: [[String]] = []
-        for element in elements {
-            let k = key(element)
-            if groups[k] == nil { order.append(k) }
-            groups[k, default: []].append(element)
-        }
-        return order.map { ArraySlice(groups[$0]!) }
     }
 
     /// The runs of consecutive elements with the same `key`, in order.
