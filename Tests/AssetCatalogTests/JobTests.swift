@@ -42,24 +42,23 @@ final class StepLog: Sendable {
     func contains(_ event: String) -> Bool { all.contains(event) }
 }
 
-/// Reports progress 0.25 at once, then, let go by `gate`, 0.75 after 0.6 s (more than the
+/// Reports progress 0.25 at once, then, let go (`letGo`), 0.75 after 0.6 s (more than the
 /// half second before a run's progress is written), then ends when let go again.
 final class Reporter: JobProcessor {
     let log = StepLog()
-    let gate = Mutex(0)
-
-    func waitForGate(_ value: Int) async throws {
-        while gate.withLock({ $0 }) < value { try await Task.sleep(for: .milliseconds(5)) }
-    }
+    /// What lets the run go on: one element a step.
+    let (steps, letGo) = AsyncStream.makeStream(of: Void.self)
 
     func run(_ job: JobContext) async throws -> JobOutput {
+        var gate = steps.makeAsyncIterator()
         job.reportProgress(0.25)
         log.record("reported 0.25")
-        try await waitForGate(1)
+        await gate.next()
+        // The run itself lasting past the half second is what is tested: not a wait for an event.
         try await Task.sleep(for: .milliseconds(600))
         job.reportProgress(0.75)
         log.record("reported 0.75")
-        try await waitForGate(2)
+        await gate.next()
         return JobOutput()
     }
 }
@@ -129,10 +128,10 @@ final class Flaky: JobProcessor {
         try await eventually { reporter.log.contains("reported 0.25") }
         #expect(heard.withLock { $0.contains(0.25) })  // published
         #expect(try state(catalog, id).state == .running && state(catalog, id).progress == 0)  // not written
-        reporter.gate.withLock { $0 = 1 }
+        reporter.letGo.yield()
         try await eventually { reporter.log.contains("reported 0.75") }
         try await eventually { try state(catalog, id).progress == 0.75 }  // written: the run lasted 0.6 s
-        reporter.gate.withLock { $0 = 2 }
+        reporter.letGo.yield()
         #expect(try await run.value == JobRunSummary(succeeded: 1))
         #expect(try state(catalog, id).progress == 1)
     }

@@ -174,6 +174,25 @@ struct ServerReads {
         #expect(counts?.1 == storedSizes + 5)
     }
 
+    /// Counts the `event` statements (`UPDATE`, `DELETE`…) run on `table` of the store
+    /// `admin` is connected to from now on, by a statement trigger of the test's; returns the
+    /// count so far.
+    static func countStatements(_ event: String, on table: String, _ admin: PostgreSQLConnection) throws
+        -> () throws -> Int64
+    {
+        let counts = "\"statements_\(table)\""
+        try admin.run("CREATE TABLE \(counts) (n INTEGER)", [])
+        try admin.run(
+            """
+            CREATE FUNCTION "count_\(table)"() RETURNS trigger LANGUAGE plpgsql AS \
+            $$ BEGIN INSERT INTO \(counts) VALUES (1); RETURN NULL; END $$
+            """, [])
+        try admin.run(
+            "CREATE TRIGGER \"count\" AFTER \(event) ON \"\(table)\" FOR EACH STATEMENT EXECUTE FUNCTION \"count_\(table)\"()",
+            [])
+        return { try admin.run("SELECT count(*) FROM \(counts)", []).rows.first!.decode(Int64.self) }
+    }
+
     /// A save's updates of one entity and the same columns are one statement wherever they
     /// are among the save's changes: a job's result updates its job and its asset, so a group
     /// of results alternates between the two (counted by a statement trigger of the test's).
@@ -193,26 +212,13 @@ struct ServerReads {
             return (item, parcel)
         }
         try context.save()
-        for table in ["DigestedItem", "Parcel"] {
-            try admin.run("CREATE TABLE \"statements_\(table)\" (n INTEGER)", [])
-            try admin.run(
-                """
-                CREATE FUNCTION "count_\(table)"() RETURNS trigger LANGUAGE plpgsql AS \
-                $$ BEGIN INSERT INTO "statements_\(table)" VALUES (1); RETURN NULL; END $$
-                """, [])
-            try admin.run(
-                "CREATE TRIGGER \"count\" AFTER UPDATE ON \"\(table)\" FOR EACH STATEMENT EXECUTE FUNCTION \"count_\(table)\"()",
-                [])
-        }
+        let counters = try ["DigestedItem", "Parcel"].map { try Self.countStatements("UPDATE", on: $0, admin) }
         for (item, parcel) in pairs {  // item, parcel, item, parcel…
             item.state = "dropped"
             parcel.label += " sent"
         }
         try context.save()
-        for table in ["DigestedItem", "Parcel"] {
-            let statements = try admin.run("SELECT count(*) FROM \"statements_\(table)\"", []).rows.first!
-            #expect(try statements.decode(Int64.self) == 1, "\(table)")
-        }
+        #expect(try counters.map { try $0() } == [1, 1])  // one statement each
         let stored = try container.newBackgroundContext().fetch(FetchRequest<DigestedItem>())
         #expect(stored.count == 12 && stored.allSatisfy { $0.state == "dropped" })
         #expect(
@@ -229,18 +235,7 @@ struct ServerReads {
         try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self])).close()  // made
         let admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
         defer { admin.close() }
-        try admin.run("CREATE TABLE \"folds\" (n INTEGER)", [])
-        try admin.run(
-            """
-            CREATE FUNCTION "count_fold"() RETURNS trigger LANGUAGE plpgsql AS \
-            $$ BEGIN INSERT INTO "folds" VALUES (1); RETURN NULL; END $$
-            """, [])
-        try admin.run(
-            "CREATE TRIGGER \"count\" AFTER DELETE ON _persistence_commits FOR EACH STATEMENT EXECUTE FUNCTION \"count_fold\"()",
-            [])
-        func folds() throws -> Int64 {
-            try admin.run("SELECT count(*) FROM \"folds\"", []).rows.first!.decode(Int64.self)
-        }
+        let folds = try Self.countStatements("DELETE", on: "_persistence_commits", admin)
         let reading = try PersistentContainer.open(url: url, schema: try Schema([DigestedItem.self]))
         #expect(try reading.newBackgroundContext().fetch(FetchRequest<DigestedItem>()).isEmpty)
         reading.close()
