@@ -240,27 +240,30 @@ do {
 
 @inline(never) func noOpWork(_ i: Int) async -> Int { i & 1 | 1 }
 
-/// `n` no-op child tasks, at most `limit` at a time.
-func plainTasks(_ n: Int, limit: Int) async -> Int {
+/// `n` child tasks running `work` (0 ..< n), at most `limit` at a time; the sum of their results.
+func boundedTasks(_ n: Int, limit: Int, _ work: @escaping @Sendable (Int) async -> Int) async -> Int {
     await withTaskGroup(of: Int.self) { group in
         var next = 0
         var done = 0
         while next < min(limit, n) {
             let i = next
-            group.addTask { await noOpWork(i) }
+            group.addTask { await work(i) }
             next += 1
         }
         for await result in group {
             done += result
             if next < n {
                 let i = next
-                group.addTask { await noOpWork(i) }
+                group.addTask { await work(i) }
                 next += 1
             }
         }
         return done
     }
 }
+
+/// `n` no-op child tasks, at most `limit` at a time.
+func plainTasks(_ n: Int, limit: Int) async -> Int { await boundedTasks(n, limit: limit) { await noOpWork($0) } }
 
 say(
     "JobBenchmarks: \(grouped(jobCount)) jobs, \(ProcessInfo.processInfo.activeProcessorCount) cores, "
@@ -400,8 +403,8 @@ struct WritesMetadata: JobProcessor {
 /// Opens, reads and hashes each of `paths` (SHA-256), at most `limit` at a time: the digest
 /// jobs' own work, without the queue.
 func hashFiles(_ paths: [String], limit: Int) async -> Int {
-    @Sendable func digest(_ path: String) -> Int {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    await boundedTasks(paths.count, limit: limit) { i in
+        let fd = open(paths[i], O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return 0 }
         defer { close(fd) }
         var hasher = SHA256()
@@ -411,26 +414,20 @@ func hashFiles(_ paths: [String], limit: Int) async -> Int {
             guard n > 0 else { break }
             buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[..<n])) }
         }
-        return hasher.finalize().withUnsafeBytes { Int($0[0]) } | 1 << 8
+        return hasher.finalize().withUnsafeBytes { $0.count } == 32 ? 1 : 0
     }
-    return await withTaskGroup(of: Int.self) { group in
-        var next = 0
-        var done = 0
-        while next < min(limit, paths.count) {
-            let path = paths[next]
-            group.addTask { digest(path) }
-            next += 1
-        }
-        for await result in group {
-            done += result >> 8
-            if next < paths.count {
-                let path = paths[next]
-                group.addTask { digest(path) }
-                next += 1
-            }
-        }
-        return done
-    }
+}
+
+/// `runUntilIdle` of `catalog`'s queued jobs, timed: its wall time and this process's CPU,
+/// checked to have run `jobCount` jobs, none failed.
+@MainActor func timedRun(_ catalog: Catalog, _ what: String) async throws -> (seconds: Double, cpu: Double) {
+    let cpu0 = cpuTime()
+    let t0 = now()
+    let summary = try await catalog.jobs.runUntilIdle()
+    let t = now() - t0
+    let cpu = cpuTime() - cpu0
+    precondition(summary.succeeded == jobCount && summary.failed == 0, "\(what) run: \(summary)")
+    return (t, cpu)
 }
 
 /// One kind of real job, best of the rounds: its run, the run's process CPU, and the floor.
@@ -461,12 +458,7 @@ if only.contains("real") {
         if round % 2 == 0 { await floor() }
         do {
             let (catalog, ids) = try await makeCatalog("digest-\(round)", defersHashing: true)
-            let cpu0 = cpuTime()
-            let t0 = now()
-            let summary = try await catalog.jobs.runUntilIdle()
-            let t = now() - t0
-            let cpu = cpuTime() - cpu0
-            precondition(summary.succeeded == jobCount && summary.failed == 0, "digest run: \(summary)")
+            let (t, cpu) = try await timedRun(catalog, "digest")
             let unhashed = try ids.filter { try catalog.asset($0).sha256.isEmpty }.count
             precondition(unhashed == 0, "\(unhashed) assets without their digest")
             if t < digestRow.run { digestRow.cpu = cpu }
@@ -478,12 +470,7 @@ if only.contains("real") {
             let (catalog, ids) = try await makeCatalog("metadata-\(round)")
             catalog.jobs.register(WritesMetadata(), as: "check")
             _ = try catalog.jobs.submit(["check"], for: ids)
-            let cpu0 = cpuTime()
-            let t0 = now()
-            let summary = try await catalog.jobs.runUntilIdle()
-            let t = now() - t0
-            let cpu = cpuTime() - cpu0
-            precondition(summary.succeeded == jobCount && summary.failed == 0, "metadata run: \(summary)")
+            let (t, cpu) = try await timedRun(catalog, "metadata")
             let unwritten = try ids.filter { try catalog.asset($0).metadata["checkedBy"] != "bench" }.count
             precondition(unwritten == 0, "\(unwritten) assets without their metadata")
             if t < metadataRow.run { metadataRow.cpu = cpu }
