@@ -428,8 +428,7 @@ package struct DeleteRules<Statements: DeletionStatements> {
         let rows = Array(effects.rows[first...])
         links.rows(rows)
         // Each entity's rows as one batch of consecutive IDs (the order of its rows kept), so
-        // that its tallies are counted once for the batch: a tag on each of a batch's assets
-        // fired a tally trigger a row.
+        // that its tallies are counted once for the batch, not by a trigger a row.
         var byEntity: [String: [StoreChanges.Insert]] = [:]
         for row in rows { byEntity[row.entity.name, default: []].append(row) }
         for name in order { try statements.insertBatch(byEntity[name]![0].entity, byEntity[name]!) }

@@ -42,8 +42,8 @@ package struct StoreChanges {
 
     /// `updates` grouped by entity, columns and whether they expect a version, wherever they
     /// are among them: each group in their order, the groups in the order of their first
-    /// updates. What every store writes with one statement a group (a group of job results
-    /// alternates between jobs and assets, so runs of consecutive updates are not enough).
+    /// updates. What every store writes with one statement a group (a save that changes rows
+    /// of two entities by turns would otherwise take a statement a row).
     package static func groupedByColumns(_ updates: [Update]) -> [[Update]] {
         struct Key: Hashable {
             var entity: ObjectIdentifier
