@@ -34,9 +34,12 @@ demo-persistence: build
 
 # The build fails on a compiler warning in Sources/ or Tests/ (Scripts/build-without-warnings.sh).
 # Then the Swift tests, then the multi-host suites again behind pgbouncer (session mode), then
-# `assetcat serve` in headless Chromium (Tests/Browser/browse.py).
+# `assetcat serve` in headless Chromium (Tests/Browser/browse.py). The browser's packages, and
+# PostgreSQL's and pgbouncer's, are installed in the background while the build runs (a first
+# cluster started and stopped; its log is .build/postgresql-install.log).
 test: deps
 	./Scripts/install-browser.sh --background
+	mkdir -p .build && { ./Scripts/with-postgres.sh true >.build/postgresql-install.log 2>&1 & }
 	./Scripts/build-without-warnings.sh $(SWIFT) build --build-tests
 	./Scripts/with-postgres.sh $(SWIFT) test --skip-build
 	./Scripts/with-postgres.sh ./Scripts/test-behind-pgbouncer.sh $(SWIFT)

@@ -47,6 +47,9 @@ struct ServerPageTests {
         let f = try await ServerFixture.make()
         let image = f.image.id.rawValue
         let notes = f.notes.id.rawValue
+        // Should the image have no thumbnail, its jobs say why.
+        let jobs = try f.catalog.jobs.list(asset: f.image.id).map { "\($0.kind) \($0.state) \($0.error ?? "")" }
+        #expect(try f.catalog.thumbnailURL(of: f.image.id) != nil, "the image's jobs: \(jobs)")
         try await f.test { client in
             let list = try await client.execute(uri: "/", method: .get)
             #expect(
