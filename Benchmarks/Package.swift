@@ -45,6 +45,7 @@ let package = Package(
         .executableTarget(
             name: "JobBenchmarks",
             dependencies: [
+                "BenchSupport",
                 .product(name: "AssetCatalog", package: "AssetCatalog"),
                 .product(name: "Persistence", package: "AssetCatalog"),
                 // The work floor of the digest jobs: the same files hashed in this process.

@@ -3,7 +3,7 @@
 //
 //   Scripts/with-postgres.sh swift run -c release --package-path Benchmarks IngestBenchmarks \
 //       [--assetcat PATH] [--store postgresql://…] [--processes 1,2,4] [--repeat N] [--work DIR]
-//       [--corpus-script PATH]
+//       [--corpus-script PATH] [--tiny N] [--latency MS]
 //
 // The store is --store, else $ASSETCAT_TEST_POSTGRESQL_URL (Scripts/with-postgres.sh sets it);
 // each catalog gets a fresh schema of it. Our side is the release-built `assetcat` binary
@@ -19,6 +19,16 @@
 // after a `sync`; the two stores alternate order from round to round, and each figure is the
 // best of --repeat rounds (default 3), each peak the largest. Every round is checked: 10,000
 // assets, 10,000 files in objects/, no staging left.
+//
+// --tiny N: the corpus is N tiny files instead (a few bytes each, every content distinct, in the
+// same 100 folders), added by reference (`add --reference --recursive`): what costs is the
+// catalog's rows, not the copies. Checked: N assets.
+//
+// --latency MS: PostgreSQL is measured twice, on loopback and through a DelayProxy that holds
+// every chunk MS milliseconds each way (0.25: a round trip 0.5 ms longer, as between hosts on
+// one network). Each PostgreSQL round also reports the round trips the proxy saw (a request
+// answered; on loopback too, through a proxy of no delay) and the server's CPU time (its
+// postmaster's own and reaped children's, and its live processes', from /proc).
 import BenchSupport
 import Foundation
 
@@ -42,6 +52,8 @@ var processCounts = [1, 2, 4]
 var repeats = 3
 var work = "/tmp"
 var corpusScript = "/work/shared/bench/make_corpus.sh"
+var tinyFiles: Int?
+var latency: Double?
 
 do {
     let arguments = CommandLine.arguments
@@ -54,7 +66,7 @@ do {
     func usage() -> Never {
         say(
             "usage: IngestBenchmarks [--assetcat PATH] [--store postgresql://…] [--processes 1,2,4] [--repeat N] "
-                + "[--work DIR] [--corpus-script PATH]")
+                + "[--work DIR] [--corpus-script PATH] [--tiny N] [--latency MS]")
         exit(2)
     }
     while i < arguments.count {
@@ -70,6 +82,18 @@ do {
         case "--repeat": repeats = max(1, Int(value()) ?? repeats)
         case "--work": work = value()
         case "--corpus-script": corpusScript = value()
+        case "--tiny":
+            guard let n = Int(value()), n >= 100, n % 100 == 0 else {
+                say("--tiny: a number of files that 100 folders share evenly (100, 10000, 100000, …)")
+                exit(2)
+            }
+            tinyFiles = n
+        case "--latency":
+            guard let ms = Double(value()), ms >= 0 else {
+                say("--latency: milliseconds each way, e.g. 0.25")
+                exit(2)
+            }
+            latency = ms
         default: usage()
         }
         i += 1
@@ -102,82 +126,174 @@ mkdir(base, 0o755)
 setenv("XDG_CONFIG_HOME", base + "/config", 1)
 setenv("LC_ALL", "C", 1)
 
-/// The store URL with schema `name`.
-func schemaURL(_ name: String) -> String {
-    var url = storeURL
-    url.queryItems = (url.queryItems ?? []).filter { $0.name != "schema" } + [URLQueryItem(name: "schema", value: name)]
-    return url.string!
-}
-
 // MARK: The corpus
 
 let corpus = base + "/corpus"
-say("IngestBenchmarks: making the small corpus")
-children.spawn("/bin/bash", [corpusScript, "small", corpus], timed: false)
 let folders = (0..<10).flatMap { d in (0..<10).map { e in String(format: "d%02d/e%02d", d, e) } }
+let fileCount: Int
+if let tinyFiles {
+    say("IngestBenchmarks: making \(grouped(tinyFiles)) tiny files")
+    children.spawn(
+        "/usr/bin/python3",
+        [
+            "-c",
+            """
+            import os, sys
+            out, n = sys.argv[1], int(sys.argv[2])
+            dirs = [f"d{i:02d}/e{j:02d}" for i in range(10) for j in range(10)]
+            for d in dirs: os.makedirs(os.path.join(out, d))
+            for k in range(n):
+                with open(os.path.join(out, dirs[k % 100], f"t{k:07d}.txt"), "w") as f: f.write(f"tiny {k}\\n")
+            """,
+            corpus, String(tinyFiles),
+        ], timed: false)
+    fileCount = tinyFiles
+} else {
+    say("IngestBenchmarks: making the small corpus")
+    children.spawn("/bin/bash", [corpusScript, "small", corpus], timed: false)
+    fileCount = 10_000
+}
 for folder in folders {
     precondition(access(corpus + "/" + folder, F_OK) == 0, "the corpus has no \(folder)")
 }
-let fileCount = 10_000
+
+// MARK: The server
+
+/// The port of the store's server.
+let serverPort = UInt16(storeURL.port ?? 5432)
+
+/// The server's CPU time so far (BenchSupport's ``serverCPU(port:)``).
+func serverCPU() -> Double? { BenchSupport.serverCPU(port: serverPort) }
 
 // MARK: Rounds
+
+/// Where a round's catalog keeps its records.
+enum Store: Hashable {
+    case sqlite
+    /// PostgreSQL, on loopback or (`proxied`) through the delaying proxy.
+    case postgres(proxied: Bool)
+
+    @MainActor var name: String {
+        switch self {
+        case .sqlite: "SQLite"
+        case .postgres(false): "PostgreSQL"
+        case .postgres(true): "PostgreSQL at \(latency ?? 0) ms each way"
+        }
+    }
+    var key: String {
+        switch self {
+        case .sqlite: "sqlite"
+        case .postgres(false): "pg"
+        case .postgres(true): "pg-latency"
+        }
+    }
+}
 
 struct Figure {
     var best = Double.infinity
     var peaksKiB: [Int] = []
+    /// The round trips and server CPU seconds of the best round.
+    var roundTrips: Int?
+    var serverSeconds: Double?
 }
 
-/// One round: `parts` processes add their parts into a fresh catalog on `postgres` or SQLite.
-@MainActor func round(_ parts: Int, postgres: Bool, number: Int) -> (wall: Double, runs: [Run]) {
-    let name = "\(postgres ? "pg" : "sqlite")-\(parts)-\(number)"
+/// The store URL with schema `name`, through the proxy's port if given.
+func schemaURL(_ name: String, port: UInt16? = nil) -> String {
+    var url = storeURL
+    url.queryItems = (url.queryItems ?? []).filter { $0.name != "schema" } + [URLQueryItem(name: "schema", value: name)]
+    if let port { url.port = Int(port) }
+    return url.string!
+}
+
+struct Round {
+    var wall: Double
+    var runs: [Run]
+    var roundTrips: Int?
+    var serverSeconds: Double?
+}
+
+/// One round: `parts` processes add their parts into a fresh catalog in `store`.
+@MainActor func round(_ parts: Int, store: Store, number: Int) -> Round {
+    let name = "\(store.key)-\(parts)-\(number)"
     let catalog = base + "/" + name
-    if postgres {
-        children.spawn(
-            assetcat, ["init", "--store", schemaURL("ingest_\(getpid())_\(parts)_\(number)"), catalog], timed: false)
-    } else {
+    var proxy: DelayProxy?
+    switch store {
+    case .sqlite:
         children.spawn(assetcat, ["init", catalog], timed: false)
+    case .postgres(let proxied):
+        if proxied {
+            do {
+                proxy = try DelayProxy(targetPort: serverPort, delay: .microseconds(Int64((latency ?? 0) * 1000)))
+            } catch {
+                fatalError("the delaying proxy: \(error)")
+            }
+        }
+        let url = schemaURL("ingest_\(getpid())_\(parts)_\(number)_\(proxied ? "l" : "n")", port: proxy?.port)
+        children.spawn(assetcat, ["init", "--store", url, catalog], timed: false)
     }
     sync()
     let commands = (0..<parts).map { k in
         let mine = folders.indices.filter { $0 % parts == k }.map { corpus + "/" + folders[$0] }
         return (
-            program: assetcat, args: ["add", "--catalog", catalog, "--recursive"] + mine,
-            environment: postgres ? ["ASSETCAT_HOST_ID": "bench-ingest-\(k + 1)"] : [:]
+            program: assetcat,
+            args: ["add", "--catalog", catalog, "--recursive"] + (tinyFiles == nil ? [] : ["--reference"]) + mine,
+            environment: store == .sqlite ? [:] : ["ASSETCAT_HOST_ID": "bench-ingest-\(k + 1)"]
         )
     }
+    let tripsBefore = proxy?.roundTrips ?? 0
+    let cpuBefore = store == .sqlite ? nil : serverCPU()
     let result = children.spawnAll(commands)
-    // Checks: every file recorded once and stored once, no staging left.
+    let cpuAfter = store == .sqlite ? nil : serverCPU()
+    let trips = proxy.map { $0.roundTrips - tripsBefore }
+    // Checks: every file recorded once and stored once (copy mode), no staging left.
     let statsFile = base + "/stats.json"
     children.spawn(assetcat, ["stats", "--json", "--catalog", catalog], stdout: statsFile, timed: false)
+    proxy?.stop()
     let stats =
         (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statsFile))))
         as? [String: Any] ?? [:]
     precondition(
-        stats["assets"] as? Int == fileCount && stats["objectFiles"] as? Int == fileCount,
+        stats["assets"] as? Int == fileCount && stats["objectFiles"] as? Int == (tinyFiles == nil ? fileCount : 0),
         "\(name): \(stats["assets"] ?? "?") assets, \(stats["objectFiles"] ?? "?") object files")
     let staged = children.output(
         "find \(quoted(catalog)) -path \(quoted(catalog + "/objects")) -prune -o -type f -print | "
             + "{ grep -v -e '/catalog\\.' -e '/locks/' || true; } | wc -l")
     if staged != "0" { say("   note: \(staged) files outside objects/ after \(name)") }
     children.removeTree(catalog)
-    return result
+    return Round(
+        wall: result.wall, runs: result.runs, roundTrips: trips,
+        serverSeconds: cpuBefore.flatMap { before in cpuAfter.map { $0 - before } })
 }
 
+let stores: [Store] = [.sqlite, .postgres(proxied: false)] + (latency == nil ? [] : [.postgres(proxied: true)])
 var figures: [String: Figure] = [:]
-say("ingest of 10,000 files (87.6 MB) by 1 … \(processCounts.max()!) processes, best of \(repeats)")
+say(
+    "ingest of \(grouped(fileCount)) \(tinyFiles == nil ? "files (87.6 MB, copied)" : "tiny files (by reference)") "
+        + "by 1 … \(processCounts.max()!) processes, best of \(repeats)")
+if latency != nil && serverCPU() == nil { say("   (the server's CPU is not measured: no postgres -p \(serverPort) here)") }
 for number in 0..<repeats {
     for parts in processCounts {
-        let order = number % 2 == 0 ? [true, false] : [false, true]
-        for postgres in order {
-            let (wall, runs) = round(parts, postgres: postgres, number: number)
-            let key = "\(postgres ? "pg" : "sqlite")-\(parts)"
-            figures[key, default: Figure()].best = min(figures[key, default: Figure()].best, wall)
-            figures[key, default: Figure()].peaksKiB += runs.map(\.peakKiB)
+        // The stores take turns at going first, round after round.
+        let order = (0..<stores.count).map { stores[($0 + number) % stores.count] }
+        for store in order {
+            let result = round(parts, store: store, number: number)
+            let key = "\(store.key)-\(parts)"
+            var figure = figures[key, default: Figure()]
+            if result.wall < figure.best {
+                figure.best = result.wall
+                figure.roundTrips = result.roundTrips
+                figure.serverSeconds = result.serverSeconds
+            }
+            figure.peaksKiB += result.runs.map(\.peakKiB)
+            figures[key] = figure
+            var extra = ""
+            if let trips = result.roundTrips { extra += ", \(grouped(trips)) round trips" }
+            if let cpu = result.serverSeconds { extra += String(format: ", server CPU %.2f s", cpu) }
             say(
-                "   round \(number + 1), \(parts) process\(parts == 1 ? "" : "es"), \(postgres ? "PostgreSQL" : "SQLite"): "
-                    + String(format: "%.3f s", wall) + " (each: "
-                    + runs.map { String(format: "%.2f s %.0f MB", $0.seconds, Double($0.peakKiB) / 1024) }
-                    .joined(separator: ", ") + ")")
+                "   round \(number + 1), \(parts) process\(parts == 1 ? "" : "es"), \(store.name): "
+                    + String(format: "%.3f s", result.wall) + " (each: "
+                    + result.runs.map { String(format: "%.2f s %.0f MB", $0.seconds, Double($0.peakKiB) / 1024) }
+                    .joined(separator: ", ") + ")" + extra)
         }
     }
 }
@@ -195,21 +311,26 @@ func grouped(_ n: Int) -> String {
     return out
 }
 
-@MainActor func row(_ parts: Int, _ postgres: Bool) -> String {
-    let figure = figures["\(postgres ? "pg" : "sqlite")-\(parts)"]!
+@MainActor func row(_ parts: Int, _ store: Store) -> String {
+    let figure = figures["\(store.key)-\(parts)"]!
     let sqlite = figures["sqlite-\(parts)"]!
-    let ratio = postgres ? String(format: "%.2f×", figure.best / sqlite.best) : "–"
-    return "| \(parts) | \(postgres ? "PostgreSQL, \(parts) host\(parts == 1 ? "" : "s")" : "SQLite, one host") | "
-        + String(format: "%.3f s", figure.best) + " | "
-        + grouped(Int(Double(fileCount) / figure.best)) + " | \(ratio) | "
+    let one = figures["\(store.key)-1"]
+    let ratio = store == .sqlite ? "–" : String(format: "%.2f×", figure.best / sqlite.best)
+    let hostsGain = one.map { String(format: "%.2f×", $0.best / figure.best) } ?? "–"
+    let trips = figure.roundTrips.map { String(format: "%.1f", Double($0) * 1000 / Double(fileCount)) } ?? "–"
+    let cpu = figure.serverSeconds.map { String(format: "%.2f s", $0) } ?? "–"
+    let who = store == .sqlite ? "SQLite, one host" : "\(store.name), \(parts) host\(parts == 1 ? "" : "s")"
+    return "| \(parts) | \(who) | " + String(format: "%.3f s", figure.best) + " | "
+        + grouped(Int(Double(fileCount) / figure.best)) + " | \(hostsGain) | \(ratio) | \(trips) | \(cpu) | "
         + String(format: "%.0f MB", Double(figure.peaksKiB.max() ?? 0) / 1024) + " |"
 }
 
 say()
-say("| processes | store | wall, first spawn → last exit | files/s | PostgreSQL ÷ SQLite | peak RSS per process |")
-say("|---:|---|---:|---:|---:|---:|")
+say(
+    "| processes | store | wall, first spawn → last exit | files/s | files/s ÷ one process's | ÷ SQLite's time "
+        + "| round trips per 1,000 files | server CPU | peak RSS per process |")
+say("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for parts in processCounts {
-    say(row(parts, false))
-    say(row(parts, true))
+    for store in stores { say(row(parts, store)) }
 }
 children.removeTree(base)

@@ -2,7 +2,7 @@
 //
 //   swift run -c release --package-path Benchmarks JobBenchmarks \
 //       [--jobs N] [--samples N] [--cross-samples N] [--idle-seconds N] [--repeat N] [--work DIR]
-//       [--store postgresql://… | --postgresql] [--workers N] [--assetcat PATH]
+//       [--store postgresql://… | --postgresql] [--workers N] [--latency MS] [--assetcat PATH]
 //       [--only throughput,workers,real,cancel,idle]
 //
 // --store (or --postgresql: the server of $ASSETCAT_TEST_POSTGRESQL_URL, as
@@ -31,7 +31,12 @@
 //    `runUntilIdle()`), each its own host on PostgreSQL (`bench-worker-K`), one host on SQLite.
 //    Timed from the first spawn to the last exit, and from the first worker's `runUntilIdle` call
 //    to the last one's return (CLOCK_MONOTONIC, printed by each worker). Checked: every job
-//    succeeded once (the workers' counts sum to N; N rows `succeeded`).
+//    succeeded once (the workers' counts sum to N; N rows `succeeded`). Then the same with real
+//    jobs: the built-in digest job, queued by an add with hashing deferred (as in 1c). On
+//    PostgreSQL, each round also reports the server's CPU time (BenchSupport's serverCPU); with
+//    --latency MS, the workers reach the server through a DelayProxy holding every chunk MS
+//    milliseconds each way (ASSETCAT_STORE names the proxy's port), and the round trips it saw
+//    are reported per 1,000 jobs.
 // 1c. Jobs that do something (--only real): the built-in digest job over the N tiny files,
 //    added with hashing deferred (`defersHashing`: the add queues one digest job an asset, which
 //    reads the file, hashes it and writes its digest and size onto the asset), and a processor
@@ -45,6 +50,7 @@
 // 3. Idle cost. A fresh catalog of N assets and no jobs, the queue started (`start()`): this
 //    process's CPU time (utime + stime of /proc/self/stat) over --idle-seconds (default 10; 0 skips).
 import AssetCatalog
+import BenchSupport
 import Crypto
 import Foundation
 import Persistence
@@ -57,13 +63,6 @@ import Synchronization
 func say(_ line: String = "") {
     print(line)
     fflush(nil)
-}
-
-/// CLOCK_MONOTONIC in seconds: one clock for every process on the machine.
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 // MARK: Child mode: delete one asset from another process, print when.
@@ -83,9 +82,10 @@ struct NoOp: JobProcessor {
 
 // MARK: Child mode: one worker of the several-workers row; prints when it ran and what.
 
-if CommandLine.arguments.count == 3 && CommandLine.arguments[1] == "--worker-child" {
+// `--worker-child CATALOG` works no-op jobs; `--worker-child CATALOG digest`, the built-in digest jobs.
+if (3...4).contains(CommandLine.arguments.count) && CommandLine.arguments[1] == "--worker-child" {
     let catalog = try Catalog.open(at: URL(fileURLWithPath: CommandLine.arguments[2]))
-    catalog.jobs.register(NoOp(), as: "noop")
+    if CommandLine.arguments.count == 3 { catalog.jobs.register(NoOp(), as: "noop") }
     catalog.jobs.retention = .keepsEverything  // the parent counts the succeeded rows
     let start = now()
     let summary = try await catalog.jobs.runUntilIdle()
@@ -115,6 +115,7 @@ var idleSeconds = 10
 var workRoot = NSTemporaryDirectory()
 var store: String?
 var workers = 0
+var latency: Double?
 let allSections: Set<String> = ["throughput", "workers", "real", "cancel", "idle"]
 var assetcat: String?
 var only = allSections
@@ -140,6 +141,12 @@ do {
             }
             store = url
         case "--workers": workers = max(0, Int(value()) ?? workers)
+        case "--latency":
+            guard let ms = Double(value()), ms >= 0 else {
+                say("--latency: milliseconds each way, e.g. 0.25")
+                exit(2)
+            }
+            latency = ms
         case "--assetcat": assetcat = value()
         case "--only":
             only = Set(value().split(separator: ",").map(String.init))
@@ -150,7 +157,7 @@ do {
     func usage() -> Never {
         say(
             "usage: JobBenchmarks [--jobs N] [--samples N] [--cross-samples N (0 skips)] [--idle-seconds N (0 skips)] "
-                + "[--repeat N] [--work DIR] [--store postgresql://… | --postgresql] [--workers N] [--assetcat PATH] "
+                + "[--repeat N] [--work DIR] [--store postgresql://… | --postgresql] [--workers N] [--latency MS] [--assetcat PATH] "
                 + "[--only \(allSections.sorted().joined(separator: ","))]")
         exit(2)
     }
@@ -209,20 +216,26 @@ do {
     }
 }
 
+/// The --store URL with the schema of catalog `name` (a fresh one per catalog), on `port` if
+/// given (a DelayProxy's); nil without --store.
+@MainActor func storeURL(of name: String, port: UInt16? = nil) -> String? {
+    guard let store else { return nil }
+    guard var url = URLComponents(string: store) else { fatalError("--store: not a URL: \(store)") }
+    url.queryItems =
+        (url.queryItems ?? []).filter { $0.name != "schema" } + [
+            URLQueryItem(name: "schema", value: "job_bench_\(getpid())_\(name.replacingOccurrences(of: "-", with: "_"))")
+        ]
+    if let port { url.port = Int(port) }
+    return url.string!
+}
+
 /// A fresh catalog with every file added in reference mode; returns it and the asset IDs.
 /// With `defersHashing`, the add queues a digest job an asset.
 @MainActor func makeCatalog(_ name: String, defersHashing: Bool = false) async throws -> (Catalog, [AssetID]) {
     let directory = URL(fileURLWithPath: base + "/" + name)
     let catalog: Catalog
-    if let store {
-        // A fresh schema per catalog.
-        guard var url = URLComponents(string: store) else { fatalError("--store: not a URL: \(store)") }
-        url.queryItems =
-            (url.queryItems ?? []).filter { $0.name != "schema" } + [
-                URLQueryItem(
-                    name: "schema", value: "job_bench_\(getpid())_\(name.replacingOccurrences(of: "-", with: "_"))")
-            ]
-        catalog = try Catalog.create(at: directory, store: CatalogStoreLocation(url.string!)).catalog
+    if let url = storeURL(of: name) {
+        catalog = try Catalog.create(at: directory, store: CatalogStoreLocation(url)).catalog
     } else {
         catalog = try Catalog.create(at: directory)
     }
@@ -315,79 +328,112 @@ let plainRate = Double(jobCount) / bestPlain
 
 // MARK: 1b. Several worker processes
 
-/// One round of the several-workers row: wall time from the first spawn to the last exit, the
-/// window from the first `runUntilIdle` call to the last return, and each worker's peak memory.
+/// One round of the several-workers rows: wall time from the first spawn to the last exit, the
+/// window from the first `runUntilIdle` call to the last return, each worker's peak memory, and
+/// on PostgreSQL the server's CPU time and (through the proxy) the round trips.
 struct WorkersRound {
     var wall: Double
     var window: Double
     var peaksMB: [Double]
+    var serverSeconds: Double?
+    var roundTrips: Int?
 }
-var workerRounds: [WorkersRound] = []
+/// The rounds of each case: kind (`noop`, `digest`) and whether through the proxy.
+var workerRounds: [String: [WorkersRound]] = [:]
 var workerCheckFailures: [String] = []
+/// The kinds the workers run, and the cases (loopback, and through the proxy with --latency).
+let workerKinds = ["noop", "digest"]
+let workerPaths = [false] + (latency != nil && store != nil ? [true] : [])
+func workerCase(_ kind: String, _ proxied: Bool) -> String { kind + (proxied ? "-latency" : "") }
+let serverPort = store.flatMap { URLComponents(string: $0)?.port }.map(UInt16.init)
 if only.contains("workers") {
-    say("1b. throughput: \(grouped(jobCount)) no-op jobs worked by \(workers) worker processes")
+    say("1b. throughput: \(grouped(jobCount)) no-op, then digest, jobs worked by \(workers) worker processes")
     let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     for round in 0..<repeats {
-        let name = "workers-\(round)"
-        do {
-            let (catalog, ids) = try await makeCatalog(name)
-            catalog.jobs.register(NoOp(), as: "noop")
-            let jobIDs = try catalog.jobs.submit(["noop"], for: ids)
-            precondition(jobIDs.count == jobCount, "submit returned \(jobIDs.count) IDs")
-            catalog.close()
+        for kind in workerKinds {
+            for proxied in workerPaths {
+                let name = "workers-\(workerCase(kind, proxied))-\(round)"
+                do {
+                    let (catalog, ids) = try await makeCatalog(name, defersHashing: kind == "digest")
+                    if kind == "noop" {
+                        catalog.jobs.register(NoOp(), as: "noop")
+                        let jobIDs = try catalog.jobs.submit(["noop"], for: ids)
+                        precondition(jobIDs.count == jobCount, "submit returned \(jobIDs.count) IDs")
+                    }
+                    catalog.close()
+                }
+                let proxy =
+                    proxied
+                    ? try DelayProxy(targetPort: serverPort!, delay: .microseconds(Int64(latency! * 1000))) : nil
+                let cpuBefore = serverPort.flatMap { serverCPU(port: $0) }
+                var children: [(Process, Pipe)] = []
+                let t0 = now()
+                for k in 0..<workers {
+                    let child = Process()
+                    child.executableURL = URL(fileURLWithPath: me)
+                    child.arguments = ["--worker-child", base + "/" + name] + (kind == "noop" ? [] : [kind])
+                    var environment = ProcessInfo.processInfo.environment
+                    if store != nil { environment["ASSETCAT_HOST_ID"] = "bench-worker-\(k + 1)" }
+                    if let proxy, var url = URLComponents(string: storeURL(of: name, port: proxy.port)!) {
+                        // The variable takes no password: PGPASSWORD carries it.
+                        environment["PGPASSWORD"] = url.password
+                        url.password = nil
+                        environment["ASSETCAT_STORE"] = url.string!
+                    }
+                    child.environment = environment
+                    let pipe = Pipe()
+                    child.standardOutput = pipe
+                    try child.run()
+                    children.append((child, pipe))
+                }
+                var starts: [Double] = []
+                var ends: [Double] = []
+                var peaks: [Double] = []
+                var counts: [Int] = []
+                for (child, pipe) in children {
+                    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                    child.waitUntilExit()
+                    precondition(child.terminationStatus == 0, "worker failed (status \(child.terminationStatus))")
+                    let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+                        .compactMap { Double($0) }
+                    precondition(
+                        fields.count == 5 && fields[3] == 0, "worker printed \(String(decoding: data, as: UTF8.self))")
+                    starts.append(fields[0])
+                    ends.append(fields[1])
+                    counts.append(Int(fields[2]))
+                    peaks.append(fields[4])
+                }
+                let wall = now() - t0
+                let serverSeconds = cpuBefore.flatMap { before in serverCPU(port: serverPort!).map { $0 - before } }
+                let trips = proxy?.roundTrips
+                proxy?.stop()
+                let catalog = try Catalog.open(at: URL(fileURLWithPath: base + "/" + name))
+                let rows = try catalog.jobs.list(JobState.allCases)
+                catalog.close()
+                let rowStates = Dictionary(grouping: rows, by: \.state).mapValues(\.count)
+                let attempts = Dictionary(grouping: rows, by: \.attempts).mapValues(\.count)
+                // Every job must have succeeded once, and the workers' summaries must say so; a
+                // round that does not is reported (with the table) rather than hidden.
+                if counts.reduce(0, +) != jobCount || rowStates != [.succeeded: jobCount] {
+                    workerCheckFailures.append(
+                        "\(name): the workers' summaries count \(counts) succeeded jobs; the job rows by state: "
+                            + "\(rowStates.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); "
+                            + "by attempts: \(attempts.map { "\($0.key): \($0.value)" }.sorted().joined(separator: ", "))")
+                    say("   CHECK FAILED, " + workerCheckFailures.last!)
+                }
+                let window = ends.max()! - starts.min()!
+                workerRounds[workerCase(kind, proxied), default: []].append(
+                    WorkersRound(
+                        wall: wall, window: window, peaksMB: peaks, serverSeconds: serverSeconds, roundTrips: trips))
+                say(
+                    "   round \(round + 1), \(kind)\(proxied ? " at \(latency!) ms each way" : ""): \(fmt(wall)) s from "
+                        + "the first spawn to the last exit, \(fmt(window)) s from the first runUntilIdle to the last "
+                        + "return; jobs per worker \(counts.map(String.init).joined(separator: "/")), peaks "
+                        + "\(peaks.map { fmt($0, 0) }.joined(separator: "/")) MB"
+                        + (serverSeconds.map { ", server CPU \(fmt($0, 2)) s" } ?? "")
+                        + (trips.map { ", \(grouped($0)) round trips" } ?? ""))
+            }
         }
-        var children: [(Process, Pipe)] = []
-        let t0 = now()
-        for k in 0..<workers {
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: me)
-            child.arguments = ["--worker-child", base + "/" + name]
-            var environment = ProcessInfo.processInfo.environment
-            if store != nil { environment["ASSETCAT_HOST_ID"] = "bench-worker-\(k + 1)" }
-            child.environment = environment
-            let pipe = Pipe()
-            child.standardOutput = pipe
-            try child.run()
-            children.append((child, pipe))
-        }
-        var starts: [Double] = []
-        var ends: [Double] = []
-        var peaks: [Double] = []
-        var counts: [Int] = []
-        for (child, pipe) in children {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            child.waitUntilExit()
-            precondition(child.terminationStatus == 0, "worker failed (status \(child.terminationStatus))")
-            let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-                .compactMap { Double($0) }
-            precondition(fields.count == 5 && fields[3] == 0, "worker printed \(String(decoding: data, as: UTF8.self))")
-            starts.append(fields[0])
-            ends.append(fields[1])
-            counts.append(Int(fields[2]))
-            peaks.append(fields[4])
-        }
-        let wall = now() - t0
-        let catalog = try Catalog.open(at: URL(fileURLWithPath: base + "/" + name))
-        let rows = try catalog.jobs.list(JobState.allCases)
-        catalog.close()
-        let rowStates = Dictionary(grouping: rows, by: \.state).mapValues(\.count)
-        let attempts = Dictionary(grouping: rows, by: \.attempts).mapValues(\.count)
-        // Every job must have succeeded once, and the workers' summaries must say so; a round
-        // that does not is reported (with the table) rather than hidden.
-        if counts.reduce(0, +) != jobCount || rowStates != [.succeeded: jobCount] {
-            workerCheckFailures.append(
-                "round \(round + 1): the workers' summaries count \(counts) succeeded jobs; the job rows by state: "
-                    + "\(rowStates.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); "
-                    + "by attempts: \(attempts.map { "\($0.key): \($0.value)" }.sorted().joined(separator: ", "))")
-            say("   CHECK FAILED, " + workerCheckFailures.last!)
-        }
-        let window = ends.max()! - starts.min()!
-        workerRounds.append(WorkersRound(wall: wall, window: window, peaksMB: peaks))
-        say(
-            "   round \(round + 1): \(fmt(wall)) s from the first spawn to the last exit, "
-                + "\(fmt(window)) s from the first runUntilIdle to the last return; jobs per worker "
-                + "\(counts.map(String.init).joined(separator: "/")), peaks \(peaks.map { fmt($0, 0) }.joined(separator: "/")) MB"
-        )
     }
 }
 
@@ -706,19 +752,30 @@ if only.contains("throughput") {
         "| the same, including the one `submit` call (\(fmt(bestSubmit)) s) | \(grouped(Int(queueRateWithSubmit))) jobs/s "
             + "| – | – |")
 }
-if let best = workerRounds.min(by: { $0.window < $1.window }) {
-    let fastestWall = workerRounds.map(\.wall).min()!
-    let peak = workerRounds.flatMap(\.peaksMB).max()!
-    say(
-        "| no-op jobs, \(grouped(jobCount)) queued, worked by \(workers) worker processes"
-            + (store == nil ? " (one host)" : " (\(workers) hosts)") + ": first `runUntilIdle` → last return | "
-            + "\(grouped(Int(Double(jobCount) / best.window))) jobs/s (\(fmt(best.window)) s) | – | – |")
-    say(
-        "| the same, first spawn → last exit (start-up, open and close included) | "
-            + "\(grouped(Int(Double(jobCount) / fastestWall))) jobs/s (\(fmt(fastestWall)) s); peak RSS per worker "
-            + "\(fmt(peak, 0)) MB | – | – |")
-    for failure in workerCheckFailures { say("| CHECK FAILED (several workers), \(failure) | – | – | – |") }
+for kind in workerKinds {
+    for proxied in workerPaths {
+        guard let rounds = workerRounds[workerCase(kind, proxied)],
+            let best = rounds.min(by: { $0.window < $1.window })
+        else { continue }
+        let fastestWall = rounds.map(\.wall).min()!
+        let peak = rounds.flatMap(\.peaksMB).max()!
+        let what = kind == "noop" ? "no-op jobs" : "built-in digest jobs (tiny files)"
+        let path = proxied ? ", at \(latency!) ms each way" : ""
+        let server =
+            (best.serverSeconds.map { "; server CPU \(fmt($0, 2)) s (\(fmt($0 / Double(jobCount) * 1e6, 0)) µs a job)" }
+                ?? "")
+            + (best.roundTrips.map { "; \(fmt(Double($0) * 1000 / Double(jobCount), 0)) round trips per 1,000 jobs" } ?? "")
+        say(
+            "| \(what), \(grouped(jobCount)) queued, worked by \(workers) worker processes"
+                + (store == nil ? " (one host)" : " (\(workers) hosts)\(path)") + ": first `runUntilIdle` → last return | "
+                + "\(grouped(Int(Double(jobCount) / best.window))) jobs/s (\(fmt(best.window)) s)\(server) | – | – |")
+        say(
+            "| the same, first spawn → last exit (start-up, open and close included) | "
+                + "\(grouped(Int(Double(jobCount) / fastestWall))) jobs/s (\(fmt(fastestWall)) s); peak RSS per worker "
+                + "\(fmt(peak, 0)) MB | – | – |")
+    }
 }
+for failure in workerCheckFailures { say("| CHECK FAILED (several workers), \(failure) | – | – | – |") }
 if only.contains("real") {
     let overhead = (digestRow.cpu - digestRow.floorCPU) / Double(jobCount) * 1e6
     say(
