@@ -491,7 +491,7 @@ if wanted("search") {
     ]
     for c in cases {
         let (ours, peak) = measure(repeats) { _ in run(["search", "--catalog", large, c.query]) }
-        let (show, _) = measure(repeats) { _ in run(["show", "--catalog", large, "1"]) }
+        let (show, _) = measure(repeats) { _ in run(["show", "--catalog", large, largeIDs.file]) }
         report(
             Row(
                 name: "search '\(c.query)' (\(c.name)), whole command", ours: ours, oursPeakKiB: peak, baseline: show,
