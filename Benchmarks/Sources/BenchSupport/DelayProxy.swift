@@ -54,7 +54,8 @@ public final class DelayProxy: Sendable {
         }
         self.listener = listener
         self.port = UInt16(bigEndian: address.sin_port)
-        let nanoseconds = UInt64(delay.components.seconds) * 1_000_000_000
+        let nanoseconds =
+            UInt64(delay.components.seconds) * 1_000_000_000
             + UInt64(delay.components.attoseconds / 1_000_000_000)
         Thread { [self] in accept(targetPort: targetPort, delay: nanoseconds) }.start()
     }

@@ -55,4 +55,3 @@ public func serverCPU(port serverPort: UInt16) -> Double? {
     }
     return total
 }
-

@@ -1,7 +1,7 @@
 // BagIt bundle export and import (`assetcat export` / `assetcat import`) against bsdtar +
 // openssl, in one run.
 //
-//   swift build -c release --scratch-path .build-bench --product assetcat
+//   swift build -c release --static-swift-stdlib --scratch-path .build-bench --product assetcat
 //   ASSETCAT=$PWD/.build-bench/release/assetcat \
 //       swift run -c release --package-path Benchmarks BundleBenchmarks \
 //       [--assetcat PATH] [--repeat N] [--work DIR] [--corpus-script PATH] [--skip-small] [--skip-large]
@@ -129,7 +129,7 @@ guard (skipSmall && skipLarge) || access(corpusScript, R_OK) == 0 else {
 }
 guard access(assetcat, X_OK) == 0 else {
     say("no assetcat at \(assetcat); build it first:")
-    say("  swift build -c release --scratch-path .build-bench --product assetcat")
+    say("  swift build -c release --static-swift-stdlib --scratch-path .build-bench --product assetcat")
     exit(2)
 }
 guard access("/usr/bin/time", X_OK) == 0 else {

@@ -4,7 +4,7 @@
 //       [--assetcat PATH] [--dvc PATH] [--repeat N] [--work DIR] [--skip-large] [--skip-dvc]
 //
 // Our side is the release-built `assetcat` binary, run as a child process, as users run it
-// (build it first: `swift build -c release --scratch-path .build-bench --product assetcat`).
+// (build it first: `swift build -c release --static-swift-stdlib --scratch-path .build-bench --product assetcat`).
 // Every child — ours and each baseline — runs under `/usr/bin/time -f %M`, so its peak memory
 // is the kernel's ru_maxrss of that child (for a shell pipeline: of its largest process), and
 // is timed wall-clock from spawn to exit. Each timed run starts after `sync`, with the corpus in

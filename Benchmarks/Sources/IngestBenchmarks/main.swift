@@ -106,7 +106,7 @@ guard let store, let storeURL = URLComponents(string: store) else {
 }
 guard access(assetcat, X_OK) == 0 else {
     say("no assetcat at \(assetcat); build it first:")
-    say("  swift build -c release --scratch-path .build-bench --product assetcat")
+    say("  swift build -c release --static-swift-stdlib --scratch-path .build-bench --product assetcat")
     exit(2)
 }
 guard access("/usr/bin/time", X_OK) == 0 else {
@@ -270,7 +270,9 @@ var figures: [String: Figure] = [:]
 say(
     "ingest of \(grouped(fileCount)) \(tinyFiles == nil ? "files (87.6 MB, copied)" : "tiny files (by reference)") "
         + "by 1 … \(processCounts.max()!) processes, best of \(repeats)")
-if latency != nil && serverCPU() == nil { say("   (the server's CPU is not measured: no postgres -p \(serverPort) here)") }
+if latency != nil && serverCPU() == nil {
+    say("   (the server's CPU is not measured: no postgres -p \(serverPort) here)")
+}
 for number in 0..<repeats {
     for parts in processCounts {
         // The stores take turns at going first, round after round.

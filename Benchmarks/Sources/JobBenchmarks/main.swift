@@ -223,7 +223,8 @@ do {
     guard var url = URLComponents(string: store) else { fatalError("--store: not a URL: \(store)") }
     url.queryItems =
         (url.queryItems ?? []).filter { $0.name != "schema" } + [
-            URLQueryItem(name: "schema", value: "job_bench_\(getpid())_\(name.replacingOccurrences(of: "-", with: "_"))")
+            URLQueryItem(
+                name: "schema", value: "job_bench_\(getpid())_\(name.replacingOccurrences(of: "-", with: "_"))")
         ]
     if let port { url.port = Int(port) }
     return url.string!
@@ -418,7 +419,8 @@ if only.contains("workers") {
                     workerCheckFailures.append(
                         "\(name): the workers' summaries count \(counts) succeeded jobs; the job rows by state: "
                             + "\(rowStates.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); "
-                            + "by attempts: \(attempts.map { "\($0.key): \($0.value)" }.sorted().joined(separator: ", "))")
+                            + "by attempts: \(attempts.map { "\($0.key): \($0.value)" }.sorted().joined(separator: ", "))"
+                    )
                     say("   CHECK FAILED, " + workerCheckFailures.last!)
                 }
                 let window = ends.max()! - starts.min()!
@@ -764,10 +766,12 @@ for kind in workerKinds {
         let server =
             (best.serverSeconds.map { "; server CPU \(fmt($0, 2)) s (\(fmt($0 / Double(jobCount) * 1e6, 0)) µs a job)" }
                 ?? "")
-            + (best.roundTrips.map { "; \(fmt(Double($0) * 1000 / Double(jobCount), 0)) round trips per 1,000 jobs" } ?? "")
+            + (best.roundTrips.map { "; \(fmt(Double($0) * 1000 / Double(jobCount), 0)) round trips per 1,000 jobs" }
+                ?? "")
         say(
             "| \(what), \(grouped(jobCount)) queued, worked by \(workers) worker processes"
-                + (store == nil ? " (one host)" : " (\(workers) hosts)\(path)") + ": first `runUntilIdle` → last return | "
+                + (store == nil ? " (one host)" : " (\(workers) hosts)\(path)")
+                + ": first `runUntilIdle` → last return | "
                 + "\(grouped(Int(Double(jobCount) / best.window))) jobs/s (\(fmt(best.window)) s)\(server) | – | – |")
         say(
             "| the same, first spawn → last exit (start-up, open and close included) | "

@@ -14,7 +14,7 @@
 // catalogs, for a closer look at a few rows with more repeats.
 //
 // Our side is the release-built `assetcat` binary, run as a child process, as users run it
-// (build it first: `swift build -c release --scratch-path .build-bench --product assetcat`).
+// (build it first: `swift build -c release --static-swift-stdlib --scratch-path .build-bench --product assetcat`).
 // Every child runs under `/usr/bin/time -f %M` (its peak memory) and is timed wall-clock from
 // spawn to exit; each figure is the median of --repeat runs (default 5; --heavy-repeat, default
 // 3, for the commands that read or write every asset or many files).
@@ -177,7 +177,7 @@ do {
 
 guard access(assetcat, X_OK) == 0 else {
     say("no assetcat at \(assetcat); build it first:")
-    say("  swift build -c release --scratch-path .build-bench --product assetcat")
+    say("  swift build -c release --static-swift-stdlib --scratch-path .build-bench --product assetcat")
     exit(2)
 }
 guard access("/usr/bin/time", X_OK) == 0 else {
