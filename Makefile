@@ -85,12 +85,12 @@ bench-postgresql: deps
 
 install: deps
 	$(SWIFT) build -c $(CONFIGURATION) $(STATIC) --product assetcat
-	SWIFT=$(SWIFT) ./Scripts/install.sh $(CONFIGURATION) "$(DESTDIR)$(PREFIX)"
+	SWIFT=$(SWIFT) BUILD_FLAGS="$(STATIC)" ./Scripts/install.sh $(CONFIGURATION) "$(DESTDIR)$(PREFIX)"
 
 # `make install` into a temporary DESTDIR, then checks the binary, man page and completions.
 install-check: deps
 	$(SWIFT) build -c $(CONFIGURATION) $(STATIC) --product assetcat
-	SWIFT=$(SWIFT) ./Scripts/check-install.sh $(CONFIGURATION) "$(PREFIX)"
+	SWIFT=$(SWIFT) BUILD_FLAGS="$(STATIC)" ./Scripts/check-install.sh $(CONFIGURATION) "$(PREFIX)"
 
 # The DocC documentation of every library module, failing on a DocC warning.
 docs: deps
