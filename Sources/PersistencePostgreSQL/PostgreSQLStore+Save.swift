@@ -78,7 +78,9 @@ extension PostgreSQLStore {
                 let part = run[start..<min(start + chunk, run.endIndex)]
                 let written = try batched(
                     part, all: { try updateMany(statements, $0) },
-                    one: { update in try updateOne(statements, update).map { [update.id: $0] } ?? [:] })
+                    one: { update in try updateOne(statements, update).map { [update.id: $0] } ?? [:] },
+                    refusable: Self.mayRefuse(
+                        statements.entity, slots: part[part.startIndex].slots, values: part.map(\.values)))
                 for update in part {
                     if let version = written[update.id] {
                         versions[ManagedObjectID(entityName: update.entity.name, rowID: update.id)] = version
@@ -145,11 +147,16 @@ extension PostgreSQLStore {
     /// Writes `rows` with one statement (`all`) inside a savepoint; if it fails, undoes it and
     /// writes them one at a time (`one`), in order, so that a failure names the row that
     /// caused it as a statement a row did. Returns the rows' new versions by ID.
+    ///
+    /// Rows the server cannot refuse for their values (not `refusable`: ``mayRefuse(_:slots:values:)``)
+    /// are written without the savepoint, which costs two round trips: the statement's failure
+    /// (a deadlock, a lost connection) is then the save's.
     private func batched<Row>(
         _ rows: ArraySlice<Row>, all: (ArraySlice<Row>) throws -> [Int64: Int64],
-        one: (Row) throws -> [Int64: Int64]
+        one: (Row) throws -> [Int64: Int64], refusable: Bool = true
     ) throws -> [Int64: Int64] {
         guard rows.count > 1 else { return try rows.first.map(one) ?? [:] }
+        guard refusable else { return try all(rows) }
         _ = try mapErrors(nil) { try writer.run("SAVEPOINT \"_persistence_rows\"", []) }
         let written: [Int64: Int64]
         do {
@@ -166,6 +173,33 @@ extension PostgreSQLStore {
         }
         _ = try mapErrors(nil) { try writer.run("RELEASE SAVEPOINT \"_persistence_rows\"", []) }
         return written
+    }
+
+    /// Whether the server could refuse an update of `slots` of `entity` to `values` (a row's
+    /// values each) for the values themselves: a unique or linked column among the slots (a
+    /// unique index, a foreign key), one of a unique composite index or of its filter, NULL
+    /// for a column that takes none, or a text with a NUL character (PostgreSQL's `text`
+    /// holds none). Only such an update needs the savepoint that lets its rows be written
+    /// again one at a time, to name the one refused.
+    static func mayRefuse(_ entity: EntityDescription, slots: [Int], values: [[StoreValue]]) -> Bool {
+        let properties = slots.map { entity.storedProperties[$0] }
+        if properties.contains(where: { $0.isUnique || !$0.isAttribute }) { return true }
+        guard let composites = try? entity.compositeIndexDescriptions() else { return true }
+        let names = Set(properties.map(\.name))
+        for composite in composites where composite.isUnique {
+            if composite.columns.contains(where: names.contains) { return true }
+            if let filter = composite.filter, names.contains(filter.column) { return true }
+        }
+        for row in values {
+            for (value, property) in zip(row, properties) {
+                switch value {
+                case .null where !property.isOptional: return true
+                case .text(let text) where text.utf8.contains(0): return true
+                default: continue
+                }
+            }
+        }
+        return false
     }
 
     /// One row's update; its new version, or `nil` when its expected version is not the

@@ -227,6 +227,57 @@ struct ServerReads {
             })
     }
 
+    /// A grouped update the server cannot refuse for its values is written without a
+    /// savepoint (two round trips each); one it could refuse (here a link, a foreign key)
+    /// keeps it, so that a refused row is named. Told apart by the rows' `xmin`: a row
+    /// written inside a savepoint carries the savepoint's own transaction ID.
+    @Test func onlyAnUpdateTheServerCouldRefuseIsWrittenInASavepoint() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        let container = try PersistentContainer.open(
+            url: url, schema: try Schema([DigestedItem.self, Parcel.self, ParcelItem.self]))
+        defer { container.close() }
+        let admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+        defer { admin.close() }
+        let context = container.newBackgroundContext()
+        let rows = (0..<12).map { i in
+            let item = DigestedItem(context: context)
+            item.digest = "d\(i)"
+            let parcel = Parcel(context: context)
+            parcel.label = "p\(i)"
+            let member = ParcelItem(context: context)
+            member.label = "m\(i)"
+            return (item, parcel, member)
+        }
+        try context.save()
+        for (item, parcel, member) in rows {
+            item.state = "dropped"
+            parcel.label += " sent"
+            member.parcel = parcel
+        }
+        try context.save()
+        func xmins(_ table: String) throws -> Set<String> {
+            Set(try admin.run("SELECT xmin::text FROM \"\(table)\"", []).rows.map { try $0.decode(String.self) })
+        }
+        let (items, parcels, members) = (try xmins("DigestedItem"), try xmins("Parcel"), try xmins("ParcelItem"))
+        #expect(items.count == 1 && items == parcels, "the unrefusable updates were not in the save's own transaction")
+        #expect(members.count == 1 && members != items, "the links were not written inside a savepoint")
+        let linked = try admin.run("SELECT count(*) FROM \"ParcelItem\" WHERE \"parcel\" IS NOT NULL", [])
+        #expect(try linked.rows.first?.decode(Int64.self) == 12)
+        #expect(try admin.run("SELECT 1 FROM \"DigestedItem\" WHERE \"state\" <> 'dropped'", []).rows.isEmpty)
+    }
+
+    @Test func whatTheServerCouldRefuseIsToldFromTheValues() throws {
+        let schema = try Schema([DigestedItem.self, Parcel.self, ParcelItem.self])
+        let item = try #require(schema.entity(named: "DigestedItem"))
+        let state = try #require(item.storedProperties.firstIndex { $0.name == "state" })
+        #expect(!PostgreSQLStore.mayRefuse(item, slots: [state], values: [[.text("dropped")], [.text("x")]]))
+        #expect(PostgreSQLStore.mayRefuse(item, slots: [state], values: [[.text("a\u{0}b")]]))  // text holds no NUL
+        #expect(PostgreSQLStore.mayRefuse(item, slots: [state], values: [[.null]]))  // NOT NULL
+        let member = try #require(schema.entity(named: "ParcelItem"))
+        let link = try #require(member.storedProperties.firstIndex { $0.name == "parcel" })
+        #expect(PostgreSQLStore.mayRefuse(member, slots: [link], values: [[.integer(1)]]))  // a foreign key
+    }
+
     /// A store that only read has no commits to fold into the retired row at its close, and
     /// writes nothing then (a `show` took a write transaction at its close); one that saved folds
     /// its commits as before (counted by a statement trigger of the test's).
