@@ -71,16 +71,16 @@ extension PostgreSQLStore {
     fileprivate func updateObjects(_ updates: [StoreChanges.Update]) throws -> [ManagedObjectID: Int64] {
         var versions: [ManagedObjectID: Int64] = [:]
         for group in StoreChanges.groupedByColumns(updates) {
-            let run = group[...]
-            let statements = sql[run[run.startIndex].entity]
-            let chunk = max(1, 60_000 / (run[run.startIndex].slots.count + 2))  // the server's limit: 65,535
-            for start in stride(from: run.startIndex, to: run.endIndex, by: chunk) {
-                let part = run[start..<min(start + chunk, run.endIndex)]
+            let (entity, slots) = (group[0].entity, group[0].slots)
+            let statements = sql[entity]
+            let chunk = max(1, 60_000 / (slots.count + 2))  // the server's limit: 65,535
+            for start in stride(from: 0, to: group.count, by: chunk) {
+                let part = group[start..<min(start + chunk, group.count)]
                 let written = try batched(
                     part, all: { try updateMany(statements, $0) },
                     one: { update in try updateOne(statements, update).map { [update.id: $0] } ?? [:] },
                     refusable: Self.mayRefuse(
-                        statements.entity, slots: part[part.startIndex].slots, values: part.map(\.values)))
+                        slots: slots, values: part.map(\.values), of: entity, constrained: constrainedSlots[entity]))
                 for update in part {
                     if let version = written[update.id] {
                         versions[ManagedObjectID(entityName: update.entity.name, rowID: update.id)] = version
@@ -175,21 +175,31 @@ extension PostgreSQLStore {
         return written
     }
 
-    /// Whether the server could refuse an update of `slots` of `entity` to `values` (a row's
-    /// values each) for the values themselves: a unique or linked column among the slots (a
-    /// unique index, a foreign key), one of a unique composite index or of its filter, NULL
-    /// for a column that takes none, or a text with a NUL character (PostgreSQL's `text`
-    /// holds none). Only such an update needs the savepoint that lets its rows be written
-    /// again one at a time, to name the one refused.
-    static func mayRefuse(_ entity: EntityDescription, slots: [Int], values: [[StoreValue]]) -> Bool {
-        let properties = slots.map { entity.storedProperties[$0] }
-        if properties.contains(where: { $0.isUnique || !$0.isAttribute }) { return true }
-        guard let composites = try? entity.compositeIndexDescriptions() else { return true }
-        let names = Set(properties.map(\.name))
-        for composite in composites where composite.isUnique {
-            if composite.columns.contains(where: names.contains) { return true }
-            if let filter = composite.filter, names.contains(filter.column) { return true }
+    /// The slots of `entity` whose columns a constraint checks: a unique column, a link (a
+    /// foreign key), a column of a unique composite index or of its filter.
+    static func constrainedSlots(of entity: EntityDescription) throws -> Set<Int> {
+        var names: Set<String> = []
+        for composite in try entity.compositeIndexDescriptions() where composite.isUnique {
+            names.formUnion(composite.columns)
+            if let filter = composite.filter { names.insert(filter.column) }
         }
+        return Set(
+            entity.storedProperties.indices.filter { slot in
+                let property = entity.storedProperties[slot]
+                return property.isUnique || !property.isAttribute || names.contains(property.name)
+            })
+    }
+
+    /// Whether the server could refuse an update of `slots` of `entity` to `values` (a row's
+    /// values each) for the values themselves: a slot among `constrained`
+    /// (``constrainedSlots(of:)``), NULL for a column that takes none, or a text with a NUL
+    /// character (PostgreSQL's `text` holds none). Only such an update needs the savepoint
+    /// that lets its rows be written again one at a time, to name the one refused.
+    static func mayRefuse(
+        slots: [Int], values: [[StoreValue]], of entity: EntityDescription, constrained: Set<Int>
+    ) -> Bool {
+        if slots.contains(where: constrained.contains) { return true }
+        let properties = slots.map { entity.storedProperties[$0] }
         for row in values {
             for (value, property) in zip(row, properties) {
                 switch value {

@@ -80,6 +80,9 @@ final class PostgreSQLStore: PersistentStore {
     /// for each connection (``PostgreSQLLocation/reconnectTimeout``).
     let outage: ServerOutage
     let sql: EntityMap<EntitySQL>
+    /// The slots of each entity whose columns a constraint checks
+    /// (``constrainedSlots(of:)``): only an update of one of them may be refused for its values.
+    let constrainedSlots: EntityMap<Set<Int>>
     /// This store's row in the commit counters: ``externalChangeToken()`` sums the others.
     let writerID = UUID().uuidString
     /// Whether this store has counted a commit in its row (which ``close()`` then folds).
@@ -122,6 +125,7 @@ final class PostgreSQLStore: PersistentStore {
         self.schema = schema
         isReadOnly = options.readOnly
         sql = EntityMap(schema) { EntitySQL($0, dialect: .postgresql) }
+        constrainedSlots = try EntityMap(schema) { try Self.constrainedSlots(of: $0) }
         var unique: [String: String] = [:]
         for entity in schema.entities {
             for property in entity.storedProperties where property.isUnique {
