@@ -193,34 +193,55 @@ struct ServerReads {
         return { try admin.run("SELECT count(*) FROM \(counts)", []).rows.first!.decode(Int64.self) }
     }
 
+    /// A store of the three entities above, twelve of each saved (items d0…, parcels p0…, their
+    /// unlinked items m0…), and an admin connection of the test's to its schema.
+    struct Parcels {
+        let container: PersistentContainer
+        let admin: PostgreSQLConnection
+        let context: ManagedObjectContext
+        let rows: [(item: DigestedItem, parcel: Parcel, member: ParcelItem)]
+
+        init() throws {
+            let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+            container = try PersistentContainer.open(
+                url: url, schema: try Schema([DigestedItem.self, Parcel.self, ParcelItem.self]))
+            admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
+            let context = container.newBackgroundContext()
+            rows = (0..<12).map { i in
+                let item = DigestedItem(context: context)
+                item.digest = "d\(i)"
+                let parcel = Parcel(context: context)
+                parcel.label = "p\(i)"
+                let member = ParcelItem(context: context)
+                member.label = "m\(i)"
+                return (item, parcel, member)
+            }
+            try context.save()
+            self.context = context
+        }
+
+        func close() {
+            admin.close()
+            container.close()
+        }
+    }
+
     /// A save's updates of one entity and the same columns are one statement wherever they
     /// are among the save's changes: a job's result updates its job and its asset, so a group
     /// of results alternates between the two (counted by a statement trigger of the test's).
     @Test func aSavesUpdatesOfOneEntityAreOneStatementEvenInterleaved() throws {
-        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
-        let container = try PersistentContainer.open(
-            url: url, schema: try Schema([DigestedItem.self, Parcel.self, ParcelItem.self]))
-        defer { container.close() }
-        let admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
-        defer { admin.close() }
-        let context = container.newBackgroundContext()
-        let pairs = (0..<12).map { i in
-            let item = DigestedItem(context: context)
-            item.digest = "d\(i)"
-            let parcel = Parcel(context: context)
-            parcel.label = "p\(i)"
-            return (item, parcel)
-        }
-        try context.save()
+        let stored = try Parcels()
+        defer { stored.close() }
+        let (container, admin, context) = (stored.container, stored.admin, stored.context)
         let counters = try ["DigestedItem", "Parcel"].map { try Self.countStatements("UPDATE", on: $0, admin) }
-        for (item, parcel) in pairs {  // item, parcel, item, parcel…
+        for (item, parcel, _) in stored.rows {  // item, parcel, item, parcel…
             item.state = "dropped"
             parcel.label += " sent"
         }
         try context.save()
         #expect(try counters.map { try $0() } == [1, 1])  // one statement each
-        let stored = try container.newBackgroundContext().fetch(FetchRequest<DigestedItem>())
-        #expect(stored.count == 12 && stored.allSatisfy { $0.state == "dropped" })
+        let items = try container.newBackgroundContext().fetch(FetchRequest<DigestedItem>())
+        #expect(items.count == 12 && items.allSatisfy { $0.state == "dropped" })
         #expect(
             try container.newBackgroundContext().fetch(FetchRequest<Parcel>()).allSatisfy {
                 $0.label.hasSuffix(" sent")
@@ -232,24 +253,10 @@ struct ServerReads {
     /// keeps it, so that a refused row is named. Told apart by the rows' `xmin`: a row
     /// written inside a savepoint carries the savepoint's own transaction ID.
     @Test func onlyAnUpdateTheServerCouldRefuseIsWrittenInASavepoint() throws {
-        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
-        let container = try PersistentContainer.open(
-            url: url, schema: try Schema([DigestedItem.self, Parcel.self, ParcelItem.self]))
-        defer { container.close() }
-        let admin = try PostgreSQLConnection(try PostgreSQLLocation(url), logger: Logger(label: "test"))
-        defer { admin.close() }
-        let context = container.newBackgroundContext()
-        let rows = (0..<12).map { i in
-            let item = DigestedItem(context: context)
-            item.digest = "d\(i)"
-            let parcel = Parcel(context: context)
-            parcel.label = "p\(i)"
-            let member = ParcelItem(context: context)
-            member.label = "m\(i)"
-            return (item, parcel, member)
-        }
-        try context.save()
-        for (item, parcel, member) in rows {
+        let stored = try Parcels()
+        defer { stored.close() }
+        let (admin, context) = (stored.admin, stored.context)
+        for (item, parcel, member) in stored.rows {
             item.state = "dropped"
             parcel.label += " sent"
             member.parcel = parcel
@@ -268,14 +275,19 @@ struct ServerReads {
 
     @Test func whatTheServerCouldRefuseIsToldFromTheValues() throws {
         let schema = try Schema([DigestedItem.self, Parcel.self, ParcelItem.self])
+        func mayRefuse(_ entity: EntityDescription, _ slot: Int, _ values: [[StoreValue]]) throws -> Bool {
+            PostgreSQLStore.mayRefuse(
+                slots: [slot], values: values, of: entity, constrained: try PostgreSQLStore.constrainedSlots(of: entity)
+            )
+        }
         let item = try #require(schema.entity(named: "DigestedItem"))
         let state = try #require(item.storedProperties.firstIndex { $0.name == "state" })
-        #expect(!PostgreSQLStore.mayRefuse(item, slots: [state], values: [[.text("dropped")], [.text("x")]]))
-        #expect(PostgreSQLStore.mayRefuse(item, slots: [state], values: [[.text("a\u{0}b")]]))  // text holds no NUL
-        #expect(PostgreSQLStore.mayRefuse(item, slots: [state], values: [[.null]]))  // NOT NULL
+        #expect(try !mayRefuse(item, state, [[.text("dropped")], [.text("x")]]))
+        #expect(try mayRefuse(item, state, [[.text("a\u{0}b")]]))  // text holds no NUL
+        #expect(try mayRefuse(item, state, [[.null]]))  // NOT NULL
         let member = try #require(schema.entity(named: "ParcelItem"))
         let link = try #require(member.storedProperties.firstIndex { $0.name == "parcel" })
-        #expect(PostgreSQLStore.mayRefuse(member, slots: [link], values: [[.integer(1)]]))  // a foreign key
+        #expect(try mayRefuse(member, link, [[.integer(1)]]))  // a foreign key
     }
 
     /// A store that only read has no commits to fold into the retired row at its close, and
