@@ -182,22 +182,21 @@ final class Stubborn: JobProcessor {
     }
 }
 
-/// Two steps of `step`, then an end the log records: a run that ended before its asset's
-/// deletion began is told apart from one the deletion missed.
-struct TwoSteps: JobProcessor {
+/// A run that lasts `lasting` (or until cancelled), then an end the log records: a run that
+/// ended before its asset's deletion began is told apart from one the deletion missed.
+struct LoggedRun: JobProcessor {
     let log: StepLog
-    let step: Duration
+    let lasting: Duration
     func run(_ job: JobContext) async throws -> JobOutput {
         log.record("asset \(job.asset.id) started")
         do {
-            try await Task.sleep(for: step)
-            try await Task.sleep(for: step)
+            try await Task.sleep(for: lasting)
         } catch {
             log.record("asset \(job.asset.id) cancelled")
             throw error
         }
         log.record("asset \(job.asset.id) ended")
-        return JobOutput(metadata: ["stepped": "2"])
+        return JobOutput(metadata: ["ran": "yes"])
     }
 }
 
@@ -210,7 +209,7 @@ extension JobRaceTests {
         let catalog = try t.create()
         let assets = try await catalog.add((0..<40).map { try t.file("s\($0)", "s \($0)") }).added
         let log = StepLog()
-        catalog.jobs.register(TwoSteps(log: log, step: .seconds(3)), as: "stepper")
+        catalog.jobs.register(LoggedRun(log: log, lasting: .seconds(6)), as: "stepper")
         catalog.jobs.start()
         defer { catalog.jobs.stop() }
         var contexts: [ManagedObjectContext] = []
@@ -227,7 +226,7 @@ extension JobRaceTests {
         // Every asset is held now: a claim that began before the last deletion has ended once
         // the worker's loop has turned twice since, and none after it can claim these jobs.
         // Then every run started is over: a cancelled one ends at once, a missed one after
-        // its two 3 s steps. Only then is the log judged, whatever the timing of the claims.
+        // its 6 s. Only then is the log judged, whatever the timing of the claims.
         let turns = catalog.jobs.metrics.workerTurns
         #expect(
             try await waitUntil {
@@ -235,7 +234,7 @@ extension JobRaceTests {
             },
             "the runs never ended")
         // A run that ended before its asset's deletion began missed nothing (a loaded machine
-        // can stall this loop between a submit and its deletion for longer than both steps);
+        // can stall this loop between a submit and its deletion for longer than a run);
         // any other run that started must have been cancelled.
         let events = log.all
         let missed = assets.map(\.id).filter { id in
