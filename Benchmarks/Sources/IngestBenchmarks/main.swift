@@ -302,17 +302,6 @@ for number in 0..<repeats {
 
 // MARK: Table
 
-/// `n` with a comma between thousands.
-func grouped(_ n: Int) -> String {
-    let digits = String(n)
-    var out = ""
-    for (i, c) in digits.enumerated() {
-        if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
-        out.append(c)
-    }
-    return out
-}
-
 @MainActor func row(_ parts: Int, _ store: Store) -> String {
     let figure = figures["\(store.key)-\(parts)"]!
     let sqlite = figures["sqlite-\(parts)"]!

@@ -185,16 +185,6 @@ func cpuTime() -> Double {
 
 func fmt(_ value: Double, _ digits: Int = 3) -> String { String(format: "%.\(digits)f", value) }
 
-func grouped(_ n: Int) -> String {
-    let digits = String(n)
-    var out = ""
-    for (i, c) in digits.enumerated() {
-        if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
-        out.append(c)
-    }
-    return out
-}
-
 /// The q-quantile (nearest rank) of `values`.
 func quantile(_ values: [Double], _ q: Double) -> Double {
     let sorted = values.sorted()
