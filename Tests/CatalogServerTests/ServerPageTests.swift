@@ -49,7 +49,7 @@ struct ServerPageTests {
         let notes = f.notes.id.rawValue
         // Should the image have no thumbnail, its jobs say why.
         let jobs = try f.catalog.jobs.list(asset: f.image.id).map { "\($0.kind) \($0.state) \($0.error ?? "")" }
-        #expect(try f.catalog.thumbnailURL(of: f.image.id) != nil, "the image's jobs: \(jobs)")
+        let file = try #require(try f.catalog.thumbnailURL(of: f.image.id), "the image's jobs: \(jobs)")
         try await f.test { client in
             let list = try await client.execute(uri: "/", method: .get)
             #expect(
@@ -60,7 +60,6 @@ struct ServerPageTests {
             let served = try await client.execute(uri: "/assets/\(image)/thumbnail", method: .get)
             #expect(served.status == .ok)
             #expect(served.header("Content-Type") == "image/webp")
-            let file = try #require(try f.catalog.thumbnailURL(of: f.image.id))
             #expect(Data(served.body.readableBytesView) == (try Data(contentsOf: file)))
             let none = try await client.execute(uri: "/assets/\(notes)/thumbnail", method: .get)
             #expect(none.status == .notFound)
