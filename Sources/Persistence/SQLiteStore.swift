@@ -115,6 +115,15 @@ final class SQLiteStore: PersistentStore {
         } catch {
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
+        do {
+            // GRDB turns WAL on after `prepareDatabase` ran, and sets its writer to
+            // `synchronous = NORMAL` as it does: a commit would then be durable only once
+            // checkpointed, and a power cut could bring back a deletion whose files are gone.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
+        } catch {
+            try? pool.close()
+            throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
+        }
         let sql = sql
         do {
             try pool.write { db in
