@@ -128,6 +128,7 @@ extension CatalogCommand {
 extension AssetCat {
     struct Init: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "init",
             abstract: "Create a catalog, or join one whose records are in PostgreSQL.",
             discussion: """
                 With --store postgresql://USER@HOST:PORT/DATABASE?schema=NAME, the catalog's records are in \
@@ -186,6 +187,7 @@ extension AssetCat {
 extension AssetCat {
     struct Recover: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "recover",
             abstract: "Start a new store for a catalog whose store is lost, listing the content of objects/.",
             discussion: """
                 The last resort when catalog.sqlite is lost or was quarantined as unusable (for a catalog \

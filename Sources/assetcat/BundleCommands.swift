@@ -16,6 +16,7 @@ extension AssetCat {
     struct Export: CatalogCommand {
         static let access = CatalogAccess.write
         static let configuration = CommandConfiguration(
+            commandName: "export",
             abstract: "Write assets as a BagIt bag: .tar, .tar.gz, .tar.zst, .zip, or a directory.",
             discussion: """
                 Selects every asset unless IDs (or names), --tag or --kind narrow it; an archive brings its \
@@ -96,6 +97,7 @@ extension AssetCat {
     struct Import: CatalogCommand {
         static let access = CatalogAccess.write
         static let configuration = CommandConfiguration(
+            commandName: "import",
             abstract: "Import a BagIt bag (a directory or any archive), all or nothing.",
             discussion: """
                 Every payload file is checked against every manifest before one transaction adopts them all; \
@@ -189,6 +191,7 @@ private func noteOmitted(_ list: CappedList<some Any>, _ what: String) {
 extension AssetCat {
     struct Validate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "validate",
             abstract: "Check a BagIt bag (a directory or an archive) without importing it.",
             discussion:
                 "Exit 0 for a valid bag; otherwise its problems, one per line naming the file (the first 1,000, then "

@@ -7,6 +7,7 @@ extension AssetCat {
     struct Add: CatalogCommand {
         static let access = CatalogAccess.write
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Add files, directories (--recursive) and archives (one record per member).",
             discussion: """
                 Files are copied into the catalog unless --reference is given. Ctrl-C (or SIGTERM) commits what is \
@@ -197,7 +198,7 @@ struct Table {
 extension AssetCat {
     struct Show: CatalogCommand {
         static let access = CatalogAccess.read
-        static let configuration = CommandConfiguration(abstract: "Show one asset in full.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one asset in full.")
 
         @OptionGroup var options: CatalogOption
         @Argument(help: "An asset ID or name.") var asset: String
@@ -229,6 +230,7 @@ extension AssetCat {
     struct Cat: CatalogCommand {
         static let access = CatalogAccess.read
         static let configuration = CommandConfiguration(
+            commandName: "cat",
             abstract: "Write an asset's bytes (archive members too) to stdout.")
 
         @OptionGroup var options: CatalogOption
@@ -322,7 +324,7 @@ extension AssetCat {
 extension AssetCat {
     struct Tag: CatalogCommand {
         static let access = CatalogAccess.write
-        static let configuration = CommandConfiguration(abstract: "Add or remove tags.")
+        static let configuration = CommandConfiguration(commandName: "tag", abstract: "Add or remove tags.")
 
         @OptionGroup var options: CatalogOption
         /// The first reference as ArgumentParser parsed it; the rest are ``BulkArguments/rest()``.
@@ -349,6 +351,7 @@ extension AssetCat {
     struct Verify: CatalogCommand {
         static let access = CatalogAccess.read
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract:
                 "Re-hash content; report missing and damaged assets, and content no asset uses (exit 1 if any). Changes nothing."
         )
@@ -448,7 +451,7 @@ extension AssetCat {
 extension AssetCat {
     struct Stats: CatalogCommand {
         static let access = CatalogAccess.read
-        static let configuration = CommandConfiguration(abstract: "Counts and sizes.")
+        static let configuration = CommandConfiguration(commandName: "stats", abstract: "Counts and sizes.")
 
         @OptionGroup var options: CatalogOption
         @Flag(help: "Print JSON.") var json = false
@@ -490,6 +493,7 @@ extension AssetCat {
     struct Search: CatalogCommand {
         static let access = CatalogAccess.read
         static let configuration = CommandConfiguration(
+            commandName: "search",
             abstract: "Find assets by words and filters.",
             discussion: """
                 Words are looked for in names (a member's path, and its archive's name), tags and metadata: \

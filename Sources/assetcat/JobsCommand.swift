@@ -5,6 +5,7 @@ import Foundation
 extension AssetCat {
     struct Jobs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "jobs",
             abstract: "Durable jobs: archive indexing, deferred digests, metadata, and a pipeline's own.",
             subcommands: [List.self, Run.self, Cancel.self, Retry.self],
             defaultSubcommand: List.self

@@ -7,6 +7,7 @@ extension AssetCat {
     struct Serve: CatalogCommand {
         static let access = CatalogAccess.write
         static let configuration = CommandConfiguration(
+            commandName: "serve",
             abstract: "Serve web pages to browse, search and act on the catalog.",
             discussion: """
                 Prints the URL to open as its first line, then serves until Ctrl-C or SIGTERM (exit 0). \
