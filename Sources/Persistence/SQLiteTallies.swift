@@ -24,7 +24,8 @@ extension SQLiteStore {
             for (name, text) in wanted {
                 let existing = try String.fetchOne(
                     db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name])
-                if existing != text { changed = true }
+                // An empty text wants no trigger: an entity without tallies is current when it has none.
+                if existing != (text.isEmpty ? nil : text) { changed = true }
             }
             guard changed else { continue }
             for (name, _) in wanted { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
