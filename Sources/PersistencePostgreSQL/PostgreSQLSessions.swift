@@ -64,15 +64,18 @@ extension PostgreSQLStore {
     ///
     /// With `countingCommit`, the same statement counts the transaction's commit in
     /// `_persistence_commits` (``countCommit()``): one round trip for both, in every save.
-    func fenceSave(countingCommit: Bool = false) throws {
+    /// `alsoSelecting` (expressions such as `set_config(…)` calls, run for their effect) goes
+    /// in the same statement too, or in one of its own when there is no session.
+    func fenceSave(countingCommit: Bool = false, alsoSelecting extra: String? = nil) throws {
         guard let session = currentSession, session.isAlive else {
             if let session = currentSession, session.ending?.reason != .ended {
                 throw sessionEnded(session.id, session.ending)
             }
             if countingCommit { try countCommit() }
+            if let extra { try writer.run("SELECT \(extra)", []) }
             return
         }
-        let fence = "SELECT 1 FROM \(Self.sessionsTable) WHERE id = $1 FOR SHARE"
+        let fence = "SELECT 1\(extra.map { ", \($0)" } ?? "") FROM \(Self.sessionsTable) WHERE id = $1 FOR SHARE"
         if countingCommit { hasCountedCommits.withLock { $0 = true } }
         let rows =
             try countingCommit

@@ -21,7 +21,6 @@ extension PostgreSQLStore {
         do {
             return try writer.withLock {
                 try transaction(writer) {
-                    try fenceSave(countingCommit: true)  // counted even if it claims nothing: rare
                     // A claim takes the first few of many candidates: walked along an index in
                     // the fetch's order, it stops at the limit. A planner without statistics (a
                     // table just filled: autovacuum analyzes it only after its nap) reads every
@@ -29,10 +28,12 @@ extension PostgreSQLStore {
                     // as much as the queue is long. This transaction alone (`is_local`) turns
                     // sorting and bitmap scans off, so the claim walks the index that gives its
                     // order: the primary key's, or a partial index of the candidates' row IDs
-                    // (``CompositeIndex/init(rowIDsWhere:is:)``).
-                    try writer.run(
-                        "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
-                        [])
+                    // (``CompositeIndex/init(rowIDsWhere:is:)``). Set by the fence's statement:
+                    // a round trip fewer a claim.
+                    try fenceSave(
+                        countingCommit: true,  // counted even if it claims nothing: rare
+                        alsoSelecting:
+                            "set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)")
                     let rows = try statements.decode(try writer.run(query, arguments).rows)
                     guard !rows.isEmpty else { return [] }
                     let updates = update(rows)

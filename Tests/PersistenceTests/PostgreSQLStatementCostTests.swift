@@ -406,10 +406,15 @@ struct ServerReads {
     /// read every queued row's entry, with a bitmap, to sort them all; without that index,
     /// it walked the primary key past every row already done. A count with a limit (is there
     /// one?) reads no more rows than that: unordered, it sorted every match for the first.
-    @Test func aClaimAndALookForCandidatesReadNoMoreRowsThanTheyNeed() throws {
+    /// With a session, the settings ride on the statement that fences the claim; without one,
+    /// they have their own.
+    @Test(arguments: [false, true]) func aClaimAndALookForCandidatesReadNoMoreRowsThanTheyNeed(withSession: Bool)
+        throws
+    {
         let server = try ServerReads()
         defer { server.close() }
         let first = try PersistentContainer.open(url: server.url, schema: try Schema([QueuedRow.self]))
+        if withSession { _ = try #require(try first.openSession(label: "claimer")) }
         // 20,000 rows done, then 20,000 queued; no ANALYZE.
         _ = try server.admin.run(
             """
