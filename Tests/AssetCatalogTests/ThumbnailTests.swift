@@ -186,6 +186,31 @@ import Testing
         #expect(files() == 2)
     }
 
+    /// The save that records a thumbnail can meet another save of its asset committed since
+    /// it read the asset (the `metadata` job's result, a tag): it reads the asset again and
+    /// sets the thumbnail over that change. The job used to fail with the conflict.
+    @Test func aThumbnailRecordedAfterAnotherSaveOfItsAssetKeepsBoth() async throws {
+        let t = try TestCatalog()
+        let barrier = t.directory.appending(path: "thumbnail-barrier").path
+        let catalog = try t.create(
+            testing: CatalogTesting(faults: FaultPoints(names: [], pauses: ["before-thumbnail-commit": barrier])))
+        defer { catalog.close() }
+        let id = try await catalog.add([try t.file("beach.jpg", try Self.photo)]).added[0].id
+        async let ran = catalog.jobs.runUntilIdle()
+        let deadline = Date.now.addingTimeInterval(60)
+        while !FileManager.default.fileExists(atPath: barrier + ".reached") && Date.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        _ = try catalog.setMetadata(id, ["note": "kept"])
+        #expect(FileManager.default.createFile(atPath: barrier, contents: nil))
+        _ = try await ran
+        let job = try #require(try Self.thumbnailJob(catalog, id))
+        #expect(job.state == .succeeded, "\(job.error ?? "")")
+        let asset = try catalog.asset(id)
+        #expect(asset.thumbnail != nil)
+        #expect(asset.metadata["note"] == "kept")
+    }
+
     /// A deleted asset's queued thumbnail job is cancelled, as every job of the asset is.
     @Test func aDeletionCancelsTheThumbnailJob() async throws {
         let t = try TestCatalog()

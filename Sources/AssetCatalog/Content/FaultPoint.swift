@@ -13,9 +13,10 @@ enum FaultPoint: String {
     case afterCommit = "after-commit"
     /// A removal plan is about to unlink its file, inside the sweep's transaction.
     case beforeUnlink = "before-unlink"
-    /// An import's content is journaled, not linked into objects/ yet.
-    /// A thumbnail job stored its file, before the save that records it on the asset.
+    /// A thumbnail job stored its file and set it on the asset it read, before the save that
+    /// records it.
     case beforeThumbnailCommit = "before-thumbnail-commit"
+    /// An import's content is journaled, not linked into objects/ yet.
     case afterImportJournal = "after-import-journal"
     /// An import's content is linked into objects/, its records not committed.
     case beforeImportCommit = "before-import-commit"

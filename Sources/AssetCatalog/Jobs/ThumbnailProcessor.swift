@@ -70,7 +70,9 @@ extension Catalog {
     /// 3. The asset's ``Asset/thumbnail`` is set — only while this run is the job's current
     ///    one — by a save that certifies the file under the content lock, putting it back
     ///    from its pin should a sweep have taken it since step 2 (``ContentPins``); the
-    ///    asset's earlier thumbnail, if any, is journaled in the same save.
+    ///    asset's earlier thumbnail, if any, is journaled in the same save. Another save of
+    ///    the asset committed since this one read it (the `metadata` job's result) makes it
+    ///    read the asset again and set the thumbnail over that change.
     /// 4. The sweep: the plan of step 1 goes, the file staying (the asset uses it).
     func recordThumbnail(_ bytes: [UInt8], of job: JobContext) throws {
         let digest = ContentStore.hex(SHA256.hash(data: bytes))
@@ -82,14 +84,14 @@ extension Catalog {
         }
         let stored = try content.ingest { write in try bytes.withUnsafeBytes { try write($0) } }
         defer { content.unpin(stored.pin) }
-        content.faults.reach(.beforeThumbnailCommit)
         try storeErrors {
-            try withContext { context in
+            try withRetriedContext { context in
                 context[ContentPins.self] = [digest: stored.pin]
                 let asset = try context.existingObject(with: job.asset.objectID, as: Asset.self)
                 let row = try context.existingObject(with: jobs.jobObjectID(job.jobID), as: Job.self)
                 guard row.state == .running, row.owner == job.runToken else { throw CancellationError() }
                 asset.thumbnail = digest
+                content.faults.reach(.beforeThumbnailCommit)
                 try context.save()
             }
         }
