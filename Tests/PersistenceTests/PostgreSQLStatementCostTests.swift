@@ -439,6 +439,49 @@ struct ServerReads {
         #expect(look.rows - claim.rows < 1_000, "the count read \(look.rows - claim.rows) rows")
     }
 
+    /// A save's grouped update (`UPDATE … FROM (VALUES …)`) finds its rows by their IDs, even
+    /// in a table the planner has no statistics of (just filled, before autovacuum analyzes
+    /// it): it joined the rows to a scan of the whole table, 20,000 rows read for 200 updated.
+    @Test func aGroupedUpdateReadsItsRowsByTheirIDs() throws {
+        let server = try ServerReads()
+        defer { server.close() }
+        let container = try PersistentContainer.open(url: server.url, schema: try Schema([QueuedRow.self]))
+        _ = try server.admin.run(
+            """
+            INSERT INTO \(server.table("QueuedRow")) ("id", "_version", "state", "kind") \
+            SELECT g, 1, 'queued', 'work' FROM generate_series(1, 20000) AS g
+            """, [])
+        let context = container.newBackgroundContext()
+        let ids = (5_001...5_200).map { ManagedObjectID(entityName: QueuedRow.entityName, rowID: $0) }
+        let rows = try context.fetch(FetchRequest<QueuedRow>(predicate: .objectIDs(ids)))
+        #expect(rows.count == 200)
+        for row in rows { row.state = "done" }
+        try context.save()
+        let read = try server.afterClosing(container, table: "QueuedRow")
+        #expect(read.rows < 1_000, "the save read \(read)")
+    }
+
+    /// Every connection of the store plans with a page read out of order costing 1.1 (solid
+    /// state, or cached), unless the server set its own cost: the stock 4 is replaced, any
+    /// other value kept.
+    @Test func aReadOutOfOrderCostsWhatCachedStorageCostsUnlessTheServerSaysOtherwise() throws {
+        let server = try ServerReads()
+        defer { server.close() }
+        let connection = server.admin
+        let schema = StoreValue.text(quote(connection.location.schema))
+        func cost() throws -> String? {
+            try connection.run("SELECT current_setting('random_page_cost')", []).rows.first?.decode(String.self)
+        }
+        #expect(try cost() == "1.1")
+        _ = try connection.run("RESET random_page_cost", [])
+        #expect(try cost() == "4")
+        _ = try connection.run(PostgreSQLConnection.sessionSettings, [schema])
+        #expect(try cost() == "1.1")
+        _ = try connection.run("SET random_page_cost = 2", [])
+        _ = try connection.run(PostgreSQLConnection.sessionSettings, [schema])
+        #expect(try cost() == "2")
+    }
+
     /// Deleting a parcel of 5,000 items deletes them a page of 500 at a time, each page read
     /// on from the last one's end: the index entries read grow with the items, not with their
     /// square. Read again from the first, each page stepped over every item deleted before
