@@ -207,7 +207,6 @@ extension AssetCat {
         func run(_ catalog: Catalog) async throws {
             let a = try AssetReference.resolve(asset, in: catalog)
             if json { return try Terminal.json(a) }
-            let dates = ISO8601DateFormatter()
             // Names, paths, tags and metadata come from files: quoted if they hold control characters.
             var lines: [(String, String)] = [
                 ("id", "\(a.id)"), ("name", DisplayText.quoted(a.name)), ("kind", a.kind),
@@ -220,7 +219,8 @@ extension AssetCat {
             for (key, value) in a.metadata.sorted(by: { $0.key < $1.key }) {
                 lines.append((DisplayText.quoted("metadata.\(key)"), DisplayText.quoted(value)))
             }
-            lines += [("created", dates.string(from: a.created)), ("modified", dates.string(from: a.modified))]
+            // FoundationEssentials' format style: ISO8601DateFormatter made an ICU formatter (0.7 ms).
+            lines += [("created", a.created.formatted(.iso8601)), ("modified", a.modified.formatted(.iso8601))]
             for (key, value) in lines { print(Table.pad(key + ":", 10) + value) }
         }
     }
