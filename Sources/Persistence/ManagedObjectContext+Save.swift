@@ -446,7 +446,7 @@ extension ManagedObjectContext {
                 continue
             }
             let box = UncheckedBox(other)
-            other.queue.async { box.value.mergeChanges(from: note) }
+            other.async { box.value.mergeChanges(from: note) }
         }
     }
 }

@@ -119,6 +119,6 @@ extension ManagedObjectContext {
 
     func mergeAsync(_ note: SaveNotification) {
         let box = UncheckedBox(self)
-        queue.async { box.value.mergeChanges(from: note) }
+        async { box.value.mergeChanges(from: note) }
     }
 }

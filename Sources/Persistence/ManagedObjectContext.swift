@@ -74,9 +74,11 @@ public final class ManagedObjectContext {
     public var maximumWillSavePasses = 10
 
     let core: ContainerCore
-    let queue: DispatchQueue
+    /// Where the context's work runs. Work on it is marked as this context's in the running
+    /// thread's ``HeldQueues`` (not with `setSpecific`: libdispatch frees a queue's specific
+    /// values with an `async` to a global queue, a thread woken for every context discarded).
+    private let queue: DispatchQueue
     private let queueTag = QueueTag()
-    private static let queueKey = DispatchSpecificKey<QueueTag>()
 
     var registered: [ManagedObjectID: ManagedObject] = [:]
     var insertedList: [ManagedObject] = []
@@ -100,7 +102,6 @@ public final class ManagedObjectContext {
         self.parent = parent
         self.name = name
         queue = DispatchQueue(label: "Persistence.context.\(name ?? "unnamed")")
-        queue.setSpecific(key: Self.queueKey, value: queueTag)
         if parent == nil { core.register(self) }
     }
 
@@ -137,14 +138,24 @@ public final class ManagedObjectContext {
     /// parent's work drives a child that reads through the parent).
     public func performAndWait<T>(_ body: () throws -> T) rethrows -> T {
         let tag = ObjectIdentifier(queueTag)
-        if DispatchQueue.getSpecific(key: Self.queueKey) === queueTag || HeldQueues.current.tags.contains(tag) {
-            return try body()
-        }
+        if HeldQueues.current.tags.contains(tag) { return try body() }
         return try queue.sync {
             let held = HeldQueues.current
             held.tags.append(tag)
             defer { held.tags.removeLast() }
             return try body()
+        }
+    }
+
+    /// Runs `body` on the context's queue later, as this context's work (what the store's
+    /// merges of other contexts' saves use).
+    func async(_ body: @escaping @Sendable () -> Void) {
+        let tag = ObjectIdentifier(queueTag)
+        queue.async {
+            let held = HeldQueues.current
+            held.tags.append(tag)
+            defer { held.tags.removeLast() }
+            body()
         }
     }
 

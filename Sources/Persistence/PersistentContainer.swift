@@ -559,9 +559,8 @@ private final class WeakContextBox: @unchecked Sendable {
 
     func mergeIfWanted(_ note: SaveNotification, except source: ManagedObjectContext?) {
         guard let context, context !== source else { return }
-        let queue = context.queue
         let box = UncheckedBox(context)
-        queue.async {
+        context.async {
             let context = box.value
             if context.automaticallyMergesChangesFromParent { context.mergeChanges(from: note) }
         }
