@@ -354,7 +354,8 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
 
     var storeFetch: StoreFetch {
         StoreFetch(
-            entity: Result.entityDescription, predicate: predicate?.node, sort: sortDescriptors.map(\.key),
+            // A closure, not `\.key`: a key path in this generic context is made at every call.
+            entity: Result.entityDescription, predicate: predicate?.node, sort: sortDescriptors.map { $0.key },
             limit: fetchLimit, offset: fetchOffset)
     }
 }

@@ -133,9 +133,12 @@ package struct SQLLiteral: Sendable {
     }
 }
 
-/// A quoted SQL identifier, as SQLite and PostgreSQL both read it.
+/// A quoted SQL identifier, as SQLite and PostgreSQL both read it. (Not Foundation's
+/// `replacingOccurrences`, which bridges to `NSString`: a search's statement quotes a few
+/// dozen names, and that was 3 % of `Catalog.search`.)
 package func quote(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    guard identifier.contains("\"") else { return "\"" + identifier + "\"" }
+    return "\"" + identifier.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\""
 }
 
 extension StoreDialect {

@@ -18,6 +18,14 @@ import Testing
         #expect(TextSearch.Term(words: ["a\"b OR c*"]).words == ["a", "b", "or", "c"])
     }
 
+    @Test func anIdentifierIsQuotedWithItsQuotesDoubled() {
+        #expect(quote("Asset") == #""Asset""#)
+        #expect(quote(#"a"b"#) == #""a""b""#)
+        #expect(quote(#"""#) == #""""""#)
+        #expect(quote(#""x""#) == #""""x""""#)
+        #expect(quote("") == #""""#)
+    }
+
     @Test func queriesQuoteEveryWord() {
         let terms = [
             ResolvedSearchTerm(words: ["sun", "set"], isPrefix: true, field: nil, fieldName: nil),
