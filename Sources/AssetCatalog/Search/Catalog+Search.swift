@@ -48,19 +48,10 @@ extension Catalog {
                 guard let predicate = try searchPredicate(query, context) else {
                     return SearchPage(assets: [], isRanked: false, hasMore: false)
                 }
-                let probe = try probe(query, predicate, context, atMost: rankLimit)
-                let ranked = probe.map { $0.count <= rankLimit } ?? false
-                let request: FetchRequest<Asset>
-                if let probe, !ranked, offset + limit + 1 <= probe.count {
-                    // Too many to rank, and the page is among the first matches the probe
-                    // read, in ID order: its assets by ID, without walking the index again.
-                    let ids = Array(probe[offset..<(offset + limit + 1)])
-                    request = FetchRequest<Asset>(predicate: .objectIDs(ids), sortBy: [.objectID()])
-                } else {
-                    request = FetchRequest<Asset>(
-                        predicate: predicate, sortBy: [ranked ? .relevance : .objectID()], limit: limit + 1,
-                        offset: offset)
-                }
+                let ranked = try isRanked(query, predicate, context, atMost: rankLimit)
+                let request = FetchRequest<Asset>(
+                    predicate: predicate, sortBy: [ranked ? .relevance : .objectID()], limit: limit + 1,
+                    offset: offset)
                 let records = try context.fetchSnapshots(request).map(AssetRecord.init(snapshot:))
                 let page = Array(records.prefix(limit))
                 let names = try archiveNames(Set(page.compactMap(\.archive)))
@@ -79,8 +70,7 @@ extension Catalog {
         let start = try storeErrors {
             try withContext { context -> (FetchPredicate<Asset>, Bool)? in
                 guard let predicate = try searchPredicate(query, context) else { return nil }
-                let probe = try probe(query, predicate, context, atMost: Self.rankedSearchLimit)
-                return (predicate, probe.map { $0.count <= Self.rankedSearchLimit } ?? false)
+                return (predicate, try isRanked(query, predicate, context, atMost: Self.rankedSearchLimit))
             }
         }
         guard let (predicate, ranked) = start else { return }
@@ -108,14 +98,13 @@ extension Catalog {
         }
     }
 
-    /// The first `limit` + 1 matches of `query`, in ID order, when it has words (`nil` when
-    /// it has none: it is never ranked). At most `limit` of them: the matches are ranked.
-    private func probe(
+    /// Whether `query`'s matches are ranked: it has words, and at most `limit` assets match.
+    /// Counted, not read: up to `limit` + 1 matches, and no ID of them made.
+    private func isRanked(
         _ query: SearchQuery, _ predicate: FetchPredicate<Asset>, _ context: ManagedObjectContext, atMost limit: Int
-    ) throws -> [ManagedObjectID]? {
-        guard query.hasFullText else { return nil }
-        return try context.fetchObjectIDs(
-            FetchRequest<Asset>(predicate: predicate, sortBy: [.objectID()], limit: limit + 1))
+    ) throws -> Bool {
+        guard query.hasFullText else { return false }
+        return try context.count(for: FetchRequest<Asset>(predicate: predicate, limit: limit + 1)) <= limit
     }
 
     /// The store's predicate of `query`; `nil` when it can match nothing (an archive name no
