@@ -448,11 +448,22 @@ extension ManagedObjectContext: Sendable {}
 final class HeldQueues {
     var tags: [ObjectIdentifier] = []
 
+    /// Each thread's, released when the thread ends. A thread-specific key of its own: read at
+    /// every `performAndWait`, Foundation's `threadDictionary` bridged its key to an
+    /// `NSString` and boxed the value (2 % of `Catalog.search`).
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let created = pthread_key_create(&key) { held in
+            if let held { Unmanaged<HeldQueues>.fromOpaque(held).release() }
+        }
+        precondition(created == 0, "pthread_key_create failed: \(created)")
+        return key
+    }()
+
     static var current: HeldQueues {
-        let dictionary = Thread.current.threadDictionary
-        if let held = dictionary["Persistence.HeldQueues"] as? HeldQueues { return held }
+        if let held = pthread_getspecific(key) { return Unmanaged<HeldQueues>.fromOpaque(held).takeUnretainedValue() }
         let held = HeldQueues()
-        dictionary["Persistence.HeldQueues"] = held
+        pthread_setspecific(key, Unmanaged.passRetained(held).toOpaque())
         return held
     }
 }
