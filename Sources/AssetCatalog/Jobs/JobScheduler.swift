@@ -16,6 +16,10 @@ final class JobScheduler: Sendable {
         var worker: Task<Void, Never>?
         /// The background worker's loop is running (until it sees its cancellation).
         var workerActive = false
+        /// The last claim got every job it asked for: more are likely queued, and the next
+        /// claim goes without the look that keeps a worker with nothing to claim out of a
+        /// write transaction (a statement, a round trip on PostgreSQL, a claim saved).
+        var lastClaimFilled = false
     }
     private let pace = Locked(Pace())
     let rows: JobRows
@@ -224,6 +228,7 @@ final class JobScheduler: Sendable {
         // Rows no other worker's claim holds, claimed in one transaction of their own: workers on
         // other connections (processes, hosts) claim others, and none has to try again.
         let owner = self.owner
+        let looksFirst = !pace.withLock { $0.lastClaimFilled }
         let claimed: [ObjectSnapshot]
         do {
             claimed = try catalog.withContext { context in
@@ -233,9 +238,10 @@ final class JobScheduler: Sendable {
                     && !(.in(\.assetID, held)) && !(.objectIDs(running))
                 if let selection { runnable = runnable && selection }
                 // Read first: a worker with nothing to claim takes no write transaction (SQLite's one
-                // write lock, a PostgreSQL connection held while another transaction of it waits).
+                // write lock, a PostgreSQL connection held while another transaction of it waits) —
+                // unless its last claim got all it asked for (``Pace/lastClaimFilled``).
                 // A count, unordered: any runnable job will do, not the oldest of them all.
-                guard try context.count(for: FetchRequest<Job>(predicate: runnable, limit: 1)) > 0 else {
+                if looksFirst, try context.count(for: FetchRequest<Job>(predicate: runnable, limit: 1)) == 0 {
                     return []
                 }
                 var index = 0
@@ -248,14 +254,17 @@ final class JobScheduler: Sendable {
                 }
             }
         } catch let error as PersistenceError where error.code == .readOnly {
+            pace.withLock { $0.lastClaimFilled = false }
             metrics.claimFailed()
             // As a claim always did: a store that refuses it (read-only) leaves nothing to run.
             rows.logger.warning("could not claim jobs: \(error)")
             return 0
         } catch {
+            pace.withLock { $0.lastClaimFilled = false }
             metrics.claimFailed()
             return try catalog.storeErrors { () -> Int in throw error }  // as every store error is thrown
         }
+        pace.withLock { $0.lastClaimFilled = claimed.count >= wanted }
         guard !claimed.isEmpty else { return 0 }
         hooks.afterClaimCommit?()
         let started = try start(claimed, summary: summary, progress: progress, processors: processors, in: catalog)
