@@ -197,10 +197,9 @@ import Testing
         defer { catalog.close() }
         let id = try await catalog.add([try t.file("beach.jpg", try Self.photo)]).added[0].id
         async let ran = catalog.jobs.runUntilIdle()
-        let deadline = Date.now.addingTimeInterval(60)
-        while !FileManager.default.fileExists(atPath: barrier + ".reached") && Date.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        #expect(
+            try await waitUntil { FileManager.default.fileExists(atPath: barrier + ".reached") },
+            "the thumbnail job never reached its save")
         _ = try catalog.setMetadata(id, ["note": "kept"])
         #expect(FileManager.default.createFile(atPath: barrier, contents: nil))
         _ = try await ran
