@@ -93,7 +93,6 @@ final class SQLiteStore: PersistentStore {
         config.busyMode = .timeout(busyTimeout)
         config.label = "Persistence"
         config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
             // The writer's statement journals (every insert that fires a tally's triggers has
             // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
             // writes a row of an add.
@@ -116,9 +115,9 @@ final class SQLiteStore: PersistentStore {
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
         do {
-            // GRDB turns WAL on after `prepareDatabase` ran, and sets its writer to
-            // `synchronous = NORMAL` as it does: a commit would then be durable only once
-            // checkpointed, and a power cut could bring back a deletion whose files are gone.
+            // Here, not in `prepareDatabase`: GRDB turns WAL on after that ran, and sets its
+            // writer to `synchronous = NORMAL` as it does. A commit would then be durable only
+            // once checkpointed, and a power cut could bring back a deletion whose files are gone.
             try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
         } catch {
             try? pool.close()
