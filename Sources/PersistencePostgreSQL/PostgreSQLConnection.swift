@@ -463,9 +463,7 @@ final class PostgreSQLConnection: @unchecked Sendable {
         let fresh = try Self.connect(configuration, location, logger: logger)
         do {
             for setting in settings {
-                var bindings = PostgresBindings(capacity: setting.arguments.count)
-                for argument in setting.arguments { try Self.bind(argument, into: &bindings) }
-                _ = try fresh.query(PostgresQuery(unsafeSQL: setting.sql, binds: bindings), logger: logger).wait()
+                _ = try fresh.query(Self.query(setting.sql, setting.arguments), logger: logger).wait()
             }
         } catch {
             try? fresh.close().wait()
@@ -616,9 +614,14 @@ final class PostgreSQLConnection: @unchecked Sendable {
     /// the number of rows it changed.
     @discardableResult
     func run(_ sql: String, _ arguments: [StoreValue]) throws -> PostgresQueryResult {
+        try run(Self.query(sql, arguments))
+    }
+
+    /// `sql` with `arguments` bound to its `$1`, `$2`, ….
+    static func query(_ sql: String, _ arguments: [StoreValue]) throws -> PostgresQuery {
         var bindings = PostgresBindings(capacity: arguments.count)
-        for argument in arguments { try Self.bind(argument, into: &bindings) }
-        return try run(PostgresQuery(unsafeSQL: sql, binds: bindings))
+        for argument in arguments { try bind(argument, into: &bindings) }
+        return PostgresQuery(unsafeSQL: sql, binds: bindings)
     }
 
     /// Whether ``close()`` was called.
