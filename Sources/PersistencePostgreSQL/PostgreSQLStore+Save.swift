@@ -148,7 +148,7 @@ extension PostgreSQLStore {
     /// writes them one at a time (`one`), in order, so that a failure names the row that
     /// caused it as a statement a row did. Returns the rows' new versions by ID.
     ///
-    /// Rows the server cannot refuse for their values (not `refusable`: ``mayRefuse(_:slots:values:)``)
+    /// Rows the server cannot refuse for their values (not `refusable`: ``mayRefuse(slots:values:of:constrained:)``)
     /// are written without the savepoint, which costs two round trips: the statement's failure
     /// (a deadlock, a lost connection) is then the save's.
     private func batched<Row>(
