@@ -111,6 +111,12 @@ public final class PersistentContainer: Sendable {
         /// ``PersistenceError/Code/readOnly``. A store on a read-only file system can be
         /// read this way. A store that needs a migration fails the open.
         public var readOnly = false
+        /// Whether the program opens a session (``PersistentContainer/openSession(label:)``)
+        /// once the store is open. A store whose sessions hold a connection of their own
+        /// (PostgreSQL) then makes that connection at the same time as its own, so that the
+        /// session does not wait for one; a session never opened closes it with the store.
+        /// Nothing changes on SQLite, which has no sessions.
+        public var expectsSession = false
         /// Where the container logs; silent by default.
         public var logger = Logger(label: "Persistence", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The defaults.

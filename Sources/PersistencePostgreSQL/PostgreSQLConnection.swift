@@ -278,12 +278,15 @@ final class PostgreSQLConnection: @unchecked Sendable {
     /// identity would not survive; the store replaces it, under checks, with a new one —
     /// and its socket has TCP keepalives (``keepalive``), so
     /// that the client too notices a server it can no longer reach. `pg_stat_activity`
-    /// shows it as `persistence session SCHEMA`, the others as `persistence SCHEMA`. `outage`
+    /// shows it as `persistence session SCHEMA`, the others as `persistence SCHEMA`. With
+    /// `keepalive` (always for a session's), the server's side of the keepalives is set too
+    /// (``keepaliveSettings``), in the same first statement as the search path. `outage`
     /// is shared by a store's connections: a reconnect of one while the server is down
     /// waits out what is left of the time another's already waited.
-    init(_ location: PostgreSQLLocation, logger: Logger, session: Bool = false, outage: ServerOutage = ServerOutage())
-        throws
-    {
+    init(
+        _ location: PostgreSQLLocation, logger: Logger, session: Bool = false, keepalive: Bool = false,
+        outage: ServerOutage = ServerOutage()
+    ) throws {
         self.location = location
         self.logger = logger
         self.outage = outage
@@ -297,7 +300,9 @@ final class PostgreSQLConnection: @unchecked Sendable {
             connection = try Self.connect(configuration, location, logger: logger)
         }
         do {
-            try configure(Self.sessionSettings, [.text(quote(location.schema))])
+            try configure(
+                session || keepalive ? Self.sessionSettings + ", " + Self.keepaliveSettings : Self.sessionSettings,
+                [.text(quote(location.schema))])
         } catch {
             close()
             throw error
@@ -355,10 +360,11 @@ final class PostgreSQLConnection: @unchecked Sendable {
     /// as the server's side is set (`tcp_keepalives_idle` and its kin).
     static let keepalive = (idle: 5, interval: 1, count: 3)
 
-    /// The server's side of the keepalives (``keepalive``), one statement for
-    /// ``configure(_:_:)``; and no idle timeout that would end a quiet session's connection.
+    /// The server's side of the keepalives (``keepalive``), and no idle timeout that would
+    /// end a quiet session's connection: `set_config` calls that follow ``sessionSettings``'s
+    /// in a connection's first statement.
     static let keepaliveSettings = """
-        SELECT set_config('tcp_keepalives_idle', '\(keepalive.idle)', false), \
+        set_config('tcp_keepalives_idle', '\(keepalive.idle)', false), \
         set_config('tcp_keepalives_interval', '\(keepalive.interval)', false), \
         set_config('tcp_keepalives_count', '\(keepalive.count)', false), \
         set_config('idle_session_timeout', '0', false)

@@ -98,18 +98,23 @@ extension PostgreSQLStore {
                 "The container of the store at \(url.absoluteString) \(state): one session a container"
                     + (session.isAlive ? "" : "; open the store again"))
         }
-        let connection = try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
+        let connection: PostgreSQLConnection
+        if case .success(let made) = sessionConnection?.take() {
+            connection = made
+        } else {  // none made ahead, or it failed then: once more now
+            connection = try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
+        }
         do {
-            try connection.run(PostgreSQLConnection.keepaliveSettings, [])
-            let id = try connection.run("SELECT nextval('\(Self.sessionSequence)')", []).rows.first!.decode(Int64.self)
-            try connection.run(
-                "SELECT pg_advisory_lock(hashtext($1), $2::integer)", [.text(sessionLockSpace), .integer(id)])
-            let started = try connection.run(
+            // One statement: the ID, its lock, then the row, which other connections see only
+            // once the statement commits, the lock held.
+            let (id, started) = try connection.run(
                 """
-                INSERT INTO \(Self.sessionsTable) (id, label, started, writer) VALUES ($1, $2, now(), $3) \
-                RETURNING EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
-                """, [.integer(id), .text(label), .text(writerID)]
-            ).rows.first!.decode(Double.self)
+                WITH next AS (SELECT nextval('\(Self.sessionSequence)') AS id), \
+                locked AS (SELECT id, pg_advisory_lock(hashtext($1), id::integer) FROM next) \
+                INSERT INTO \(Self.sessionsTable) (id, label, started, writer) SELECT id, $2, now(), $3 FROM locked \
+                RETURNING id, EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
+                """, [.text(sessionLockSpace), .text(label), .text(writerID)]
+            ).rows.first!.decode((Int64, Double).self)
             let session = StoreSession(
                 id: id, label: label, started: Date(timeIntervalSince1970: started),
                 end: { [weak self] in self?.endSession(id) })
@@ -235,7 +240,6 @@ extension PostgreSQLStore {
     private func lockAgain(_ session: StoreSession) throws -> LockAgain {
         let connection = try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
         do {
-            try connection.run(PostgreSQLConnection.keepaliveSettings, [])
             let locked = try connection.run(
                 "SELECT pg_try_advisory_lock(hashtext($1), $2::integer)",
                 [.text(sessionLockSpace), .integer(session.id)]

@@ -96,6 +96,9 @@ final class PostgreSQLStore: PersistentStore {
     let sessionSlot = Locked(SessionSlot())
     /// The `LISTEN` of ``startAnnouncements(_:)``, once started (PostgreSQLAnnouncements.swift).
     let listenerSlot = Locked<PostgreSQLListener?>(nil)
+    /// The session's connection, made alongside the writer and the reader when the open was
+    /// told a session would follow (`Options.expectsSession`); taken by ``openSession(label:)``.
+    let sessionConnection: ConnectionInTheMaking?
 
     static let sequenceTable = "_persistence_sequence"
     static let migrationsTable = "_persistence_migrations"
@@ -141,12 +144,21 @@ final class PostgreSQLStore: PersistentStore {
         for warning in location.warnings { options.logger.warning("\(warning)") }
         let outage = ServerOutage()
         self.outage = outage
-        (writer, reader) = try Self.connectPair(location, logger: options.logger, outage: outage)
+        let logger = options.logger
+        sessionConnection =
+            options.expectsSession && !options.readOnly
+            ? ConnectionInTheMaking {
+                try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
+            }
+            : nil
+        do {
+            (writer, reader) = try Self.connectPair(location, logger: options.logger, outage: outage)
+        } catch {
+            if case .success(let connection) = sessionConnection?.take() { connection.close() }
+            throw error
+        }
         do {
             try requireOwnServerSessions()
-            // A reaper's fence waits for this connection's transaction: a host cut off in the
-            // middle of a save is let go by the server as soon as a session's would be.
-            try writer.configure(PostgreSQLConnection.keepaliveSettings)
             if options.readOnly {
                 for connection in [writer, reader] {
                     try connection.configure("SET default_transaction_read_only = on")
@@ -176,21 +188,16 @@ final class PostgreSQLStore: PersistentStore {
 
     /// The writer and the reader, connected at the same time: each connection's start-up
     /// (TCP, TLS, SCRAM's key derivation, the search path) is a few round trips and some CPU,
-    /// and every command waited for the two one after the other. The writer's error, if both
-    /// fail.
+    /// and every command waited for the two one after the other. The writer's TCP keepalives
+    /// are on: a reaper's fence waits for its transaction, and a host cut off in the middle of
+    /// a save is let go by the server as soon as a session's would be. The writer's error, if
+    /// both fail.
     static func connectPair(_ location: PostgreSQLLocation, logger: Logger, outage: ServerOutage) throws -> (
         PostgreSQLConnection, PostgreSQLConnection
     ) {
-        let second = Locked<Result<PostgreSQLConnection, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            let result = Result { try PostgreSQLConnection(location, logger: logger, outage: outage) }
-            second.withLock { $0 = result }
-            done.signal()
-        }
-        let first = Result { try PostgreSQLConnection(location, logger: logger, outage: outage) }
-        done.wait()
-        switch (first, second.withLock { $0! }) {
+        let second = ConnectionInTheMaking { try PostgreSQLConnection(location, logger: logger, outage: outage) }
+        let first = Result { try PostgreSQLConnection(location, logger: logger, keepalive: true, outage: outage) }
+        switch (first, second.take()!) {
         case (.success(let writer), .success(let reader)):
             return (writer, reader)
         case (.success(let connection), .failure(let error)), (.failure(let error), .success(let connection)):
@@ -290,6 +297,37 @@ final class PostgreSQLStore: PersistentStore {
         }
         writer.close()
         reader.close()
+        if case .success(let unused) = sessionConnection?.take() { unused.close() }
+    }
+}
+
+/// A connection made on another thread, taken once: by the code that needs it (waiting for
+/// it to be made), or by the store's close, which closes one nobody took.
+final class ConnectionInTheMaking: Sendable {
+    private let made = DispatchSemaphore(value: 0)
+    private let result = Locked<Result<PostgreSQLConnection, any Error>?>(nil)
+    private let taken = Locked(false)
+
+    /// Starts making a connection with `connect`, on a thread of its own: it blocks until
+    /// the connection is made, and on Dispatch's global queue, whose threads the open's other
+    /// connections held, it waited 7–9 ms for one.
+    init(_ connect: @escaping @Sendable () throws -> PostgreSQLConnection) {
+        Thread.detachNewThread { [result, made] in
+            let connection = Result { try connect() }
+            result.withLock { $0 = connection }
+            made.signal()
+        }
+    }
+
+    /// The connection, or why it could not be made, once it is done; `nil` after the first call.
+    func take() -> Result<PostgreSQLConnection, any Error>? {
+        let first = taken.withLock { taken in
+            defer { taken = true }
+            return !taken
+        }
+        guard first else { return nil }
+        made.wait()
+        return result.withLock { $0 }
     }
 }
 

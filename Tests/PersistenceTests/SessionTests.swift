@@ -421,7 +421,7 @@ import Testing
 
     /// A session's connection is a socket of our own (for its keepalives) that postgres-nio
     /// speaks on: TLS works on it as on the store's, certificate and host checked; and the
-    /// server's side of its keepalives is set.
+    /// server's side of its keepalives is set by its first statement.
     @Test func aSessionConnectionSpeaksTLSAndKeepsAlive() throws {
         var components = URLComponents(
             url: try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/")), resolvingAgainstBaseURL: false)!
@@ -434,7 +434,6 @@ import Testing
         defer { connection.close() }
         let ssl = try connection.run("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", []).rows
         #expect(try #require(ssl.first).decode(Bool.self))
-        try connection.run(PostgreSQLConnection.keepaliveSettings, [])
         let settings = try connection.run(
             """
             SELECT current_setting('tcp_keepalives_idle') || ' ' || current_setting('tcp_keepalives_interval') \
@@ -442,6 +441,58 @@ import Testing
             """, []
         ).rows
         #expect(try #require(settings.first).decode(String.self) == "5 1 3")
+    }
+
+    /// An open told a session will follow (`expectsSession`) makes the session's connection
+    /// alongside the store's: the server lists it before the session is opened, the session
+    /// is opened on that very connection (its lock is that server process's, and no other
+    /// session connection is made), and a store closed without a session closes it.
+    @Test func aSessionExpectedAtOpenHasItsConnectionMadeWithTheStores() throws {
+        var options = PersistentContainer.Options()
+        options.expectsSession = true
+        let store = try TestStore(.postgresql, options: options)
+        defer { store.container.close() }
+        let schema = try PostgreSQLLocation(store.storeURL).schema
+        let admin = try Admin(store.storeURL)
+        defer { admin.close() }
+        let name = "persistence session \(schema)"
+        func sessionConnections() throws -> [Int32] {
+            try admin.connection.run("SELECT pid FROM pg_stat_activity WHERE application_name = $1", [.text(name)])
+                .rows.map { try $0.decode(Int32.self) }
+        }
+        func waitUntil(_ condition: () throws -> Bool) throws {
+            let deadline = Date().addingTimeInterval(30)
+            while try !condition() {
+                guard Date() < deadline else { throw ValidationMessage("the server never listed it") }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
+        try waitUntil { try sessionConnections().count == 1 }
+        let made = try sessionConnections()
+        let session = try #require(try store.container.openSession(label: "host-a 101"))
+        #expect(try sessionConnections() == made)
+        let holder = try admin.connection.run(
+            """
+            SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
+            AND classid = (hashtext($1)::bigint & 4294967295)::oid AND objid = $2::oid
+            """, [.text("persistence-session:" + schema), .integer(session.id)]
+        ).rows.map { try $0.decode(Int32.self) }
+        #expect(holder == made)
+        // The writer's keepalives, set by its first statement: a reaper's fence waits for its
+        // transactions, so the server must notice a host gone in the middle of one.
+        let writer = try #require(store.container.core.store as? PostgreSQLStore).writer
+        let keepalives = try writer.run(
+            """
+            SELECT current_setting('tcp_keepalives_idle') || ' ' || current_setting('tcp_keepalives_interval') \
+            || ' ' || current_setting('tcp_keepalives_count')
+            """, []
+        ).rows
+        #expect(try #require(keepalives.first).decode(String.self) == "5 1 3")
+
+        let unused = try store.reopen(options: options)
+        try waitUntil { try sessionConnections().count == 2 }
+        unused.close()
+        try waitUntil { try sessionConnections() == made }
     }
 
     /// The sessions' table and sequence are the store's own: an open makes them in a store

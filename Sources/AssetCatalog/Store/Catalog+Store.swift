@@ -186,6 +186,7 @@ extension Catalog {
         storeOptions.logger = options.logger
         storeOptions.createsStore = creating
         storeOptions.readOnly = readOnly
+        storeOptions.expectsSession = !readOnly  // openHostSession, below
         let container: PersistentContainer
         do {
             container = try PersistentContainer.open(url: location.url, schema: schema, options: storeOptions)
