@@ -27,6 +27,15 @@ package struct EntitySQL: Sendable {
         insert = "INSERT INTO \(table) (\(insertColumns)) VALUES (\(marks))"
     }
 
+    /// The insert of `rows` rows in one statement: each row's ID, then its values by slot.
+    package func insert(rows: Int) -> String {
+        let width = columns.count + 1
+        let values = (0..<rows).map { row in
+            "(" + (1...width).map { dialect.mark(row * width + $0) }.joined(separator: ", ") + ")"
+        }
+        return "INSERT INTO \(table) (\(insertColumns)) VALUES " + values.joined(separator: ", ")
+    }
+
     /// `columns` (the ``selectList``, the ID, or an expression) named through the table, for
     /// a select that joins another table.
     package func qualified(_ columns: String) -> String {

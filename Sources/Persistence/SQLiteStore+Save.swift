@@ -63,17 +63,78 @@ extension SQLiteStore {
         }
     }
 
-    /// Inserts rows with one prepared statement per entity, binding values
-    /// directly (the hot path of a large save).
+    /// Inserts rows, binding values directly (the hot path of a large save): a run of
+    /// ``rowsAStatement`` rows of one entity by one multi-row `INSERT` (one statement's start,
+    /// cursors on the table and each of its indexes, for them all: 4.6 µs a row of a
+    /// catalog's assets alone, 3.0 µs in runs of 64), the rest one at a time. A multi-row
+    /// statement that fails changes nothing (SQLite undoes a failed statement), and its rows
+    /// are then inserted one at a time, so that the error names the row that caused it.
     fileprivate static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: EntityMap<EntitySQL>) throws
     {
         var statements: [ObjectIdentifier: Statement] = [:]
-        for row in rows {
-            guard row.id > 0 else {
-                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
-                throw PersistenceError(
-                    .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let entity = rows[start].entity
+            let run = rows[start...].prefix { $0.entity === entity }.count
+            let perStatement = rowsAStatement(sql[entity])
+            let multiRow = run / perStatement * perStatement
+            if multiRow > 0 {
+                let statement = try db.cachedStatement(sql: sql[entity].insert(rows: perStatement))
+                for chunk in stride(from: start, to: start + multiRow, by: perStatement) {
+                    let chunkRows = rows[chunk..<(chunk + perStatement)]
+                    do {
+                        try insert(chunkRows, with: statement, db)
+                    } catch {
+                        try insertEach(chunkRows, db, sql: sql, statements: &statements)
+                        throw error  // not reached: one row at a time, the row's own error is thrown
+                    }
+                }
+                sqlite3_clear_bindings(statement.sqliteStatement)
             }
+            try insertEach(rows[(start + multiRow)..<(start + run)], db, sql: sql, statements: &statements)
+            start += run
+        }
+        for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
+    }
+
+    /// How many rows of an entity with `sql`'s columns one multi-row `INSERT` takes: 64, or
+    /// fewer for an entity so wide that 64 rows' values would pass SQLite's limit of bound
+    /// parameters (32,766).
+    static func rowsAStatement(_ sql: EntitySQL) -> Int {
+        min(64, 32_766 / (sql.columns.count + 1))
+    }
+
+    /// Inserts `rows` (of one entity, as many as `statement` inserts) with the multi-row `statement`.
+    private static func insert(_ rows: ArraySlice<StoreChanges.Insert>, with statement: Statement, _ db: Database)
+        throws
+    {
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        var parameter: Int32 = 1
+        for row in rows {
+            guard row.id > 0 else { throw missingID(row) }
+            sqlite3_bind_int64(handle, parameter, row.id)
+            parameter += 1
+            for value in row.values {
+                bind(value, to: handle, at: parameter)
+                parameter += 1
+            }
+        }
+        let code = sqlite3_step(handle)
+        sqlite3_reset(handle)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
+    }
+
+    /// Inserts `rows` one at a time, with one prepared statement per entity (in `statements`).
+    private static func insertEach(
+        _ rows: ArraySlice<StoreChanges.Insert>, _ db: Database, sql: EntityMap<EntitySQL>,
+        statements: inout [ObjectIdentifier: Statement]
+    ) throws {
+        for row in rows {
+            guard row.id > 0 else { throw missingID(row) }
             let key = ObjectIdentifier(row.entity)
             let statement: Statement
             if let cached = statements[key] {
@@ -105,7 +166,13 @@ extension SQLiteStore {
                 throw PersistenceError(.io, what, objectIDs: [id], cause: error)
             }
         }
-        for statement in statements.values { sqlite3_clear_bindings(statement.sqliteStatement) }
+    }
+
+    /// The refusal of a row the store could not reserve an ID for.
+    private static func missingID(_ row: StoreChanges.Insert) -> PersistenceError {
+        let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
+        return PersistenceError(
+            .io, "\(id) has no ID: the store could not reserve one when it was inserted", objectIDs: [id])
     }
 
     /// Writes the rows of an insertion one batch at a time: only one batch's values are alive,

@@ -68,6 +68,29 @@ import Testing
         #expect(try store.stored(FetchRequest<Folder>()).map(\.name) == ["twin"])
     }
 
+    /// Many rows of one entity go in by multi-row statements (SQLite: 64 rows a statement):
+    /// a constraint failure among them still names the row that caused it, and writes none.
+    @Test(arguments: StoreKind.allCases) func constraintFailureAmongManyInserts(_ kind: StoreKind) throws {
+        let store = try TestStore(kind)
+        let context = store.context()
+        let folders = (0..<200).map { i in
+            let folder = Folder(context: context)
+            folder.name = "folder \(i)"
+            return folder
+        }
+        folders[150].name = "folder 3"
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .constraint)
+        #expect(error?.message == "Could not save \(folders[150].objectID): UNIQUE constraint failed: Folder.name")
+        #expect(error?.objectIDs == [folders[150].objectID])
+        #expect(try store.stored(FetchRequest<Folder>()).isEmpty)
+        folders[150].name = "folder 150"
+        try context.save()
+        let stored = try store.stored(FetchRequest<Folder>(sortBy: [.init(\.name)]))
+        #expect(stored.map(\.name) == (0..<200).map { "folder \($0)" }.sorted())
+        #expect(stored.map(\.objectID) == folders.sorted { $0.name < $1.name }.map(\.objectID))
+    }
+
     @Test(arguments: StoreKind.allCases) func denyRule(_ kind: StoreKind) throws {
         let store = try TestStore(kind)
         let context = store.context()
