@@ -89,73 +89,79 @@ extension PostgreSQLStore {
 
     /// Whether the store already has everything ``createSchema(createsStore:)`` would make
     /// or record: every migration applied (and none unknown), the bookkeeping tables, each
-    /// entity's table, columns, indexes, sequence row, links and tallies' functions. Reads
-    /// the server's catalog and the store's own tables only, in a few statements, and takes
-    /// no lock an ordinary save conflicts with. `false` sends the open to
-    /// ``createSchema(createsStore:)``, which checks again under the schema lock.
+    /// entity's table, columns, indexes, sequence row, links and tallies' functions. Two
+    /// statements, each a round trip: what the server's catalog lists in the store's schema
+    /// (relations, columns, constraints, functions), then — once that shows every table there
+    /// — what the store's own tables record (migrations, sequences, links, and whether a
+    /// sequence is behind its table's rows). Takes no lock an ordinary save conflicts with.
+    /// `false` sends the open to ``createSchema(createsStore:)``, which checks again under the
+    /// schema lock.
     func schemaIsCurrent() throws -> Bool {
-        let name = location.schema
         var relations: [String: String] = [:]
+        var columns: [String: Set<String>] = [:]
+        var constraints: Set<String> = []
+        var functions: [String: String] = [:]
         for row in try writer.run(
             """
-            SELECT c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-            WHERE n.nspname = $1
-            """, [.text(name)]
+            SELECT 'r', c.relname::text, c.relkind::text FROM pg_class c \
+            JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 \
+            UNION ALL SELECT 'a', c.relname::text, a.attname::text FROM pg_attribute a \
+            JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+            WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped \
+            UNION ALL SELECT 'c', c.conname::text, '' FROM pg_constraint c \
+            JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1 \
+            UNION ALL SELECT 'f', p.proname::text, p.prosrc FROM pg_proc p \
+            JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+            """, [.text(location.schema)]
         ).rows {
-            let (relation, kind) = try row.decode((String, String).self)
-            relations[relation] = kind
+            let (kind, name, detail) = try row.decode((String, String, String).self)
+            switch kind {
+            case "r": relations[name] = detail
+            case "a": columns[name, default: []].insert(detail)
+            case "c": constraints.insert(name)
+            default: functions[name] = detail
+            }
         }
         let bookkeeping = [
             Self.migrationsTable, Self.sequenceTable, Self.commitsTable, Self.sessionsTable, Self.linksTable,
             Self.talliesTable,
         ]
-        guard bookkeeping.allSatisfy({ relations[$0] == "r" }), relations[Self.sessionSequence] == "S" else {
-            return false
-        }
-        let applied = try appliedMigrations()
-        guard applied == Set(schema.migrations.map(\.id)) else { return false }
-        var columns: [String: Set<String>] = [:]
-        for row in try writer.run(
-            """
-            SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
-            JOIN pg_namespace n ON n.oid = c.relnamespace \
-            WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
-            """, [.text(name)]
-        ).rows {
-            let (table, column) = try row.decode((String, String).self)
-            columns[table, default: []].insert(column)
-        }
-        // The sessions' writers (a reap folds a dead session's count of commits).
-        guard columns[Self.sessionsTable]?.contains("writer") == true else { return false }
-        let constraints = Set(
-            try writer.run(
-                """
-                SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace \
-                WHERE n.nspname = $1
-                """, [.text(name)]
-            ).rows.map { try $0.decode(String.self) })
-        let sequenced = Set(
-            try writer.run("SELECT entity FROM \(Self.sequenceTable)", []).rows.map { try $0.decode(String.self) })
+        guard bookkeeping.allSatisfy({ relations[$0] == "r" }), relations[Self.sessionSequence] == "S",
+            schema.entities.allSatisfy({ relations[$0.name] == "r" }),
+            // The sessions' writers (a reap folds a dead session's count of commits).
+            columns[Self.sessionsTable]?.contains("writer") == true
+        else { return false }
+
+        var applied: Set<String> = []
+        var sequenced: Set<String> = []
         var links: Set<[String]> = []
-        for row in try writer.run("SELECT entity, property, destination, rule FROM \(Self.linksTable)", []).rows {
-            let (entity, property, destination, rule) = try row.decode((String, String, String, String).self)
-            guard schema.entity(named: entity) != nil else { continue }
-            links.insert([entity, property, destination, rule])
+        var behind = false
+        // Each sequence ahead of its table's rows (rows written with their IDs by another
+        // program, or copied in, are followed by the slow path's repair).
+        let sequencesBehind = schema.entities.map { entity in
+            "SELECT 'b', '', '', '', '' FROM \(Self.sequenceTable) WHERE entity = "
+                + "\(StoreDialect.postgresql.literal(.text(entity.name))) "
+                + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity].table))"
         }
+        let recorded =
+            [
+                "SELECT 'm', id, '', '', '' FROM \(Self.migrationsTable)",
+                "SELECT 's', entity, '', '', '' FROM \(Self.sequenceTable)",
+                "SELECT 'l', entity, property, destination, rule FROM \(Self.linksTable)",
+            ] + sequencesBehind
+        for row in try writer.run(recorded.joined(separator: " UNION ALL "), []).rows {
+            let (kind, a, b, c, d) = try row.decode((String, String, String, String, String).self)
+            switch kind {
+            case "m": applied.insert(a)
+            case "s": sequenced.insert(a)
+            case "l": if schema.entity(named: a) != nil { links.insert([a, b, c, d]) }
+            default: behind = true
+            }
+        }
+        guard applied == Set(schema.migrations.map(\.id)), !behind else { return false }
         var expectedLinks: Set<[String]> = []
-        var functions: [String: String] = [:]
-        for row in try writer.run(
-            """
-            SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
-            WHERE n.nspname = $1
-            """, [.text(name)]
-        ).rows {
-            let (function, body) = try row.decode((String, String).self)
-            functions[function] = body
-        }
         for entity in schema.entities {
-            guard relations[entity.name] == "r", sequenced.contains(entity.name),
-                let existing = columns[entity.name],
+            guard sequenced.contains(entity.name), let existing = columns[entity.name],
                 entity.storedProperties.allSatisfy({ existing.contains($0.name) })
             else { return false }
             for property in entity.storedProperties {
@@ -176,19 +182,12 @@ extension PostgreSQLStore {
                     columns: composite.columns, isUnique: composite.isUnique, filterColumn: composite.filter?.column)
                 guard relations[index] == "i" else { return false }
             }
-            for function in Self.functions(entity.name, try entity.resolvedTallies(), schema: name)
+            for function in Self.functions(entity.name, try entity.resolvedTallies(), schema: location.schema)
             where functions[function.name] != function.body {
                 return false
             }
         }
-        guard links == expectedLinks else { return false }
-        // Each sequence ahead of its table's rows (rows written with their IDs by another
-        // program, or copied in, are followed by the slow path's repair): a plain read.
-        let behind = schema.entities.map { entity in
-            "SELECT 1 FROM \(Self.sequenceTable) WHERE entity = \(StoreDialect.postgresql.literal(.text(entity.name))) "
-                + "AND next <= (SELECT COALESCE(MAX(\"id\"), 0) FROM \(sql[entity].table))"
-        }
-        return try behind.isEmpty || writer.run(behind.joined(separator: " UNION ALL "), []).rows.isEmpty
+        return links == expectedLinks
     }
 
     /// Records the `onDestinationDelete` rules of the schema in ``linksTable``.

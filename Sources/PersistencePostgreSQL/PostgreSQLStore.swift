@@ -166,13 +166,13 @@ final class PostgreSQLStore: PersistentStore {
                 try writer.withLock { try transaction(writer) { try requireCurrent() } }
             } else {
                 try writer.withLock {
-                    // A store already as the schema declares it is only read: no DDL, no
-                    // upsert, no lock that waits for another host's saves (CREATE INDEX
-                    // takes a SHARE lock on its table even when the index is there).
-                    try transaction(writer) {
-                        guard try !schemaIsCurrent() else { return }
-                        try createSchema(createsStore: options.createsStore)
-                    }
+                    // A store already as the schema declares it is only read, by two
+                    // statements outside a transaction: no DDL, no upsert, no lock that waits
+                    // for another host's saves (CREATE INDEX takes a SHARE lock on its table
+                    // even when the index is there). Any other is made or extended in a
+                    // transaction, under the schema's lock.
+                    guard try !schemaIsCurrent() else { return }
+                    try transaction(writer) { try createSchema(createsStore: options.createsStore) }
                 }
             }
         } catch let error as PersistenceError {
