@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// The search indexes (``SearchIndex``) in SQLite: an FTS5 table an entity, kept by triggers
 /// on the entity's table (and on the tables its related sources read), so that every
@@ -75,19 +76,11 @@ extension SQLiteStore {
                     return StoreDialect.sqlite.textOrEmpty("\(row).\(quote(column))")
                 case .related(let link, let table, let column):
                     return StoreDialect.sqlite.relatedText(column, of: quote(table), linkedBy: "\(row).\(quote(link))")
-                case .pathExtension(let column) where ownConnection:
-                    let path = StoreDialect.sqlite.textOrEmpty("\(row).\(quote(column))")
-                    return "\(pathExtensionFunction.name)(\(path))"
                 case .pathExtension(let column):
-                    // What follows the last `.` (`rtrim` by every other character leaves the
-                    // text up to it), when no `/` follows it, something precedes it and that is
-                    // not a `/`. Each value once, in a subquery: written as one expression, which
-                    // repeated each part, it cost 17 µs a row to this 4.5 µs.
                     let path = StoreDialect.sqlite.textOrEmpty("\(row).\(quote(column))")
-                    return "CASE WHEN instr(\(path), '.') = 0 THEN '' ELSE (SELECT CASE WHEN length(s) > 1 "
-                        + "AND length(e) > 0 AND instr(e, '/') = 0 AND substr(s, -2, 1) <> '/' THEN lower(e) ELSE '' "
-                        + "END FROM (SELECT s, substr(\(path), length(s) + 1) AS e "
-                        + "FROM (SELECT rtrim(\(path), replace(\(path), '.', '')) AS s))) END"
+                    let plain = pathExtensionSQL(path)
+                    // The function's answer, or the plain SQL's for a text it leaves to it.
+                    return ownConnection ? "COALESCE(\(pathExtensionFunction)(\(path)), \(plain))" : plain
                 }
             }.joined(separator: " || ' ' || ")
         }
@@ -164,28 +157,66 @@ extension SQLiteStore {
             + "SELECT r.\"id\", \(texts) FROM \(table) AS r WHERE r.\"id\" BETWEEN ?1 AND ?2"
     }
 
-    /// ``pathExtension(of:)`` as an SQL function of one text, on every connection of the
-    /// store. Its result is the same as the plain SQL of ``fieldTexts(_:row:ownConnection:)``
-    /// (a test holds the two to each other, and `checkSearchIndex` compares the index with
-    /// the plain SQL's text); in a large insertion's range statement that SQL cost 2.3 µs a
-    /// row, this 0.4 µs.
-    static let pathExtensionFunction = DatabaseFunction(
-        "_persistence_path_extension", argumentCount: 1, pure: true
-    ) { values in
-        pathExtension(of: String.fromDatabaseValue(values[0]) ?? "")
+    /// The extension of the text `path` (an SQL expression) in plain SQL: what follows the
+    /// last `.` (`rtrim` by every other character leaves the text up to it), lower-cased, when
+    /// no `/` follows it, something precedes it and that is not a `/`. Each value once, in a
+    /// subquery: written as one expression, which repeated each part, it cost 17 µs a row to
+    /// this 4.5 µs.
+    static func pathExtensionSQL(_ path: String) -> String {
+        "CASE WHEN instr(\(path), '.') = 0 THEN '' ELSE (SELECT CASE WHEN length(s) > 1 "
+            + "AND length(e) > 0 AND instr(e, '/') = 0 AND substr(s, -2, 1) <> '/' THEN lower(e) ELSE '' "
+            + "END FROM (SELECT s, substr(\(path), length(s) + 1) AS e "
+            + "FROM (SELECT rtrim(\(path), replace(\(path), '.', '')) AS s))) END"
     }
 
-    /// What follows the last `.` of `path`, its ASCII letters lower-cased (as SQLite's
-    /// `lower` does), when that is not empty, holds no `/`, and the `.` follows something
-    /// other than a `/`; else empty. `archive.tar.GZ` → `gz`; `.profile`, `notes.d/x`, `a.` → empty.
-    static func pathExtension(of path: String) -> String {
-        let bytes = path.utf8  // `.` and `/` are ASCII: no byte of another character equals them
-        guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")), dot != bytes.startIndex,
-            bytes[bytes.index(before: dot)] != UInt8(ascii: "/")
-        else { return "" }
-        let after = bytes[bytes.index(after: dot)...]
-        guard !after.isEmpty, !after.contains(UInt8(ascii: "/")) else { return "" }
-        return String(decoding: after.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+    /// The name of the SQL function of one text that the store's own range statements
+    /// compute an extension with (``addPathExtensionFunction(_:)``): ``pathExtensionSQL(_:)``'s
+    /// result, or NULL for a text that holds a NUL or is not valid UTF-8, where SQLite's
+    /// `length` and `rtrim` count otherwise (the statement then asks the plain SQL). A test
+    /// holds the two to each other, and `checkSearchIndex` compares the index with the plain
+    /// SQL's text. In a large insertion's range statement the plain SQL cost 2.3 µs a row.
+    static let pathExtensionFunction = "_persistence_path_extension"
+
+    /// Registers ``pathExtensionFunction`` on `db`'s connection, reading its argument's bytes
+    /// as SQLite holds them.
+    static func addPathExtensionFunction(_ db: Database) throws {
+        let code = sqlite3_create_function_v2(
+            db.sqliteConnection, pathExtensionFunction, 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
+            { context, _, arguments in
+                guard let argument = arguments?[0], let text = sqlite3_value_text(argument),
+                    let range = SQLiteStore.pathExtension(
+                        of: UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(argument))))
+                else { return sqlite3_result_null(context) }
+                guard !range.isEmpty else { return sqlite3_result_text(context, "", 0, nil) }
+                var lowered = range.map { text[$0] }
+                for i in lowered.indices where (0x41...0x5A).contains(lowered[i]) { lowered[i] |= 0x20 }
+                sqlite3_result_text(context, lowered, Int32(lowered.count), SQLiteStore.transient)
+            }, nil, nil, nil)
+        guard code == SQLITE_OK else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: "could not add \(pathExtensionFunction)")
+        }
+    }
+
+    /// Where in the UTF-8 `bytes` of a path its extension is (empty when it has none), as
+    /// ``pathExtensionSQL(_:)`` finds it; `nil` when they hold a NUL or are not valid UTF-8.
+    static func pathExtension(of bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        decoding: while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let scalar): if scalar == "\0" { return nil }
+            case .emptyInput: break decoding
+            case .error: return nil
+            }
+        }
+        let none = bytes.count..<bytes.count
+        // `.` and `/` are ASCII: no byte of another character equals them.
+        guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")), dot > 0, bytes[dot - 1] != UInt8(ascii: "/")
+        else { return none }
+        let after = (dot + 1)..<bytes.count
+        guard !after.isEmpty, !bytes[after].contains(UInt8(ascii: "/")) else { return none }
+        return after
     }
 
     /// The statement that drops the entries of the rows whose IDs are bound to `marks`,

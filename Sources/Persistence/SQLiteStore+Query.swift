@@ -146,7 +146,8 @@ extension SQLiteStore {
         return (query, statement.arguments)
     }
 
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    /// SQLite copies a value bound or returned with this destructor (`SQLITE_TRANSIENT`).
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     static func bind(_ value: StoreValue, to handle: OpaquePointer, at index: Int32) {
         switch value {

@@ -93,7 +93,7 @@ final class SQLiteStore: PersistentStore {
         config.busyMode = .timeout(busyTimeout)
         config.label = "Persistence"
         config.prepareDatabase { db in
-            db.add(function: Self.pathExtensionFunction)
+            try Self.addPathExtensionFunction(db)
             // The writer's statement journals (every insert that fires a tally's triggers has
             // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
             // writes a row of an add.

@@ -46,14 +46,25 @@ import Testing
 
     /// A large insertion's range statement computes an extension with the store's SQL
     /// function; the triggers, which other programs run too, with plain SQL. Both give the
-    /// same text for every kind of name.
+    /// same text for every kind of name — a text with a NUL or invalid UTF-8, which the
+    /// function leaves to the plain SQL, too.
     @Test func theStoresExtensionFunctionGivesWhatThePlainSQLGives() throws {
         let index = try #require(try Schema([File.self]).entity(named: "File")?.resolvedSearchIndex())
         let plain = try #require(SQLiteStore.fieldTexts(index, row: "r").first)
         let own = try #require(SQLiteStore.fieldTexts(index, row: "r", ownConnection: true).first)
-        #expect(own == #"_persistence_path_extension(IFNULL(CAST(r."name" AS TEXT), ''))"#)
+        #expect(own.hasPrefix(#"COALESCE(_persistence_path_extension(IFNULL(CAST(r."name" AS TEXT), '')), "#))
         let queue = try DatabaseQueue()
-        queue.inDatabase { $0.add(function: SQLiteStore.pathExtensionFunction) }
+        try queue.inDatabase { try SQLiteStore.addPathExtensionFunction($0) }
+        func both(_ value: String) throws -> (plain: String, own: String, function: String?) {
+            let row = try queue.read { db in
+                try Row.fetchOne(
+                    db,
+                    sql:
+                        "SELECT \(plain), \(own), _persistence_path_extension(\"name\") FROM (SELECT \(value) AS \"name\") AS r"
+                )
+            }
+            return (try #require(row)[0], try #require(row)[1], try #require(row)[2])
+        }
         let expected = [
             "photo.JPG": "jpg", "a.tar.gz": "gz", "archive.Tar.GZ": "gz", ".profile": "", "dir/.profile": "",
             "dir.d/notes": "", "dir.d/notes.md": "md", "trailing.": "", "..": "", "a..b": "b", "/x.y": "y",
@@ -61,19 +72,24 @@ import Testing
             "日本.JPG": "jpg", "a.b.c/d.e": "e", "a b.c d": "c d", ".": "", "x/.": "", "x.y/.": "",
         ]
         for (name, ext) in expected {
-            let row = try queue.read { db in
-                try Row.fetchOne(db, sql: "SELECT \(plain), \(own) FROM (SELECT ? AS \"name\") AS r", arguments: [name])
-            }
-            let (sql, function): (String, String) = (try #require(row)[0], try #require(row)[1])
-            #expect(sql == ext, "plain SQL of \(name)")
-            #expect(function == ext, "function of \(name)")
-            #expect(SQLiteStore.pathExtension(of: name) == ext)
+            let literal = "'" + name.replacingOccurrences(of: "'", with: "''") + "'"
+            let found = try both(literal)
+            #expect(found.plain == ext, "plain SQL of \(name)")
+            #expect(found.own == ext, "own statement's of \(name)")
+            #expect(found.function == ext, "function of \(name)")
         }
-        let null = try queue.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(plain), \(own) FROM (SELECT NULL AS \"name\") AS r")
+        // Texts the function leaves to the plain SQL (NULL), whose `length` stops at a NUL and
+        // counts bytes of invalid UTF-8 its own way; a value that is not text, cast to text.
+        for (value, ext) in [
+            ("'a.b' || char(0) || 'c.d'", ""), ("'x.D' || char(0) || 'Z'", ""), ("CAST(x'612EFF' AS TEXT)", "\u{FFFD}"),
+            ("CAST(x'C32E706E67' AS TEXT)", "png"), ("12.5", "5"), ("NULL", ""),
+        ] {
+            let found = try both(value)
+            #expect(found.own == found.plain, "own statement's of \(value)")
+            #expect(found.own == ext || value.contains("x'"), "\(value): \(found.own)")
         }
-        #expect(try #require(null)[0] as String == "")
-        #expect(try #require(null)[1] as String == "")
+        #expect(try both("'a.b' || char(0) || 'c.d'").function == nil)
+        #expect(try both("CAST(x'612EFF' AS TEXT)").function == nil)
     }
 
     @Test func aSQLiteWithoutFTS5IsRefusedInWords() throws {
