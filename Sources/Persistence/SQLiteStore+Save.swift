@@ -64,11 +64,14 @@ extension SQLiteStore {
     }
 
     /// Inserts rows, binding values directly (the hot path of a large save): a run of
-    /// ``rowsAStatement`` rows of one entity by one multi-row `INSERT` (one statement's start,
-    /// cursors on the table and each of its indexes, for them all: 4.6 µs a row of a
-    /// catalog's assets alone, 3.0 µs in runs of 64), the rest one at a time. A multi-row
-    /// statement that fails changes nothing (SQLite undoes a failed statement), and its rows
-    /// are then inserted one at a time, so that the error names the row that caused it.
+    /// ``rowsAStatement(_:)`` rows of one entity by one multi-row `INSERT` (one statement's
+    /// start, cursors on the table and each of its indexes, for them all: 4.6 µs a row of a
+    /// catalog's assets alone, 3.0 µs in runs of 64), the rest one at a time. Each multi-row
+    /// statement runs in a savepoint: should it fail, what it wrote is undone (whatever the
+    /// conflict clause or trigger), and its rows are inserted again one at a time, so that an
+    /// error names the row that caused it, as for any other row. Should SQLite have ended the
+    /// transaction itself (a trigger's `RAISE(ROLLBACK)`, some I/O errors), nothing is tried
+    /// again: the error names the statement's rows.
     fileprivate static func insertRows(_ db: Database, _ rows: [StoreChanges.Insert], sql: EntityMap<EntitySQL>) throws
     {
         var statements: [ObjectIdentifier: Statement] = [:]
@@ -80,13 +83,21 @@ extension SQLiteStore {
             let multiRow = run / perStatement * perStatement
             if multiRow > 0 {
                 let statement = try db.cachedStatement(sql: sql[entity].insert(rows: perStatement))
+                let savepoint = try db.cachedStatement(sql: "SAVEPOINT _persistence_rows")
+                let release = try db.cachedStatement(sql: "RELEASE _persistence_rows")
                 for chunk in stride(from: start, to: start + multiRow, by: perStatement) {
                     let chunkRows = rows[chunk..<(chunk + perStatement)]
-                    do {
-                        try insert(chunkRows, with: statement, db)
-                    } catch {
+                    if let row = chunkRows.first(where: { $0.id <= 0 }) { throw missingID(row) }
+                    try savepoint.execute()
+                    if let failure = insert(chunkRows, with: statement) {
+                        guard sqlite3_get_autocommit(db.sqliteConnection) == 0 else {
+                            throw rowsFailure(failure.code, failure.message, chunkRows, db)
+                        }
+                        try db.execute(sql: "ROLLBACK TO _persistence_rows")
+                        try release.execute()
                         try insertEach(chunkRows, db, sql: sql, statements: &statements)
-                        throw error  // not reached: one row at a time, the row's own error is thrown
+                    } else {
+                        try release.execute()
                     }
                 }
                 sqlite3_clear_bindings(statement.sqliteStatement)
@@ -104,15 +115,15 @@ extension SQLiteStore {
         min(64, 32_766 / (sql.columns.count + 1))
     }
 
-    /// Inserts `rows` (of one entity, as many as `statement` inserts) with the multi-row `statement`.
-    private static func insert(_ rows: ArraySlice<StoreChanges.Insert>, with statement: Statement, _ db: Database)
-        throws
-    {
+    /// Inserts `rows` (of one entity, as many as `statement` inserts, each with its ID) with
+    /// the multi-row `statement`; SQLite's result code and message when it fails.
+    private static func insert(_ rows: ArraySlice<StoreChanges.Insert>, with statement: Statement) -> (
+        code: Int32, message: String
+    )? {
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
         var parameter: Int32 = 1
         for row in rows {
-            guard row.id > 0 else { throw missingID(row) }
             sqlite3_bind_int64(handle, parameter, row.id)
             parameter += 1
             for value in row.values {
@@ -121,11 +132,13 @@ extension SQLiteStore {
             }
         }
         let code = sqlite3_step(handle)
-        sqlite3_reset(handle)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        guard code != SQLITE_DONE else {
+            sqlite3_reset(handle)
+            return nil
         }
+        let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+        sqlite3_reset(handle)
+        return (code, message)
     }
 
     /// Inserts `rows` one at a time, with one prepared statement per entity (in `statements`).
@@ -133,7 +146,8 @@ extension SQLiteStore {
         _ rows: ArraySlice<StoreChanges.Insert>, _ db: Database, sql: EntityMap<EntitySQL>,
         statements: inout [ObjectIdentifier: Statement]
     ) throws {
-        for row in rows {
+        for i in rows.indices {
+            let row = rows[i]
             guard row.id > 0 else { throw missingID(row) }
             let key = ObjectIdentifier(row.entity)
             let statement: Statement
@@ -150,22 +164,32 @@ extension SQLiteStore {
             let code = sqlite3_step(handle)
             sqlite3_reset(handle)
             guard code == SQLITE_DONE else {
-                let id = ManagedObjectID(entityName: row.entity.name, rowID: row.id)
                 let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
-                let what = "Could not save \(id): \(message)"
-                let error = DatabaseError(resultCode: ResultCode(rawValue: code), message: message)
-                if code & 0xff == SQLITE_CONSTRAINT {
-                    throw PersistenceError(.constraint, what, objectIDs: [id], cause: error)
-                }
-                if isDamage(error.resultCode) {
-                    let path = String(cString: sqlite3_db_filename(db.sqliteConnection, "main"))
-                    throw PersistenceError(
-                        .storeDamaged, "The store \(path) is damaged (\(message)); nothing was changed",
-                        objectIDs: [id], cause: error)
-                }
-                throw PersistenceError(.io, what, objectIDs: [id], cause: error)
+                throw rowsFailure(code, message, rows[i...i], db)
             }
         }
+    }
+
+    /// The error of `rows` that SQLite refused with `code` and `message`: named by their IDs
+    /// (one row: "Could not save Folder 7: …").
+    private static func rowsFailure(
+        _ code: Int32, _ message: String, _ rows: ArraySlice<StoreChanges.Insert>, _ db: Database
+    ) -> PersistenceError {
+        let ids = rows.map { ManagedObjectID(entityName: $0.entity.name, rowID: $0.id) }
+        let named =
+            ids.count == 1 ? "\(ids[0])" : "\(ids.count) rows of \(ids[0].entityName) (\(ids[0]) to \(ids.last!))"
+        let what = "Could not save \(named): \(message)"
+        let error = DatabaseError(resultCode: ResultCode(rawValue: code), message: message)
+        if code & 0xff == SQLITE_CONSTRAINT {
+            return PersistenceError(.constraint, what, objectIDs: ids, cause: error)
+        }
+        if isDamage(error.resultCode) {
+            let path = String(cString: sqlite3_db_filename(db.sqliteConnection, "main"))
+            return PersistenceError(
+                .storeDamaged, "The store \(path) is damaged (\(message)); nothing was changed", objectIDs: ids,
+                cause: error)
+        }
+        return PersistenceError(.io, what, objectIDs: ids, cause: error)
     }
 
     /// The refusal of a row the store could not reserve an ID for.

@@ -2,6 +2,8 @@ import Foundation
 @_spi(Testing) import Persistence
 import Testing
 
+import class GRDB.DatabaseQueue
+
 /// A save that fails, in any way, writes nothing and leaves the context's
 /// unsaved changes in place.
 @Suite struct FailedSaveTests {
@@ -89,6 +91,44 @@ import Testing
         let stored = try store.stored(FetchRequest<Folder>(sortBy: [.init(\.name)]))
         #expect(stored.map(\.name) == (0..<200).map { "folder \($0)" }.sorted())
         #expect(stored.map(\.objectID) == folders.sorted { $0.name < $1.name }.map(\.objectID))
+    }
+
+    /// A trigger of another program's on the table can end the statement (`RAISE(FAIL)`:
+    /// the rows it wrote stay) or the whole transaction (`RAISE(ROLLBACK)`). Either way the
+    /// failed save writes nothing: the first is undone with the multi-row statement's
+    /// savepoint and its row named; after the second nothing is tried again outside the
+    /// transaction, and the error names the statement's rows.
+    @Test(arguments: ["FAIL", "ROLLBACK"]) func aForeignTriggersRaiseAmongManyInserts(_ raise: String) throws {
+        let store = try TestStore(.sqlite)
+        try DatabaseQueue(path: store.storeURL.path).write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER "refuse_150" BEFORE INSERT ON "Folder" WHEN NEW."name" = 'folder 150' \
+                    BEGIN SELECT RAISE(\(raise), 'no folder 150'); END
+                    """)
+        }
+        let context = store.context()
+        let folders = (0..<200).map { i in
+            let folder = Folder(context: context)
+            folder.name = "folder \(i)"
+            return folder
+        }
+        let error = #expect(throws: PersistenceError.self) { try context.save() }
+        #expect(error?.code == .constraint)
+        if raise == "FAIL" {
+            #expect(error?.message == "Could not save \(folders[150].objectID): no folder 150")
+            #expect(error?.objectIDs == [folders[150].objectID])
+        } else {
+            let chunk = folders[128..<192].map(\.objectID)
+            #expect(
+                error?.message
+                    == "Could not save 64 rows of Folder (\(chunk[0]) to \(chunk[63])): no folder 150")
+            #expect(error?.objectIDs == chunk)
+        }
+        #expect(try store.stored(FetchRequest<Folder>()).isEmpty)
+        folders[150].name = "folder one-fifty"
+        try context.save()
+        #expect(try store.stored(FetchRequest<Folder>()).count == 200)
     }
 
     @Test(arguments: StoreKind.allCases) func denyRule(_ kind: StoreKind) throws {
