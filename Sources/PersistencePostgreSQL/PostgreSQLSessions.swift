@@ -98,23 +98,20 @@ extension PostgreSQLStore {
                 "The container of the store at \(url.absoluteString) \(state): one session a container"
                     + (session.isAlive ? "" : "; open the store again"))
         }
-        let connection: PostgreSQLConnection
-        if case .success(let made) = sessionConnection?.take() {
-            connection = made
-        } else {  // none made ahead, or it failed then: once more now
-            connection = try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
+        // Made at the open, the connection may have been dropped by the server since (a restart
+        // while the open waited for another host's schema lock): then a new one, as without it.
+        var registered: (connection: PostgreSQLConnection, id: Int64, started: Double)?
+        if case .success(let ahead) = sessionConnection?.take() {
+            if let made = try? register(ahead, label: label) {
+                registered = (ahead, made.0, made.1)
+            } else {
+                ahead.close()
+            }
         }
+        let connection =
+            try registered?.connection ?? PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
         do {
-            // One statement: the ID, its lock, then the row, which other connections see only
-            // once the statement commits, the lock held.
-            let (id, started) = try connection.run(
-                """
-                WITH next AS (SELECT nextval('\(Self.sessionSequence)') AS id), \
-                locked AS (SELECT id, pg_advisory_lock(hashtext($1), id::integer) FROM next) \
-                INSERT INTO \(Self.sessionsTable) (id, label, started, writer) SELECT id, $2, now(), $3 FROM locked \
-                RETURNING id, EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
-                """, [.text(sessionLockSpace), .text(label), .text(writerID)]
-            ).rows.first!.decode((Int64, Double).self)
+            let (id, started) = try registered.map { ($0.id, $0.started) } ?? register(connection, label: label)
             let session = StoreSession(
                 id: id, label: label, started: Date(timeIntervalSince1970: started),
                 end: { [weak self] in self?.endSession(id) })
@@ -140,6 +137,20 @@ extension PostgreSQLStore {
             connection.close()
             throw mapped(error, nil)
         }
+    }
+
+    /// Registers a session labelled `label` on its `connection`, in one statement: its ID, its
+    /// lock, then its row, which other connections see only once the statement commits, the
+    /// lock held. The ID, and when the session started (seconds since 1970).
+    private func register(_ connection: PostgreSQLConnection, label: String) throws -> (Int64, Double) {
+        try connection.run(
+            """
+            WITH next AS (SELECT nextval('\(Self.sessionSequence)') AS id), \
+            locked AS (SELECT id, pg_advisory_lock(hashtext($1), id::integer) FROM next) \
+            INSERT INTO \(Self.sessionsTable) (id, label, started, writer) SELECT id, $2, now(), $3 FROM locked \
+            RETURNING id, EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
+            """, [.text(sessionLockSpace), .text(label), .text(writerID)]
+        ).rows.first!.decode((Int64, Double).self)
     }
 
     /// Watches the connection of `session`: when it closes while it is the session's, the

@@ -127,7 +127,8 @@ extension PostgreSQLStore {
             Self.talliesTable,
         ]
         guard bookkeeping.allSatisfy({ relations[$0] == "r" }), relations[Self.sessionSequence] == "S",
-            schema.entities.allSatisfy({ relations[$0.name] == "r" }),
+            // Every table there with its ID, which the second statement reads.
+            schema.entities.allSatisfy({ relations[$0.name] == "r" && columns[$0.name]?.contains("id") == true }),
             // The sessions' writers (a reap folds a dead session's count of commits).
             columns[Self.sessionsTable]?.contains("writer") == true
         else { return false }

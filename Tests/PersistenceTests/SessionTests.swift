@@ -495,6 +495,29 @@ import Testing
         try waitUntil { try sessionConnections() == made }
     }
 
+    /// The connection made at the open for a session, ended by the server before the session
+    /// is opened (a restart, an administrator), is replaced: the session opens on a new one.
+    @Test func aSessionConnectionMadeAtTheOpenAndLostIsReplaced() throws {
+        var options = PersistentContainer.Options()
+        options.expectsSession = true
+        let store = try TestStore(.postgresql, options: options)
+        defer { store.container.close() }
+        let schema = try PostgreSQLLocation(store.storeURL).schema
+        let admin = try Admin(store.storeURL)
+        defer { admin.close() }
+        let deadline = Date().addingTimeInterval(30)
+        while try admin.endSessionConnections(of: schema) == 0 {
+            guard Date() < deadline else { throw ValidationMessage("the server never listed it") }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        let session = try #require(try store.container.openSession(label: "host-a 101"))
+        #expect(session.isAlive)
+        let other = try store.reopen()
+        defer { other.close() }
+        #expect(try other.sessions().map(\.id) == [session.id])
+        #expect(try other.sessions().first?.isAlive == true)
+    }
+
     /// The sessions' table and sequence are the store's own: an open makes them in a store
     /// that lacks them (one made before sessions were), and the integrity check reports
     /// them missing.
