@@ -63,10 +63,13 @@ struct AssetRules {
     /// the commit. Content that `adoption` (an add's or an import's staged copies) holds is
     /// checked by it, once for the whole save.
     func inserted(rows: [ObjectSnapshot], adoption: ContentAdoption?) throws {
+        var parsed: (text: String, tags: Set<String>)?  // the rows of an add share their tags
         for row in rows {
             let text = row.value(for: \Asset.tagText) ?? "\n"
             guard text != "\n" else { continue }
-            try tagsChanged(asset: row.objectID, added: Set(Asset.tags(fromText: text)), removed: [String]())
+            let tags = parsed?.text == text ? parsed!.tags : Set(Asset.tags(fromText: text))
+            parsed = (text, tags)
+            try tagsChanged(asset: row.objectID, added: tags, removed: [String]())
         }
         var managed: [String: String] = [:]  // digest → the name of an asset with it
         for row in rows where row.value(for: \Asset.storage) ?? .managed == .managed {
