@@ -187,6 +187,13 @@ extension PostgreSQLStore {
             where functions[function.name] != function.body {
                 return false
             }
+            // The search index's functions: one written by another version is made again.
+            if let index = try entity.resolvedSearchIndex() {
+                guard relations[Self.searchTableName(entity.name)] == "r" else { return false }
+                for (_, function) in searchFunctions(index) where functions[function.name] != function.body {
+                    return false
+                }
+            }
         }
         return links == expectedLinks
     }
