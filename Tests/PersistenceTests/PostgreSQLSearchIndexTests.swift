@@ -28,17 +28,38 @@ final class Clip: ManagedObject {
             """
             SELECT count(*) FROM (SELECT chr(g) AS c FROM generate_series(1, 55295) g \
             UNION ALL SELECT chr(g) FROM generate_series(57344, 1114111) g) AS s \
-            WHERE \(PostgreSQLStore.separatedSQL("c")) IS DISTINCT FROM \(PostgreSQLStore.translatedSQL("c"))
+            WHERE \(PostgreSQLStore.DocumentSQL.current.separated("c")) IS DISTINCT FROM \(PostgreSQLStore.DocumentSQL.earlier.separated("c"))
             """, []
         ).rows.first!.decode(Int64.self)
         #expect(differing == 0)
         for text in ["a.b-c_d/e\\f[g]h`i{j}k~l!m\"n'o", "Straße.PNG", "日本語 の.txt", "tab\there", ""] {
             let same = try admin.run(
-                "SELECT \(PostgreSQLStore.separatedSQL("$1")) = \(PostgreSQLStore.translatedSQL("$1"))",
+                "SELECT \(PostgreSQLStore.DocumentSQL.current.separated("$1")) = \(PostgreSQLStore.DocumentSQL.earlier.separated("$1"))",
                 [.text(text)]
             ).rows.first!.decode(Bool.self)
             #expect(same, "\(text)")
         }
+    }
+
+    /// This version finds a path's extension as earlier ones did (a regular expression), for
+    /// every path of up to six of `a`, `.`, `/`, `É` and a space, and for NULL.
+    @Test func anExtensionIsFoundAsEarlierVersionsFoundIt() throws {
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        let admin = try serverAdmin(for: url)
+        defer { admin.close() }
+        let current = PostgreSQLStore.DocumentSQL.current.pathExtension("p.n")
+        let earlier = PostgreSQLStore.DocumentSQL.earlier.pathExtension("p.n")
+        let counts = try admin.run(
+            """
+            WITH RECURSIVE p(n) AS (SELECT ''::TEXT UNION ALL SELECT NULL::TEXT \
+            UNION ALL SELECT p.n || c FROM p, (VALUES ('a'), ('.'), ('/'), ('É'), (' ')) AS v(c) WHERE length(p.n) < 6) \
+            SELECT count(*)::BIGINT, (count(*) FILTER (WHERE \(current) IS DISTINCT FROM \(earlier)))::BIGINT, \
+            (count(*) FILTER (WHERE \(current) <> ''))::BIGINT FROM p
+            """, []
+        ).rows.first!.decode((Int64, Int64, Int64).self)
+        #expect(counts.0 == 19_532)  // the empty path, NULL, and 5 + 25 + … + 15,625
+        #expect(counts.1 == 0)
+        #expect(counts.2 > 1_000)  // not a comparison of empty texts
     }
 
     /// A store whose index functions an earlier version made (with `translate`) gets this
@@ -59,7 +80,7 @@ final class Clip: ManagedObject {
         let store = try #require(container.core.store as? PostgreSQLStore)
         try store.writer.withLock {
             try store.transaction(store.writer) {
-                try store.makeSearchFunctions(store.writer, index, separated: PostgreSQLStore.translatedSQL)
+                try store.makeSearchFunctions(store.writer, index, version: .earlier)
             }
         }
         let admin = try serverAdmin(for: url)
