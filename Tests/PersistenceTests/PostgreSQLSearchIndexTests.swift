@@ -103,6 +103,18 @@ final class Clip: ManagedObject {
         let before = try table()
         container.close()
 
+        // Read-only (a host whose mount is, or one not yet upgraded): the same documents, read.
+        var readOnly = PersistentContainer.Options()
+        readOnly.readOnly = true
+        let reader = try PersistentContainer.open(url: url, schema: schema, options: readOnly)
+        #expect(
+            try reader.newBackgroundContext().fetch(
+                FetchRequest<Clip>(predicate: .matches(TextSearch([.init("beach")])))
+            ).map(\.title) == ["Beach day"])
+        #expect(try reader.checkSearchIndex(fix: false) == [])
+        reader.close()
+        #expect(try body().contains("translate("))
+
         container = try PersistentContainer.open(url: url, schema: schema)
         defer { container.close() }
         #expect(try table() == before)
