@@ -65,12 +65,13 @@ extension PersistentContainer {
     /// cannot be read or written, `beforeCommit`, a lost connection) the target holds none of
     /// the rows. This store is held still for the whole copy: it is read as of one moment, and
     /// every other writer (another process's too) waits until the copy commits or fails.
-    /// Memory stays flat: the rows go a page (``copyPageSize``) at a time, by ascending ID.
+    /// Memory stays flat: the rows go a page (`copyPageSize` rows) at a time, by ascending ID.
     ///
     /// Nothing of this store changes. Use `target` only after the copy: a container that has
     /// inserted objects before it may hold IDs the copy gives to rows.
     ///
     /// - Parameters:
+    ///   - target: The container of the store the rows go to: the same entities, empty tables.
     ///   - progress: Called after each page with the rows written so far and in all.
     ///   - beforeCommit: Runs when every row is written, before the target commits, with this
     ///     store still held: a last check (throw to write nothing).

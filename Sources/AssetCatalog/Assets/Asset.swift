@@ -85,7 +85,7 @@ public final class Asset: ManagedObject {
         [CompositeIndex(\Asset.sha256, where: \Asset.storage, is: .managed)]
     }
 
-    /// What `assetcat search` finds an asset by (``Catalog/search(_:page:)``), kept by the
+    /// What `assetcat search` finds an asset by (``Catalog/search(_:limit:offset:)``), kept by the
     /// store in the transaction that writes the asset: its name (for a member, its path in
     /// the archive) weighs most, then its tags, then its archive's name and its metadata (keys
     /// and values), then its name's extension (what `ext:` matches). A renamed archive's

@@ -24,7 +24,7 @@ import Persistence
 ///   the last context holding the deletion let go (``JobProvider`` states the
 ///   rule of holds).
 /// - A deletion committed by another process or host is heard as it commits:
-///   it announces the deleted assets (``PersistentContainer/announcements()``;
+///   it announces the deleted assets (`PersistentContainer.announcements()`;
 ///   on PostgreSQL `LISTEN`/`NOTIFY`), and their running jobs here are
 ///   cancelled without reading the store. On SQLite, and when announcements
 ///   may have been missed (a lost connection, a deletion of too many assets to

@@ -98,7 +98,7 @@ extension Catalog {
         runtime.didCommitRemovals()
     }
 
-    /// The file of the thumbnail of the asset `id` (a WebP, ``Thumbnail/mediaType``), or `nil`
+    /// The file of the thumbnail of the asset `id` (a WebP, `image/webp`), or `nil`
     /// when it has none (not an image, or its `thumbnail` job has not run or failed).
     ///
     /// The file is shared by every asset with the same thumbnail: open it read-only. It is

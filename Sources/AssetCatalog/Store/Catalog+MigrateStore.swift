@@ -52,9 +52,11 @@ extension Catalog {
     ///
     /// A run stopped at any point (a kill) leaves either the old store in force, untouched, or
     /// the new one; running it again finishes. The schema's catalog ID matching `catalog.json`
-    /// and the two stores' fingerprints (``StoreFingerprint``) tell a copy that committed.
+    /// and the two stores' fingerprints (`StoreFingerprint`) tell a copy that committed.
     ///
     /// - Parameters:
+    ///   - directory: The catalog's directory.
+    ///   - destination: Where its records go: a PostgreSQL store, or back to SQLite.
     ///   - entities: A program's own entities kept in the catalog's store
     ///     (``OpenOptions/entities``): their rows move too. A store with tables of entities
     ///     not given is refused (naming them).

@@ -17,7 +17,7 @@ extension Catalog {
     /// password. Every host that mounts `directory` opens it with ``open(at:options:)``.
     ///
     /// In this order, so that a failure at any step leaves nothing another step trusts:
-    /// the schema and its ``CatalogInfo`` row, `objects/` and `staging/`, `catalog.json`, and
+    /// the schema and its `CatalogInfo` row, `objects/` and `staging/`, `catalog.json`, and
     /// last a `catalog.sqlite` that versions of assetcat without PostgreSQL refuse to open
     /// ("written by a newer version"). Nothing is written to `directory` before the store
     /// is made.

@@ -28,7 +28,7 @@ final class CatalogInfo: ManagedObject {
 /// schema, named by a `postgresql://` URL.
 ///
 /// The URL is what this host connects with: it may carry a password (from this host's own
-/// file, ``PerHostStore``); ``redacted`` never does, and is what messages and
+/// file, `PerHostStore`); ``redacted`` never does, and is what messages and
 /// `catalog.json` show.
 public struct CatalogStoreLocation: Sendable, CustomStringConvertible {
     /// The URL this host connects with (it may hold a password).
