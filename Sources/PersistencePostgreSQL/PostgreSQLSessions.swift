@@ -91,6 +91,7 @@ extension PostgreSQLStore {
 
     func openSession(label: String) throws -> StoreSession? {
         try requireWritable()
+        if sessionSlot.withLock({ $0.storeClosed }) { throw closedRefusal }
         if let session = currentSession {
             let state = session.isAlive ? "has session \(session.id) open" : "lost its session \(session.id)"
             throw PersistenceError(
@@ -115,18 +116,21 @@ extension PostgreSQLStore {
             let session = StoreSession(
                 id: id, label: label, started: Date(timeIntervalSince1970: started),
                 end: { [weak self] in self?.endSession(id) })
-            let installed = sessionSlot.withLock { slot in
-                guard slot.session == nil else { return false }
+            let refusal: PersistenceError? = sessionSlot.withLock { slot in
+                if slot.storeClosed { return closedRefusal }
+                guard slot.session == nil else {  // another thread opened one meanwhile: this one goes
+                    return PersistenceError(
+                        .misuse,
+                        "The container of the store at \(url.absoluteString) has a session: one session a container")
+                }
                 slot.session = session
                 slot.connection = connection
-                return true
+                return nil
             }
-            guard installed else {  // another thread opened one meanwhile: this one goes
+            if let refusal {
                 _ = try? connection.run("DELETE FROM \(Self.sessionsTable) WHERE id = $1", [.integer(id)])
                 connection.close()
-                throw PersistenceError(
-                    .misuse,
-                    "The container of the store at \(url.absoluteString) has a session: one session a container")
+                throw refusal
             }
             watch(session, on: connection)
             return session
@@ -151,6 +155,11 @@ extension PostgreSQLStore {
             RETURNING id, EXTRACT(EPOCH FROM started)::DOUBLE PRECISION
             """, [.text(sessionLockSpace), .text(label), .text(writerID)]
         ).rows.first!.decode((Int64, Double).self)
+    }
+
+    /// The refusal of a session asked of a closed store (or one closed while it was opening).
+    private var closedRefusal: PersistenceError {
+        PersistenceError(.misuse, "The container of the store at \(url.absoluteString) is closed: it opens no session")
     }
 
     /// Watches the connection of `session`: when it closes while it is the session's, the
@@ -295,7 +304,7 @@ extension PostgreSQLStore {
     func endSession(_ id: Int64) {
         let connection: PostgreSQLConnection? = sessionSlot.withLock { slot in
             guard slot.session?.id == id else { return nil }
-            defer { slot = SessionSlot() }
+            defer { (slot.session, slot.connection) = (nil, nil) }
             return slot.connection
         }
         guard let connection else { return }
@@ -387,4 +396,6 @@ extension PostgreSQLStore {
 struct SessionSlot {
     var session: StoreSession?
     var connection: PostgreSQLConnection?
+    /// Whether the store was closed: no session is installed any more.
+    var storeClosed = false
 }

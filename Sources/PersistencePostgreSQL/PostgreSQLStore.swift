@@ -280,6 +280,7 @@ final class PostgreSQLStore: PersistentStore {
     /// sum, nothing else. Closing again (the container, then `deinit`) does nothing.
     func close() {
         stopAnnouncements()
+        sessionSlot.withLock { $0.storeClosed = true }  // a session still opening is not installed
         currentSession?.end()
         // A store that never committed (a command that only read) has no row to fold: no
         // transaction at its close, three round trips fewer.

@@ -495,6 +495,24 @@ import Testing
         try waitUntil { try sessionConnections() == made }
     }
 
+    /// A closed container opens no session: it is refused in words, and nothing of one is
+    /// left on the server (a session installed on a closed store would hold its lock and row
+    /// until the process ends). Likewise for a session still opening when its store closes.
+    @Test func aClosedContainerOpensNoSession() throws {
+        let store = try TestStore(.postgresql)
+        let schema = try PostgreSQLLocation(store.storeURL).schema
+        store.container.close()
+        let error = try #require(throws: PersistenceError.self) { try store.container.openSession(label: "late") }
+        #expect(error.code == .misuse)
+        #expect(error.message == "The container of the store at \(store.storeName) is closed: it opens no session")
+        let other = try store.reopen()
+        defer { other.close() }
+        #expect(try other.sessions().isEmpty)
+        let admin = try Admin(store.storeURL)
+        defer { admin.close() }
+        #expect(try admin.endSessionConnections(of: schema) == 0)
+    }
+
     /// The connection made at the open for a session, ended by the server before the session
     /// is opened (a restart, an administrator), is replaced: the session opens on a new one.
     @Test func aSessionConnectionMadeAtTheOpenAndLostIsReplaced() throws {
