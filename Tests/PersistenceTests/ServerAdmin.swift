@@ -25,9 +25,13 @@ func endServerConnections(named name: String, from admin: PostgreSQLConnection) 
     for pid in pids { _ = try admin.run("SELECT pg_terminate_backend($1::INTEGER)", [.integer(Int64(pid))]) }
     let deadline = Date().addingTimeInterval(60)
     let list = pids.map(String.init).joined(separator: ", ")
-    while try admin.run("SELECT 1 FROM pg_stat_activity WHERE application_name = $1", [.text(name)]).rows.count > 0
-        || (!pids.isEmpty && (try admin.run("SELECT 1 FROM pg_locks WHERE pid IN (\(list))", []).rows.count) > 0)
-    {
+    // Those processes, not the name: a session taken up again lists a new one under it at once.
+    func listed() throws -> Bool {
+        guard !pids.isEmpty else { return false }
+        return try admin.run("SELECT 1 FROM pg_stat_activity WHERE pid IN (\(list))", []).rows.count > 0
+            || admin.run("SELECT 1 FROM pg_locks WHERE pid IN (\(list))", []).rows.count > 0
+    }
+    while try listed() {
         guard Date() < deadline else { throw ValidationMessage("the server still lists the ended sessions") }
         Thread.sleep(forTimeInterval: 0.01)
     }
