@@ -59,9 +59,10 @@ extension SQLiteStore {
         return objects
     }
 
-    /// The fields' texts of the row `row` (`NEW`, or an alias of the entity's table), comma-separated.
-    static func documentSQL(_ index: ResolvedSearchIndex, row: String) -> String {
-        fieldTexts(index, row: row).joined(separator: ", ")
+    /// The fields' texts of the row `row` (`NEW`, or an alias of the entity's table),
+    /// comma-separated (`ownConnection`: ``fieldTexts(_:row:ownConnection:)``).
+    static func documentSQL(_ index: ResolvedSearchIndex, row: String, ownConnection: Bool = false) -> String {
+        fieldTexts(index, row: row, ownConnection: ownConnection).joined(separator: ", ")
     }
 
     /// The fields' texts of the row `row`, one expression a field. Plain SQL, for the
@@ -152,9 +153,9 @@ extension SQLiteStore {
     static func rangeSearchSQL(_ entity: EntityDescription, table: String) throws -> String? {
         guard let index = try entity.resolvedSearchIndex() else { return nil }
         let columns = index.fields.map { quote($0.name) }.joined(separator: ", ")
-        let texts = fieldTexts(index, row: "r", ownConnection: true).joined(separator: ", ")
         return "INSERT INTO \(searchTable(entity.name)) (rowid, \(columns)) "
-            + "SELECT r.\"id\", \(texts) FROM \(table) AS r WHERE r.\"id\" BETWEEN ?1 AND ?2"
+            + "SELECT r.\"id\", \(documentSQL(index, row: "r", ownConnection: true)) FROM \(table) AS r "
+            + "WHERE r.\"id\" BETWEEN ?1 AND ?2"
     }
 
     /// The extension of the text `path` (an SQL expression) in plain SQL: what follows the

@@ -123,14 +123,7 @@ extension SQLiteStore {
         let handle = statement.sqliteStatement
         sqlite3_reset(handle)
         var parameter: Int32 = 1
-        for row in rows {
-            sqlite3_bind_int64(handle, parameter, row.id)
-            parameter += 1
-            for value in row.values {
-                bind(value, to: handle, at: parameter)
-                parameter += 1
-            }
-        }
+        for row in rows { parameter = bind(row, to: handle, from: parameter) }
         let code = sqlite3_step(handle)
         guard code != SQLITE_DONE else {
             sqlite3_reset(handle)
@@ -159,8 +152,7 @@ extension SQLiteStore {
             }
             let handle = statement.sqliteStatement
             sqlite3_reset(handle)
-            sqlite3_bind_int64(handle, 1, row.id)
-            for (i, value) in row.values.enumerated() { bind(value, to: handle, at: Int32(i + 2)) }
+            bind(row, to: handle, from: 1)
             let code = sqlite3_step(handle)
             sqlite3_reset(handle)
             guard code == SQLITE_DONE else {
@@ -168,6 +160,19 @@ extension SQLiteStore {
                 throw rowsFailure(code, message, rows[i...i], db)
             }
         }
+    }
+
+    /// Binds `row`'s ID, then its values by slot, to `handle`'s parameters from `first` on;
+    /// the parameter after them.
+    @discardableResult
+    private static func bind(_ row: StoreChanges.Insert, to handle: OpaquePointer, from first: Int32) -> Int32 {
+        sqlite3_bind_int64(handle, first, row.id)
+        var parameter = first + 1
+        for value in row.values {
+            bind(value, to: handle, at: parameter)
+            parameter += 1
+        }
+        return parameter
     }
 
     /// The error of `rows` that SQLite refused with `code` and `message`: named by their IDs
