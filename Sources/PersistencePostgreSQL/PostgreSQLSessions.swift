@@ -99,20 +99,23 @@ extension PostgreSQLStore {
                 "The container of the store at \(url.absoluteString) \(state): one session a container"
                     + (session.isAlive ? "" : "; open the store again"))
         }
-        // Made at the open, the connection may have been dropped by the server since (a restart
-        // while the open waited for another host's schema lock): then a new one, as without it.
-        var registered: (connection: PostgreSQLConnection, id: Int64, started: Double)?
-        if case .success(let ahead) = sessionConnection?.take() {
-            if let made = try? register(ahead, label: label) {
-                registered = (ahead, made.0, made.1)
-            } else {
-                ahead.close()
-            }
+        func newConnection() throws -> PostgreSQLConnection {
+            try PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
         }
-        let connection =
-            try registered?.connection ?? PostgreSQLConnection(location, logger: logger, session: true, outage: outage)
+        let ahead = try? sessionConnection?.take()?.get()
+        var connection = try ahead ?? newConnection()
         do {
-            let (id, started) = try registered.map { ($0.id, $0.started) } ?? register(connection, label: label)
+            let id: Int64
+            let started: Double
+            do {
+                (id, started) = try register(connection, label: label)
+            } catch  where connection === ahead {
+                // Made at the open, the connection may have been dropped by the server since (a
+                // restart while the open waited for another host's schema lock): a new one.
+                connection.close()
+                connection = try newConnection()
+                (id, started) = try register(connection, label: label)
+            }
             let session = StoreSession(
                 id: id, label: label, started: Date(timeIntervalSince1970: started),
                 end: { [weak self] in self?.endSession(id) })

@@ -154,7 +154,7 @@ final class PostgreSQLStore: PersistentStore {
         do {
             (writer, reader) = try Self.connectPair(location, logger: options.logger, outage: outage)
         } catch {
-            if case .success(let connection) = sessionConnection?.take() { connection.close() }
+            sessionConnection?.discard()
             throw error
         }
         do {
@@ -298,7 +298,7 @@ final class PostgreSQLStore: PersistentStore {
         }
         writer.close()
         reader.close()
-        if case .success(let unused) = sessionConnection?.take() { unused.close() }
+        sessionConnection?.discard()
     }
 }
 
@@ -329,6 +329,11 @@ final class ConnectionInTheMaking: Sendable {
         guard first else { return nil }
         made.wait()
         return result.withLock { $0 }
+    }
+
+    /// Closes the connection if nobody took it (waiting for it to be made).
+    func discard() {
+        if case .success(let unused) = take() { unused.close() }
     }
 }
 
