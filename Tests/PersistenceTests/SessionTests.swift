@@ -443,39 +443,52 @@ import Testing
         #expect(try #require(settings.first).decode(String.self) == "5 1 3")
     }
 
+    /// A new PostgreSQL store opened with `expectsSession`, and the server's list of its
+    /// session connections.
+    struct StoreExpectingSession {
+        let store: TestStore
+        let schema: String
+        let admin: Admin
+
+        init() throws {
+            var options = PersistentContainer.Options()
+            options.expectsSession = true
+            store = try TestStore(.postgresql, options: options)
+            schema = try PostgreSQLLocation(store.storeURL).schema
+            admin = try Admin(store.storeURL)
+        }
+
+        /// The server processes of the session connections of the stores on this schema.
+        func sessionConnections() throws -> [Int32] {
+            try admin.connection.run(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+                [.text("persistence session \(schema)")]
+            ).rows.map { try $0.decode(Int32.self) }
+        }
+
+        func close() {
+            admin.close()
+            store.container.close()
+        }
+    }
+
     /// An open told a session will follow (`expectsSession`) makes the session's connection
     /// alongside the store's: the server lists it before the session is opened, the session
     /// is opened on that very connection (its lock is that server process's, and no other
     /// session connection is made), and a store closed without a session closes it.
-    @Test func aSessionExpectedAtOpenHasItsConnectionMadeWithTheStores() throws {
-        var options = PersistentContainer.Options()
-        options.expectsSession = true
-        let store = try TestStore(.postgresql, options: options)
-        defer { store.container.close() }
-        let schema = try PostgreSQLLocation(store.storeURL).schema
-        let admin = try Admin(store.storeURL)
-        defer { admin.close() }
-        let name = "persistence session \(schema)"
-        func sessionConnections() throws -> [Int32] {
-            try admin.connection.run("SELECT pid FROM pg_stat_activity WHERE application_name = $1", [.text(name)])
-                .rows.map { try $0.decode(Int32.self) }
-        }
-        func waitUntil(_ condition: () throws -> Bool) throws {
-            let deadline = Date().addingTimeInterval(30)
-            while try !condition() {
-                guard Date() < deadline else { throw ValidationMessage("the server never listed it") }
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-        }
-        try waitUntil { try sessionConnections().count == 1 }
-        let made = try sessionConnections()
+    @Test func aSessionExpectedAtOpenHasItsConnectionMadeWithTheStores() async throws {
+        let opened = try StoreExpectingSession()
+        defer { opened.close() }
+        let store = opened.store
+        #expect(try await eventually { try opened.sessionConnections().count == 1 })
+        let made = try opened.sessionConnections()
         let session = try #require(try store.container.openSession(label: "host-a 101"))
-        #expect(try sessionConnections() == made)
-        let holder = try admin.connection.run(
+        #expect(try opened.sessionConnections() == made)
+        let holder = try opened.admin.connection.run(
             """
             SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 \
             AND classid = (hashtext($1)::bigint & 4294967295)::oid AND objid = $2::oid
-            """, [.text("persistence-session:" + schema), .integer(session.id)]
+            """, [.text("persistence-session:" + opened.schema), .integer(session.id)]
         ).rows.map { try $0.decode(Int32.self) }
         #expect(holder == made)
         // The writer's keepalives, set by its first statement: a reaper's fence waits for its
@@ -489,10 +502,12 @@ import Testing
         ).rows
         #expect(try #require(keepalives.first).decode(String.self) == "5 1 3")
 
+        var options = PersistentContainer.Options()
+        options.expectsSession = true
         let unused = try store.reopen(options: options)
-        try waitUntil { try sessionConnections().count == 2 }
+        #expect(try await eventually { try opened.sessionConnections().count == 2 })
         unused.close()
-        try waitUntil { try sessionConnections() == made }
+        #expect(try await eventually { try opened.sessionConnections() == made })
     }
 
     /// A closed container opens no session: it is refused in words, and nothing of one is
@@ -515,22 +530,14 @@ import Testing
 
     /// The connection made at the open for a session, ended by the server before the session
     /// is opened (a restart, an administrator), is replaced: the session opens on a new one.
-    @Test func aSessionConnectionMadeAtTheOpenAndLostIsReplaced() throws {
-        var options = PersistentContainer.Options()
-        options.expectsSession = true
-        let store = try TestStore(.postgresql, options: options)
-        defer { store.container.close() }
-        let schema = try PostgreSQLLocation(store.storeURL).schema
-        let admin = try Admin(store.storeURL)
-        defer { admin.close() }
-        let deadline = Date().addingTimeInterval(30)
-        while try admin.endSessionConnections(of: schema) == 0 {
-            guard Date() < deadline else { throw ValidationMessage("the server never listed it") }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        let session = try #require(try store.container.openSession(label: "host-a 101"))
+    @Test func aSessionConnectionMadeAtTheOpenAndLostIsReplaced() async throws {
+        let opened = try StoreExpectingSession()
+        defer { opened.close() }
+        #expect(try await eventually { try opened.sessionConnections().count == 1 })
+        #expect(try opened.admin.endSessionConnections(of: opened.schema) == 1)
+        let session = try #require(try opened.store.container.openSession(label: "host-a 101"))
         #expect(session.isAlive)
-        let other = try store.reopen()
+        let other = try opened.store.reopen()
         defer { other.close() }
         #expect(try other.sessions().map(\.id) == [session.id])
         #expect(try other.sessions().first?.isAlive == true)
