@@ -177,6 +177,44 @@ import Testing
         }
     }
 
+    /// Whether to rank is decided by the matches the query's filters leave, up to the limit
+    /// and no further: at the limit the page is ranked, one more and it is in ID order, on
+    /// either store; a ranked page
+    /// past its matches is empty and still says it is ranked.
+    @Test(arguments: Store.allCases) func theRankingLimitCountsWhatTheFiltersLeave(_ store: Store) async throws {
+        let made = try Made(store)
+        let catalog = made.catalog
+        defer { catalog.close() }
+        // The last one's name says it twice: the best match, and last in ID order.
+        let paths = try (0..<9).map {
+            try made.t.file("lighthouse-\($0 == 8 ? "lighthouse-" : "")\($0).txt", "light \($0)\n")
+        }
+        let added = try await catalog.addAndRunJobs(paths)
+        // Others, so that the word is not in every name (BM25 ranks such a word by nothing).
+        _ = try await catalog.addAndRunJobs(try (0..<20).map { try made.t.file("other-\($0).txt", "\($0)\n") })
+        _ = try catalog.tag(added.filter { $0.id.rawValue % 2 == 0 }.map(\.id), adding: ["even"])
+        let even = added.filter { $0.id.rawValue % 2 == 0 }
+        let odd = added.filter { $0.id.rawValue % 2 == 1 }
+        #expect(even.contains(added[8]) != odd.contains(added[8]))
+        let withLast = even.contains(added[8]) ? even : odd
+        let text = even.contains(added[8]) ? "lighthouse tag:even" : "lighthouse -tag:even"
+        let query = try SearchQuery(parsing: text)
+        let atTheLimit = try catalog.search(query, limit: 20, offset: 0, rankingAtMost: withLast.count)
+        #expect(atTheLimit.isRanked && !atTheLimit.hasMore)
+        #expect(atTheLimit.assets.first?.record.id == added[8].id)
+        #expect(Set(atTheLimit.assets.map(\.record.id)) == Set(withLast.map(\.id)))
+        let ranked = try catalog.search(query, limit: 2, offset: 1, rankingAtMost: withLast.count)
+        #expect(ranked.isRanked && ranked.hasMore == (withLast.count > 3))
+        #expect(ranked.assets.map(\.record.id) == Array(atTheLimit.assets.dropFirst().prefix(2).map(\.record.id)))
+        let past = try catalog.search(query, limit: 2, offset: withLast.count, rankingAtMost: withLast.count)
+        #expect(past.isRanked && past.assets.isEmpty && !past.hasMore)
+        let overTheLimit = try catalog.search(query, limit: 20, offset: 0, rankingAtMost: withLast.count - 1)
+        #expect(!overTheLimit.isRanked && !overTheLimit.hasMore)
+        #expect(overTheLimit.assets.map(\.record.id) == withLast.map(\.id).sorted())
+        let unfiltered = try catalog.search(SearchQuery(parsing: "lighthouse"), limit: 20, offset: 0, rankingAtMost: 8)
+        #expect(!unfiltered.isRanked && unfiltered.assets.map(\.record.id) == added.map(\.id).sorted())
+    }
+
     /// A save that fails after every write ran (the store's test hook fails its commit) leaves
     /// the index as it was: the words of a tag it added are not found, a removal it made
     /// leaves the asset found.
