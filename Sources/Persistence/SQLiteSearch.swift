@@ -112,26 +112,33 @@ extension SQLiteStore {
     /// transaction; an index no longer declared is dropped.
     static func installSearchIndexes(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
         try requireSearch(db, schema: schema)
+        let objects = try SchemaObjects(db)
         for entity in schema.entities {
+            guard try !searchIndexIsCurrent(entity, table: sql[entity].table, in: objects) else { continue }
             let wanted = try entity.resolvedSearchIndex().map { searchObjects($0, table: sql[entity].table) } ?? []
-            let triggers = try String.fetchAll(
-                db, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name GLOB ?",
-                arguments: ["_persistence_search_\(entity.name)_*"])
-            let hasTable = try db.tableExists("_persistence_search_\(entity.name)")
-            var current = wanted.isEmpty ? triggers.isEmpty && !hasTable : wanted.count == triggers.count + 1
-            for (name, text) in wanted where current {
-                current =
-                    try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [name])
-                    == text
+            for name in objects.searchTriggers(of: entity.name) {
+                try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))")
             }
-            guard !current else { continue }
-            for name in triggers { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
             try db.execute(sql: "DROP TABLE IF EXISTS \(searchTable(entity.name))")
             for (_, text) in wanted { try db.execute(sql: text) }
             if let fill = try rangeSearchSQL(entity, table: sql[entity].table) {
                 try db.execute(sql: fill, arguments: [Int64.min, Int64.max])
             }
         }
+    }
+
+    /// Whether `objects` hold the search index of `entity` as it declares it, and nothing
+    /// else of an index: its FTS5 table and each trigger as this version writes them; none
+    /// of them when it declares none.
+    static func searchIndexIsCurrent(_ entity: EntityDescription, table: String, in objects: SchemaObjects) throws
+        -> Bool
+    {
+        let triggers = objects.searchTriggers(of: entity.name)
+        guard let index = try entity.resolvedSearchIndex() else {
+            return triggers.isEmpty && !objects.hasTable("_persistence_search_\(entity.name)")
+        }
+        let wanted = searchObjects(index, table: table)
+        return wanted.count == triggers.count + 1 && wanted.allSatisfy { objects.sql(of: $0.name) == $0.sql }
     }
 
     /// Whether each entity's index is the one `schema` declares (a read-only open of a store

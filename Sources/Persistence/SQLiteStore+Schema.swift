@@ -69,6 +69,56 @@ extension SQLiteStore {
         }
     }
 
+    /// Whether the store holds everything an open's migration, links, tallies and search
+    /// indexes would make, as they would make it (``SchemaObjects`` and one statement of
+    /// its bookkeeping rows), so that the open of a current store takes no write lock and
+    /// writes nothing. Any difference, or anything missing, is `false`: the slow path then
+    /// makes it (or refuses the store), as every open did.
+    static func schemaIsCurrent(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
+        let objects = try SchemaObjects(db)
+        guard [migrationsTable, sequenceTable, linksTable].allSatisfy(objects.hasTable),
+            try talliesAreCurrent(objects, schema: schema, sql: sql),
+            try schema.entities.allSatisfy({ try searchIndexIsCurrent($0, table: sql[$0].table, in: objects) })
+        else { return false }
+        for entity in schema.entities {
+            guard let columns = objects.columns[entity.name],
+                entity.storedProperties.allSatisfy({ columns.contains($0.name) }),
+                try entity.indexNames().allSatisfy({ objects.sql(of: $0, type: "index") != nil })
+            else { return false }
+        }
+        // Each sequence ahead of its table's rows (rows given IDs by another program, or by a
+        // migration, are followed by the slow path's repair).
+        let behind = schema.entities.map { entity in
+            "SELECT 'b', entity, NULL, NULL, NULL FROM \(sequenceTable) WHERE entity = "
+                + "\(StoreDialect.sqlite.literal(.text(entity.name))) "
+                + "AND next < (SELECT IFNULL(MAX(\"id\"), 0) + 1 FROM \(sql[entity].table))"
+        }
+        let rows = try Row.fetchAll(
+            db,
+            sql: ([
+                "SELECT 'm', id, NULL, NULL, NULL FROM \(migrationsTable)",
+                "SELECT 's', entity, NULL, NULL, NULL FROM \(sequenceTable)",
+                "SELECT 'l', entity, property, destination, rule FROM \(linksTable)",
+            ] + behind).joined(separator: " UNION ALL "))
+        var applied: Set<String> = []
+        var sequenced: Set<String> = []
+        var links: Set<[String]> = []
+        for row in rows {
+            let (kind, entity): (String, String) = (row[0], row[1])
+            switch kind {
+            case "m": applied.insert(entity)
+            case "s": sequenced.insert(entity)
+            case "l": if schema.entity(named: entity) != nil { links.insert([entity, row[2], row[3], row[4]]) }
+            default: return false
+            }
+        }
+        // Every sequenced table there (a store missing one is refused by the slow path).
+        guard applied == Set(schema.migrations.map(\.id)), sequenced.allSatisfy(objects.hasTable),
+            schema.entities.allSatisfy({ sequenced.contains($0.name) })
+        else { return false }
+        return links == Set(schema.entities.flatMap(wantedLinks))
+    }
+
     /// Makes the tables, columns and indexes of `schema` that the store lacks.
     private static func extendSchema(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws {
         let dialect = StoreDialect.sqlite
@@ -103,13 +153,7 @@ extension SQLiteStore {
                 destination TEXT NOT NULL, rule TEXT NOT NULL, PRIMARY KEY (entity, property));
                 """)
         for entity in schema.entities {
-            var wanted: [[String]] = []
-            for property in entity.properties {
-                guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
-                    continue
-                }
-                wanted.append([property.name, destination, rule.rawValue])
-            }
+            let wanted = wantedLinks(entity).map { Array($0.dropFirst()) }
             // Written only when they changed: an open that changes nothing writes nothing, so a
             // reader killed later leaves no frames in the `-wal` (which the next open would
             // take for an unclean shutdown, and check the whole store for).
@@ -124,6 +168,17 @@ extension SQLiteStore {
                     sql: "INSERT INTO \(linksTable) (entity, property, destination, rule) VALUES (?, ?, ?, ?)",
                     arguments: [entity.name, link[0], link[1], link[2]])
             }
+        }
+    }
+
+    /// The rows of ``linksTable`` that `entity`'s links make: its name, the property's, the
+    /// destination's and the rule.
+    private static func wantedLinks(_ entity: EntityDescription) -> [[String]] {
+        entity.properties.compactMap { property in
+            guard case .toOne(let destination) = property.kind, let rule = property.destinationDeleteRule else {
+                return nil
+            }
+            return [entity.name, property.name, destination, rule.rawValue]
         }
     }
 
@@ -165,4 +220,43 @@ private struct GRDBMigrationDatabase: MigrationDatabase {
     func tableExists(_ name: String) throws -> Bool { try db.tableExists(name) }
     func columns(of table: String) throws -> [String] { try db.columns(in: table).map(\.name) }
     func integer(_ sql: String) throws -> Int64? { try Int64.fetchOne(db, sql: sql) }
+}
+
+/// The objects of a store's schema as `sqlite_master` lists them, and the columns of each
+/// table: read with one statement, for the decisions of an open (what is current, what to
+/// make again).
+struct SchemaObjects {
+    /// Each object's type (`table`, `index`, `trigger`) and SQL, by name.
+    private var objects: [String: (type: String, sql: String?)] = [:]
+    /// Each table's columns, by its name.
+    private(set) var columns: [String: Set<String>] = [:]
+
+    init(_ db: Database) throws {
+        for row in try Row.fetchAll(
+            db,
+            sql: "SELECT type, name, sql FROM sqlite_master UNION ALL SELECT 'column', m.name, p.name "
+                + "FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'")
+        {
+            let (type, name): (String, String) = (row[0], row[1])
+            if type == "column" {
+                columns[name, default: []].insert(row[2])
+            } else {
+                objects[name] = (type, row[2])
+            }
+        }
+    }
+
+    /// The SQL of the object `name` (of `type`, if given); `nil` when there is none.
+    func sql(of name: String, type: String? = nil) -> String? {
+        guard let object = objects[name], type == nil || object.type == type else { return nil }
+        return object.sql
+    }
+
+    func hasTable(_ name: String) -> Bool { objects[name]?.type == "table" }
+
+    /// The names of the triggers of `entity`'s search index.
+    func searchTriggers(of entity: String) -> [String] {
+        let prefix = "_persistence_search_\(entity)_"
+        return objects.filter { $0.value.type == "trigger" && $0.key.hasPrefix(prefix) }.map(\.key)
+    }
 }

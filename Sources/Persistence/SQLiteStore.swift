@@ -43,6 +43,8 @@ final class SQLiteStore: PersistentStore {
     /// The table every store with a schema has: its absence means the
     /// database was never given one, or lost it.
     static let sequenceTable = "_persistence_sequence"
+    /// The table of the migrations applied.
+    static let migrationsTable = "_persistence_migrations"
 
     init(
         url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool, mode: StoreOpenMode = .init(),
@@ -126,12 +128,20 @@ final class SQLiteStore: PersistentStore {
         }
         let sql = sql
         do {
-            try pool.write { db in
-                if !mode.createsSchema { try Self.requireSchema(db) }
-                try Self.migrate(db, schema: schema, sql: sql)
-                try Self.recordLinks(db, schema: schema)
-                try Self.installTallies(db, schema: schema, sql: sql)
-                try Self.installSearchIndexes(db, schema: schema, sql: sql)
+            // A current store is only read (no write lock taken, so no wait for another
+            // process's transaction); any other is brought up to date in one transaction.
+            let current = try pool.read { db in
+                try Self.requireSearch(db, schema: schema)
+                return try Self.schemaIsCurrent(db, schema: schema, sql: sql)
+            }
+            if !current {
+                try pool.write { db in
+                    if !mode.createsSchema { try Self.requireSchema(db) }
+                    try Self.migrate(db, schema: schema, sql: sql)
+                    try Self.recordLinks(db, schema: schema)
+                    try Self.installTallies(db, schema: schema, sql: sql)
+                    try Self.installSearchIndexes(db, schema: schema, sql: sql)
+                }
             }
             // Opening the pool wrote to an empty `-wal` (GRDB makes sure of one): copied into
             // the file now, so that this process, killed before it commits anything, leaves

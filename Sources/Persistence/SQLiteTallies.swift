@@ -17,17 +17,11 @@ extension SQLiteStore {
                 key TEXT NOT NULL, n INTEGER NOT NULL, total INTEGER NOT NULL, \
                 PRIMARY KEY (entity, tally, key)) WITHOUT ROWID
                 """)
+        let objects = try SchemaObjects(db)
         for entity in schema.entities {
             let tallies = try entity.resolvedTallies()
             let wanted = triggers(entity.name, table: sql[entity].table, tallies)
-            var changed = false
-            for (name, text) in wanted {
-                let existing = try String.fetchOne(
-                    db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name])
-                // An empty text wants no trigger: an entity without tallies is current when it has none.
-                if existing != (text.isEmpty ? nil : text) { changed = true }
-            }
-            guard changed else { continue }
+            guard !talliesAreCurrent(wanted, in: objects) else { continue }
             for (name, _) in wanted { try db.execute(sql: "DROP TRIGGER IF EXISTS \(quote(name))") }
             try db.execute(sql: "DELETE FROM \(talliesTable) WHERE entity = ?", arguments: [entity.name])
             for (_, text) in wanted where !text.isEmpty { try db.execute(sql: text) }
@@ -35,6 +29,21 @@ extension SQLiteStore {
                 try db.execute(sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) \(select)")
             }
         }
+    }
+
+    /// Whether `objects` hold exactly the triggers `wanted` (an empty text wants no trigger:
+    /// an entity without tallies is current when it has none).
+    private static func talliesAreCurrent(_ wanted: [(String, String)], in objects: SchemaObjects) -> Bool {
+        wanted.allSatisfy { name, text in objects.sql(of: name, type: "trigger") == (text.isEmpty ? nil : text) }
+    }
+
+    /// Whether every entity's tally triggers in `objects` are those `schema` declares.
+    static func talliesAreCurrent(_ objects: SchemaObjects, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
+        try objects.hasTable(talliesTable)
+            && schema.entities.allSatisfy { entity in
+                talliesAreCurrent(
+                    triggers(entity.name, table: sql[entity].table, try entity.resolvedTallies()), in: objects)
+            }
     }
 
     /// Whether the store's tally triggers are those `schema` declares (a read-only open

@@ -1,0 +1,117 @@
+import Foundation
+import PersistencePostgreSQL
+import TestScratch
+import Testing
+
+import class GRDB.DatabaseQueue
+
+@testable import Persistence
+
+/// The open of a SQLite store whose schema is current is only read: every object an open
+/// would make (tables, columns, indexes, the links, the migrations, the sequences, the tally
+/// and search triggers) is found as it would make it, so the open takes no write lock. Any
+/// difference is not current, and the open makes it again, as every open did.
+@Suite struct SQLiteSchemaCurrentTests {
+    static let entities: [ManagedObject.Type] = [
+        IndexedCard.self, IndexedOpenItem.self, IndexedNote.self, IndexedLabel.self, PartiallyIndexedItem.self,
+    ]
+    static let schema = try! Schema(entities, migrations: [Migration("first") { _ in }])
+
+    /// A store of `schema`, opened, given a row of each entity, and closed.
+    func made() throws -> URL {
+        let url = try ScratchDirectory.make("schema-current").appending(path: "store.sqlite")
+        let container = try PersistentContainer.open(url: url, schema: Self.schema)
+        let context = container.newBackgroundContext()
+        try context.performAndWait {
+            IndexedCard(context: context).title = "gull"
+            IndexedOpenItem(context: context).label = "a"
+            let note = IndexedNote(context: context)
+            let label = IndexedLabel(context: context)
+            label.note = note
+            _ = PartiallyIndexedItem(context: context)
+            try context.save()
+        }
+        container.close()
+        return url
+    }
+
+    func isCurrent(_ url: URL, _ schema: Schema = schema) throws -> Bool {
+        let queue = try DatabaseQueue(path: url.path)
+        defer { try? queue.close() }
+        let sql = EntityMap(schema) { EntitySQL($0, dialect: .sqlite) }
+        return try queue.read { try SQLiteStore.schemaIsCurrent($0, schema: schema, sql: sql) }
+    }
+
+    func execute(_ url: URL, _ statement: String) throws {
+        let queue = try DatabaseQueue(path: url.path)
+        defer { try? queue.close() }
+        try queue.write { try $0.execute(sql: statement) }
+    }
+
+    @Test func aStoreAnOpenMadeIsCurrent() throws {
+        let url = try made()
+        #expect(try isCurrent(url))
+        let later = try Schema(Self.entities + [AddedOpenItem.self], migrations: Self.schema.migrations)
+        #expect(try !isCurrent(url, later), "a new entity's table is missing")
+    }
+
+    @Test(arguments: [
+        #"DROP INDEX "IndexedLabel_text_note_unique""#,
+        #"DROP INDEX "PartiallyIndexedItem_digest_where_state_index""#,
+        #"DROP TRIGGER "_persistence_tally_OpenItem_insert""#,
+        "DROP TABLE _persistence_tallies",
+        #"DROP TRIGGER "_persistence_search_IndexedCard_insert""#,
+        #"CREATE TRIGGER "_persistence_search_IndexedCard_extra" AFTER INSERT ON "IndexedCard" BEGIN SELECT 1; END"#,
+        "DELETE FROM _persistence_links",
+        "UPDATE _persistence_links SET rule = 'nullify'",
+        "DELETE FROM _persistence_migrations",
+        #"DELETE FROM _persistence_sequence WHERE entity = 'IndexedNote'"#,
+        #"UPDATE _persistence_sequence SET next = 1 WHERE entity = 'IndexedCard'"#,
+    ])
+    func anythingAnOpenWouldMakeAgainIsNotCurrentAndTheNextOpenMakesIt(_ damage: String) throws {
+        let url = try made()
+        try execute(url, damage)
+        #expect(try !isCurrent(url))
+        try PersistentContainer.open(url: url, schema: Self.schema).close()
+        #expect(try isCurrent(url))
+    }
+
+    /// A sequence left behind its table's rows (rows given IDs by another program) is moved
+    /// past them by the next open: the next object made takes a new ID.
+    @Test func aSequenceBehindItsRowsIsMovedPastThem() throws {
+        let url = try made()
+        try execute(url, #"INSERT INTO "IndexedNote" ("id", "_version", "title") VALUES (40, 1, 'other')"#)
+        #expect(try !isCurrent(url))
+        let container = try PersistentContainer.open(url: url, schema: Self.schema)
+        defer { container.close() }
+        let context = container.newBackgroundContext()
+        let id = try context.performAndWait {
+            let note = IndexedNote(context: context)
+            try context.save()
+            return note.objectID.rowID
+        }
+        #expect(id == 41)
+    }
+
+    /// The open of a current store waits for no other process's write transaction (it used
+    /// to take the write lock to find nothing to do): it opens within a busy timeout that
+    /// the held lock outlasts.
+    @Test func theOpenOfACurrentStoreTakesNoWriteLock() throws {
+        let url = try made()
+        let other = try DatabaseQueue(path: url.path)
+        defer { try? other.close() }
+        // A commit first, so that the `-wal` is not empty (GRDB makes sure of one by writing).
+        try other.write { try $0.execute(sql: #"UPDATE "IndexedNote" SET "title" = 'held'"#) }
+        try other.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            defer { try? db.execute(sql: "ROLLBACK") }
+            var options = PersistentContainer.Options()
+            options.busyTimeout = 0.2
+            let container = try PersistentContainer.open(url: url, schema: Self.schema, options: options)
+            let context = container.newBackgroundContext()
+            let titles = try context.performAndWait { try context.fetch(FetchRequest<IndexedNote>()).map(\.title) }
+            #expect(titles == ["held"])
+            container.close()
+        }
+    }
+}
