@@ -75,7 +75,7 @@ extension SQLiteStore {
     /// writes nothing. Any difference, or anything missing, is `false`: the slow path then
     /// makes it (or refuses the store), as every open did.
     static func schemaIsCurrent(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
-        let objects = try SchemaObjects(db)
+        let objects = try SchemaObjects(db, columnsOf: schema.entities.map(\.name))
         guard [migrationsTable, sequenceTable, linksTable].allSatisfy(objects.hasTable),
             try talliesAreCurrent(objects, schema: schema, sql: sql),
             try schema.entities.allSatisfy({ try searchIndexIsCurrent($0, table: sql[$0].table, in: objects) })
@@ -231,12 +231,17 @@ struct SchemaObjects {
     /// Each table's columns, by its name.
     private(set) var columns: [String: Set<String>] = [:]
 
-    init(_ db: Database) throws {
-        for row in try Row.fetchAll(
-            db,
-            sql: "SELECT type, name, sql FROM sqlite_master UNION ALL SELECT 'column', m.name, p.name "
-                + "FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'")
-        {
+    /// Reads the objects, and the columns of `tables` (the entities' tables: not an FTS5
+    /// table, which would be connected to for its columns).
+    init(_ db: Database, columnsOf tables: [String] = []) throws {
+        var query = "SELECT type, name, sql FROM sqlite_master"
+        if !tables.isEmpty {
+            let names = tables.map { StoreDialect.sqlite.literal(.text($0)) }.joined(separator: ", ")
+            query +=
+                " UNION ALL SELECT 'column', m.name, p.name FROM sqlite_master AS m "
+                + "JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table' AND m.name IN (\(names))"
+        }
+        for row in try Row.fetchAll(db, sql: query) {
             let (type, name): (String, String) = (row[0], row[1])
             if type == "column" {
                 columns[name, default: []].insert(row[2])
