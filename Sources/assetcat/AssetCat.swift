@@ -25,8 +25,9 @@ struct AssetCat: AsyncParsableCommand {
 extension AssetCat {
     /// Refuses an unknown option (``OptionCheck``), takes out the references past the first
     /// of `rm`, `tag` and `verify` (``BulkArguments``), then parses and runs as ArgumentParser
-    /// does.
+    /// does; meanwhile the catalog's entities are described on another thread.
     static func main() async {
+        Catalog.describeEntitiesInBackground()  // on the other core, while the arguments are read
         let arguments = Array(CommandLine.arguments.dropFirst())
         var valued: [String: Set<String>] = [:]
         if OptionCheck.hasOptions(arguments),

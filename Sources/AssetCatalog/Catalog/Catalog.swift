@@ -300,6 +300,14 @@ public final class Catalog: Sendable {
         AddMark.self, CatalogInfo.self,
     ]
 
+    /// Describes the catalog's entities on a thread of its own: finding each entity's
+    /// properties by reflection is about 2 ms of a process's first open, which a command can
+    /// overlap with parsing its arguments by calling this first. An open that comes before it
+    /// is done describes what is not described yet itself (each entity is kept once).
+    public static func describeEntitiesInBackground() {
+        Thread.detachNewThread { _ = try? schema(with: []) }
+    }
+
     /// What brings a catalog of an earlier release to this one's schema, in order.
     static let migrations: [Migration] = [
         AssetTag.dropTagTextIndex, AssetTag.fromTagText(), Asset.managedDigestIndex,
