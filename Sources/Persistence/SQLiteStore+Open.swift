@@ -48,34 +48,45 @@ extension SQLiteStore {
                 queue = immutable
             }
             defer { try? queue.close() }
-            try queue.read { db in
-                // The header (page 1) and the whole schema are read here: a file that is
-                // not a database, or whose header or schema is damaged, fails.
-                _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
-                if needsSchema { try requireSchema(db) }
-                // Before the pool opens the file, which writes to it (GRDB makes sure of its WAL).
-                if try db.tableExists("_persistence_migrations") {
-                    try refuseUnknown(
-                        Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations")), schema: schema)
-                }
-                if fullCheck == .ifSmall {
-                    let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
-                    let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
-                    guard pages * pageSize <= PersistentContainer.Options.smallStoreCheckLimit else { return }
-                }
-                let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
-                if result != ["ok"] {
-                    let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
-                    let detail = findings.first.map(String.init) ?? "unknown damage"
-                    throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
-                }
-            }
-        } catch let missing as SchemaMissing {
-            throw .unreadable(missing.reason, cause: missing)
-        } catch let newer as PersistenceError where newer.code == .newerStore {
-            throw .unavailable(newer.message, cause: newer)
+            try queue.read { db in try checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema) }
         } catch {
-            throw classify(error, url: url, damaged: StoreOpenFailure.unreadable)
+            throw checkFailure(error, url: url)
+        }
+    }
+
+    /// ``check(_:busyTimeout:fullCheck:needsSchema:schema:)``'s reads, on `db` (a connection
+    /// that has read and written nothing yet, in a transaction).
+    static func checkContents(_ db: Database, fullCheck: FullCheck, needsSchema: Bool, schema: Schema) throws {
+        // The header (page 1) and the whole schema are read here: a file that is not a
+        // database, or whose header or schema is damaged, fails.
+        _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
+        if needsSchema { try requireSchema(db) }
+        // Before the pool writes to the file (GRDB makes sure of its WAL).
+        if try db.tableExists("_persistence_migrations") {
+            try refuseUnknown(
+                Set(try String.fetchAll(db, sql: "SELECT id FROM _persistence_migrations")), schema: schema)
+        }
+        if fullCheck == .ifSmall {
+            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0
+            guard pages * pageSize <= PersistentContainer.Options.smallStoreCheckLimit else { return }
+        }
+        let result = try String.fetchAll(db, sql: "PRAGMA quick_check")
+        if result != ["ok"] {
+            let findings = result.flatMap { $0.split(separator: "\n") }.filter { !$0.hasPrefix("***") }
+            let detail = findings.first.map(String.init) ?? "unknown damage"
+            throw PersistenceError(.storeUnreadable, "quick_check failed: \(detail)")
+        }
+    }
+
+    /// What an error of the check means for the open: a store refused as damaged, a newer
+    /// store, or one not available now.
+    static func checkFailure(_ error: any Error, url: URL) -> StoreOpenFailure {
+        switch error {
+        case let failure as StoreOpenFailure: failure
+        case let missing as SchemaMissing: .unreadable(missing.reason, cause: missing)
+        case let newer as PersistenceError where newer.code == .newerStore: .unavailable(newer.message, cause: newer)
+        default: classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
     }
 

@@ -55,13 +55,15 @@ final class SQLiteStore: PersistentStore {
         isReadOnly = mode.readOnly
         let exists = FileManager.default.fileExists(atPath: url.path)
         if !exists && (!mode.createsSchema || mode.readOnly) { throw .missing }
-        if exists {
-            // Checked before the pool switches the file to WAL, which rewrites
-            // its header: a store that ends in quarantine is left untouched.
+        // Checked before anything writes to the file (the pool switches it to WAL, which
+        // rewrites its header): a store that ends in quarantine is left untouched. A writable
+        // open checks on its writer's connection, before GRDB's set-up of the WAL; a read-only
+        // one on a connection of its own.
+        let fullCheck: FullCheck =
+            checksIntegrity ? .always : exists && Self.leftByUncleanShutdown(url) ? .always : .ifSmall
+        if exists && mode.readOnly {
             try Self.check(
-                url, busyTimeout: busyTimeout,
-                fullCheck: checksIntegrity ? .always : Self.leftByUncleanShutdown(url) ? .always : .ifSmall,
-                needsSchema: !mode.createsSchema, schema: schema)
+                url, busyTimeout: busyTimeout, fullCheck: fullCheck, needsSchema: !mode.createsSchema, schema: schema)
         }
         sql = EntityMap(schema) { EntitySQL($0, dialect: .sqlite) }
         self.schema = schema
@@ -94,7 +96,20 @@ final class SQLiteStore: PersistentStore {
         var config = Configuration()
         config.busyMode = .timeout(busyTimeout)
         config.label = "Persistence"
+        // The writer's connection is made first, and reads nothing before this.
+        let pendingCheck = Locked(exists)
+        let needsSchema = !mode.createsSchema
         config.prepareDatabase { db in
+            if !db.configuration.readonly, pendingCheck.withLock({ pending in defer { pending = false }; return pending }) {
+                do {
+                    try db.inTransaction(.deferred) {
+                        try Self.checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema)
+                        return .commit
+                    }
+                } catch {
+                    throw Self.checkFailure(error, url: url)
+                }
+            }
             try Self.addPathExtensionFunction(db)
             // The writer's statement journals (every insert that fires a tally's triggers has
             // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
@@ -114,6 +129,8 @@ final class SQLiteStore: PersistentStore {
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: config)
+        } catch let failure as StoreOpenFailure {
+            throw failure
         } catch {
             throw Self.classify(error, url: url, damaged: StoreOpenFailure.unreadable)
         }
