@@ -48,7 +48,8 @@ extension SQLiteStore {
                 queue = immutable
             }
             defer { try? queue.close() }
-            try queue.read { db in try checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema) }
+            try queue.read { db in try checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema)
+            }
         } catch {
             throw checkFailure(error, url: url)
         }

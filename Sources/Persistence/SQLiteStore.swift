@@ -100,7 +100,11 @@ final class SQLiteStore: PersistentStore {
         let pendingCheck = Locked(exists)
         let needsSchema = !mode.createsSchema
         config.prepareDatabase { db in
-            if !db.configuration.readonly, pendingCheck.withLock({ pending in defer { pending = false }; return pending }) {
+            if !db.configuration.readonly,
+                pendingCheck.withLock({ pending in
+                    defer { pending = false }; return pending
+                })
+            {
                 do {
                     try db.inTransaction(.deferred) {
                         try Self.checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema)
