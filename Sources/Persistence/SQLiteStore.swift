@@ -96,24 +96,10 @@ final class SQLiteStore: PersistentStore {
         var config = Configuration()
         config.busyMode = .timeout(busyTimeout)
         config.label = "Persistence"
-        // The writer's connection is made first, and reads nothing before this.
+        // The writer's connection is made first: it is checked before GRDB sets up the WAL.
         let pendingCheck = Locked(exists)
         let needsSchema = !mode.createsSchema
         config.prepareDatabase { db in
-            if !db.configuration.readonly,
-                pendingCheck.withLock({ pending in
-                    defer { pending = false }; return pending
-                })
-            {
-                do {
-                    try db.inTransaction(.deferred) {
-                        try Self.checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema)
-                        return .commit
-                    }
-                } catch {
-                    throw Self.checkFailure(error, url: url)
-                }
-            }
             try Self.addPathExtensionFunction(db)
             // The writer's statement journals (every insert that fires a tally's triggers has
             // one) stay in memory: past 64 KiB they spilled to a temporary file, about nine
@@ -129,6 +115,22 @@ final class SQLiteStore: PersistentStore {
                 // defaults to `secure_delete = ON`): a deletion of 10,000 rows wrote 11% fewer
                 // pages to the `-wal`, and 16% fewer at the checkpoint.
                 try db.execute(sql: "PRAGMA secure_delete = FAST")
+            }
+            // After the pragmas: setting `temp_store` once the schema is read makes SQLite read
+            // it again.
+            if !db.configuration.readonly,
+                pendingCheck.withLock({ pending in
+                    defer { pending = false }; return pending
+                })
+            {
+                do {
+                    try db.inTransaction(.deferred) {
+                        try Self.checkContents(db, fullCheck: fullCheck, needsSchema: needsSchema, schema: schema)
+                        return .commit
+                    }
+                } catch {
+                    throw Self.checkFailure(error, url: url)
+                }
             }
         }
         do {
