@@ -92,6 +92,16 @@ extension PostgreSQLStore {
                 let tables = (entities.map { sql[$0].table } + searched.map { quote(Self.searchTableName($0.name)) })
                     .joined(separator: ", ")
                 _ = try mapErrors(nil) { try writer.run("ANALYZE \(tables)", []) }
+                // The rows' entries in each search index's GIN index, waiting in its pending list
+                // (up to 4 MB, which every search reads whole until a vacuum merges it: a rare word
+                // 5.9 ms instead of 0.03), merged now.
+                for entity in searched {
+                    _ = try mapErrors(nil) {
+                        try writer.run(
+                            "SELECT gin_clean_pending_list($1::regclass)",
+                            [.text(quote(Self.searchTableName(entity.name) + "_doc"))])
+                    }
+                }
                 try beforeCommit()
                 try injectedFault.run()
             }
