@@ -162,13 +162,36 @@ extension PostgreSQLStore {
     func installSearchIndexes(_ connection: PostgreSQLConnection) throws {
         for entity in schema.entities {
             guard let index = try entity.resolvedSearchIndex() else { continue }
-            guard try !searchIndexIsCurrent(connection, index) else { continue }
-            if try searchIndexIsCurrent(connection, index, version: .earlier) {
+            if try searchIndexIsCurrent(connection, index) {
+                try boundPendingList(connection, index)
+            } else if try searchIndexIsCurrent(connection, index, version: .earlier) {
                 try makeSearchFunctions(connection, index)
+                try boundPendingList(connection, index)
             } else {
                 try makeSearchIndex(connection, index)
             }
         }
+    }
+
+    /// The storage parameter of each search index's GIN index, as `pg_class.reloptions` lists
+    /// it: a pending list of at most 256 kB. New entries wait in GIN's pending list until it is
+    /// merged, and every search reads the list whole; at the default 4 MB, a rare word took
+    /// 2.9 ms after 100,000 inserts, 0.09 ms with this limit (which cost the inserts 1.5 µs a
+    /// row: 703 → 854 ms for 100,000 in psql; 1,311 ms with no pending list at all).
+    static let searchIndexStorage = "gin_pending_list_limit=256"
+
+    /// The name of `entity`'s search index's GIN index.
+    static func searchDocIndexName(_ entity: String) -> String { searchTableName(entity) + "_doc" }
+
+    /// Gives an index an earlier version made the storage parameter this one makes it with.
+    private func boundPendingList(_ connection: PostgreSQLConnection, _ index: ResolvedSearchIndex) throws {
+        let name = quote(Self.searchDocIndexName(index.entity))
+        let options = try connection.run(
+            "SELECT COALESCE(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = $1::regclass",
+            [.text(name)]
+        ).rows.first?.decode(String.self)
+        guard options != Self.searchIndexStorage else { return }
+        try connection.run("ALTER INDEX \(name) SET (\(Self.searchIndexStorage))", [])
     }
 
     /// Drops `index`'s trigger functions and triggers if they are there, and makes them again
@@ -205,7 +228,8 @@ extension PostgreSQLStore {
             "INSERT INTO \(search) (\"id\", doc) SELECT r.\"id\", "
                 + "\(Self.documentSQL(index, row: "r", schema: location.schema)) FROM \(quote(index.entity)) AS r", [])
         try connection.run(
-            "CREATE INDEX \(quote(Self.searchTableName(index.entity) + "_doc")) ON \(search) USING GIN (doc)", [])
+            "CREATE INDEX \(quote(Self.searchDocIndexName(index.entity))) ON \(search) USING GIN (doc) "
+                + "WITH (\(Self.searchIndexStorage))", [])
         // Its statistics at once (as a copy into the store makes them): the planner tells a word
         // in every row from a rare one before autovacuum's first pass.
         try connection.run("ANALYZE \(search)", [])

@@ -101,7 +101,7 @@ extension PostgreSQLStore {
                         try writer.run(
                             "SELECT gin_clean_pending_list(c.oid) FROM pg_class AS c "
                                 + "WHERE c.oid = $1::regclass AND pg_has_role(c.relowner, 'USAGE')",
-                            [.text(quote(Self.searchTableName(entity.name) + "_doc"))])
+                            [.text(quote(Self.searchDocIndexName(entity.name)))])
                     }
                 }
                 try beforeCommit()

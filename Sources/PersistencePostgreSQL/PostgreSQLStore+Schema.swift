@@ -101,10 +101,13 @@ extension PostgreSQLStore {
         var columns: [String: Set<String>] = [:]
         var constraints: Set<String> = []
         var functions: [String: String] = [:]
+        var options: [String: String] = [:]
         for row in try writer.run(
             """
             SELECT 'r', c.relname::text, c.relkind::text FROM pg_class c \
             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 \
+            UNION ALL SELECT 'o', c.relname::text, array_to_string(c.reloptions, ',') FROM pg_class c \
+            JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.reloptions IS NOT NULL \
             UNION ALL SELECT 'a', c.relname::text, a.attname::text FROM pg_attribute a \
             JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
             WHERE n.nspname = $1 AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped \
@@ -119,6 +122,7 @@ extension PostgreSQLStore {
             case "r": relations[name] = detail
             case "a": columns[name, default: []].insert(detail)
             case "c": constraints.insert(name)
+            case "o": options[name] = detail
             default: functions[name] = detail
             }
         }
@@ -189,7 +193,9 @@ extension PostgreSQLStore {
             }
             // The search index's functions: one written by another version is made again.
             if let index = try entity.resolvedSearchIndex() {
-                guard relations[Self.searchTableName(entity.name)] == "r" else { return false }
+                guard relations[Self.searchTableName(entity.name)] == "r",
+                    options[Self.searchDocIndexName(entity.name)] == Self.searchIndexStorage
+                else { return false }
                 for (_, function) in searchFunctions(index) where functions[function.name] != function.body {
                     return false
                 }

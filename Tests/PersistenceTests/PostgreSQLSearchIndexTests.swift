@@ -62,6 +62,45 @@ final class Clip: ManagedObject {
         #expect(counts.2 > 1_000)  // not a comparison of empty texts
     }
 
+    /// Each search index's GIN index keeps its pending list short (256 kB, which every search
+    /// reads whole until it is merged): after 10,000 rows, at most 32 pages wait (at the default
+    /// 4 MB, all of them would). An index an earlier version made without the limit gets it at
+    /// the next open, which finds the store current afterwards.
+    @Test func theIndexKeepsItsPendingListShortAndAnEarlierOneGetsTheLimit() throws {
+        let schema = try Schema([Clip.self])
+        let url = try StoreKind.postgresql.newStoreURL(in: URL(filePath: "/"))
+        var container = try PersistentContainer.open(url: url, schema: schema)
+        let admin = try serverAdmin(for: url)
+        defer { admin.close() }
+        let index = "\"\(try PostgreSQLLocation(url).schema)\".\"_persistence_search_Clip_doc\""
+        func options() throws -> String? {
+            try admin.run(
+                "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = $1::regclass", [.text(index)]
+            )
+            .rows.first!.decode(String?.self)
+        }
+        #expect(try options() == "gin_pending_list_limit=256")
+        let context = container.newBackgroundContext()
+        try context.insertRows(Clip.self, count: 10_000) { i, row in
+            row[\.title] = "clip \(i) of the harbour"
+            row[\.fileName] = "clip-\(i).mov"
+        }
+        try context.save()
+        let pending = try admin.run("SELECT gin_clean_pending_list($1::regclass)", [.text(index)]).rows.first!
+            .decode(Int64.self)
+        #expect(pending <= 32)
+        container.close()
+
+        try admin.run("ALTER INDEX \(index) RESET (gin_pending_list_limit)", [])
+        #expect(try options() == nil)
+        container = try PersistentContainer.open(url: url, schema: schema)
+        defer { container.close() }
+        #expect(try options() == "gin_pending_list_limit=256")
+        let store = try #require(container.core.store as? PostgreSQLStore)
+        #expect(try store.schemaIsCurrent())
+        #expect(try container.checkSearchIndex(fix: false) == [])
+    }
+
     /// A store whose index functions an earlier version made (with `translate`) gets this
     /// version's at its next open, and keeps its index's rows: same table, same documents,
     /// found as before; and new rows are indexed by the new functions.
