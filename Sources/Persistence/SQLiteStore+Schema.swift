@@ -259,9 +259,20 @@ struct SchemaObjects {
 
     func hasTable(_ name: String) -> Bool { objects[name]?.type == "table" }
 
-    /// The names of the triggers of `entity`'s search index.
+    /// The names of the triggers of `entity`'s search index: `_persistence_search_<entity>_`
+    /// followed by `insert`, `delete`, `update` or `related_<n>` — not those of an entity whose
+    /// name extends it (`Card_archive`'s are not `Card`'s).
     func searchTriggers(of entity: String) -> [String] {
         let prefix = "_persistence_search_\(entity)_"
-        return objects.filter { $0.value.type == "trigger" && $0.key.hasPrefix(prefix) }.map(\.key)
+        return objects.compactMap { name, object in
+            guard object.type == "trigger", name.hasPrefix(prefix) else { return nil }
+            let suffix = name.dropFirst(prefix.count)
+            let related = suffix.hasPrefix("related_") && suffix.count > 8
+            guard
+                ["insert", "delete", "update"].contains(suffix)
+                    || related && suffix.dropFirst(8).allSatisfy({ ("0"..."9").contains($0) })
+            else { return nil }
+            return name
+        }
     }
 }

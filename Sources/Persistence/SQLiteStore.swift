@@ -131,6 +131,9 @@ final class SQLiteStore: PersistentStore {
                 } catch {
                     throw Self.checkFailure(error, url: url)
                 }
+                // GRDB never asks whether another process changed the schema under the writer:
+                // what the check read of it is forgotten.
+                db.clearSchemaCache()
             }
         }
         do {
@@ -159,6 +162,9 @@ final class SQLiteStore: PersistentStore {
             }
             if !current {
                 try pool.write { db in
+                    // Read again under the lock: another process may have changed the schema
+                    // since the check and the look above.
+                    db.clearSchemaCache()
                     if !mode.createsSchema { try Self.requireSchema(db) }
                     try Self.migrate(db, schema: schema, sql: sql)
                     try Self.recordLinks(db, schema: schema)

@@ -7,6 +7,26 @@ import class GRDB.DatabaseQueue
 
 @testable import Persistence
 
+/// Two searched entities, the name of one extending the other's (`Card`, `Card_archive`).
+final class PrefixCard: ManagedObject {
+    @Attribute var title = ""
+    override class var entityName: String { "Card" }
+    override class var searchIndex: SearchIndex? { SearchIndex(SearchField("title", .attribute(\PrefixCard.title))) }
+}
+
+final class PrefixCardArchive: ManagedObject {
+    @Attribute var title = ""
+    override class var entityName: String { "Card_archive" }
+    override class var searchIndex: SearchIndex? {
+        SearchIndex(SearchField("title", .attribute(\PrefixCardArchive.title)))
+    }
+}
+
+/// A result handed from another thread, read after it signalled.
+private final class Box<T>: @unchecked Sendable {
+    var value: T?
+}
+
 /// The open of a SQLite store whose schema is current is only read: every object an open
 /// would make (tables, columns, indexes, the links, the migrations, the sequences, the tally
 /// and search triggers) is found as it would make it, so the open takes no write lock. Any
@@ -61,7 +81,7 @@ import class GRDB.DatabaseQueue
         #"DROP TRIGGER "_persistence_tally_OpenItem_insert""#,
         "DROP TABLE _persistence_tallies",
         #"DROP TRIGGER "_persistence_search_IndexedCard_insert""#,
-        #"CREATE TRIGGER "_persistence_search_IndexedCard_extra" AFTER INSERT ON "IndexedCard" BEGIN SELECT 1; END"#,
+        #"CREATE TRIGGER "_persistence_search_IndexedCard_related_0" AFTER INSERT ON "IndexedCard" BEGIN SELECT 1; END"#,
         "DELETE FROM _persistence_links",
         "UPDATE _persistence_links SET rule = 'nullify'",
         "DELETE FROM _persistence_migrations",
@@ -113,5 +133,82 @@ import class GRDB.DatabaseQueue
             #expect(titles == ["held"])
             container.close()
         }
+    }
+
+    /// Entities `Card` and `Card_archive`, both searched: a second open keeps both indexes
+    /// (`Card_archive`'s triggers are not taken for `Card`'s, which made `Card` look changed at
+    /// every open, and dropped `Card_archive`'s triggers without making them again).
+    @Test func aSecondOpenKeepsTheSearchTriggersOfAnEntityWhoseNameExtendsAnother() throws {
+        let url = try ScratchDirectory.make("review-prefix").appending(path: "store.sqlite")
+        let schema = try Schema([PrefixCard.self, PrefixCardArchive.self])
+        do {
+            let container = try PersistentContainer(storeURL: url, schema: schema)
+            let context = container.newBackgroundContext()
+            try context.performAndWait {
+                PrefixCard(context: context).title = "gull"
+                PrefixCardArchive(context: context).title = "alpha"
+                try context.save()
+            }
+            container.close()
+        }
+        let container = try PersistentContainer(storeURL: url, schema: schema)
+        let context = container.newBackgroundContext()
+        try context.performAndWait {
+            PrefixCardArchive(context: context).title = "zebra"
+            try context.save()
+        }
+        let found = try container.newBackgroundContext().fetch(
+            FetchRequest<PrefixCardArchive>(predicate: .matches(TextSearch([.init("zebra")])))
+        ).map(\.title)
+        container.close()
+        let queue = try DatabaseQueue(path: url.path)
+        defer { try? queue.close() }
+        let triggers = try queue.read {
+            try String.fetchAll(
+                $0, sql: "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%search%' ORDER BY name")
+        }
+        #expect(
+            triggers.filter { $0.hasPrefix("_persistence_search_Card_archive_") }.count == 3, "\(triggers)")
+        #expect(found == ["zebra"])
+    }
+
+    /// Another process adds an entity's table (and its sequence row) between the writer's
+    /// check and its upkeep: the upkeep reads the schema again under the lock (GRDB's cache of
+    /// what the check read took the table for gone, and quarantined a healthy store).
+    @Test func anotherProcessAddingATableDuringTheOpenDoesNotQuarantine() throws {
+        let url = try made()
+        let other = try DatabaseQueue(path: url.path)
+        defer { try? other.close() }
+        // A commit first, so that the `-wal` is not empty (GRDB then writes nothing at open).
+        try other.write { try $0.execute(sql: #"UPDATE "IndexedNote" SET "title" = 'held'"#) }
+        let result = Box<Result<Void, any Error>>()
+        let done = DispatchSemaphore(value: 0)
+        try other.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            try db.execute(sql: #"CREATE TABLE "Foreign" ("id" INTEGER PRIMARY KEY, "_version" INTEGER NOT NULL)"#)
+            try db.execute(sql: "INSERT INTO _persistence_sequence (entity, next) VALUES ('Foreign', 1)")
+            DispatchQueue.global().async {
+                do {
+                    var options = PersistentContainer.Options()
+                    options.busyTimeout = 10
+                    options.createsStore = false
+                    let schema = try Schema(
+                        Self.entities + [AddedOpenItem.self],
+                        migrations: Self.schema.migrations)
+                    let container = try PersistentContainer(storeURL: url, schema: schema, options: options)
+                    container.close()
+                    result.value = .success(())
+                } catch {
+                    result.value = .failure(error)
+                }
+                done.signal()
+            }
+            Thread.sleep(forTimeInterval: 1.5)
+            try db.execute(sql: "COMMIT")
+        }
+        done.wait()
+        if case .failure(let error) = result.value { Issue.record("open failed: \(error)") }
+        let quarantine = url.deletingLastPathComponent().appending(path: "quarantine")
+        #expect(!FileManager.default.fileExists(atPath: quarantine.path), "the store was quarantined")
     }
 }
