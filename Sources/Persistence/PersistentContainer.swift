@@ -117,6 +117,10 @@ public final class PersistentContainer: Sendable {
         /// session does not wait for one; a session never opened closes it with the store.
         /// Nothing changes on SQLite, which has no sessions.
         public var expectsSession = false
+        /// Called by a writable SQLite open whose schema needs its upkeep, after the store's
+        /// check and before the upkeep takes the write lock: tests change the store there as
+        /// another process would (`@_spi(Testing) import Persistence` reaches it).
+        @_spi(Testing) public var beforeUpkeep: (@Sendable () -> Void)?
         /// Where the container logs; silent by default.
         public var logger = Logger(label: "Persistence", factory: { _ in SwiftLogNoOpLogHandler() })
         /// The defaults.
@@ -180,7 +184,8 @@ public final class PersistentContainer: Sendable {
             store = try SQLiteStore(
                 url: storeURL, schema: schema, busyTimeout: options.busyTimeout,
                 checksIntegrity: options.checksIntegrityOnOpen,
-                mode: StoreOpenMode(createsSchema: mayCreate, readOnly: options.readOnly), logger: options.logger)
+                mode: StoreOpenMode(createsSchema: mayCreate, readOnly: options.readOnly), logger: options.logger,
+                beforeUpkeep: options.beforeUpkeep)
         } catch {
             let (code, reason, cause): (PersistenceError.Code, String, any Error)
             switch error {

@@ -48,7 +48,7 @@ final class SQLiteStore: PersistentStore {
 
     init(
         url: URL, schema: Schema, busyTimeout: TimeInterval, checksIntegrity: Bool, mode: StoreOpenMode = .init(),
-        logger: Logger
+        logger: Logger, beforeUpkeep: (@Sendable () -> Void)? = nil
     ) throws(StoreOpenFailure) {
         self.url = url
         self.logger = logger
@@ -161,6 +161,7 @@ final class SQLiteStore: PersistentStore {
                 return try Self.schemaIsCurrent(db, schema: schema, sql: sql)
             }
             if !current {
+                beforeUpkeep?()
                 try pool.write { db in
                     // Read again under the lock: another process may have changed the schema
                     // since the check and the look above.

@@ -5,7 +5,7 @@ import Testing
 
 import class GRDB.DatabaseQueue
 
-@testable import Persistence
+@_spi(Testing) @testable import Persistence
 
 /// Two searched entities, the name of one extending the other's (`Card`, `Card_archive`).
 final class PrefixCard: ManagedObject {
@@ -20,11 +20,6 @@ final class PrefixCardArchive: ManagedObject {
     override class var searchIndex: SearchIndex? {
         SearchIndex(SearchField("title", .attribute(\PrefixCardArchive.title)))
     }
-}
-
-/// A result handed from another thread, read after it signalled.
-private final class Box<T>: @unchecked Sendable {
-    var value: T?
 }
 
 /// The open of a SQLite store whose schema is current is only read: every object an open
@@ -177,38 +172,24 @@ private final class Box<T>: @unchecked Sendable {
     /// what the check read took the table for gone, and quarantined a healthy store).
     @Test func anotherProcessAddingATableDuringTheOpenDoesNotQuarantine() throws {
         let url = try made()
+        // Open throughout, after a commit: the `-wal` is not empty, and GRDB writes nothing at
+        // open (its write would have made the writer read the schema again).
         let other = try DatabaseQueue(path: url.path)
         defer { try? other.close() }
-        // A commit first, so that the `-wal` is not empty (GRDB then writes nothing at open).
         try other.write { try $0.execute(sql: #"UPDATE "IndexedNote" SET "title" = 'held'"#) }
-        let result = Box<Result<Void, any Error>>()
-        let done = DispatchSemaphore(value: 0)
-        try other.writeWithoutTransaction { db in
-            try db.execute(sql: "BEGIN IMMEDIATE")
-            try db.execute(sql: #"CREATE TABLE "Foreign" ("id" INTEGER PRIMARY KEY, "_version" INTEGER NOT NULL)"#)
-            try db.execute(sql: "INSERT INTO _persistence_sequence (entity, next) VALUES ('Foreign', 1)")
-            DispatchQueue.global().async {
-                do {
-                    var options = PersistentContainer.Options()
-                    options.busyTimeout = 10
-                    options.createsStore = false
-                    let schema = try Schema(
-                        Self.entities + [AddedOpenItem.self],
-                        migrations: Self.schema.migrations)
-                    let container = try PersistentContainer(storeURL: url, schema: schema, options: options)
-                    container.close()
-                    result.value = .success(())
-                } catch {
-                    result.value = .failure(error)
-                }
-                done.signal()
+        var options = PersistentContainer.Options()
+        options.createsStore = false
+        options.beforeUpkeep = {
+            try? other.write { db in
+                try db.execute(sql: #"CREATE TABLE "Foreign" ("id" INTEGER PRIMARY KEY, "_version" INTEGER NOT NULL)"#)
+                try db.execute(sql: "INSERT INTO _persistence_sequence (entity, next) VALUES ('Foreign', 1)")
             }
-            Thread.sleep(forTimeInterval: 1.5)
-            try db.execute(sql: "COMMIT")
         }
-        done.wait()
-        if case .failure(let error) = result.value { Issue.record("open failed: \(error)") }
+        let schema = try Schema(Self.entities + [AddedOpenItem.self], migrations: Self.schema.migrations)
+        let container = try PersistentContainer(storeURL: url, schema: schema, options: options)
+        container.close()
         let quarantine = url.deletingLastPathComponent().appending(path: "quarantine")
         #expect(!FileManager.default.fileExists(atPath: quarantine.path), "the store was quarantined")
+        #expect(try other.read { try $0.tableExists("Foreign") && $0.tableExists("AddedOpenItem") })
     }
 }
