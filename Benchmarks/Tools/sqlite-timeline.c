@@ -115,18 +115,20 @@ int sqlite3_exec(sqlite3 *db, const char *sql, int (*callback)(void *, int, char
     return result;
 }
 
-int sqlite3_close(sqlite3 *db) {
-    REAL("sqlite3_close", int (*real)(sqlite3 *));
+/* Both closes, timed alike: `real` is the one called. */
+static int timed_close(int (*real)(sqlite3 *), sqlite3 *db) {
     double t = now();
     int result = real(db);
     record(t, "close", "");
     return result;
 }
 
+int sqlite3_close(sqlite3 *db) {
+    REAL("sqlite3_close", int (*real)(sqlite3 *));
+    return timed_close(real, db);
+}
+
 int sqlite3_close_v2(sqlite3 *db) {
     REAL("sqlite3_close_v2", int (*real)(sqlite3 *));
-    double t = now();
-    int result = real(db);
-    record(t, "close", "");
-    return result;
+    return timed_close(real, db);
 }
