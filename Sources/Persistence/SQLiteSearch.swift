@@ -144,15 +144,11 @@ extension SQLiteStore {
     /// Whether each entity's index is the one `schema` declares (a read-only open of a store
     /// not opened for writing since its index changed: no).
     static func searchIndexesAreCurrent(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
-        for entity in schema.entities {
-            guard let index = try entity.resolvedSearchIndex() else { continue }
-            for (name, text) in searchObjects(index, table: sql[entity].table) {
-                let existing = try String.fetchOne(
-                    db, sql: "SELECT sql FROM sqlite_master WHERE name = ?", arguments: [name])
-                guard existing == text else { return false }
-            }
+        let objects = try SchemaObjects(db)
+        return try schema.entities.allSatisfy { entity in
+            guard let index = try entity.resolvedSearchIndex() else { return true }
+            return searchObjects(index, table: sql[entity].table).allSatisfy { objects.sql(of: $0.name) == $0.sql }
         }
-        return true
     }
 
     /// The statement that indexes the rows of `entity` whose IDs are in `?1...?2`, inserted by

@@ -49,17 +49,11 @@ extension SQLiteStore {
     /// Whether the store's tally triggers are those `schema` declares (a read-only open
     /// of a store that has not been opened for writing since its tallies changed: no).
     static func talliesAreCurrent(_ db: Database, schema: Schema, sql: EntityMap<EntitySQL>) throws -> Bool {
-        guard try db.tableExists(talliesTable) else {
+        let objects = try SchemaObjects(db)
+        guard objects.hasTable(talliesTable) else {
             return try schema.entities.allSatisfy { try $0.resolvedTallies().isEmpty }
         }
-        for entity in schema.entities {
-            for (name, text) in triggers(entity.name, table: sql[entity].table, try entity.resolvedTallies()) {
-                let existing = try String.fetchOne(
-                    db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", arguments: [name])
-                guard existing == (text.isEmpty ? nil : text) else { return false }
-            }
-        }
-        return true
+        return try talliesAreCurrent(objects, schema: schema, sql: sql)
     }
 
     /// The counts of the tally `name` of `entity`, by key.
