@@ -17,6 +17,17 @@ enum BulkArguments {
     /// as its one array argument.
     static let commands: Set<String> = ["rm", "tag", "verify"]
 
+    /// Whether `arguments` name one of ``commands``.
+    static func names(_ arguments: [String]) -> Bool { commandIndex(in: arguments) != nil }
+
+    /// Where `arguments` name one of ``commands``: the subcommand is the first argument that
+    /// is not an option (the root takes no values).
+    private static func commandIndex(in arguments: [String]) -> Int? {
+        guard let command = arguments.firstIndex(where: { !$0.hasPrefix("-") }), commands.contains(arguments[command])
+        else { return nil }
+        return command
+    }
+
     /// The references after the first taken from the command line of one of ``commands``
     /// (empty for another command).
     static func rest() -> [String] {
@@ -28,12 +39,7 @@ enum BulkArguments {
     /// as the next argument (`--tag T`); `--name=value` is one argument. After `--`, every
     /// argument is a reference.
     static func take(from arguments: [String], valued: [String: Set<String>]) -> [String] {
-        // The subcommand: the first argument that is not an option (the root takes no values).
-        guard let command = arguments.firstIndex(where: { !$0.hasPrefix("-") }),
-            commands.contains(arguments[command])
-        else {
-            return arguments
-        }
+        guard let command = commandIndex(in: arguments) else { return arguments }
         let valued = valued[arguments[command]] ?? []
         var kept = Array(arguments[...command])
         var rest: [String] = []
