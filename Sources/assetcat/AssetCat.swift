@@ -32,9 +32,11 @@ extension AssetCat {
         guard OptionCheck.hasOptions(arguments) else {
             return await main(BulkArguments.take(from: arguments, valued: [:]))
         }
-        // `rm`, `tag` and `verify` are parsed once their references past the first are taken
-        // out, which needs the names of their options that take a value.
-        guard BulkArguments.names(arguments) else { return await parseAndRun(arguments) }
+        // `rm`, `tag` and `verify` with many references are parsed once those past the first
+        // are taken out, which needs the names of their options that take a value.
+        guard BulkArguments.names(arguments) && arguments.count > BulkArguments.parsedWhole else {
+            return await parseAndRun(arguments)
+        }
         let root = refuseUnknownOption(in: arguments)
         let valued = root?.subcommands.filter { BulkArguments.commands.contains($0.key) }.mapValues(\.valued)
         await main(BulkArguments.take(from: arguments, valued: valued ?? [:]))

@@ -17,6 +17,10 @@ enum BulkArguments {
     /// as its one array argument.
     static let commands: Set<String> = ["rm", "tag", "verify"]
 
+    /// The most arguments a command line of ``commands`` may have to be parsed whole, its
+    /// references left to ArgumentParser (a few do not cost what thousands do).
+    static let parsedWhole = 64
+
     /// Whether `arguments` name one of ``commands``.
     static func names(_ arguments: [String]) -> Bool { commandIndex(in: arguments) != nil }
 
