@@ -50,10 +50,15 @@ extension AssetCat {
             defer { Terminal.endProgress() }
             // One interruptible task for both phases: the files, then the jobs they queued.
             let (result, jobs) = try await Interrupt().run { () async throws -> (AddResult, QueuedJobs.Outcome?) in
-                let result = try await catalog.add(paths, options: addOptions) { p in
-                    Terminal.progress(
-                        "adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone, endsLine: !runsJobs)
+                // No bar, no progress: the add then does not read every file's size to total them.
+                var progress: (@Sendable (AddProgress) -> Void)?
+                if Terminal.drawsProgress {
+                    progress = { p in
+                        Terminal.progress(
+                            "adding", done: p.filesDone, total: p.filesTotal, bytes: p.bytesDone, endsLine: !runsJobs)
+                    }
                 }
+                let result = try await catalog.add(paths, options: addOptions, progress: progress)
                 guard runsJobs, !result.wasCancelled else { return (result, nil) }
                 return (
                     result,

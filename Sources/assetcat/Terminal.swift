@@ -20,11 +20,15 @@ enum Terminal {
         FileHandle.standardError.write(Data("\(DisplayText.escapingControls(message))\n".utf8))
     }
 
+    /// Whether ``progress(_:done:total:bytes:endsLine:)`` draws anything: on a terminal, without
+    /// `--quiet`. Work that only measures itself for the bar can be spared otherwise.
+    static var drawsProgress: Bool { isInteractive && !isQuiet }
+
     /// Draws `[#####-----] 50%  3/6 files  12.0 MB` over itself on stderr. The line ends
     /// when `done` reaches `total`, unless `endsLine` is false: a later bar (the next phase
     /// of the same work) is then drawn over it, or ``endProgress()`` ends it.
     static func progress(_ label: String, done: Int, total: Int, bytes: Int64? = nil, endsLine: Bool = true) {
-        guard isInteractive, total > 0, !isQuiet else { return }
+        guard drawsProgress, total > 0 else { return }
         let width = 30
         let filled = min(width, done * width / total)
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)

@@ -1,5 +1,6 @@
 import AssetCatalogTestSupport
 import Foundation
+import Locking
 import Synchronization
 import Testing
 
@@ -115,5 +116,30 @@ import Testing
         let result = try await catalog.add([both], options: AddOptions(recursive: true))
         #expect(result.added.map(\.path) == [a])
         #expect(result.failures.isEmpty)
+    }
+
+    /// The first walk reads each file's size only for the progress's byte total: an add with
+    /// no `progress` (the CLI without a terminal, or with `--quiet`) is spared a look-up a file
+    /// (a million `fstatat`s), and still counts every file.
+    @Test func theCountReadsSizesOnlyForTheProgress() async throws {
+        let t = try TestCatalog()
+        let catalog = try t.create()
+        defer { catalog.close() }
+        for name in Self.tricky { try t.file(name, "content of \(name)\n") }
+        let bytes = Self.tricky.reduce(Int64(0)) { $0 + Int64("content of \($1)\n".utf8.count) }
+        let tree = t.sources.appending(path: "tree").path
+        let named = try Catalog.namedSources([tree], recursive: true, excluding: catalog.root.path)
+        for needsSizes in [true, false] {
+            let counted = SourceWalk.count(
+                named, excluding: catalog.root.path, needsSizes: needsSizes, workers: 2, stopped: Locked(false))
+            #expect(counted?.files == Self.tricky.count)
+            #expect(counted?.bytes == (needsSizes ? bytes : 0))
+        }
+        let totals = Locked<[Int64]>([])
+        let result = try await catalog.add([tree], options: AddOptions(mode: .reference, recursive: true)) { p in
+            totals.withLock { $0.append(p.bytesTotal) }
+        }
+        #expect(result.filesFound == Self.tricky.count && result.addedCount == Self.tricky.count)
+        #expect(totals.withLock { $0.first } == bytes)
     }
 }

@@ -176,8 +176,10 @@ extension Catalog {
     /// (``AddOptions/resumesInterrupted``, ``AddResult/skippedCount``).
     ///
     /// Directories are walked twice, a directory at a time — once to count the
-    /// files and their bytes (``AddProgress/filesTotal``, ``AddProgress/bytesTotal``;
-    /// several directories at once, on ``AddOptions/concurrency`` threads), and once to add
+    /// files and, when `progress` is given, their bytes (``AddProgress/filesTotal``,
+    /// ``AddProgress/bytesTotal``: a look-up of each file's size, which an add without
+    /// `progress` is spared; several directories at once, on ``AddOptions/concurrency``
+    /// threads), and once to add
     /// them — so the add never holds the list of its files: with
     /// ``AddOptions/keepsRecords`` off, its memory does not grow with their number (it
     /// holds the names of the largest directories on the way, and a few batches).
@@ -216,7 +218,10 @@ extension Catalog {
         // a page at a time. Neither holds the list of files.
         let stopped = Locked(false)
         let counted = await withTaskCancellationHandler {
-            SourceWalk.count(named, excluding: root.path, workers: options.concurrency, stopped: stopped)
+            // Sizes only for the progress: without it, the count reads no file's.
+            SourceWalk.count(
+                named, excluding: root.path, needsSizes: progress != nil, workers: options.concurrency,
+                stopped: stopped)
         } onCancel: {
             stopped.withLock { $0 = true }
         }

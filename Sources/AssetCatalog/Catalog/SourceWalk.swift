@@ -202,15 +202,17 @@ struct SourceWalk {
         return (entries, unnamable)
     }
 
-    /// The files a ``SourceWalk`` of `named` with `needsSizes` finds, counted with their
-    /// sizes, and the errors of its ``unnamable`` entries (sorted by path): the same files,
-    /// found in no particular order. The directories are listed on `workers` threads at once
-    /// and not sorted: the walk that counts a million tiny files spends most of its time in
-    /// the kernel, looking each one up for its size, while nothing else can start.
+    /// The files a ``SourceWalk`` of `named` finds, counted (with their sizes when
+    /// `needsSizes`), and the errors of its ``unnamable`` entries (sorted by path): the same
+    /// files, found in no particular order. The directories are listed on `workers` threads at
+    /// once and not sorted: the walk that counts a million tiny files spends most of its time
+    /// in the kernel, looking each one up for its size (when it needs it: a directory entry
+    /// gives a file's type, not its size), while nothing else can start.
     ///
     /// Returns `nil` as soon as `stopped` holds `true`.
     static func count(
-        _ named: [Catalog.NamedSource], excluding catalogRoot: String, workers: Int, stopped: Locked<Bool>
+        _ named: [Catalog.NamedSource], excluding catalogRoot: String, needsSizes: Bool, workers: Int,
+        stopped: Locked<Bool>
     ) -> SourceCount? {
         let excluded = CatalogExclusion(catalogRoot)
         var files = SourceCount()
@@ -228,7 +230,7 @@ struct SourceWalk {
             while let (listedPath, shown) = work.next() {
                 var found: [(listed: String, shown: String)] = []
                 var counted = SourceCount()
-                if let listed = entries(of: listedPath, shownAs: shown, needsSizes: true, stopped: work.stopped) {
+                if let listed = entries(of: listedPath, shownAs: shown, needsSizes: needsSizes, stopped: work.stopped) {
                     counted.unnamable = listed.unnamable
                     for entry in listed.entries {
                         guard entry.isDirectory else {
@@ -249,7 +251,7 @@ struct SourceWalk {
     }
 }
 
-/// The directories ``SourceWalk/count(_:excluding:workers:stopped:)`` has yet to list, and
+/// The directories ``SourceWalk/count(_:excluding:needsSizes:workers:stopped:)`` has yet to list, and
 /// what its workers counted, shared by the workers under one lock.
 private final class CountingWork: @unchecked Sendable {
     private let turn = NSCondition()
@@ -293,7 +295,7 @@ private final class CountingWork: @unchecked Sendable {
     }
 }
 
-/// What ``SourceWalk/count(_:excluding:workers:stopped:)`` finds.
+/// What ``SourceWalk/count(_:excluding:needsSizes:workers:stopped:)`` finds.
 struct SourceCount {
     var files = 0
     var bytes: Int64 = 0
