@@ -23,9 +23,11 @@ struct AssetCat: AsyncParsableCommand {
 }
 
 extension AssetCat {
-    /// Refuses an unknown option (``OptionCheck``), takes out the references past the first
-    /// of `rm`, `tag` and `verify` (``BulkArguments``), then parses and runs as ArgumentParser
-    /// does; meanwhile the catalog's entities are described on another thread.
+    /// Parses and runs the command line as ArgumentParser does, refusing an unknown option
+    /// with ``OptionCheck``'s message (``parseAndRun(_:)``); `rm`, `tag` and `verify` with
+    /// more than ``BulkArguments/parsedWhole`` arguments are checked first, and their
+    /// references past the first taken out (``BulkArguments``). Meanwhile the catalog's
+    /// entities are described on another thread.
     static func main() async {
         Catalog.describeEntitiesInBackground()  // on the other core, while the arguments are read
         let arguments = Array(CommandLine.arguments.dropFirst())
@@ -51,6 +53,10 @@ extension AssetCat {
         var command: any ParsableCommand
         do {
             command = try await asyncParseAsRoot(arguments)
+        } catch  where message(for: error).isEmpty {
+            // ArgumentParser has nothing to say: a command's `validate()` said why itself (an
+            // `ExitCode` after `search`'s message about its query), and that is the one message.
+            exit(withError: error)
         } catch {
             refuseUnknownOption(in: arguments)
             exit(withError: error)

@@ -9,7 +9,7 @@ import Synchronization
 /// `.postTerminator`) goes through the same update — 10,000 IDs took seconds to parse. So
 /// these commands are handed their first reference and their options as typed (help,
 /// validation and error messages stay ArgumentParser's), and the command reads the rest here,
-/// in their order.
+/// in their order. A command line of up to ``parsedWhole`` arguments is parsed whole.
 enum BulkArguments {
     private static let taken = Mutex<[String]>([])
 

@@ -59,5 +59,16 @@ import Testing
             #expect(run.stdout == "")
             #expect(run.stderr == "assetcat: \(message)\n")
         }
+        // With an unknown option too, the query's error is the one line: the command line is
+        // parsed (the query checked) before the options are.
+        let both = try await t.run(["search", "beach", "size>", "--bogus"])
+        #expect(both.status == 64)
+        #expect(both.stderr == "assetcat: search: column 12: expected a size after `size>`, like 10MB or 512KiB\n")
+        let unknown = try await t.run(["search", "beach", "--bogus"])
+        #expect(unknown.status == 64)
+        #expect(
+            unknown.stderr
+                == "assetcat: unknown option '--bogus'; a name that begins with '-' goes after '--': "
+                + "assetcat search -- --bogus\n")
     }
 }

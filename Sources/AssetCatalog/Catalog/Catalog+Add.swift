@@ -237,9 +237,9 @@ extension Catalog {
         var done = AddProgress(filesDone: 0, filesTotal: found, bytesDone: 0, bytesTotal: counted.bytes)
         progress?(done)
         Self.afterCounting?()
-        // The count read every file's size; this walk reads none (a directory entry gives its
-        // type), each file's size comes from the fstat of its reading — but with deferred
-        // hashing, which records the size of a file it does not open.
+        // The count read every file's size, for a progress; this walk reads none (a directory
+        // entry gives its type), each file's size comes from the fstat of its reading — but
+        // with deferred hashing, which records the size of a file it does not open.
         var sources = SourceWalk(named, excluding: root.path, needsSizes: options.defersHashing)
         // The files found and not started yet: a page of the walk at a time.
         var page: [SourceFile] = []
