@@ -99,12 +99,12 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
     /// Key paths resolved so far, by object identity: the compiler passes the
     /// same key path object at each use, so no key path is hashed on the hot
     /// path. Each entry retains its key path, so an identity is never reused.
-    private let storageSlots = Locked<(slots: [ObjectIdentifier: Int], kept: [AnyKeyPath])>(([:], []))
+    private let storageSlots = SlotTable()
     private let wrappedProperties = Locked<[ObjectIdentifier: (AnyKeyPath, PropertyDescription)]>([:])
     /// Slots by key path, for the hot accessors (rows, snapshots, primitive values): a
-    /// lookup that copies no ``PropertyDescription``. Holds its key paths, so that an
-    /// identifier is never reused for another.
-    private let keyPathSlots = Locked<(slots: [ObjectIdentifier: Int], kept: [AnyKeyPath])>(([:], []))
+    /// lookup that copies no ``PropertyDescription`` and takes no lock. Holds its key paths,
+    /// so that an identifier is never reused for another.
+    private let keyPathSlots = SlotTable()
     /// Key paths made at run time are new objects each time; stop caching past this.
     private static let cacheLimit = 4096
 
@@ -225,8 +225,7 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
     func slot<Object: ManagedObject, Wrapper: PersistentPropertyWrapper>(
         forStorage storage: ReferenceWritableKeyPath<Object, Wrapper>
     ) -> Int {
-        let key = ObjectIdentifier(storage)
-        if let slot = storageSlots.withLock({ $0.slots[key] }) { return slot }
+        if let slot = storageSlots.slot(for: storage) { return slot }
         let name: String? = probe.withLock { probe in
             guard let prototype = probe.prototype as? Object else { return nil }
             let marker = probe.nextMarker
@@ -237,11 +236,7 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
         guard let name, let slot = propertyByName[name]?.slot else {
             preconditionFailure("\(storage) is not a stored persistent property of \(self.name)")
         }
-        storageSlots.withLock { cache in
-            guard cache.slots.count < Self.cacheLimit, cache.slots[key] == nil else { return }
-            cache.slots[key] = slot
-            cache.kept.append(storage)
-        }
+        storageSlots.insert(slot, for: storage)
         return slot
     }
 
@@ -296,14 +291,9 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
     /// The storage slot of the property `keyPath` names: `nil` when it names no persistent
     /// property, or a to-many relationship (which stores nothing on this side).
     func slot(for keyPath: AnyKeyPath) -> Int? {
-        let key = ObjectIdentifier(keyPath)
-        if let slot = keyPathSlots.withLock({ $0.slots[key] }) { return slot }
+        if let slot = keyPathSlots.slot(for: keyPath) { return slot }
         guard let slot = property(for: keyPath)?.slot else { return nil }
-        keyPathSlots.withLock { cache in
-            guard cache.slots.count < Self.cacheLimit, cache.slots[key] == nil else { return }
-            cache.slots[key] = slot
-            cache.kept.append(keyPath)
-        }
+        keyPathSlots.insert(slot, for: keyPath)
         return slot
     }
 
