@@ -127,10 +127,16 @@ def navigate(driver, action, timeout=20):
 
 
 def wait_for_file(folder, suffix, timeout=20):
+    """The download whose name ends with `suffix`, once Chromium has finished it. Chromium
+    reserves the name with an empty file when a download starts and renames its
+    `.crdownload` over it at the end: a file there with no `.crdownload` beside it, and not
+    empty (every download here has bytes)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        done = [p for p in folder.iterdir() if p.name.endswith(suffix) and not p.name.endswith(".crdownload")]
-        if done:
+        entries = list(folder.iterdir())
+        pending = any(p.name.endswith(".crdownload") for p in entries)
+        done = [p for p in entries if p.name.endswith(suffix) and not p.name.endswith(".crdownload")]
+        if done and not pending and done[0].stat().st_size > 0:
             return done[0]
         time.sleep(0.1)
     return None
@@ -206,8 +212,12 @@ def main():
         check(crumbs == "Assets / bundle.tar / docs/data.bin", f"the member's crumbs: {crumbs!r}")
         driver.find_element(By.ID, "download").click()
         downloaded = wait_for_file(downloads, "data.bin")
-        check(downloaded is not None and downloaded.read_bytes() == members["docs/data.bin"],
-              "the member downloads byte for byte")
+        got = downloaded.read_bytes() if downloaded is not None else None
+        check(got == members["docs/data.bin"],
+              "the member downloads byte for byte"
+              + ("" if got == members["docs/data.bin"] else
+                 f" (got {'nothing' if got is None else f'{len(got)} bytes'}, "
+                 f"expected {len(members['docs/data.bin'])})"))
         navigate(driver, driver.find_element(By.ID, "archive").click)
         member_rows = driver.find_elements(By.CSS_SELECTOR, "table.assets tbody tr")
         check(len(member_rows) == 3, f"the archive's page lists its 3 members, not {len(member_rows)}")
