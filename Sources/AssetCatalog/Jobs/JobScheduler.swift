@@ -9,7 +9,7 @@ import Persistence
 /// and end of each run (``JobScheduler+Runs.swift``).
 final class JobScheduler: Sendable {
     private struct Pace {
-        var rate = ClaimRate(windowStart: Date())
+        var rate = ClaimRate(windowStart: .now)
         var worker: Task<Void, Never>?
         /// The background worker's loop is running (until it sees its cancellation).
         var workerActive = false
@@ -189,7 +189,7 @@ final class JobScheduler: Sendable {
         guard let catalog = rows.catalog else { return 0 }
         let processors = kinds.processors
         let ahead = pace.withLock { p in
-            let now = Date()
+            let now = ContinuousClock.now
             let claimWorth = max(p.rate.claimAhead, tuning.minimumClaimAhead) + concurrency
             if p.rate.isDue(at: now, finished: runs.state.withLock { $0.resultsSincePace }, claimWorth: claimWorth) {
                 let finished = runs.state.withLock { s in
@@ -284,13 +284,19 @@ final class JobScheduler: Sendable {
 }
 
 /// How far ahead of its running jobs a claim takes more: about 100 ms of work, at the rate
-/// at which results committed in the window before.
+/// at which results committed in the window before (on a clock that never steps back).
 struct ClaimRate {
     /// Jobs to claim beyond the free slots.
     private(set) var claimAhead = 0
-    private(set) var windowStart: Date
+    private(set) var windowStart: ContinuousClock.Instant
 
-    init(windowStart: Date) { self.windowStart = windowStart }
+    init(windowStart: ContinuousClock.Instant) { self.windowStart = windowStart }
+
+    /// Seconds from the window's start to `now`.
+    private func window(until now: ContinuousClock.Instant) -> Double {
+        let elapsed = windowStart.duration(to: now).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+    }
 
     /// Whether the rate is read now, `finished` results having committed since the window
     /// started, a process holding at most `claimWorth` jobs claimed at once: after 100 ms;
@@ -298,14 +304,14 @@ struct ClaimRate {
     /// Short jobs would otherwise start with claims of a few jobs for 100 ms, each a
     /// transaction and its round trips (at 0.5 ms a round trip, a tenth of a 10,000-job run).
     /// Long jobs that end together do not trigger it: no more than a claim's worth can.
-    func isDue(at now: Date, finished: Int, claimWorth: Int) -> Bool {
-        let window = now.timeIntervalSince(windowStart)
+    func isDue(at now: ContinuousClock.Instant, finished: Int, claimWorth: Int) -> Bool {
+        let window = window(until: now)
         return window >= 0.1 || (window > 0 && finished >= 2 * claimWorth)
     }
 
     /// Reads the rate: `finished` results since the window started, until `now`.
-    mutating func read(at now: Date, finished: Int, limit: Int) {
-        let window = max(now.timeIntervalSince(windowStart), 1e-6)
+    mutating func read(at now: ContinuousClock.Instant, finished: Int, limit: Int) {
+        let window = max(window(until: now), 1e-6)
         claimAhead = min(limit, Int((Double(finished) * 0.1 / window).rounded(.up)))
         windowStart = now
     }
