@@ -191,13 +191,13 @@ final class JobScheduler: Sendable {
         let ahead = pace.withLock { p in
             let now = ContinuousClock.now
             let claimWorth = max(p.rate.claimAhead, tuning.minimumClaimAhead) + concurrency
-            if p.rate.isDue(at: now, finished: runs.state.withLock { $0.resultsSincePace }, claimWorth: claimWorth) {
-                let finished = runs.state.withLock { s in
-                    defer { s.resultsSincePace = 0 }
-                    return s.resultsSincePace
-                }
-                p.rate.read(at: now, finished: finished, limit: tuning.maxClaimAhead)
+            // The results counted since the window started, taken (and the count restarted) when due.
+            let finished = runs.state.withLock { s -> Int? in
+                guard p.rate.isDue(at: now, finished: s.resultsSincePace, claimWorth: claimWorth) else { return nil }
+                defer { s.resultsSincePace = 0 }
+                return s.resultsSincePace
             }
+            if let finished { p.rate.read(at: now, finished: finished, limit: tuning.maxClaimAhead) }
             return max(p.rate.claimAhead, tuning.minimumClaimAhead)
         }
         let (held, running, firstRun, wanted) = runs.state.withLock { s in
