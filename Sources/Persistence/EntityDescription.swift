@@ -99,12 +99,12 @@ package final class EntityDescription: Sendable, CustomStringConvertible {
     /// Key paths resolved so far, by object identity: the compiler passes the
     /// same key path object at each use, so no key path is hashed on the hot
     /// path. Each entry retains its key path, so an identity is never reused.
-    private let storageSlots = SlotTable()
+    private let storageSlots = SlotTable(limit: EntityDescription.cacheLimit)
     private let wrappedProperties = Locked<[ObjectIdentifier: (AnyKeyPath, PropertyDescription)]>([:])
     /// Slots by key path, for the hot accessors (rows, snapshots, primitive values): a
     /// lookup that copies no ``PropertyDescription`` and takes no lock. Holds its key paths,
     /// so that an identifier is never reused for another.
-    private let keyPathSlots = SlotTable()
+    private let keyPathSlots = SlotTable(limit: EntityDescription.cacheLimit)
     /// Key paths made at run time are new objects each time; stop caching past this.
     private static let cacheLimit = 4096
 

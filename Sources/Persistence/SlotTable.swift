@@ -12,12 +12,12 @@ import Synchronization
 /// from 0 and then its slot; a reader that finds the key before its slot is written reads
 /// the slot from the locked dictionary instead. Past ``capacity`` / 2 key paths (a very wide
 /// entity, or key paths made at run time, each a new object), the rest are looked up in that
-/// dictionary under its lock, up to ``limit``; past that, callers resolve them the slow way.
+/// dictionary under its lock, up to its `limit`; past that, callers resolve them the slow way.
 final class SlotTable: @unchecked Sendable {
     /// How many pairs the table has: a power of two.
     static let capacity = 256
     /// The most key paths kept in all.
-    static let limit = 4096
+    let limit: Int
     private let keys: UnsafeMutablePointer<Atomic<Int>>
     private let slots: UnsafeMutablePointer<Atomic<Int>>
     /// Every key path taken in (kept alive), with its slot, under a lock: inserts only.
@@ -25,7 +25,8 @@ final class SlotTable: @unchecked Sendable {
     /// How many pairs are taken (at most half of them, so that a probe always ends). Under `kept`.
     private var pairs = 0
 
-    init() {
+    init(limit: Int) {
+        self.limit = limit
         keys = .allocate(capacity: Self.capacity)
         slots = .allocate(capacity: Self.capacity)
         for i in 0..<Self.capacity {
@@ -61,11 +62,11 @@ final class SlotTable: @unchecked Sendable {
         return kept.withLock { $0.slots[ObjectIdentifier(keyPath)] }
     }
 
-    /// Takes in `slot` for `keyPath` (once; past ``limit`` key paths, nothing more).
+    /// Takes in `slot` for `keyPath` (once; past `limit` key paths, nothing more).
     func insert(_ slot: Int, for keyPath: AnyKeyPath) {
         let identity = ObjectIdentifier(keyPath)
         let takesPair = kept.withLock { kept -> Bool in
-            guard kept.slots[identity] == nil, kept.paths.count < Self.limit else { return false }
+            guard kept.slots[identity] == nil, kept.paths.count < limit else { return false }
             kept.paths.append(keyPath)
             kept.slots[identity] = slot
             guard pairs < Self.capacity / 2 else { return false }

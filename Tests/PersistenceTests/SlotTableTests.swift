@@ -11,13 +11,13 @@ import Testing
     static func keyPaths(_ count: Int) -> [AnyKeyPath] { (0..<count).map { \[Int].[$0] as AnyKeyPath } }
 
     /// Past the lock-free pairs (half of ``SlotTable/capacity``), key paths are still found,
-    /// in the locked dictionary; past ``SlotTable/limit``, they are not kept.
+    /// in the locked dictionary; past the table's limit, they are not kept.
     @Test func everyKeyPathTakenInIsFoundUpToTheLimit() {
-        let table = SlotTable()
-        let paths = Self.keyPaths(SlotTable.limit + 10)
+        let table = SlotTable(limit: 4096)
+        let paths = Self.keyPaths(table.limit + 10)
         #expect(table.slot(for: paths[0]) == nil)
         for (slot, path) in paths.enumerated() { table.insert(slot, for: path) }
-        for (slot, path) in paths.enumerated().prefix(SlotTable.limit) {
+        for (slot, path) in paths.enumerated().prefix(table.limit) {
             #expect(table.slot(for: path) == slot)
         }
         #expect(paths.suffix(10).allSatisfy { table.slot(for: $0) == nil })
@@ -29,7 +29,7 @@ import Testing
     /// Threads that take key paths in while others look them up see each one either not yet
     /// or with its slot, never another's (run under `--sanitize=thread` too).
     @Test func lookupsWhileOtherThreadsInsertSeeTheRightSlotOrNone() {
-        let table = SlotTable()
+        let table = SlotTable(limit: 4096)
         nonisolated(unsafe) let paths = Self.keyPaths(200)  // key paths from source are immutable and shared
         let wrong = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 8) { worker in
