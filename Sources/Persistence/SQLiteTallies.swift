@@ -139,32 +139,48 @@ extension SQLiteStore {
     /// statement a tally, each counting the range with an aggregate, as the insert trigger
     /// would have counted its rows one by one. Empty when the entity has no tallies.
     static func rangeTallySQL(_ entity: EntityDescription, table: String) throws -> [String] {
+        try entity.resolvedTallies().map { rangeTallySQL($0, of: entity, table: table) }
+    }
+
+    /// ``rangeTallySQL(_:table:)``'s statement for the one tally `tally` of `entity`.
+    static func rangeTallySQL(_ tally: ResolvedTally, of entity: EntityDescription, table: String) -> String {
         let e = counts.literal(.text(entity.name))
         let upsert =
             " ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total"
         let range = "\(table).\"id\" BETWEEN ?1 AND ?2"
-        return try entity.resolvedTallies().map { tally in
-            let name = counts.literal(.text(tally.name))
-            let sum = counts.sum(tally, row: table)
-            let cond = counts.condition(tally, row: table)
-            guard let distinct = tally.distinct else {
-                let key = counts.key(tally.key, row: table)
-                return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), "
-                    + "count(*), IFNULL(sum(\(sum)), 0) FROM \(table) WHERE \(range) AND \(cond) GROUP BY 3" + upsert
-            }
-            // Each value the range holds counts once, unless a row outside the range holds it
-            // (that row counted it). A NULL counts once a row, as the trigger counts it.
-            let column = "\(table).\(quote(distinct))"
-            let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(counts.literal($0.value))" } ?? ""
-            let values =
-                "SELECT \(column) AS v, max(\(sum)) AS total, sum(\(sum)) AS totals, count(*) AS rows FROM \(table) "
-                + "WHERE \(range) AND \(cond) GROUP BY \(column)"
-            let alone =
-                "NOT EXISTS (SELECT 1 FROM \(table) AS o WHERE o.\(quote(distinct)) = g.v\(filter) "
-                + "AND (o.\"id\" < ?1 OR o.\"id\" > ?2))"
-            return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), '', "
-                + "IFNULL(sum(IIF(g.v IS NULL, g.rows, 1)), 0), IFNULL(sum(IIF(g.v IS NULL, g.totals, g.total)), 0) "
-                + "FROM (\(values)) AS g WHERE \(alone) HAVING count(*) > 0" + upsert
+        let name = counts.literal(.text(tally.name))
+        let sum = counts.sum(tally, row: table)
+        let cond = counts.condition(tally, row: table)
+        guard let distinct = tally.distinct else {
+            let key = counts.key(tally.key, row: table)
+            return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), \(key), "
+                + "count(*), IFNULL(sum(\(sum)), 0) FROM \(table) WHERE \(range) AND \(cond) GROUP BY 3" + upsert
+        }
+        // Each value the range holds counts once, unless a row outside the range holds it
+        // (that row counted it). A NULL counts once a row, as the trigger counts it.
+        let column = "\(table).\(quote(distinct))"
+        let filter = tally.filter.map { " AND o.\(quote($0.column)) IS \(counts.literal($0.value))" } ?? ""
+        let values =
+            "SELECT \(column) AS v, max(\(sum)) AS total, sum(\(sum)) AS totals, count(*) AS rows FROM \(table) "
+            + "WHERE \(range) AND \(cond) GROUP BY \(column)"
+        let alone =
+            "NOT EXISTS (SELECT 1 FROM \(table) AS o WHERE o.\(quote(distinct)) = g.v\(filter) "
+            + "AND (o.\"id\" < ?1 OR o.\"id\" > ?2))"
+        return "INSERT INTO \(talliesTable) (entity, tally, key, n, total) SELECT \(e), \(name), '', "
+            + "IFNULL(sum(IIF(g.v IS NULL, g.rows, 1)), 0), IFNULL(sum(IIF(g.v IS NULL, g.totals, g.total)), 0) "
+            + "FROM (\(values)) AS g WHERE \(alone) HAVING count(*) > 0" + upsert
+    }
+
+    /// Adds `counts` (a tally's ``BatchTallyCounts``) to the tally `tally` of `entity`: one
+    /// upsert a key.
+    static func add(_ counts: BatchTallyCounts, to tally: ResolvedTally, of entity: EntityDescription, _ db: Database)
+        throws
+    {
+        let upsert = try db.cachedStatement(
+            sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) VALUES (?, ?, ?, ?, ?) "
+                + "ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total")
+        for key in counts.keys {
+            try upsert.execute(arguments: [entity.name, tally.name, key.text, key.count, key.total])
         }
     }
 

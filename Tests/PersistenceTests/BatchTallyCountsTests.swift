@@ -1,0 +1,130 @@
+import Foundation
+import PersistencePostgreSQL
+import TestScratch
+import Testing
+
+@testable import Persistence
+
+/// Rows counted by tallies of every key a tally can have: a text, an integer, a boolean, a
+/// date (a real: the aggregate's), a to-one relationship, and none.
+final class TallyVariety: ManagedObject {
+    @Attribute var label = ""
+    @Attribute var count = 0
+    @Attribute var flag = false
+    @Attribute var when = Date(timeIntervalSince1970: 0)
+    @Attribute var size: Int64 = 0
+    @ToOne var box: TallyBox?
+
+    override class var tallies: [Persistence.Tally] {
+        [
+            Persistence.Tally("label", by: \TallyVariety.label, summing: \TallyVariety.size),
+            Persistence.Tally("count", by: \TallyVariety.count),
+            Persistence.Tally("flag", by: \TallyVariety.flag, summing: \TallyVariety.size),
+            Persistence.Tally("when", by: \TallyVariety.when),
+            Persistence.Tally("box", by: \TallyVariety.box, summing: \TallyVariety.size),
+            Persistence.Tally("all", summing: \TallyVariety.size),
+        ]
+    }
+}
+
+/// A batch of inserted rows is added to a tally by key from the values written
+/// (``BatchTallyCounts``), not read back by an aggregate: the counts must be the ones the
+/// store's own SQL counts.
+@Suite struct BatchTallyCountsTests {
+    /// `é` as one scalar and as `e` and a combining accent: one string to Swift, two keys to
+    /// SQLite and PostgreSQL, which compare bytes.
+    static let composed = "caf\u{E9}"
+    static let decomposed = "cafe\u{301}"
+
+    /// Every kind of key, in one batch, on both stores: what the store keeps is what a
+    /// recount of its rows finds, key by key.
+    @Test(arguments: StoreKind.allCases) func everyKindOfKeyIsCountedAsTheStoreCountsIt(_ kind: StoreKind) throws {
+        let directory = ScratchDirectory.path("batch-tally")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let schema = try Schema([TallyBox.self, TallyItem.self, TallyVariety.self])
+        let container = try PersistentContainer.open(url: try kind.newStoreURL(in: directory), schema: schema)
+        let context = container.newBackgroundContext()
+        let box = TallyBox(context: context)
+        try context.save()
+        _ = try context.insertRows(
+            TallyVariety.self, count: 300, batchSize: 300,
+            streaming: { i, row in
+                row[\.label] = [Self.composed, Self.decomposed, "plain"][i % 3]
+                row[\.count] = i % 4 - 1
+                row[\.flag] = i % 2 == 0
+                row[\.when] = Date(timeIntervalSince1970: Double(i % 2) + 0.5)
+                row[\.size] = Int64(i)
+                row[\.box] = i % 5 == 0 ? box.objectID : nil
+            })
+        try context.save()
+        #expect(try container.recountTallies(fix: false) == [])
+
+        let labels = try container.tally("label", of: TallyVariety.self)
+        func label(_ text: String) -> TallyCount? { labels.first { $0.key.utf8.elementsEqual(text.utf8) } }
+        #expect(labels.count == 3)
+        // Rows 0, 3, …, 297 are composed (sizes 0 + 3 + … + 297), rows 1, 4, … decomposed.
+        #expect(label(Self.composed) == TallyCount(key: Self.composed, count: 100, total: 14_850))
+        #expect(label(Self.decomposed) == TallyCount(key: Self.decomposed, count: 100, total: 14_950))
+        #expect(label("plain") == TallyCount(key: "plain", count: 100, total: 15_050))
+        #expect(
+            try container.tally("count", of: TallyVariety.self).map(\.key).sorted() == ["-1", "0", "1", "2"])
+        #expect(
+            try container.tally("flag", of: TallyVariety.self)
+                == [TallyCount(key: "0", count: 150, total: 22_500), TallyCount(key: "1", count: 150, total: 22_350)])
+        #expect(try container.tally("when", of: TallyVariety.self).map(\.count) == [150, 150])
+        #expect(
+            try container.tally("box", of: TallyVariety.self)
+                == [
+                    TallyCount(key: "", count: 240, total: 36_000),
+                    TallyCount(key: String(box.objectID.rowID), count: 60, total: 8_850),
+                ])
+        #expect(try container.tally("all", of: TallyVariety.self) == [TallyCount(key: "", count: 300, total: 44_850)])
+    }
+
+    /// Rows of one tally, each with `values` set at the given key paths.
+    static func rows(_ values: [[PartialKeyPath<TallyVariety>: StoreValue]]) -> [StoreChanges.Insert] {
+        let entity = EntityRegistry.description(for: TallyVariety.self)
+        return values.enumerated().map { i, set in
+            var row = entity.storedProperties.map(\.defaultValue)
+            for (keyPath, value) in set { row[entity.slotOrDie(for: keyPath)] = value }
+            return StoreChanges.Insert(entity: entity, id: Int64(i + 1), values: row)
+        }
+    }
+
+    static func tally(_ name: String) throws -> ResolvedTally {
+        try EntityRegistry.description(for: TallyVariety.self).resolvedTallies().first { $0.name == name }!
+    }
+
+    static func counts(_ name: String, _ rows: [StoreChanges.Insert]) throws -> BatchTallyCounts? {
+        BatchTallyCounts(try tally(name), of: EntityRegistry.description(for: TallyVariety.self), rows: rows)
+    }
+
+    /// Keys come in the order of their first rows, grouped by bytes, a run of one key or not.
+    @Test func keysAreGroupedByTheirBytesInTheOrderTheyCome() throws {
+        let rows = Self.rows(
+            [Self.composed, "plain", Self.decomposed, Self.decomposed, "plain", Self.composed].enumerated().map {
+                [\TallyVariety.label: .text($1), \TallyVariety.size: .integer(Int64($0 + 1))]
+            })
+        let counts = try #require(try Self.counts("label", rows))
+        #expect(counts.keys.map(\.text.utf8.count) == [5, 5, 6])
+        #expect(counts.keys.map(\.count) == [2, 2, 2])
+        #expect(counts.keys.map(\.total) == [7, 7, 7])  // sizes 1 + 6, 2 + 5, 3 + 4
+    }
+
+    /// What SQLite would read otherwise than the value says — a real, a blob, a text where
+    /// an integer goes — and a total that overflows are left to the aggregate.
+    @Test func valuesSQLiteWouldReadOtherwiseAreLeftToTheAggregate() throws {
+        #expect(try Self.counts("when", Self.rows([[\TallyVariety.when: .real(1.5)]])) == nil)
+        #expect(try Self.counts("label", Self.rows([[\TallyVariety.label: .blob(Data([1]))]])) == nil)
+        #expect(try Self.counts("label", Self.rows([[\TallyVariety.label: .integer(1)]])) == nil)
+        #expect(try Self.counts("count", Self.rows([[\TallyVariety.count: .text("01")]])) == nil)
+        #expect(try Self.counts("all", Self.rows([[\TallyVariety.size: .text("1")]])) == nil)
+        let huge = Self.rows([[\TallyVariety.size: .integer(.max)], [\TallyVariety.size: .integer(1)]])
+        #expect(try Self.counts("all", huge) == nil)
+        // NULL is the empty key, and adds nothing to the total.
+        let nulls = try #require(
+            try Self.counts("box", Self.rows([[\TallyVariety.box: .null], [\TallyVariety.box: .integer(7)]])))
+        #expect(nulls.keys.map(\.text) == ["", "7"])
+        #expect(try Self.counts("all", Self.rows([[\TallyVariety.size: .null]]))?.keys.map(\.total) == [0])
+    }
+}
