@@ -87,6 +87,31 @@ struct BatchTallyCounts {
         default: nil
         }
     }
+
+    /// Whether the filter of `tally` (a distinct tally's `IS` test) passes none of `rows`, so
+    /// that the batch adds nothing to it: what an aggregate over the rows would find without
+    /// reading them (a reference add's rows, for a tally of managed files). `false` when a
+    /// row passes, when the tally has no filter, and for a value whose SQL reading this does
+    /// not copy.
+    static func filterPassesNone(_ tally: ResolvedTally, of entity: EntityDescription, rows: [StoreChanges.Insert])
+        -> Bool
+    {
+        guard let filter = tally.filter,
+            let property = entity.storedProperties.first(where: { $0.name == filter.column }),
+            let slot = property.slot
+        else { return false }
+        var type = "INTEGER"  // a to-one relationship's row ID
+        if case .attribute(let attribute) = property.kind { type = attribute.sqlType }
+        return rows.allSatisfy { row in
+            switch (row.values[slot], filter.value) {
+            case (.null, let wanted): !wanted.isNull
+            case (_, .null): true
+            case (.text(let s), .text(let w)) where type == "TEXT": !s.utf8.elementsEqual(w.utf8)
+            case (.integer(let i), .integer(let w)) where type == "INTEGER": i != w
+            default: false
+            }
+        }
+    }
 }
 
 /// A text compared and hashed by its UTF-8 bytes, as SQLite's `BINARY` collation compares

@@ -237,10 +237,11 @@ extension SQLiteStore {
         for tally in tallies {
             // A tally by key is counted from the values just written (an aggregate over
             // the rows read them back and sorted them: 0.3 µs a row a tally); the others,
-            // and values it does not read as SQLite does, by the aggregate.
+            // and values it does not read as SQLite does, by the aggregate, unless the
+            // tally's filter passes none of the rows.
             if let counts = BatchTallyCounts(tally, of: entity, rows: rows) {
                 try Self.add(counts, to: tally, of: entity, db)
-            } else {
+            } else if !BatchTallyCounts.filterPassesNone(tally, of: entity, rows: rows) {
                 try db.execute(sql: Self.rangeTallySQL(tally, of: entity, table: table), arguments: [first, last])
             }
         }

@@ -128,3 +128,53 @@ final class TallyVariety: ManagedObject {
         #expect(try Self.counts("all", Self.rows([[\TallyVariety.size: .null]]))?.keys.map(\.total) == [0])
     }
 }
+
+/// A distinct tally's aggregate is skipped for a batch none of whose rows its filter passes
+/// (``BatchTallyCounts/filterPassesNone(_:of:rows:)``): it would add nothing.
+@Suite struct BatchFilterTests {
+    static func rows(stocked: [StoreValue]) -> [StoreChanges.Insert] {
+        let entity = EntityRegistry.description(for: TallyItem.self)
+        return stocked.enumerated().map { i, value in
+            var row = entity.storedProperties.map(\.defaultValue)
+            row[entity.slotOrDie(for: \TallyItem.stocked)] = value
+            return StoreChanges.Insert(entity: entity, id: Int64(i + 1), values: row)
+        }
+    }
+
+    static func passesNone(_ stocked: [StoreValue], tally name: String = "codes") throws -> Bool {
+        let entity = EntityRegistry.description(for: TallyItem.self)
+        let tally = try #require(try entity.resolvedTallies().first { $0.name == name })
+        return BatchTallyCounts.filterPassesNone(tally, of: entity, rows: rows(stocked: stocked))
+    }
+
+    @Test func onlyABatchTheFilterSurelyRefusesIsSkipped() throws {
+        // `stocked IS 1`: refused by 0 and NULL, passed by 1.
+        #expect(try Self.passesNone([.integer(0), .null, .integer(0)]))
+        #expect(try !Self.passesNone([.integer(0), .integer(1)]))
+        // A value SQLite would convert (text in an INTEGER column) is the aggregate's to judge.
+        #expect(try !Self.passesNone([.integer(0), .text("0")]))
+        // A tally by key has no filter: never skipped.
+        #expect(try !Self.passesNone([.integer(0)], tally: "kind"))
+    }
+
+    /// On both stores: a batch of unstocked items leaves the distinct count as it was, and a
+    /// recount agrees.
+    @Test(arguments: StoreKind.allCases) func aBatchTheFilterRefusesAddsNothing(_ kind: StoreKind) throws {
+        let store = try TallyTests.Store(kind)
+        let context = store.container.newBackgroundContext()
+        let item = TallyItem(context: context)
+        item.code = "kept"
+        item.size = 3
+        try context.save()
+        _ = try context.insertRows(
+            TallyItem.self, count: 100, batchSize: 100,
+            streaming: { i, row in
+                row[\.code] = i % 2 == 0 ? "kept" : "other\(i)"
+                row[\.size] = 3
+                row[\.stocked] = false
+            })
+        try context.save()
+        try store.expectExact()
+        #expect(try store.kept().codes == TallyCount(key: "", count: 1, total: 3))
+    }
+}
