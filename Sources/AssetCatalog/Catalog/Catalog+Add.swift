@@ -145,6 +145,8 @@ public struct AddResult: Sendable {
 struct IngestedFile: Sendable {
     var source: String
     var name: String
+    /// The name's ``ContentKind``, found where the file is read, off the writer's thread.
+    var kind: String
     var digest: String
     var size: Int64
     /// In copy mode: the staged link that holds the content until the record commits.
@@ -459,18 +461,19 @@ extension Catalog {
         let stop = { Task.isCancelled }
         let slash = file.path.utf8.lastIndex(of: UInt8(ascii: "/"))  // paths are absolute, never end in "/"
         let name = slash.map { String(file.path[file.path.utf8.index(after: $0)...]) } ?? file.path
+        let kind = ContentKind.of(name)
         switch options.mode {
         case .reference where options.defersHashing:
-            return IngestedFile(source: file.path, name: name, digest: "", size: file.size, pin: nil)
+            return IngestedFile(source: file.path, name: name, kind: kind, digest: "", size: file.size, pin: nil)
         case .reference:
             let (digest, size) = try ContentStore.digest(
                 ofFileAt: file.path, below: file.below, opened: directoryFD, isCancelled: stop)
-            return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: nil)
+            return IngestedFile(source: file.path, name: name, kind: kind, digest: digest, size: size, pin: nil)
         case .copy:
             // Linked into objects/ with its whole batch, just before the batch commits.
             let (digest, size, staged) = try content.stage(
                 fileAt: file.path, below: file.below, opened: directoryFD, in: lane, isCancelled: stop)
-            return IngestedFile(source: file.path, name: name, digest: digest, size: size, pin: staged)
+            return IngestedFile(source: file.path, name: name, kind: kind, digest: digest, size: size, pin: staged)
         }
     }
 
@@ -572,10 +575,14 @@ extension Catalog {
     ) throws -> ([AssetRecord], [Int64]) {
         let storage: Storage = options.mode == .copy ? .managed : .referenced
         let now = Date()
+        // The batch's shared fields (its tags' text, its date) made once, each file's set on a copy.
+        let shared = AssetFields(
+            name: "", kind: "", storage: storage, size: 0, sha256: "", tags: options.tags, created: now, modified: now)
         let fields = files.map { file in
-            AssetFields(
-                name: file.name, kind: ContentKind.of(file.name), storage: storage, size: file.size,
-                sha256: file.digest, path: file.source, tags: options.tags, created: now, modified: now)
+            var fields = shared
+            (fields.name, fields.kind, fields.size, fields.sha256, fields.path) =
+                (file.name, file.kind, file.size, file.digest, file.source)
+            return fields
         }
         let recorded = try storeErrors {
             try withContext { context in
