@@ -406,11 +406,21 @@ package struct DeleteRules<Statements: DeletionStatements> {
     package func insertEffectRows(from start: Int? = nil, refusingLinksInto deleted: [String: RowIDSet]) throws {
         let first = start ?? 0
         guard first < effects.rows.count else { return }
+        // The rows in runs of one entity (a hook plans them so, most often all of one entity):
+        // what is looked up by entity is looked up once a run, not once a row.
+        var runs: [(entity: EntityDescription, rows: Range<Int>)] = []
+        var end = first
+        while end < effects.rows.count {
+            let entity = effects.rows[end].entity
+            let runStart = end
+            while end < effects.rows.count && effects.rows[end].entity === entity { end += 1 }
+            runs.append((entity, runStart..<end))
+        }
         var counts: [String: Int] = [:]
         var order: [String] = []
-        for row in effects.rows[first...] {
-            if counts[row.entity.name] == nil { order.append(row.entity.name) }
-            counts[row.entity.name, default: 0] += 1
+        for run in runs {
+            if counts[run.entity.name] == nil { order.append(run.entity.name) }
+            counts[run.entity.name, default: 0] += run.rows.count
         }
         var next: [String: Int64] = [:]
         for name in order {
@@ -418,20 +428,26 @@ package struct DeleteRules<Statements: DeletionStatements> {
             next[name] = ids.lowerBound
             if start != nil { effects.rowRanges[name, default: RowIDSet()].insert(ids.lowerBound..<ids.upperBound + 1) }
         }
-        for i in first..<effects.rows.count {
-            let name = effects.rows[i].entity.name
-            effects.rows[i].id = next[name]!
-            next[name]! += 1
-            let row = effects.rows[i]
-            try Self.requireNoLink(row.entity, row.id, row.values, into: deleted)
+        for run in runs {
+            var id = next[run.entity.name]!
+            for i in run.rows {
+                effects.rows[i].id = id
+                id += 1
+                try Self.requireNoLink(run.entity, effects.rows[i].id, effects.rows[i].values, into: deleted)
+            }
+            next[run.entity.name] = id
         }
         let rows = Array(effects.rows[first...])
         links.rows(rows)
         // Each entity's rows as one batch of consecutive IDs (the order of its rows kept), so
         // that its tallies are counted once for the batch, not by a trigger a row.
-        var byEntity: [String: [StoreChanges.Insert]] = [:]
-        for row in rows { byEntity[row.entity.name, default: []].append(row) }
-        for name in order { try statements.insertBatch(byEntity[name]![0].entity, byEntity[name]!) }
+        if runs.count == 1 {
+            try statements.insertBatch(runs[0].entity, rows)
+        } else {
+            var byEntity: [String: [StoreChanges.Insert]] = [:]
+            for row in rows { byEntity[row.entity.name, default: []].append(row) }
+            for name in order { try statements.insertBatch(byEntity[name]![0].entity, byEntity[name]!) }
+        }
         if start != nil { effects.rows.removeSubrange(first...) }
     }
 }

@@ -41,14 +41,24 @@ package final class LinkTargets {
 
     /// Notes rows inserted without objects (an insertion's page, a hook's planned rows).
     package func rows(_ rows: [StoreChanges.Insert]) {
-        for row in rows {
-            inserted[row.entity.name, default: RowIDSet()].insert(row.id)
-            for property in row.entity.storedProperties {
-                guard case .toOne = property.kind, case .integer(let target) = row.values[property.slot!] else {
-                    continue
+        // A run of one entity's rows at a time: each set is looked up once a run, not once a
+        // row (a tagged add's tag rows, one a file, each link to its asset).
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let entity = rows[start].entity
+            let run = rows[start...].prefix { $0.entity === entity }
+            start = run.endIndex
+            var ids = inserted.removeValue(forKey: entity.name) ?? RowIDSet()
+            for row in run { ids.insert(row.id) }
+            inserted[entity.name] = ids
+            for property in entity.storedProperties {
+                guard case .toOne = property.kind, let slot = property.slot else { continue }
+                let key = "\(entity.name).\(property.name)"
+                var targets = rowTargets.removeValue(forKey: key)?.targets ?? RowIDSet()
+                for row in run {
+                    if case .integer(let target) = row.values[slot] { targets.insert(target) }
                 }
-                rowTargets["\(row.entity.name).\(property.name)", default: (row.entity, property, RowIDSet())]
-                    .targets.insert(target)
+                if !targets.isEmpty { rowTargets[key] = (entity, property, targets) }
             }
         }
     }

@@ -178,3 +178,47 @@ final class TallyVariety: ManagedObject {
         #expect(try store.kept().codes == TallyCount(key: "", count: 1, total: 3))
     }
 }
+
+/// Rows whose hook plans rows of two entities, interleaved: `items` items and a box after each.
+final class TallyMixer: ManagedObject {
+    @Attribute var items = 0
+
+    override class func willInsertRows(
+        _ rows: [ObjectSnapshot], in context: ManagedObjectContext, effects: SaveEffects
+    ) throws {
+        for (r, row) in rows.enumerated() {
+            for i in 0..<(row.value(for: \TallyMixer.items) ?? 0) {
+                effects.insertRow(TallyItem.self) {
+                    $0[\.kind] = "mixed"
+                    $0[\.size] = 1
+                    $0[\.code] = "m\(r)-\(i)"
+                }
+                effects.insertRow(TallyBox.self) { $0[\.label] = "m\(r)-\(i)" }
+            }
+        }
+    }
+}
+
+@Suite struct InterleavedEffectRowsTests {
+    /// Each entity's planned rows get consecutive IDs in the order they were planned, are all
+    /// written, and are counted once, on both stores.
+    @Test(arguments: StoreKind.allCases) func rowsOfTwoEntitiesPlannedInTurnAreWrittenInOrder(_ kind: StoreKind)
+        throws
+    {
+        let directory = ScratchDirectory.path("interleaved")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let schema = try Schema([TallyBox.self, TallyItem.self, TallyMixer.self])
+        let container = try PersistentContainer.open(url: try kind.newStoreURL(in: directory), schema: schema)
+        let context = container.newBackgroundContext()
+        try context.insertRows(TallyMixer.self, count: 4) { _, row in row[\.items] = 20 }
+        try context.save()
+        let planned = (0..<4).flatMap { r in (0..<20).map { "m\(r)-\($0)" } }
+        let reader = container.newBackgroundContext()
+        let items = try reader.fetch(FetchRequest<TallyItem>()).sorted { $0.objectID.rowID < $1.objectID.rowID }
+        let boxes = try reader.fetch(FetchRequest<TallyBox>()).sorted { $0.objectID.rowID < $1.objectID.rowID }
+        #expect(items.map(\.code) == planned)
+        #expect(boxes.map(\.label) == planned)
+        #expect(try container.tally("kind", of: TallyItem.self) == [TallyCount(key: "mixed", count: 80, total: 80)])
+        #expect(try container.recountTallies(fix: false) == [])
+    }
+}
