@@ -363,7 +363,15 @@ public struct BatchInsertRow<Root: ManagedObject> {
             let property = entity.propertyOrDie(for: keyPath)
             return Value(storeValue: values[property.slot!]) ?? Value(storeValue: property.defaultValue)!
         }
-        set { values[entity.slotOrDie(for: keyPath)] = newValue.storeValue }
+        // Inlined, so that the caller's module specializes it for `Value`: an insertion sets
+        // a dozen fields a row.
+        @inlinable set { setStored(newValue.storeValue, for: keyPath) }
+    }
+
+    /// Sets the stored value of the property `keyPath` names.
+    @usableFromInline
+    mutating func setStored(_ value: StoreValue, for keyPath: AnyKeyPath) {
+        values[entity.slotOrDie(for: keyPath)] = value
     }
 
     /// The destination of a to-one relationship of this row, by ID.

@@ -461,9 +461,17 @@ public struct ObjectSnapshot: Sendable {
     }
 
     /// The value of an attribute, by key path.
+    @inlinable
     public func value<Root: ManagedObject, Value: AttributeValue>(for keyPath: KeyPath<Root, Value>) -> Value? {
-        guard let slot = entity.slot(for: keyPath) else { return nil }
-        return Value(storeValue: values[slot])
+        // Inlined, so that the caller's module specializes it for `Value` (a hook reads a
+        // dozen fields a row: unspecialized, each read looked up `Value?`'s type at run time).
+        storedValue(for: keyPath).flatMap { Value(storeValue: $0) }
+    }
+
+    /// The stored value of the property `keyPath` names; `nil` when it names none.
+    @usableFromInline
+    func storedValue(for keyPath: AnyKeyPath) -> StoreValue? {
+        entity.slot(for: keyPath).map { values[$0] }
     }
 
     /// The ID of the destination of a to-one relationship, by key path.
