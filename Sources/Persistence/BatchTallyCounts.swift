@@ -6,11 +6,13 @@
 /// compares strings: `é` written as one scalar or as two are two keys), and adds up
 /// `IFNULL(sum, 0)`.
 ///
-/// It copies SQLite's reading only for values stored as their column's type is: text in a
-/// `TEXT` column, an integer in an `INTEGER` one, and `NULL`. A row holding anything else
-/// where the tally reads (a real, a blob, a text in an `INTEGER` column, which SQLite would
-/// convert), or a total that overflows, makes the whole batch the aggregate's: `init` is
-/// `nil`.
+/// It copies SQLite's reading only for values stored as their column's type is — text in a
+/// `TEXT` column, an integer in an `INTEGER` one, and `NULL` — in a column the table declares
+/// as the store declares it (its definition found as such in the table's SQL: a migration
+/// that changed a column's type or collation leaves that column to SQLite). A row holding
+/// anything else where the tally reads (a real, a blob, a text in an `INTEGER` column, which
+/// SQLite would convert, a text with a NUL, which a bound key would lose), or a total that
+/// overflows, makes the whole batch the aggregate's: `init` is `nil`.
 struct BatchTallyCounts {
     /// One key's rows: how many, and what they add to the total.
     struct Key {
@@ -22,18 +24,13 @@ struct BatchTallyCounts {
     /// The keys, in the order their first rows come.
     private(set) var keys: [Key] = []
 
-    init?(_ tally: ResolvedTally, of entity: EntityDescription, rows: [StoreChanges.Insert]) {
+    /// Counts `tally` of `entity` over `rows`; `table` is the `CREATE TABLE` text of the
+    /// entity's table, as `sqlite_master` holds it.
+    init?(_ tally: ResolvedTally, of entity: EntityDescription, table: String, rows: [StoreChanges.Insert]) {
         // A filter belongs to distinct tallies, which look for other rows.
         guard tally.distinct == nil, tally.filter == nil else { return nil }
-        // The slot and column type of each column the tally reads (none for no key, no sum).
-        func column(_ name: String?) -> (slot: Int, type: String)? {
-            guard let property = entity.storedProperties.first(where: { $0.name == name }), let slot = property.slot
-            else { return nil }
-            if case .attribute(let type) = property.kind { return (slot, type.sqlType) }
-            return (slot, "INTEGER")  // a to-one relationship's row ID
-        }
-        let key = column(tally.key)
-        let sum = column(tally.sum)
+        let key = Self.column(tally.key, of: entity, table: table)
+        let sum = Self.column(tally.sum, of: entity, table: table)
         guard (key != nil) == (tally.key != nil), (sum != nil) == (tally.sum != nil) else { return nil }
         var index: [BytewiseText: Int] = [:]
         var last: Int?
@@ -67,12 +64,26 @@ struct BatchTallyCounts {
         }
     }
 
+    /// The slot and SQL type of the column `name` of `entity`, when the table `table` (its
+    /// `CREATE TABLE` text) declares it as the store does; `nil` for no name, and for a
+    /// column a migration made otherwise.
+    private static func column(_ name: String?, of entity: EntityDescription, table: String) -> (
+        slot: Int, type: String
+    )? {
+        guard let property = entity.storedProperties.first(where: { $0.name == name }), let slot = property.slot
+        else { return nil }
+        let declared = StoreDialect.sqlite.columnDefinition(property)
+        guard table.contains(declared + ",") || table.contains(declared + ")") else { return nil }
+        if case .attribute(let type) = property.kind { return (slot, type.sqlType) }
+        return (slot, "INTEGER")  // a to-one relationship's row ID
+    }
+
     /// `IFNULL(CAST(value AS TEXT), '')` for a value stored as its column's type; `nil` for
-    /// any other.
+    /// any other, and for a text with a NUL (the key's upsert binds it as a C string).
     private static func text(_ value: StoreValue, columnType: String) -> String? {
         switch value {
         case .null: ""
-        case .text(let s) where columnType == "TEXT": s
+        case .text(let s) where columnType == "TEXT" && !s.utf8.contains(0): s
         case .integer(let i) where columnType == "INTEGER": String(i)
         default: nil
         }
@@ -90,24 +101,24 @@ struct BatchTallyCounts {
 
     /// Whether the filter of `tally` (a distinct tally's `IS` test) passes none of `rows`, so
     /// that the batch adds nothing to it: what an aggregate over the rows would find without
-    /// reading them (a reference add's rows, for a tally of managed files). `false` when a
-    /// row passes, when the tally has no filter, and for a value whose SQL reading this does
-    /// not copy.
-    static func filterPassesNone(_ tally: ResolvedTally, of entity: EntityDescription, rows: [StoreChanges.Insert])
-        -> Bool
-    {
-        guard let filter = tally.filter,
-            let property = entity.storedProperties.first(where: { $0.name == filter.column }),
-            let slot = property.slot
-        else { return false }
-        var type = "INTEGER"  // a to-one relationship's row ID
-        if case .attribute(let attribute) = property.kind { type = attribute.sqlType }
+    /// reading them (a reference add's rows, for a tally of managed files). `table` is the
+    /// `CREATE TABLE` text of the entity's table. `false` when a row passes, when the tally
+    /// has no filter, and for a value or a column whose SQL reading this does not copy (a
+    /// real, which SQLite stores as `NULL` when it is not a number, or a filter's real, whose
+    /// literal is then `NULL`).
+    static func filterPassesNone(
+        _ tally: ResolvedTally, of entity: EntityDescription, table: String, rows: [StoreChanges.Insert]
+    ) -> Bool {
+        guard let filter = tally.filter, let column = column(filter.column, of: entity, table: table) else {
+            return false
+        }
         return rows.allSatisfy { row in
-            switch (row.values[slot], filter.value) {
-            case (.null, let wanted): !wanted.isNull
-            case (_, .null): true
-            case (.text(let s), .text(let w)) where type == "TEXT": !s.utf8.elementsEqual(w.utf8)
-            case (.integer(let i), .integer(let w)) where type == "INTEGER": i != w
+            switch (row.values[column.slot], filter.value) {
+            case (.null, .null): false
+            case (.null, .text), (.null, .integer): true
+            case (.text, .null), (.integer, .null): true
+            case (.text(let s), .text(let w)) where column.type == "TEXT": !s.utf8.elementsEqual(w.utf8)
+            case (.integer(let i), .integer(let w)) where column.type == "INTEGER": i != w
             default: false
             }
         }

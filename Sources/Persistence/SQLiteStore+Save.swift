@@ -234,14 +234,19 @@ extension SQLiteStore {
             defer { _ = persistence_set_triggers_enabled(connection, 1) }
             try Self.insertRows(db, rows, sql: sql)
         }
+        // The table as it stands: a column a migration declared otherwise is left to SQLite.
+        let declared =
+            try String.fetchOne(
+                db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", arguments: [entity.name])
+            ?? ""
         for tally in tallies {
             // A tally by key is counted from the values just written (an aggregate over
             // the rows read them back and sorted them: 0.3 µs a row a tally); the others,
             // and values it does not read as SQLite does, by the aggregate, unless the
             // tally's filter passes none of the rows.
-            if let counts = BatchTallyCounts(tally, of: entity, rows: rows) {
+            if let counts = BatchTallyCounts(tally, of: entity, table: declared, rows: rows) {
                 try Self.add(counts, to: tally, of: entity, db)
-            } else if !BatchTallyCounts.filterPassesNone(tally, of: entity, rows: rows) {
+            } else if !BatchTallyCounts.filterPassesNone(tally, of: entity, table: declared, rows: rows) {
                 try db.execute(sql: Self.rangeTallySQL(tally, of: entity, table: table), arguments: [first, last])
             }
         }

@@ -95,8 +95,17 @@ final class TallyVariety: ManagedObject {
         try EntityRegistry.description(for: TallyVariety.self).resolvedTallies().first { $0.name == name }!
     }
 
-    static func counts(_ name: String, _ rows: [StoreChanges.Insert]) throws -> BatchTallyCounts? {
-        BatchTallyCounts(try tally(name), of: EntityRegistry.description(for: TallyVariety.self), rows: rows)
+    /// The `CREATE TABLE` text of `type`'s table as the store makes it.
+    static func table(_ type: ManagedObject.Type) -> String {
+        let entity = EntityRegistry.description(for: type)
+        return "CREATE TABLE \"\(entity.name)\" (\(StoreDialect.sqlite.tableColumns(entity).joined(separator: ", ")))"
+    }
+
+    static func counts(_ name: String, _ rows: [StoreChanges.Insert], table: String = table(TallyVariety.self)) throws
+        -> BatchTallyCounts?
+    {
+        BatchTallyCounts(
+            try tally(name), of: EntityRegistry.description(for: TallyVariety.self), table: table, rows: rows)
     }
 
     /// Keys come in the order of their first rows, grouped by bytes, a run of one key or not.
@@ -126,6 +135,21 @@ final class TallyVariety: ManagedObject {
             try Self.counts("box", Self.rows([[\TallyVariety.box: .null], [\TallyVariety.box: .integer(7)]])))
         #expect(nulls.keys.map(\.text) == ["", "7"])
         #expect(try Self.counts("all", Self.rows([[\TallyVariety.size: .null]]))?.keys.map(\.total) == [0])
+        // A NUL would be lost where the key is bound as a C string.
+        #expect(try Self.counts("label", Self.rows([[\TallyVariety.label: .text("a\u{0}b")]])) == nil)
+    }
+
+    /// A column the table declares otherwise than the store does (a migration changed its
+    /// type or its collation) is SQLite's to read.
+    @Test func aColumnDeclaredOtherwiseIsLeftToTheAggregate() throws {
+        let rows = Self.rows([[\TallyVariety.label: .text("x")]])
+        #expect(try Self.counts("label", rows) != nil)
+        let retyped = Self.table(TallyVariety.self).replacingOccurrences(
+            of: "\"label\" TEXT NOT NULL", with: "\"label\" INTEGER NOT NULL")
+        #expect(try Self.counts("label", rows, table: retyped) == nil)
+        let collated = Self.table(TallyVariety.self).replacingOccurrences(
+            of: "\"label\" TEXT NOT NULL DEFAULT ''", with: "\"label\" TEXT NOT NULL DEFAULT '' COLLATE NOCASE")
+        #expect(try Self.counts("label", rows, table: collated) == nil)
     }
 }
 
@@ -144,7 +168,8 @@ final class TallyVariety: ManagedObject {
     static func passesNone(_ stocked: [StoreValue], tally name: String = "codes") throws -> Bool {
         let entity = EntityRegistry.description(for: TallyItem.self)
         let tally = try #require(try entity.resolvedTallies().first { $0.name == name })
-        return BatchTallyCounts.filterPassesNone(tally, of: entity, rows: rows(stocked: stocked))
+        return BatchTallyCounts.filterPassesNone(
+            tally, of: entity, table: BatchTallyCountsTests.table(TallyItem.self), rows: rows(stocked: stocked))
     }
 
     @Test func onlyABatchTheFilterSurelyRefusesIsSkipped() throws {
@@ -153,6 +178,8 @@ final class TallyVariety: ManagedObject {
         #expect(try !Self.passesNone([.integer(0), .integer(1)]))
         // A value SQLite would convert (text in an INTEGER column) is the aggregate's to judge.
         #expect(try !Self.passesNone([.integer(0), .text("0")]))
+        // A real is SQLite's to read (not a number, it is stored as NULL).
+        #expect(try !Self.passesNone([.integer(0), .real(.nan)]))
         // A tally by key has no filter: never skipped.
         #expect(try !Self.passesNone([.integer(0)], tally: "kind"))
     }
@@ -220,5 +247,83 @@ final class TallyMixer: ManagedObject {
         #expect(boxes.map(\.label) == planned)
         #expect(try container.tally("kind", of: TallyItem.self) == [TallyCount(key: "mixed", count: 80, total: 80)])
         #expect(try container.recountTallies(fix: false) == [])
+    }
+}
+
+/// Rows whose distinct tally counts the codes of unscored rows (`score IS NULL`).
+final class TallyScore: ManagedObject {
+    @Attribute(.indexed) var code = ""
+    @Attribute var score: Double? = 0
+    override class var tallies: [Persistence.Tally] {
+        [.distinct("unscored", of: \TallyScore.code, where: \TallyScore.score, is: nil as Double?)]
+    }
+}
+
+/// The same table, first with an integer `label`, then with a text one: the column keeps the
+/// type it was made with (a changed type makes no new column).
+final class TallyRetypedBefore: ManagedObject {
+    override class var entityName: String { "TallyRetyped" }
+    @Attribute var label = 0
+    override class var tallies: [Persistence.Tally] { [Persistence.Tally("label", by: \TallyRetypedBefore.label)] }
+}
+
+final class TallyRetypedAfter: ManagedObject {
+    override class var entityName: String { "TallyRetyped" }
+    @Attribute var label = ""
+    override class var tallies: [Persistence.Tally] { [Persistence.Tally("label", by: \TallyRetypedAfter.label)] }
+}
+
+/// Values SQLite stores otherwise than they are written, in a batch: the counts are still the
+/// ones a recount finds.
+@Suite struct BatchTallyStoredValuesTests {
+    static func url(_ name: String) -> URL {
+        let directory = ScratchDirectory.path(name)
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.appending(path: "store.sqlite")
+    }
+
+    /// Keys that differ after a NUL stay apart.
+    @Test func textKeysWithANulAreCountedApart() throws {
+        let schema = try Schema([TallyBox.self, TallyItem.self, TallyVariety.self])
+        let container = try PersistentContainer.open(url: Self.url("batch-tally-nul"), schema: schema)
+        let context = container.newBackgroundContext()
+        _ = try context.insertRows(
+            TallyVariety.self, count: 300, batchSize: 300,
+            streaming: { i, row in
+                row[\.label] = ["a\u{0}b", "a\u{0}c", "a"][i % 3]
+                row[\.size] = 1
+            })
+        try context.save()
+        #expect(try container.recountTallies(fix: false) == [])
+    }
+
+    /// A real that is not a number is stored as NULL, which `score IS NULL` passes.
+    @Test func aNotANumberPassesAFilterOfNull() throws {
+        let container = try PersistentContainer.open(
+            url: Self.url("batch-tally-nan"), schema: try Schema([TallyScore.self]))
+        let context = container.newBackgroundContext()
+        _ = try context.insertRows(
+            TallyScore.self, count: 100, batchSize: 100,
+            streaming: { i, row in
+                row[\.code] = "c\(i)"
+                row[\.score] = .nan
+            })
+        try context.save()
+        #expect(try container.recountTallies(fix: false) == [])
+        #expect(try container.tally("unscored", of: TallyScore.self).map(\.count) == [100])
+    }
+
+    /// A column made `INTEGER` and now declared text: SQLite stores `"0123"` as 123.
+    @Test func aColumnOfAnotherTypeIsCountedAsSQLiteStoresIt() throws {
+        let url = Self.url("batch-tally-retyped")
+        try PersistentContainer.open(url: url, schema: try Schema([TallyRetypedBefore.self])).close()
+        let container = try PersistentContainer.open(url: url, schema: try Schema([TallyRetypedAfter.self]))
+        let context = container.newBackgroundContext()
+        _ = try context.insertRows(
+            TallyRetypedAfter.self, count: 100, batchSize: 100, streaming: { _, row in row[\.label] = "0123" })
+        try context.save()
+        #expect(try container.recountTallies(fix: false) == [])
+        let counts = try container.tally("label", of: TallyRetypedAfter.self)
+        #expect(counts == [TallyCount(key: "123", count: 100, total: 0)])
     }
 }
