@@ -70,12 +70,10 @@ struct BatchTallyCounts {
     private static func column(_ name: String?, of entity: EntityDescription, table: String) -> (
         slot: Int, type: String
     )? {
-        guard let property = entity.storedProperties.first(where: { $0.name == name }), let slot = property.slot
-        else { return nil }
+        guard let name, let property = entity.property(named: name), let slot = property.slot else { return nil }
         let declared = StoreDialect.sqlite.columnDefinition(property)
         guard table.contains(declared + ",") || table.contains(declared + ")") else { return nil }
-        if case .attribute(let type) = property.kind { return (slot, type.sqlType) }
-        return (slot, "INTEGER")  // a to-one relationship's row ID
+        return (slot, StoreDialect.sqlite.columnType(of: property))
     }
 
     /// `IFNULL(CAST(value AS TEXT), '')` for a value stored as its column's type; `nil` for

@@ -441,13 +441,9 @@ package struct DeleteRules<Statements: DeletionStatements> {
         links.rows(rows)
         // Each entity's rows as one batch of consecutive IDs (the order of its rows kept), so
         // that its tallies are counted once for the batch, not by a trigger a row.
-        if runs.count == 1 {
-            try statements.insertBatch(runs[0].entity, rows)
-        } else {
-            var byEntity: [String: [StoreChanges.Insert]] = [:]
-            for row in rows { byEntity[row.entity.name, default: []].append(row) }
-            for name in order { try statements.insertBatch(byEntity[name]![0].entity, byEntity[name]!) }
-        }
+        var byEntity: [String: [StoreChanges.Insert]] = [:]
+        for run in runs { byEntity[run.entity.name, default: []].append(contentsOf: effects.rows[run.rows]) }
+        for name in order { try statements.insertBatch(byEntity[name]![0].entity, byEntity[name]!) }
         if start != nil { effects.rows.removeSubrange(first...) }
     }
 }

@@ -142,11 +142,14 @@ extension SQLiteStore {
         try entity.resolvedTallies().map { rangeTallySQL($0, of: entity, table: table) }
     }
 
+    /// What an insert of counts does with a key already counted: adds to it.
+    private static let addedToCounts =
+        "ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total"
+
     /// ``rangeTallySQL(_:table:)``'s statement for the one tally `tally` of `entity`.
     static func rangeTallySQL(_ tally: ResolvedTally, of entity: EntityDescription, table: String) -> String {
         let e = counts.literal(.text(entity.name))
-        let upsert =
-            " ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total"
+        let upsert = " " + addedToCounts
         let range = "\(table).\"id\" BETWEEN ?1 AND ?2"
         let name = counts.literal(.text(tally.name))
         let sum = counts.sum(tally, row: table)
@@ -177,8 +180,7 @@ extension SQLiteStore {
         throws
     {
         let upsert = try db.cachedStatement(
-            sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) VALUES (?, ?, ?, ?, ?) "
-                + "ON CONFLICT (entity, tally, key) DO UPDATE SET n = n + excluded.n, total = total + excluded.total")
+            sql: "INSERT INTO \(talliesTable) (entity, tally, key, n, total) VALUES (?, ?, ?, ?, ?) \(addedToCounts)")
         for key in counts.keys {
             try upsert.execute(arguments: [entity.name, tally.name, key.text, key.count, key.total])
         }

@@ -142,15 +142,16 @@ package func quote(_ identifier: String) -> String {
 }
 
 extension StoreDialect {
+    /// The type of `property`'s column: its attribute's, or a to-one relationship's row ID.
+    package func columnType(of property: PropertyDescription) -> String {
+        if case .attribute(let type) = property.kind { return columnType(type) }
+        return integerType
+    }
+
     /// The definition of `property`'s column, in a `CREATE TABLE` or an `ADD COLUMN`.
     package func columnDefinition(_ property: PropertyDescription) -> String {
-        let type: String
-        switch property.kind {
-        case .attribute(let t): type = columnType(t)
-        default: type = integerType
-        }
         let null = property.isOptional ? "" : " NOT NULL"
-        return "\(quote(property.name)) \(type)\(null) DEFAULT \(literal(property.defaultValue))"
+        return "\(quote(property.name)) \(columnType(of: property))\(null) DEFAULT \(literal(property.defaultValue))"
     }
 
     /// The columns of a new table of `entity`: its ID, its version, then its properties'.

@@ -294,8 +294,7 @@ struct ClaimRate {
 
     /// Seconds from the window's start to `now`.
     private func window(until now: ContinuousClock.Instant) -> Double {
-        let elapsed = windowStart.duration(to: now).components
-        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        windowStart.duration(to: now) / .seconds(1)
     }
 
     /// Whether the rate is read now, `finished` results having committed since the window
