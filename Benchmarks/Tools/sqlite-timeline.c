@@ -10,6 +10,17 @@
  *   cc -O2 -shared -fPIC -o /tmp/sqlite-timeline.so Benchmarks/Tools/sqlite-timeline.c -ldl
  *   LD_PRELOAD=/tmp/sqlite-timeline.so SQLITE_TIMELINE=/tmp/timeline.txt assetcat show 3
  *
+ * With SQLITE_TIMELINE_TOTALS=1 it keeps no order: one line a distinct call (what it was and
+ * the first 200 bytes of its statement), with the milliseconds of all its calls and how many
+ * there were — for a run too long for a timeline, an add of a million files:
+ *
+ *   LD_PRELOAD=/tmp/sqlite-timeline.so SQLITE_TIMELINE_TOTALS=1 SQLITE_TIMELINE=/tmp/totals.txt \
+ *       assetcat add --reference --recursive --tag bulk DIR
+ *   sort -rn /tmp/totals.txt | head
+ *
+ * Statements SQLite runs inside another (FTS5's writes of its own tables) count on their own
+ * lines and in the time of the statement that ran them.
+ *
  * Each wrapped call costs a few microseconds: read the gaps and the shares, not the total.
  */
 #define _GNU_SOURCE
@@ -23,10 +34,11 @@
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
 
-enum { capacity = 4096, width = 120 };
+enum { capacity = 4096, width = 200 };
 static double starts[capacity], durations[capacity];
 static char texts[capacity][width];
-static int used;
+static long calls[capacity];  /* with totals: how many calls each line sums */
+static int used, totals;
 static double loaded;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -41,27 +53,43 @@ static void write_timeline(void) {
     FILE *file = fopen(path ? path : "sqlite-timeline.txt", "w");
     if (!file) return;
     for (int i = 0; i < used; i++) {
-        fprintf(file, "%8.3f %7.3f  %s\n", (starts[i] - loaded) * 1000, durations[i] * 1000, texts[i]);
+        if (totals) {
+            fprintf(file, "%10.1f ms %9ld  %s\n", durations[i] * 1000, calls[i], texts[i]);
+        } else {
+            fprintf(file, "%8.3f %7.3f  %s\n", (starts[i] - loaded) * 1000, durations[i] * 1000, texts[i]);
+        }
     }
     fclose(file);
 }
 
 __attribute__((constructor)) static void start(void) {
     loaded = now();
+    totals = getenv("SQLITE_TIMELINE_TOTALS") != NULL;
     atexit(write_timeline);
 }
 
 static void record(double start, const char *kind, const char *sql) {
     double duration = now() - start;
+    char text[width];
+    snprintf(text, width, "%s %s", kind, sql ? sql : "?");
+    for (char *c = text; *c; c++) {
+        if (*c == '\n') *c = ' ';
+    }
     pthread_mutex_lock(&lock);
-    if (used < capacity) {
-        starts[used] = start;
-        durations[used] = duration;
-        snprintf(texts[used], width, "%s %s", kind, sql ? sql : "?");
-        for (char *c = texts[used]; *c; c++) {
-            if (*c == '\n') *c = ' ';
+    int i = used;
+    if (totals) {
+        for (i = 0; i < used && strcmp(texts[i], text) != 0; i++) {}
+    }
+    if (i < used || used < capacity) {
+        if (i == used) {
+            strcpy(texts[used], text);
+            starts[used] = start;
+            durations[used] = 0;
+            calls[used] = 0;
+            used++;
         }
-        used++;
+        durations[i] += duration;
+        calls[i]++;
     }
     pthread_mutex_unlock(&lock);
 }
